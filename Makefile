@@ -1,0 +1,30 @@
+# Two commands on a fresh machine: `make run` (the main job) and `make test` (the whole suite).
+# Both create .venv on first use and reinstall only when pyproject.toml changes.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench clean
+
+run: $(STAMP)
+	$(PY) -m simulator run scenarios/dgx.yaml
+
+test: $(STAMP)
+	$(PY) -m ruff check simulator tests bench
+	$(PY) -m pytest
+
+lint: $(STAMP)
+	$(PY) -m ruff check simulator tests bench
+
+bench: $(STAMP)
+	$(PY) bench/ring_scaling.py
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis results/*/

@@ -1,0 +1,178 @@
+"""The SimPy engine: runs every rank's program on the fabric, moving and reducing real data.
+
+Each rank is a SimPy process that steps through its algorithm's generator. Posted sends become
+transfers on the :class:`~simulator.network.Fabric` carrying a copy of the chunk's data; a
+``recv`` waits for the matching message, then copies it in or reduces it in on the rank's GPU,
+whose reduction engine is a capacity-1 resource (concurrent reductions queue). The run's time is
+when the last rank finishes its program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from simulator.collectives.base import Algorithm
+from simulator.costmodel import GpuSpec
+from simulator.data import Payload
+from simulator.errors import AlgorithmError
+from simulator.network import Fabric, Routing
+from simulator.program import COPY, Chunk, Comm, LocalReduce, Recv
+from simulator.reduction import ReduceOp
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What one simulated collective cost: time, and counters that explain it."""
+
+    time_s: float
+    messages: int
+    bytes_moved: float
+    events: int
+
+
+@dataclass(frozen=True)
+class _Message:
+    chunk: Chunk
+    data: np.ndarray
+
+
+class _Gpu:
+    """A GPU's reduction engine: reducing ``n`` bytes holds it for ``launch + n / bandwidth``."""
+
+    def __init__(self, env: simpy.Environment, spec: GpuSpec) -> None:
+        self.env = env
+        self.spec = spec
+        self.engine = simpy.Resource(env, capacity=1)
+
+    def reduce(self, size_bytes: float) -> Generator[simpy.Event, object, None]:
+        duration = self.spec.reduce_s(size_bytes)
+        if duration <= 0:
+            return
+        with self.engine.request() as turn:
+            yield turn
+            yield self.env.timeout(duration)
+
+
+class _Run:
+    """One collective on one fabric: the rank processes and the messages between them."""
+
+    def __init__(self, algorithm: Algorithm, placement: tuple[str, ...], routing: Routing,
+                 gpu: GpuSpec, payload: Payload, buffers: np.ndarray, op: ReduceOp) -> None:
+        self.env = simpy.Environment()
+        self.algorithm = algorithm
+        self.placement = placement
+        self.fabric = Fabric(self.env, routing)
+        self.gpus = [_Gpu(self.env, gpu) for _ in placement]
+        self.payload = payload
+        self.buffers = buffers
+        self.op = op
+        ranks = len(placement)
+        self.comms = [Comm(rank, ranks, payload.count) for rank in range(ranks)]
+        self.finished: dict[int, float] = {}
+        self._slots: dict[tuple[int, int, int], simpy.Event] = {}
+        self._sent: dict[tuple[int, int], int] = {}
+        self._received: dict[tuple[int, int], int] = {}
+
+    def run(self) -> Timing:
+        for rank in range(len(self.placement)):
+            self.env.process(self._rank(rank))
+        events = 0
+        while True:
+            try:
+                self.env.step()
+            except simpy.core.EmptySchedule:
+                break
+            events += 1
+        self._check_complete()
+        return Timing(time_s=float(max(self.finished.values(), default=0.0)),
+                      messages=self.fabric.stats.transfers,
+                      bytes_moved=self.fabric.stats.bytes_moved, events=events)
+
+    def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
+        comm = self.comms[rank]
+        for op in self.algorithm.program(rank, comm):
+            self._post_sends(rank, comm)
+            if isinstance(op, Recv):
+                yield from self._recv(rank, op)
+            elif isinstance(op, LocalReduce):
+                yield from self._local_reduce(rank, op)
+            else:
+                raise AlgorithmError(f"{self.algorithm.name}: rank {rank} yielded {op!r}; "
+                                     "expected comm.recv(...) or comm.reduce(...)")
+        self._post_sends(rank, comm)
+        self.finished[rank] = self.env.now
+
+    def _post_sends(self, rank: int, comm: Comm) -> None:
+        for send in comm.take_posted():
+            self._check_chunk(rank, send.chunk)
+            pair = (rank, send.peer)
+            seq = self._sent.get(pair, 0)
+            self._sent[pair] = seq + 1
+            data = self.buffers[rank, self.payload.view(send.chunk)].copy()
+            self.env.process(self._deliver(rank, send.peer, seq, _Message(send.chunk, data)))
+
+    def _deliver(self, src: int, dst: int, seq: int,
+                 message: _Message) -> Generator[simpy.Event, object, None]:
+        yield from self.fabric.transfer(self.placement[src], self.placement[dst],
+                                        self.payload.nbytes(message.chunk))
+        self._slot(src, dst, seq).succeed(message)
+
+    def _slot(self, src: int, dst: int, seq: int) -> simpy.Event:
+        key = (src, dst, seq)
+        if key not in self._slots:
+            self._slots[key] = self.env.event()
+        return self._slots[key]
+
+    def _recv(self, rank: int, op: Recv) -> Generator[simpy.Event, object, None]:
+        self._check_chunk(rank, op.into)
+        pair = (op.peer, rank)
+        seq = self._received.get(pair, 0)
+        self._received[pair] = seq + 1
+        message = yield self._slot(op.peer, rank, seq)
+        del self._slots[(op.peer, rank, seq)]
+        if message.chunk.count != op.into.count:
+            raise AlgorithmError(f"{self.algorithm.name}: rank {rank} received {message.chunk.count} "
+                                 f"elements from rank {op.peer} into a chunk of {op.into.count}")
+        target = self.buffers[rank, self.payload.view(op.into)]
+        if target.shape != message.data.shape:
+            raise AlgorithmError(f"{self.algorithm.name}: the proxy payload cannot represent a "
+                                 f"move of {message.chunk} into {op.into}; rerun with a larger proxy")
+        if op.op is COPY:
+            target[...] = message.data
+        else:
+            yield from self.gpus[rank].reduce(self.payload.nbytes(op.into))
+            self.op.combine(target, message.data)
+
+    def _local_reduce(self, rank: int, op: LocalReduce) -> Generator[simpy.Event, object, None]:
+        self._check_chunk(rank, op.into)
+        self._check_chunk(rank, op.source)
+        yield from self.gpus[rank].reduce(self.payload.nbytes(op.into))
+        row = self.buffers[rank]
+        self.op.combine(row[self.payload.view(op.into)], row[self.payload.view(op.source)].copy())
+
+    def _check_chunk(self, rank: int, chunk: Chunk) -> None:
+        if not (0 <= chunk.start <= chunk.stop <= self.payload.count):
+            raise AlgorithmError(f"{self.algorithm.name}: rank {rank} used {chunk}, outside its "
+                                 f"buffer of {self.payload.count} elements")
+
+    def _check_complete(self) -> None:
+        stuck = [r for r in range(len(self.placement)) if r not in self.finished]
+        if stuck:
+            raise AlgorithmError(f"{self.algorithm.name}: deadlock: ranks {stuck[:8]} wait for "
+                                 "messages that are never sent")
+        if self._slots:
+            src, dst, _ = min(self._slots)
+            raise AlgorithmError(f"{self.algorithm.name}: rank {src} sent {len(self._slots)} "
+                                 f"message(s) never received (first to rank {dst})")
+
+
+def run_collective(algorithm: Algorithm, placement: tuple[str, ...], routing: Routing,
+                   gpu: GpuSpec, payload: Payload, buffers: np.ndarray, op: ReduceOp) -> Timing:
+    """Simulate ``algorithm`` on every rank; ``buffers`` (ranks × proxy) end holding the result."""
+    timing = _Run(algorithm, placement, routing, gpu, payload, buffers, op).run()
+    op.finalize(buffers, len(placement))
+    return timing

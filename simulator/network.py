@@ -1,0 +1,167 @@
+"""The network at flow level: routes over the topology graph and transfers sharing links on SimPy.
+
+A transfer of ``S`` bytes from node ``a`` to node ``b`` follows one route, pays the route's summed
+latency once, then moves its bytes at its max-min fair rate (:mod:`simulator.sharing`), recomputed
+whenever a flow on a connected link starts or ends. Alone on its links, a transfer therefore takes
+exactly ``route.latency_s + S / route.bottleneck_Bps``: the alpha-beta cost of one message.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+import networkx as nx
+import simpy
+
+from simulator.sharing import FairShare
+
+LinkId = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Route:
+    """The path a transfer takes, with what it costs: alpha (latency) and 1/beta (bottleneck)."""
+
+    nodes: tuple[str, ...]
+    links: tuple[LinkId, ...]
+    latency_s: float
+    bottleneck_Bps: float
+
+
+class Routing:
+    """Deterministic shortest routes by latency on a topology graph, cached per node pair.
+
+    A route minimises, in this order: summed latency (links, plus the per-message ``latency`` of
+    every node it crosses, endpoints included), then hop count, then the sequence of node names.
+    That total order makes routes reproducible whatever order the graph was built in.
+    """
+
+    def __init__(self, graph: nx.DiGraph) -> None:
+        self.graph = graph
+        self._cache: dict[tuple[str, str], Route] = {}
+
+    def route(self, src: str, dst: str) -> Route:
+        """The route from ``src`` to ``dst``; raises ``nx.NetworkXNoPath`` if there is none."""
+        key = (src, dst)
+        if key not in self._cache:
+            self._cache[key] = self._shortest(src, dst)
+        return self._cache[key]
+
+    def _shortest(self, src: str, dst: str) -> Route:
+        graph = self.graph
+        node_latency = graph.nodes(data="latency", default=0.0)
+        start = (float(node_latency[src]), 0, (src,))
+        best = {src: start}
+        heap = [start]
+        while heap:
+            latency, hops, path = heapq.heappop(heap)
+            node = path[-1]
+            if best.get(node) != (latency, hops, path):
+                continue
+            if node == dst:
+                return self._as_route(path, latency)
+            for succ, edge in graph.succ[node].items():
+                candidate = (latency + edge["latency"] + float(node_latency[succ]), hops + 1,
+                             (*path, succ))
+                if succ not in best or candidate < best[succ]:
+                    best[succ] = candidate
+                    heapq.heappush(heap, candidate)
+        raise nx.NetworkXNoPath(f"no route from {src} to {dst}")
+
+    def _as_route(self, path: tuple[str, ...], latency: float) -> Route:
+        links = tuple(itertools.pairwise(path))
+        bottleneck = min((self.graph.edges[link]["bandwidth"] for link in links),
+                         default=float("inf"))
+        return Route(nodes=path, links=links, latency_s=latency, bottleneck_Bps=bottleneck)
+
+
+@dataclass
+class _Flow:
+    """Bytes of one transfer still to move, and the rate they move at since ``updated_at``."""
+
+    remaining: float
+    done: simpy.Event
+    rate: float = 0.0
+    updated_at: float = 0.0
+    version: int = 0
+
+
+@dataclass
+class FabricStats:
+    """Counters for one simulation: transfers started and bytes they carried."""
+
+    transfers: int = 0
+    bytes_moved: float = 0.0
+    reshares: int = 0
+    flows_reshared: int = 0
+
+
+class Fabric:
+    """Links of a topology as shared resources on a SimPy environment."""
+
+    def __init__(self, env: simpy.Environment, routing: Routing) -> None:
+        self.env = env
+        self.routing = routing
+        self.sharing = FairShare({(u, v): bw for u, v, bw in routing.graph.edges(data="bandwidth")})
+        self.stats = FabricStats()
+        self._flows: dict[int, _Flow] = {}
+        self._ids = itertools.count()
+
+    def transfer(self, src: str, dst: str, size_bytes: float) -> Generator[simpy.Event, object, None]:
+        """Move ``size_bytes`` from ``src`` to ``dst``: route latency once, then shared bandwidth.
+
+        A SimPy process body (use with ``yield from`` or ``env.process``).
+        """
+        route = self.routing.route(src, dst)
+        self.stats.transfers += 1
+        self.stats.bytes_moved += size_bytes
+        if route.latency_s > 0:
+            yield self.env.timeout(route.latency_s)
+        if size_bytes > 0 and route.links:
+            done = self.env.event()
+            self._start(route.links, size_bytes, done)
+            yield done
+
+    def _start(self, links: tuple[LinkId, ...], size_bytes: float, done: simpy.Event) -> None:
+        flow_id = next(self._ids)
+        self._flows[flow_id] = _Flow(remaining=float(size_bytes), done=done,
+                                     updated_at=self.env.now)
+        self._apply(self.sharing.add(flow_id, links))
+
+    def _finish(self, flow_id: int, version: int) -> None:
+        flow = self._flows.get(flow_id)
+        if flow is None or flow.version != version:
+            return  # superseded by a later rate change
+        del self._flows[flow_id]
+        self._apply(self.sharing.remove(flow_id))
+        flow.done.succeed()
+
+    def _apply(self, rates: dict[int, float]) -> None:
+        """Advance the flows of a re-shared component to now, then retime those whose rate moved."""
+        now = self.env.now
+        self.stats.reshares += 1
+        self.stats.flows_reshared += len(rates)
+        for flow_id, rate in rates.items():
+            flow = self._flows[flow_id]
+            flow.remaining = max(flow.remaining - flow.rate * (now - flow.updated_at), 0.0)
+            flow.updated_at = now
+            if rate != flow.rate:
+                flow.rate = rate
+                flow.version += 1
+                timer = self.env.timeout(flow.remaining / rate)
+                timer.callbacks.append(_Finisher(self, flow_id, flow.version))
+
+
+@dataclass(frozen=True)
+class _Finisher:
+    """Timer callback that ends a flow unless its rate changed since the timer was set."""
+
+    fabric: Fabric
+    flow_id: int
+    version: int = field(default=0)
+
+    def __call__(self, _event: simpy.Event) -> None:
+        self.fabric._finish(self.flow_id, self.version)

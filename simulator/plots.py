@@ -1,0 +1,48 @@
+"""Figures of a results table: bus bandwidth and time against size, simulated beside closed form.
+
+Plots only draw what the runner computed; they never run a simulation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; no display needed
+import matplotlib.pyplot as plt
+import pandas as pd
+
+from simulator.report import write_atomically
+from simulator.units import format_size
+
+
+def plot_results(results: pd.DataFrame, path: Path) -> None:
+    """Two panels (busbw vs size, time vs size), one colour per algorithm; solid lines are the
+    simulation, dashed lines the closed form. Written atomically as PNG."""
+    figure, (bw_axis, time_axis) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
+    for index, (algorithm, rows) in enumerate(results.groupby("algorithm", sort=False)):
+        colour = f"C{index}"
+        bw_axis.plot(rows.size_bytes, rows.busbw_GBps, "o-", color=colour, label=f"{algorithm}")
+        time_axis.plot(rows.size_bytes, rows.sim_time_s * 1e6, "o-", color=colour,
+                       label=f"{algorithm} (simulated)")
+        time_axis.plot(rows.size_bytes, rows.model_time_s * 1e6, "--", color=colour,
+                       label=f"{algorithm} (closed form)")
+    sizes = sorted(results.size_bytes.unique())
+    for axis in (bw_axis, time_axis):
+        axis.set_xscale("log", base=2)
+        axis.set_xticks(sizes[:: max(1, len(sizes) // 8)],
+                        [format_size(s) for s in sizes[:: max(1, len(sizes) // 8)]])
+        axis.set_xlabel("size per rank")
+        axis.grid(True, which="both", alpha=0.3)
+        axis.legend(fontsize="small")
+    bw_axis.set_ylabel("bus bandwidth (GB/s)")
+    time_axis.set_ylabel("time (µs)")
+    time_axis.set_yscale("log")
+    first = results.iloc[0]
+    figure.suptitle(f"{first.scenario}: {first.collective} on {first.topology}, "
+                    f"{first.ranks} ranks, {first.dtype} {first.op}")
+    try:
+        write_atomically(path, lambda tmp: figure.savefig(tmp, format="png", dpi=110))
+    finally:
+        plt.close(figure)

@@ -1,0 +1,82 @@
+"""Results out: the nccl-tests-style table and the results CSV (written atomically).
+
+Report code only formats what the runner computed; it never runs a simulation.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.runner import RESULT_COLUMNS
+
+_HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm':>18} "
+           f"{'time(us)':>11} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} {'model(us)':>11} "
+           f"{'dev(%)':>7} {'verified':>8}")
+
+
+def format_table(results: pd.DataFrame) -> str:
+    """nccl-tests-like text: one line per (algorithm, size), then footnotes and averages.
+
+    ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model.
+    """
+    if results.empty:
+        return "# no results\n"
+    first = results.iloc[0]
+    lines = [f"# allreduce-sim · scenario {first.scenario} · topology {first.topology} · "
+             f"{first.ranks} ranks · {first.collective}", "#", "#" + _HEADER[1:]]
+    for row in results.itertuples(index=False):
+        lines.append(
+            f"{row.size_bytes:>12} {row.count:>11} {row.dtype:>8} {row.op:>5} {row.algorithm:>18} "
+            f"{row.sim_time_s * 1e6:>11.2f} {_num(row.algbw_GBps):>11} {_num(row.busbw_GBps):>11} "
+            f"{row.model_time_s * 1e6:>11.2f} {_deviation(row):>7} {_verified(row):>8}")
+    if (results.verified_elements < results["count"]).any():
+        lines.append("# * verified on a proxy payload (column verified_elements of the CSV: "
+                     "elements per rank, same partitioning); timed at the nominal size")
+    for algorithm, rows in results.groupby("algorithm", sort=False):
+        busbw = rows.busbw_GBps.dropna()
+        average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
+        lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
+    return "\n".join(lines) + "\n"
+
+
+def _num(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}"
+
+
+def _deviation(row) -> str:
+    if row.model_time_s == 0:
+        return "0.00" if row.sim_time_s == 0 else "n/a"
+    deviation = 100 * (row.sim_time_s - row.model_time_s) / row.model_time_s
+    return f"{deviation + 0.0:.2f}" if abs(deviation) >= 0.005 else "0.00"
+
+
+def _verified(row) -> str:
+    if pd.isna(row.verified):
+        return "off"
+    mark = "ok" if row.verified else "FAIL"
+    return mark + ("*" if row.verified_elements < row.count else "")
+
+
+def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it into place, so a
+    failure never leaves a half-written ``path`` nor loses the previous one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(handle)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_csv(results: pd.DataFrame, path: Path) -> None:
+    """The results file: columns in :data:`RESULT_COLUMNS` order, floats at full precision."""
+    write_atomically(path, lambda tmp: results[list(RESULT_COLUMNS)].to_csv(tmp, index=False))

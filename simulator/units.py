@@ -1,0 +1,89 @@
+"""Quantities with units: sizes, bandwidths and times, parsed into SI (bytes, bytes/s, seconds).
+
+This is the only module that knows about unit suffixes (DESIGN.md §3):
+
+- sizes: ``4096``, ``4KB`` (10^3), ``4KiB`` (2^10), ``MB``/``MiB``, ``GB``/``GiB``, ``TB``/``TiB``;
+- bandwidths: ``25GB/s`` (bytes, 10^9), ``200Gbps`` or ``200Gb/s`` (bits), also ``KB/s`` ... ``TB/s``;
+- times: ``500ns``, ``1us`` (or ``1µs``), ``2ms``, ``1s``.
+
+>>> parse_size("4KiB"), parse_bandwidth("200Gbps"), parse_time("500ns")
+(4096, 25000000000.0, 5e-07)
+"""
+
+from __future__ import annotations
+
+import re
+
+from simulator.errors import UnitError
+
+_NUMBER = r"(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
+
+_SIZE_FACTORS: dict[str, int] = {
+    "": 1, "B": 1,
+    "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+    "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
+}
+_BYTE_RATE_FACTORS: dict[str, float] = {
+    "B/s": 1.0, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9, "TB/s": 1e12,
+}
+_BIT_RATE_FACTORS: dict[str, float] = {
+    "bps": 1.0, "Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12,
+    "b/s": 1.0, "Kb/s": 1e3, "Mb/s": 1e6, "Gb/s": 1e9, "Tb/s": 1e12,
+}
+_TIME_FACTORS: dict[str, float] = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+
+_QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)$")
+
+
+def _split(text: object, what: str, example: str) -> tuple[float, str, str]:
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise UnitError(f"expected {what} like {example!r}, got {text!r}")
+    raw = str(text).strip()
+    match = _QUANTITY.match(raw)
+    if not match:
+        raise UnitError(f"expected {what} like {example!r}, got {text!r}")
+    return float(match["num"]), match["num"], match["unit"]
+
+
+def parse_size(text: object) -> int:
+    """Bytes in a size such as ``4096``, ``4KB`` or ``4KiB``; must be a whole number of bytes."""
+    value, digits, unit = _split(text, "a size", "4MiB")
+    if unit not in _SIZE_FACTORS:
+        raise UnitError(f"expected a size like '4MiB', "
+                        f"got {text!r}")
+    if unit == "" and not re.fullmatch(r"[0-9]+", digits):
+        raise UnitError(f"expected a whole number of bytes, got {text!r}")
+    size = value * _SIZE_FACTORS[unit]
+    if size != int(size):
+        raise UnitError(f"expected a whole number of bytes, got {text!r}")
+    return int(size)
+
+
+def parse_bandwidth(text: object) -> float:
+    """Bytes per second in a bandwidth such as ``25GB/s`` (bytes) or ``200Gbps`` (bits)."""
+    value, _, unit = _split(text, "a bandwidth", "25GB/s")
+    if unit in _BYTE_RATE_FACTORS:
+        rate = value * _BYTE_RATE_FACTORS[unit]
+    elif unit in _BIT_RATE_FACTORS:
+        rate = value * _BIT_RATE_FACTORS[unit] / 8.0
+    else:
+        raise UnitError(f"expected a bandwidth like '25GB/s', got {text!r}")
+    if rate <= 0:
+        raise UnitError(f"expected a positive bandwidth, got {text!r}")
+    return rate
+
+
+def parse_time(text: object) -> float:
+    """Seconds in a time such as ``500ns``, ``1us``, ``2ms`` or ``1s`` (a unit is required)."""
+    value, _, unit = _split(text, "a time", "500ns")
+    if unit not in _TIME_FACTORS:
+        raise UnitError(f"expected a time like '500ns', '1us', '2ms' or '1s', got {text!r}")
+    return value * _TIME_FACTORS[unit]
+
+
+def format_size(size_bytes: int) -> str:
+    """Short binary-prefixed label for a size, e.g. ``64MiB``; used in plots and tables."""
+    for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if size_bytes >= factor and size_bytes % factor == 0:
+            return f"{size_bytes // factor}{unit}"
+    return f"{size_bytes}B"
