@@ -12,7 +12,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m ruff check simulator tests bench
-	$(PY) -m pytest
+	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(PY) -m ruff check simulator tests bench

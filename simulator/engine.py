@@ -5,6 +5,12 @@ transfers on the :class:`~simulator.network.Fabric` carrying a copy of the chunk
 ``recv`` waits for the matching message, then copies it in or reduces it in on the rank's GPU,
 whose reduction engine is a capacity-1 resource (concurrent reductions queue). The run's time is
 when the last rank finishes its program.
+
+A *connection* (an ordered pair of ranks) carries one message at a time, in posting order: a
+message starts when it is posted and the previous message on its connection has arrived, as on
+an NCCL channel, whose per-peer FIFO makes step k+1 wait for step k. Messages on different
+connections run concurrently and share links max-min fairly. This is what makes a pipelined
+schedule cost ``alpha + c·beta`` per chunk per step, as the textbook closed forms count it.
 """
 
 from __future__ import annotations
@@ -76,6 +82,7 @@ class _Run:
         self._slots: dict[tuple[int, int, int], simpy.Event] = {}
         self._sent: dict[tuple[int, int], int] = {}
         self._received: dict[tuple[int, int], int] = {}
+        self._last_on_connection: dict[tuple[int, int], simpy.Event] = {}
 
     def run(self) -> Timing:
         for rank in range(len(self.placement)):
@@ -113,10 +120,15 @@ class _Run:
             seq = self._sent.get(pair, 0)
             self._sent[pair] = seq + 1
             data = self.buffers[rank, self.payload.view(send.chunk)].copy()
-            self.env.process(self._deliver(rank, send.peer, seq, _Message(send.chunk, data)))
+            previous = self._last_on_connection.get(pair)
+            self._last_on_connection[pair] = self._slot(rank, send.peer, seq)
+            self.env.process(self._deliver(rank, send.peer, seq, _Message(send.chunk, data),
+                                           previous))
 
-    def _deliver(self, src: int, dst: int, seq: int,
-                 message: _Message) -> Generator[simpy.Event, object, None]:
+    def _deliver(self, src: int, dst: int, seq: int, message: _Message,
+                 previous: simpy.Event | None) -> Generator[simpy.Event, object, None]:
+        if previous is not None and not previous.processed:
+            yield previous  # the connection is a FIFO: one message at a time
         yield from self.fabric.transfer(self.placement[src], self.placement[dst],
                                         self.payload.nbytes(message.chunk))
         self._slot(src, dst, seq).succeed(message)

@@ -30,7 +30,7 @@ _BIT_RATE_FACTORS: dict[str, float] = {
     "bps": 1.0, "Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12,
     "b/s": 1.0, "Kb/s": 1e3, "Mb/s": 1e6, "Gb/s": 1e9, "Tb/s": 1e12,
 }
-_TIME_FACTORS: dict[str, float] = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+_TIME_DIVISORS: dict[str, float] = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0}
 
 _QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)$")
 
@@ -76,9 +76,9 @@ def parse_bandwidth(text: object) -> float:
 def parse_time(text: object) -> float:
     """Seconds in a time such as ``500ns``, ``1us``, ``2ms`` or ``1s`` (a unit is required)."""
     value, _, unit = _split(text, "a time", "500ns")
-    if unit not in _TIME_FACTORS:
+    if unit not in _TIME_DIVISORS:
         raise UnitError(f"expected a time like '500ns', '1us', '2ms' or '1s', got {text!r}")
-    return value * _TIME_FACTORS[unit]
+    return value / _TIME_DIVISORS[unit]  # dividing keeps '500ns' exactly 5e-07
 
 
 def format_size(size_bytes: int) -> str:

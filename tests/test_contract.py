@@ -1,0 +1,58 @@
+"""The contract every registered algorithm meets, run over the whole registry automatically.
+
+- exact numpy results on integer data, for every op and p = 1..17;
+- float results within the rounding bound of any summation order;
+- time never falls as the size grows;
+- where the schedule shares no link (listed in EXACT_ON_FLAT), simulated time = closed form.
+"""
+
+import numpy as np
+import pytest
+
+from simulator.collectives import REGISTRY
+from simulator.reduction import ReduceOp
+from tests.conftest import flat_scenario, run_one
+
+ALL = [(collective, name) for collective, algorithms in REGISTRY.items() for name in algorithms]
+
+EXACT_ON_FLAT = {"ring"}
+"""Algorithms whose schedule never puts two flows on one link of ``switch``/``fully_connected``,
+so their closed form is exact there."""
+
+
+@pytest.mark.parametrize("collective, name", ALL)
+@pytest.mark.parametrize("op", list(ReduceOp))
+def test_exact_on_integer_data(collective, name, op):
+    for ranks in range(1, 18):
+        scenario = flat_scenario("switch", ranks=ranks, collective=collective, algorithms=(name,),
+                                 dtype=np.dtype("int64"), op=op)
+        result = run_one(scenario, 8 * 37)  # 37 elements: uneven pieces for most p
+        assert result.verified is True, (ranks, result)
+        assert result.max_abs_error == 0.0
+
+
+@pytest.mark.parametrize("collective, name", ALL)
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_results_within_rounding(collective, name, dtype):
+    for ranks in (2, 5, 16):
+        scenario = flat_scenario("fully_connected", ranks=ranks, collective=collective,
+                                 algorithms=(name,), dtype=np.dtype(dtype), op=ReduceOp.SUM)
+        assert run_one(scenario, np.dtype(dtype).itemsize * 999).verified is True
+
+
+@pytest.mark.parametrize("collective, name", ALL)
+def test_time_never_falls_as_size_grows(collective, name):
+    scenario = flat_scenario("switch", ranks=6, collective=collective, algorithms=(name,))
+    times = [run_one(scenario, 4 * 2**k).sim_time_s for k in range(0, 24, 3)]
+    assert times == sorted(times)
+    assert times[-1] > times[0]
+
+
+@pytest.mark.parametrize("collective, name", [(c, n) for c, n in ALL if n in EXACT_ON_FLAT])
+@pytest.mark.parametrize("kind", ["switch", "fully_connected"])
+def test_closed_form_exact_without_shared_links(collective, name, kind):
+    for ranks in (2, 3, 8, 13):
+        scenario = flat_scenario(kind, ranks=ranks, collective=collective, algorithms=(name,))
+        for size in (4, 4 * 1000, 4 << 20):
+            result = run_one(scenario, size)
+            assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)

@@ -1,0 +1,97 @@
+"""The engine catches broken programs with messages that say what went wrong."""
+
+import numpy as np
+import pytest
+
+from simulator.collectives.ring import RingAllreduce
+from simulator.costmodel import GpuSpec
+from simulator.data import Payload
+from simulator.engine import run_collective
+from simulator.errors import AlgorithmError
+from simulator.network import Routing
+from simulator.program import REDUCE, Chunk
+from simulator.reduction import ReduceOp
+from simulator.topology import placement, switch
+
+
+def run(program, ranks=3, count=12):
+    class Custom(RingAllreduce):
+        name = "custom"
+
+        def program(self, me, comm):
+            return program(me, comm)
+
+    graph = switch(ranks, 1e9, 1e-6)
+    payload = Payload(count, count, np.dtype("int64"))
+    buffers = np.ones((ranks, count), dtype=np.int64)
+    return run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload, buffers,
+                          ReduceOp.SUM), buffers
+
+
+def test_deadlock_is_reported():
+    def waits_forever(me, comm):
+        yield comm.recv((me + 1) % comm.size, into=comm.buffer)
+
+    with pytest.raises(AlgorithmError, match=r"custom: deadlock: ranks \[0, 1, 2\] wait for "
+                                             "messages that are never sent"):
+        run(waits_forever)
+
+
+def test_unreceived_message_is_reported():
+    def sends_only(me, comm):
+        if me == 0:
+            comm.send(1, comm.buffer)
+        yield from ()
+
+    with pytest.raises(AlgorithmError, match=r"custom: rank 0 sent 1 message\(s\) never received "
+                                             r"\(first to rank 1\)"):
+        run(sends_only)
+
+
+def test_bad_peer_is_reported():
+    def sends_to_itself(me, comm):
+        comm.send(me, comm.buffer)
+        yield from ()
+
+    with pytest.raises(AlgorithmError, match=r"rank 0: peer 0 is not another rank of 0..2"):
+        run(sends_to_itself)
+
+
+def test_size_mismatch_is_reported():
+    def mismatched(me, comm):
+        half = comm.chunks(2)
+        if me == 0:
+            comm.send(1, comm.buffer)
+        if me == 1:
+            yield comm.recv(0, into=half[0], op=REDUCE)
+
+    with pytest.raises(AlgorithmError, match="custom: rank 1 received 12 elements from rank 0 "
+                                             "into a chunk of 6"):
+        run(mismatched)
+
+
+def test_chunk_outside_buffer_is_reported():
+    def overflows(me, comm):
+        comm.send((me + 1) % comm.size, Chunk(0, 99))
+        yield from ()
+
+    with pytest.raises(AlgorithmError, match=r"rank 0 used Chunk\(start=0, stop=99\), outside "
+                                             "its buffer of 12 elements"):
+        run(overflows)
+
+
+def test_messages_on_one_connection_are_serialised_and_matched_in_order():
+    # rank 0 posts two 8-element (64 B) messages to rank 1 at t=0 over 2 links of 1 GB/s and
+    # 1 us each: the second starts when the first has arrived, so both pay 2 us + 64 ns.
+    def two_messages(me, comm):
+        first, second = comm.chunks(2)
+        if me == 0:
+            comm.send(1, second)
+            comm.send(1, first)
+        if me == 1:
+            yield comm.recv(0, into=second, op=REDUCE)
+            yield comm.recv(0, into=first, op=REDUCE)
+
+    timing, buffers = run(two_messages, ranks=2, count=16)
+    assert timing.time_s == pytest.approx(2 * (2e-6 + 64 / 1e9), rel=1e-12)
+    assert buffers[1].tolist() == [2] * 16

@@ -1,0 +1,133 @@
+"""Scenario files: what loads, and the one-line message for each kind of bad input."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simulator.cli import main
+from simulator.collectives import Collective
+from simulator.errors import InputError
+from simulator.reduction import ReduceOp
+from simulator.scenario import load_scenario
+
+GOOD = """\
+topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 500ns}
+algorithms: [ring]
+sizes: [1KiB, 4KB]
+"""
+
+
+def write(tmp_path: Path, text: str, name: str = "bad.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_defaults_and_units_resolved(tmp_path):
+    scenario = load_scenario(write(tmp_path, GOOD, "good.yaml"))
+    assert scenario.name == "good"
+    assert scenario.topology.params == (("ranks", 4), ("bandwidth", 25e9), ("latency", 5e-7))
+    assert scenario.sizes == (1024, 4000)
+    assert (scenario.collective, scenario.dtype, scenario.op) == (
+        Collective.ALLREDUCE, np.dtype("float32"), ReduceOp.SUM)
+    assert scenario.verify is True
+    assert scenario.output == Path("results/good")
+    assert scenario.gpu.reduce_bandwidth_Bps is None
+
+
+def test_size_range_and_preset_overrides(tmp_path):
+    text = ("topology: {preset: dgx_h100, nodes: 2}\nsizes: {from: 1KiB, to: 1MiB, factor: 4}\n"
+            "algorithms: all\ngpu: {reduce_bandwidth: 1TB/s, launch_latency: 2us}\n")
+    scenario = load_scenario(write(tmp_path, text, "x.yaml"))
+    assert scenario.sizes == (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20)
+    params = dict(scenario.topology.params)
+    assert params["nodes"] == 2 and params["nvlink_bandwidth"] == 450e9
+    assert scenario.topology.label == "dgx_h100"
+    assert scenario.algorithms is None
+    assert (scenario.gpu.reduce_bandwidth_Bps, scenario.gpu.launch_latency_s) == (1e12, 2e-6)
+
+
+TOPO = "topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 500ns}\n"
+
+BAD = [
+    (TOPO + "algoritms: [ring]\nsizes: [1KiB]\n",
+     "algoritms: unknown key; did you mean 'algorithms'?"),
+    ("topology: {kind: switch, ranks: 4, bandwidth: 25, latency: 500ns}\nsizes: [1KiB]\n",
+     "topology.bandwidth: expected a bandwidth like '25GB/s', got 25"),
+    (TOPO + "algorithms: [rign]\nsizes: [1KiB]\n",
+     "algorithms[0]: expected an algorithm for allreduce (ring), got 'rign'; did you mean 'ring'?"),
+    (TOPO, "sizes: required but missing"),
+    (TOPO + "sizes: [1KiB]\ndtype: float8\n",
+     "dtype: expected a dtype (float16, float32, float64, int32, int64), got 'float8'; "
+     "did you mean 'float64'?"),
+    (TOPO + "sizes: [1KiB]\nop: mean\n",
+     "op: expected an op (sum, prod, max, min, avg), got 'mean'"),
+    (TOPO + "sizes: [1001]\n",
+     "sizes[0]: expected a positive multiple of the float32 element size (4 bytes), got 1001"),
+    ("topology: {preset: dgx_b200}\nsizes: [1KiB]\n",
+     "topology.preset: no preset 'dgx_b200' in {presets}; expected one of dgx_a100, dgx_h100"),
+    ("topology: {kind: switch, ranks: 0, bandwidth: 25GB/s, latency: 500ns}\nsizes: [1KiB]\n",
+     "topology.ranks: expected a whole number ≥ 1, got 0"),
+    (TOPO + "sizes: [1KiB\n", "line 3: not valid YAML: expected ',' or ']', but got '<stream end>'"),
+    (TOPO + "sizes: [1KiB]\nsizes: [2KiB]\n", "line 3: not valid YAML: duplicate key 'sizes'"),
+    ("- just\n- a list\n", "expected a mapping of keys to values, got a list"),
+    ("topology: {kind: switch, preset: dgx_h100}\nsizes: [1KiB]\n",
+     "topology: expected either 'preset: NAME' or 'kind: BUILDER', not both"),
+    (TOPO + "sizes: {from: 1MiB, to: 1KiB}\n",
+     "sizes: expected 0 < from ≤ to, got from=1048576 to=1024 bytes"),
+    (TOPO + "sizes: [1KiB]\ngpu: {reduce_bw: 1TB/s}\n",
+     "gpu.reduce_bw: unknown key; did you mean 'reduce_bandwidth'?"),
+    (TOPO + "sizes: [1KiB]\nverify: yes please\n", "verify: expected true or false, got 'yes please'"),
+    ("topology: {kind: ring, ranks: 4, bandwidth: 25GB/s, latency: 5}\nsizes: [1KiB]\n",
+     "topology.latency: expected a time like '500ns', '1us', '2ms' or '1s', got 5"),
+    (TOPO + "sizes: [1KiB]\ncollective: alltoall\n",
+     "collective: expected a collective (allreduce), got 'alltoall'"),
+    ("topology: {kind: torus, ranks: 4}\nsizes: [1KiB]\n",
+     "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx), got 'torus'"),
+    ("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s}\nsizes: [1KiB]\n",
+     "topology.latency: required but missing"),
+    ("topology: {preset: dgx_h100, nvlink_bw: 1GB/s}\nsizes: [1KiB]\n",
+     "topology.nvlink_bw: unknown key; did you mean 'nvlink_bandwidth'?"),
+    (TOPO + "sizes: [1KiB]\ndtype: bfloat16\n",
+     "dtype: bfloat16 is not supported (numpy has no bfloat16 type); use one of float16, float32, "
+     "float64, int32, int64"),
+    (TOPO + "sizes: {from: 1KiB, to: 1MiB, factor: 1}\n",
+     "sizes.factor: expected a whole number ≥ 2, got 1"),
+    ("", "expected a mapping of keys to values, got empty"),
+]
+
+
+@pytest.mark.parametrize("text, message", BAD, ids=[m.split(":")[0] + str(i)
+                                                   for i, (_, m) in enumerate(BAD)])
+def test_bad_scenario_exits_2_with_one_line(tmp_path, capsys, monkeypatch, text, message):
+    monkeypatch.chdir(tmp_path)
+    path = write(tmp_path, text)
+    from simulator.scenario import PRESET_DIR
+
+    assert main(["run", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert err == f"{path}: {message.format(presets=PRESET_DIR)}\n"
+    assert out == ""
+    assert not (tmp_path / "results").exists()  # nothing written on bad input
+
+
+def test_every_problem_is_reported_at_once(tmp_path):
+    path = write(tmp_path, TOPO + "sizes: [1KiB, 3]\nop: mean\ndtype: float8\n")
+    with pytest.raises(InputError) as error:
+        load_scenario(path)
+    assert [p.field for p in error.value.problems] == ["dtype", "op", "sizes[1]"]
+
+
+def test_missing_file(tmp_path, capsys):
+    assert main(["run", str(tmp_path / "nope.yaml")]) == 2
+    assert capsys.readouterr().err == f"{tmp_path / 'nope.yaml'}: no such file\n"
+
+
+def test_output_that_is_a_file_is_refused_before_running(tmp_path, capsys):
+    (tmp_path / "taken").write_text("keep me")
+    path = write(tmp_path, GOOD + f"output: {tmp_path / 'taken'}\n")
+    assert main(["run", str(path)]) == 2
+    assert capsys.readouterr().err == (f"{path}: output: expected a directory, but "
+                                       f"{tmp_path / 'taken'} is a file\n")
+    assert (tmp_path / "taken").read_text() == "keep me"
