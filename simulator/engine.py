@@ -6,11 +6,10 @@ transfers on the :class:`~simulator.network.Fabric` carrying a copy of the chunk
 whose reduction engine is a capacity-1 resource (concurrent reductions queue). The run's time is
 when the last rank finishes its program.
 
-A *connection* (an ordered pair of ranks) carries one message at a time, in posting order: a
-message starts when it is posted and the previous message on its connection has arrived, as on
-an NCCL channel, whose per-peer FIFO makes step k+1 wait for step k. Messages on different
-connections run concurrently and share links max-min fairly. This is what makes a pipelined
-schedule cost ``alpha + c·beta`` per chunk per step, as the textbook closed forms count it.
+A *connection* (an ordered pair of ranks) injects one message at a time, in posting order, as an
+NCCL channel's per-peer FIFO does; latencies overlap, so k back-to-back pieces of c bytes cost
+``alpha + k·c·beta`` and a d-hop store-and-forward pipeline ``d·alpha + (k+d-1)·c·beta``.
+Messages on different connections run concurrently and share links max-min fairly.
 """
 
 from __future__ import annotations
@@ -44,6 +43,17 @@ class Timing:
 class _Message:
     chunk: Chunk
     data: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Deliver:
+    """Callback: when a transfer ends, hand its message to the receiver's matching slot."""
+
+    slot: simpy.Event
+    message: _Message
+
+    def __call__(self, _event: simpy.Event) -> None:
+        self.slot.succeed(self.message)
 
 
 class _Gpu:
@@ -82,7 +92,6 @@ class _Run:
         self._slots: dict[tuple[int, int, int], simpy.Event] = {}
         self._sent: dict[tuple[int, int], int] = {}
         self._received: dict[tuple[int, int], int] = {}
-        self._last_on_connection: dict[tuple[int, int], simpy.Event] = {}
 
     def run(self) -> Timing:
         for rank in range(len(self.placement)):
@@ -120,18 +129,10 @@ class _Run:
             seq = self._sent.get(pair, 0)
             self._sent[pair] = seq + 1
             data = self.buffers[rank, self.payload.view(send.chunk)].copy()
-            previous = self._last_on_connection.get(pair)
-            self._last_on_connection[pair] = self._slot(rank, send.peer, seq)
-            self.env.process(self._deliver(rank, send.peer, seq, _Message(send.chunk, data),
-                                           previous))
-
-    def _deliver(self, src: int, dst: int, seq: int, message: _Message,
-                 previous: simpy.Event | None) -> Generator[simpy.Event, object, None]:
-        if previous is not None and not previous.processed:
-            yield previous  # the connection is a FIFO: one message at a time
-        yield from self.fabric.transfer(self.placement[src], self.placement[dst],
-                                        self.payload.nbytes(message.chunk))
-        self._slot(src, dst, seq).succeed(message)
+            transfer = self.fabric.transfer(self.placement[rank], self.placement[send.peer],
+                                            self.payload.nbytes(send.chunk), connection=pair)
+            transfer.callbacks.append(_Deliver(self._slot(rank, send.peer, seq),
+                                               _Message(send.chunk, data)))
 
     def _slot(self, src: int, dst: int, seq: int) -> simpy.Event:
         key = (src, dst, seq)

@@ -4,13 +4,17 @@ A transfer of ``S`` bytes from node ``a`` to node ``b`` follows one route, pays 
 latency once, then moves its bytes at its max-min fair rate (:mod:`simulator.sharing`), recomputed
 whenever a flow on a connected link starts or ends. Alone on its links, a transfer therefore takes
 exactly ``route.latency_s + S / route.bottleneck_Bps``: the alpha-beta cost of one message.
+
+SimPy cannot cancel a timeout, so when a flow's rate changes its old finish timer stays queued and
+is ignored when it fires; such timers count as events and may advance ``env.now`` past the last
+real completion, which is why callers take end times from the transfers themselves.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Generator
+from collections.abc import Generator, Hashable
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -109,21 +113,38 @@ class Fabric:
         self.stats = FabricStats()
         self._flows: dict[int, _Flow] = {}
         self._ids = itertools.count()
+        self._last_injection: dict[Hashable, simpy.Event] = {}
 
-    def transfer(self, src: str, dst: str, size_bytes: float) -> Generator[simpy.Event, object, None]:
+    def transfer(self, src: str, dst: str, size_bytes: float,
+                 connection: Hashable | None = None) -> simpy.Process:
         """Move ``size_bytes`` from ``src`` to ``dst``: route latency once, then shared bandwidth.
 
-        A SimPy process body (use with ``yield from`` or ``env.process``).
+        Transfers on the same ``connection`` inject their bytes one at a time, in the order this
+        method was called (a FIFO, like a NIC queue pair or an NCCL channel's per-peer buffer);
+        their latencies overlap, so back-to-back messages cost ``latency + Σ bytes / bandwidth``.
+        Returns the SimPy process, which ends when the last byte has arrived.
         """
+        injected = self.env.event()
+        previous = None
+        if connection is not None:
+            previous = self._last_injection.get(connection)
+            self._last_injection[connection] = injected
+        return self.env.process(self._transfer(src, dst, size_bytes, previous, injected))
+
+    def _transfer(self, src: str, dst: str, size_bytes: float, previous: simpy.Event | None,
+                  injected: simpy.Event) -> Generator[simpy.Event, object, None]:
         route = self.routing.route(src, dst)
         self.stats.transfers += 1
         self.stats.bytes_moved += size_bytes
         if route.latency_s > 0:
             yield self.env.timeout(route.latency_s)
+        if previous is not None and not previous.processed:
+            yield previous  # the connection is still injecting an earlier message
         if size_bytes > 0 and route.links:
             done = self.env.event()
             self._start(route.links, size_bytes, done)
             yield done
+        injected.succeed()
 
     def _start(self, links: tuple[LinkId, ...], size_bytes: float, done: simpy.Event) -> None:
         flow_id = next(self._ids)

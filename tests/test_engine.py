@@ -82,7 +82,8 @@ def test_chunk_outside_buffer_is_reported():
 
 def test_messages_on_one_connection_are_serialised_and_matched_in_order():
     # rank 0 posts two 8-element (64 B) messages to rank 1 at t=0 over 2 links of 1 GB/s and
-    # 1 us each: the second starts when the first has arrived, so both pay 2 us + 64 ns.
+    # 1 us each: both latencies run together, then the bytes go one message after the other,
+    # so the second arrives at 2 us + 2 x 64 ns (not 2 x (2 us + 64 ns)).
     def two_messages(me, comm):
         first, second = comm.chunks(2)
         if me == 0:
@@ -93,5 +94,5 @@ def test_messages_on_one_connection_are_serialised_and_matched_in_order():
             yield comm.recv(0, into=first, op=REDUCE)
 
     timing, buffers = run(two_messages, ranks=2, count=16)
-    assert timing.time_s == pytest.approx(2 * (2e-6 + 64 / 1e9), rel=1e-12)
+    assert timing.time_s == pytest.approx(2e-6 + 2 * 64 / 1e9, rel=1e-12)
     assert buffers[1].tolist() == [2] * 16

@@ -169,7 +169,7 @@ def _run(graph: nx.DiGraph, transfers) -> list[float]:
     def one(i, start, src, dst, nbytes):
         if start:
             yield env.timeout(start)
-        yield from fabric.transfer(src, dst, nbytes)
+        yield fabric.transfer(src, dst, nbytes)
         finished[i] = env.now
 
     for i, spec in enumerate(transfers):
@@ -293,9 +293,9 @@ def test_zero_byte_transfer_with_zero_latency_is_instant():
 def test_fabric_counts_transfers_and_bytes_and_ends_with_no_active_flow():
     env = simpy.Environment()
     fabric = Fabric(env, Routing(_one_link()))
-    env.process(fabric.transfer("a", "b", 1 * MB))
-    env.process(fabric.transfer("a", "b", 3 * MB))
-    env.process(fabric.transfer("a", "b", 0))
+    fabric.transfer("a", "b", 1 * MB)
+    fabric.transfer("a", "b", 3 * MB)
+    fabric.transfer("a", "b", 0)
     env.run()
     assert fabric.stats.transfers == 3
     assert fabric.stats.bytes_moved == 4 * MB
