@@ -16,9 +16,10 @@ that advances in lock-step goes at the pace of its slowest hop.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.network import Routing
+from simulator.program import Chunk, Layout, piece_count
 
 
 @dataclass(frozen=True)
@@ -36,12 +37,32 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class CostInputs:
-    """What a closed form may use: the rank count, routes between ranks, and the GPU."""
+    """What a closed form may use: the ranks and routes between them, the GPU, the element size,
+    the scenario's pipelining ``chunk_size`` and where ranks sit (hosts)."""
 
     ranks: int
     placement: tuple[str, ...]
     routing: Routing
     gpu: GpuSpec
+    itemsize: int = 4
+    chunk_bytes: int | None = None
+    layout: Layout | None = None
+
+    def subgroup(self, ranks: tuple[int, ...]) -> CostInputs:
+        """The same inputs for a subgroup of ranks (numbered 0..len-1 in the given order)."""
+        layout = self.layout.subset(ranks) if self.layout is not None else None
+        return replace(self, ranks=len(ranks), placement=tuple(self.placement[r] for r in ranks),
+                       layout=layout)
+
+    def pieces(self, count: int, unset_bytes: int | None = None) -> list[int]:
+        """Element counts of the pipeline pieces a program's ``comm.pieces`` makes of ``count``
+        elements (same rule, so the closed form counts the pieces the simulation moves)."""
+        return [c.count for c in Chunk(0, count).split(
+            piece_count(count, self.itemsize, self.chunk_bytes, unset_bytes))]
+
+    def nbytes(self, count: int) -> int:
+        """Bytes of ``count`` elements."""
+        return count * self.itemsize
 
     def alpha(self, pairs: Iterable[tuple[int, int]]) -> float:
         """Largest per-message latency (s) over the routes between the given rank pairs."""
@@ -57,3 +78,16 @@ class CostInputs:
 
     def _route(self, a: int, b: int):
         return self.routing.route(self.placement[a], self.placement[b])
+
+
+def pipeline_s(delay_s: float, stages_s: list[float], pieces: int) -> float:
+    """Time for ``pieces`` equal pieces to stream through single-server ``stages_s`` in series
+    (each a link or a GPU reduction engine, serving one piece at a time, in order), plus pure
+    delays summing to ``delay_s`` (latencies, which overlap between pieces).
+
+    The flow-shop makespan for identical jobs: the first piece crosses every stage, then the
+    slowest stage releases one piece per its service time: Σ delays + Σ stages + (k-1)·max stage.
+    """
+    if not stages_s:
+        return delay_s
+    return delay_s + sum(stages_s) + (pieces - 1) * max(stages_s)

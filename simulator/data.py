@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.collective import ROOT, Collective
 from simulator.program import Chunk
 from simulator.reduction import ReduceOp
 
@@ -75,38 +76,70 @@ def make_inputs(rng: np.random.Generator, ranks: int, payload: Payload, op: Redu
 
 @dataclass(frozen=True)
 class Expected:
-    """numpy's answer for the inputs, and the rounding error a correct run may show per element."""
+    """What every rank must end with, where that is defined, and the rounding error allowed.
+
+    ``result`` and ``tolerance`` broadcast against the ``(ranks, proxy_count)`` buffers; ``mask``
+    marks the elements the collective defines (e.g. only chunk r of rank r for reduce-scatter).
+    """
 
     result: np.ndarray
     tolerance: np.ndarray
+    mask: np.ndarray
 
     @classmethod
-    def of(cls, inputs: np.ndarray, op: ReduceOp) -> Expected:
-        """Reference result over axis 0 and its error bound.
+    def of(cls, inputs: np.ndarray, op: ReduceOp, collective: Collective,
+           payload: Payload) -> Expected:
+        """The expected outcome of ``collective`` on ``inputs`` (taken before the run).
 
-        Integers must match exactly. A float reduction in any order of p terms is within
-        (p+1)·eps·Σ|x| of the exact sum (Higham, *Accuracy and Stability*, §4.2); a product
-        within (p+1)·eps·|product|; max and min are exact.
+        Integers must match exactly, and so must copies (allgather, broadcast). A float reduction
+        of p terms in any order is within (p+1)·eps·Σ|x| of the exact sum (Higham, *Accuracy and
+        Stability of Numerical Algorithms*, §4.2), a product within (p+1)·eps·|product|; max and
+        min are exact.
         """
-        result = op.reference(inputs)
-        ranks, dtype = inputs.shape[0], inputs.dtype
-        if np.issubdtype(dtype, np.integer) or op in (ReduceOp.MAX, ReduceOp.MIN):
-            return cls(result, np.zeros(result.shape))
-        eps = float(np.finfo(dtype).eps)
-        if op is ReduceOp.PROD:
-            scale = np.abs(result)
+        ranks = inputs.shape[0]
+        owned = [payload.view(chunk) for chunk in Chunk(0, payload.count).split(ranks)]
+        mask = np.zeros(inputs.shape, dtype=bool)
+        exact = np.zeros(inputs.shape[1:])
+        if collective is Collective.ALLGATHER:
+            gathered = np.empty_like(inputs[0])
+            for rank, piece in enumerate(owned):
+                gathered[piece] = inputs[rank, piece]
+            mask[...] = True
+            return cls(gathered, exact, mask)
+        if collective is Collective.BROADCAST:
+            mask[...] = True
+            return cls(inputs[ROOT].copy(), exact, mask)
+        if collective is Collective.REDUCE_SCATTER:
+            for rank, piece in enumerate(owned):
+                mask[rank, piece] = True
+        elif collective is Collective.REDUCE:
+            mask[ROOT] = True
         else:
-            scale = np.abs(inputs.astype(np.float64)).sum(axis=0)
-            if op is ReduceOp.AVG:
-                scale /= ranks
-        return cls(result, (ranks + 1) * eps * scale)
+            mask[...] = True
+        return cls(op.reference(inputs), _reduction_tolerance(inputs, op), mask)
 
     def check(self, buffers: np.ndarray) -> tuple[bool, float]:
-        """Whether every rank's buffer matches, and the largest absolute error seen."""
-        if buffers.size == 0:
+        """Whether every defined element matches, and the largest absolute error among them."""
+        if not self.mask.any():
             return True, 0.0
-        error = np.abs(buffers.astype(np.float64) - self.result.astype(np.float64))
+        result = np.broadcast_to(self.result, buffers.shape)[self.mask]
+        got = buffers[self.mask]
+        error = np.abs(got.astype(np.float64) - result.astype(np.float64))
         if np.issubdtype(buffers.dtype, np.integer):  # exact, even past float64's 2^53
-            return bool(np.array_equal(buffers, np.broadcast_to(self.result, buffers.shape))), \
-                float(error.max())
-        return bool(np.all(error <= self.tolerance)), float(error.max())
+            return bool(np.array_equal(got, result)), float(error.max())
+        tolerance = np.broadcast_to(self.tolerance, buffers.shape)[self.mask]
+        return bool(np.all(error <= tolerance)), float(error.max())
+
+
+def _reduction_tolerance(inputs: np.ndarray, op: ReduceOp) -> np.ndarray:
+    ranks, dtype = inputs.shape[0], inputs.dtype
+    if np.issubdtype(dtype, np.integer) or op in (ReduceOp.MAX, ReduceOp.MIN):
+        return np.zeros(inputs.shape[1:])
+    eps = float(np.finfo(dtype).eps)
+    if op is ReduceOp.PROD:
+        scale = np.abs(op.reference(inputs))
+    else:
+        scale = np.abs(inputs.astype(np.float64)).sum(axis=0)
+        if op is ReduceOp.AVG:
+            scale /= ranks
+    return (ranks + 1) * eps * scale

@@ -24,9 +24,20 @@ from simulator.collectives.base import Algorithm
 from simulator.costmodel import GpuSpec
 from simulator.data import Payload
 from simulator.errors import AlgorithmError
+from simulator.inswitch import InSwitchReductions
 from simulator.network import Fabric, Routing
-from simulator.program import COPY, Chunk, Comm, LocalReduce, Recv
+from simulator.program import (
+    COPY,
+    Chunk,
+    Comm,
+    Layout,
+    LocalReduce,
+    Recv,
+    SwitchContribution,
+    SwitchResult,
+)
 from simulator.reduction import ReduceOp
+from simulator.topology import hosts
 
 
 @dataclass(frozen=True)
@@ -77,7 +88,8 @@ class _Run:
     """One collective on one fabric: the rank processes and the messages between them."""
 
     def __init__(self, algorithm: Algorithm, placement: tuple[str, ...], routing: Routing,
-                 gpu: GpuSpec, payload: Payload, buffers: np.ndarray, op: ReduceOp) -> None:
+                 gpu: GpuSpec, payload: Payload, buffers: np.ndarray, op: ReduceOp,
+                 chunk_bytes: int | None) -> None:
         self.env = simpy.Environment()
         self.algorithm = algorithm
         self.placement = placement
@@ -86,8 +98,12 @@ class _Run:
         self.payload = payload
         self.buffers = buffers
         self.op = op
+        self.in_switch = InSwitchReductions(self.env, self.fabric, placement, payload, op,
+                                            algorithm.name)
         ranks = len(placement)
-        self.comms = [Comm(rank, ranks, payload.count) for rank in range(ranks)]
+        layout = Layout(hosts(routing.graph, placement))
+        self.comms = [Comm(rank, ranks, Chunk(0, payload.count), itemsize=payload.dtype.itemsize,
+                           chunk_bytes=chunk_bytes, layout=layout) for rank in range(ranks)]
         self.finished: dict[int, float] = {}
         self._slots: dict[tuple[int, int, int], simpy.Event] = {}
         self._sent: dict[tuple[int, int], int] = {}
@@ -116,15 +132,24 @@ class _Run:
                 yield from self._recv(rank, op)
             elif isinstance(op, LocalReduce):
                 yield from self._local_reduce(rank, op)
+            elif isinstance(op, SwitchResult):
+                self._check_chunk(rank, op.into)
+                data = yield from self.in_switch.result(rank, op)
+                self.buffers[rank, self.payload.view(op.into)] = data
             else:
                 raise AlgorithmError(f"{self.algorithm.name}: rank {rank} yielded {op!r}; "
-                                     "expected comm.recv(...) or comm.reduce(...)")
+                                     "expected comm.recv(...), comm.reduce(...) or "
+                                     "comm.switch_result(...)")
         self._post_sends(rank, comm)
         self.finished[rank] = self.env.now
 
     def _post_sends(self, rank: int, comm: Comm) -> None:
         for send in comm.take_posted():
             self._check_chunk(rank, send.chunk)
+            if isinstance(send, SwitchContribution):
+                data = self.buffers[rank, self.payload.view(send.chunk)].copy()
+                self.in_switch.contribute(rank, send, data)
+                continue
             pair = (rank, send.peer)
             seq = self._sent.get(pair, 0)
             self._sent[pair] = seq + 1
@@ -177,6 +202,9 @@ class _Run:
         if stuck:
             raise AlgorithmError(f"{self.algorithm.name}: deadlock: ranks {stuck[:8]} wait for "
                                  "messages that are never sent")
+        if self.in_switch.unfinished():
+            raise AlgorithmError(f"{self.algorithm.name}: {self.in_switch.unfinished()} in-switch "
+                                 "reduction(s) missed contributions from some ranks")
         if self._slots:
             src, dst, _ = min(self._slots)
             raise AlgorithmError(f"{self.algorithm.name}: rank {src} sent {len(self._slots)} "
@@ -184,8 +212,9 @@ class _Run:
 
 
 def run_collective(algorithm: Algorithm, placement: tuple[str, ...], routing: Routing,
-                   gpu: GpuSpec, payload: Payload, buffers: np.ndarray, op: ReduceOp) -> Timing:
-    """Simulate ``algorithm`` on every rank; ``buffers`` (ranks × proxy) end holding the result."""
-    timing = _Run(algorithm, placement, routing, gpu, payload, buffers, op).run()
-    op.finalize(buffers, len(placement))
-    return timing
+                   gpu: GpuSpec, payload: Payload, buffers: np.ndarray, op: ReduceOp,
+                   chunk_bytes: int | None = None) -> Timing:
+    """Simulate ``algorithm`` on every rank; ``buffers`` (ranks × proxy) end holding its result
+    (before ``op.finalize``, which the caller applies where the collective reduces).
+    ``chunk_bytes`` is the scenario's pipelining ``chunk_size`` (None: unset)."""
+    return _Run(algorithm, placement, routing, gpu, payload, buffers, op, chunk_bytes).run()

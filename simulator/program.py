@@ -14,7 +14,7 @@ Messages between one pair of ranks are matched in order (MPI's non-overtaking ru
 from __future__ import annotations
 
 import itertools
-from collections.abc import Generator
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -61,21 +61,70 @@ class Chunk:
         return [Chunk(a, b) for a, b in itertools.pairwise(bounds)]
 
 
+def piece_count(count: int, itemsize: int, chunk_bytes: int | None,
+                unset_bytes: int | None) -> int:
+    """How many pipeline pieces ``count`` elements make with pieces of at most ``chunk_bytes``
+    (or ``unset_bytes`` when the scenario sets none; no cutting when both are None)."""
+    size_bytes = chunk_bytes if chunk_bytes is not None else unset_bytes
+    if size_bytes is None:
+        return 1
+    per_piece = max(1, size_bytes // itemsize)
+    return max(1, -(-count // per_piece))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where ranks sit: the host (machine) of each rank; flat topologies have a single host."""
+
+    hosts: tuple[int, ...]
+
+    def host_ranks(self, rank: int) -> tuple[int, ...]:
+        """The ranks on ``rank``'s host, in rank order."""
+        return tuple(r for r, host in enumerate(self.hosts) if host == self.hosts[rank])
+
+    def rail(self, rank: int) -> tuple[int, ...]:
+        """One rank per host, each with the same local index as ``rank`` on its host."""
+        local = self.host_ranks(rank).index(rank)
+        hosts = sorted(set(self.hosts))
+        by_host = {h: [r for r, host in enumerate(self.hosts) if host == h] for h in hosts}
+        return tuple(by_host[h][local] for h in hosts if local < len(by_host[h]))
+
+    def subset(self, members: tuple[int, ...]) -> Layout:
+        """The layout of a subgroup (members numbered 0..len-1 in the given order)."""
+        return Layout(tuple(self.hosts[m] for m in members))
+
+
 @dataclass(frozen=True)
 class Send:
-    """A posted message: ``chunk`` of the sender's buffer goes to ``peer``."""
+    """A posted message: ``chunk`` of the sender's buffer goes to ``peer`` (a global rank)."""
 
     peer: int
     chunk: Chunk
 
 
 @dataclass(frozen=True)
+class SwitchContribution:
+    """A posted contribution of ``chunk`` to an in-switch reduction among ``group``."""
+
+    group: tuple[int, ...]
+    chunk: Chunk
+
+
+@dataclass(frozen=True)
 class Recv:
-    """Wait for the next message from ``peer`` and copy or reduce it into ``into``."""
+    """Wait for the next message from ``peer`` (a global rank) and copy or reduce it in."""
 
     peer: int
     into: Chunk
     op: Combine
+
+
+@dataclass(frozen=True)
+class SwitchResult:
+    """Wait for the next in-switch reduction result of ``group`` and copy it into ``into``."""
+
+    group: tuple[int, ...]
+    into: Chunk
 
 
 @dataclass(frozen=True)
@@ -86,46 +135,84 @@ class LocalReduce:
     source: Chunk
 
 
-Op = Recv | LocalReduce
+Op = Recv | SwitchResult | LocalReduce
+Posted = Send | SwitchContribution
 Program = Generator[Op, None, None]
 
 
 class Comm:
-    """One rank's view of the group: who it is, its buffer, and the verbs it may use."""
+    """One rank's view of a group: who it is, its buffer, and the verbs it may use.
 
-    def __init__(self, rank: int, size: int, count: int) -> None:
+    Ranks are numbered 0..size-1 within the group; a :meth:`subgroup` is a communicator over
+    some of them and a piece of the buffer, so an algorithm can run another one inside it.
+    """
+
+    def __init__(self, rank: int, size: int, buffer: Chunk, *, itemsize: int = 1,
+                 chunk_bytes: int | None = None, layout: Layout | None = None,
+                 members: tuple[int, ...] | None = None, outbox: list[Posted] | None = None) -> None:
         self.rank = rank
         self.size = size
-        self.buffer = Chunk(0, count)
-        self._posted: list[Send] = []
+        self.buffer = buffer
+        self.itemsize = itemsize
+        self.chunk_bytes = chunk_bytes
+        self.layout = layout if layout is not None else Layout((0,) * size)
+        self.members = members if members is not None else tuple(range(size))
+        self._outbox: list[Posted] = outbox if outbox is not None else []
 
     def chunks(self, parts: int) -> list[Chunk]:
-        """The whole buffer cut into ``parts`` nearly equal chunks (see :meth:`Chunk.split`)."""
+        """The buffer cut into ``parts`` nearly equal chunks (see :meth:`Chunk.split`)."""
         return self.buffer.split(parts)
+
+    def pieces(self, chunk: Chunk, unset_bytes: int | None = None) -> list[Chunk]:
+        """``chunk`` cut into pipeline pieces of at most the scenario's ``chunk_size`` bytes.
+
+        When the scenario sets no ``chunk_size``, pieces of ``unset_bytes`` (the algorithm's own
+        default), or the whole chunk when that is None too. Always at least one piece.
+        """
+        return chunk.split(piece_count(chunk.count, self.itemsize, self.chunk_bytes, unset_bytes))
 
     def send(self, peer: int, chunk: Chunk) -> None:
         """Post ``chunk`` to ``peer``; returns at once (data are taken as they are now)."""
-        self._check_peer(peer)
-        self._posted.append(Send(peer, chunk))
+        self._outbox.append(Send(self._global(peer), chunk))
 
     def recv(self, peer: int, into: Chunk, op: Combine = REDUCE) -> Recv:
         """The operation to yield to receive ``peer``'s next message into ``into``."""
-        self._check_peer(peer)
-        return Recv(peer, into, op)
+        return Recv(self._global(peer), into, op)
 
     def reduce(self, into: Chunk, source: Chunk) -> LocalReduce:
         """The operation to yield to combine ``source`` into ``into`` locally."""
         if into.count != source.count:
-            raise AlgorithmError(f"rank {self.rank}: local reduce of {source.count} elements "
-                                 f"into a chunk of {into.count}")
+            raise AlgorithmError(f"rank {self.members[self.rank]}: local reduce of "
+                                 f"{source.count} elements into a chunk of {into.count}")
         return LocalReduce(into, source)
 
-    def take_posted(self) -> list[Send]:
-        """Engine side: the sends posted since the last call, in posting order."""
-        posted, self._posted = self._posted, []
+    def switch_reduce(self, chunk: Chunk) -> None:
+        """Post ``chunk`` to the group's reducing switch (NVLink SHARP's multimem reduction);
+        every member must post the same chunks in the same order."""
+        self._outbox.append(SwitchContribution(self.members, chunk))
+
+    def switch_result(self, into: Chunk) -> SwitchResult:
+        """The operation to yield to receive the switch's next reduced, multicast chunk."""
+        return SwitchResult(self.members, into)
+
+    def subgroup(self, ranks: Sequence[int], buffer: Chunk) -> Comm:
+        """A communicator over ``ranks`` (this group's numbering, including this rank) that
+        works on ``buffer``, a piece of this one."""
+        ranks = tuple(ranks)
+        if self.rank not in ranks:
+            raise AlgorithmError(f"rank {self.members[self.rank]} is not in subgroup {ranks}")
+        return Comm(ranks.index(self.rank), len(ranks), buffer, itemsize=self.itemsize,
+                    chunk_bytes=self.chunk_bytes, layout=self.layout.subset(ranks),
+                    members=tuple(self.members[r] for r in ranks), outbox=self._outbox)
+
+    def take_posted(self) -> list[Posted]:
+        """Engine side: what was posted since the last call, in posting order."""
+        posted = list(self._outbox)
+        self._outbox.clear()
         return posted
 
-    def _check_peer(self, peer: int) -> None:
+    def _global(self, peer: int) -> int:
         if not (0 <= peer < self.size) or peer == self.rank:
-            raise AlgorithmError(f"rank {self.rank}: peer {peer} is not another rank of "
-                                 f"0..{self.size - 1}")
+            raise AlgorithmError(f"rank {self.members[self.rank]}: peer {peer} is not another "
+                                 f"rank of 0..{self.size - 1}")
+        return self.members[peer]

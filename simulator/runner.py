@@ -13,14 +13,16 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
-from simulator.collectives import REGISTRY, Algorithm
+from simulator.collective import Collective
+from simulator.collectives import REGISTRY, Algorithm, Options, get_algorithm
 from simulator.costmodel import CostInputs
 from simulator.data import DEFAULT_PROXY_ELEMENTS, Expected, Payload, make_inputs
 from simulator.engine import run_collective
 from simulator.errors import InputError, Problem
 from simulator.network import Routing
+from simulator.program import Layout
 from simulator.scenario import Scenario
-from simulator.topology import placement
+from simulator.topology import hosts, placement
 
 
 @dataclass(frozen=True)
@@ -72,13 +74,16 @@ def prepare(scenario: Scenario) -> Setup:
     graph = scenario.topology.build()
     ranks = placement(graph)
     routing = Routing(graph)
-    return Setup(graph, ranks, routing, CostInputs(len(ranks), ranks, routing, scenario.gpu))
+    cost = CostInputs(len(ranks), ranks, routing, scenario.gpu, itemsize=scenario.dtype.itemsize,
+                      chunk_bytes=scenario.chunk_bytes, layout=Layout(hosts(graph, ranks)))
+    return Setup(graph, ranks, routing, cost)
 
 
 def select_algorithms(scenario: Scenario, setup: Setup) -> list[Algorithm]:
     """The scenario's algorithms, or every applicable one for ``all``; InputError if one the
     scenario names cannot run on its topology."""
-    registered = REGISTRY.get(scenario.collective, {})
+    registered = {name: algorithm.configure(_options(scenario))
+                  for name, algorithm in REGISTRY[scenario.collective].items()}
     if scenario.algorithms is None:
         chosen = [a for a in registered.values()
                   if a.unsupported(setup.graph, setup.placement) is None]
@@ -101,6 +106,10 @@ def select_algorithms(scenario: Scenario, setup: Setup) -> list[Algorithm]:
     return chosen
 
 
+def _options(scenario: Scenario) -> Options:
+    return Options(inter=get_algorithm(Collective.ALLREDUCE, scenario.inter_algorithm))
+
+
 def run_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
               *, seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> Result:
     """Simulate one collective of ``size_bytes`` per rank and check it against numpy.
@@ -111,18 +120,22 @@ def run_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes
     ranks = len(setup.placement)
     payload = Payload.for_size(size_bytes, scenario.dtype, ranks, proxy_elements)
     buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload, scenario.op)
-    expected = Expected.of(buffers, scenario.op) if scenario.verify else None
+    collective = scenario.collective
+    expected = (Expected.of(buffers, scenario.op, collective, payload) if scenario.verify
+                else None)
     timing = run_collective(algorithm, setup.placement, setup.routing, scenario.gpu, payload,
-                            buffers, scenario.op)
+                            buffers, scenario.op, scenario.chunk_bytes)
+    if collective.reduces:
+        scenario.op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
-    model = algorithm.model_time(setup.cost, payload.count, scenario.dtype.itemsize)
+    model = algorithm.model_time(setup.cost, payload.count)
     algbw = size_bytes / timing.time_s / 1e9 if timing.time_s > 0 else math.nan
     return Result(
         scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
-        collective=scenario.collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
+        collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
         dtype=scenario.dtype.name, op=scenario.op.value, sim_time_s=timing.time_s,
         model_time_s=model, algbw_GBps=algbw,
-        busbw_GBps=algbw * scenario.collective.busbw_factor(ranks), verified=verified,
+        busbw_GBps=algbw * collective.busbw_factor(ranks), verified=verified,
         max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
         messages=timing.messages, events=timing.events,
     )

@@ -29,7 +29,9 @@ PRESET_DIR = Path(__file__).resolve().parent.parent / "topologies"
 
 ALL = "all"
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
-         "verify", "output")
+         "chunk_size", "inter_algorithm", "verify", "output")
+INTER_ALGORITHMS = ("ring", "tree", "halving_doubling")
+"""Allreduce algorithms ``hierarchical`` may run across nodes (``inter_algorithm``)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _PARSERS = {Param.COUNT: count, Param.BANDWIDTH: parse_bandwidth, Param.TIME: parse_time}
 
@@ -62,6 +64,8 @@ class Scenario:
     gpu: GpuSpec
     verify: bool
     output: Path
+    chunk_bytes: int | None = None  # pipelining piece size (``chunk_size``); None = each default
+    inter_algorithm: str = "ring"   # what ``hierarchical`` runs across nodes
 
 
 def load_scenario(path: str | Path) -> Scenario:
@@ -93,6 +97,14 @@ def load_scenario(path: str | Path) -> Scenario:
     algorithms = _algorithms(reader, data.get("algorithms", ALL), collective)
     sizes = _sizes(reader, data.get("sizes"), dtype) if "sizes" in data else ()
     gpu = _gpu(reader, data.get("gpu", {}))
+    chunk_bytes = (reader.parse("chunk_size", data["chunk_size"], parse_size)
+                   if "chunk_size" in data else None)
+    if chunk_bytes is not None and chunk_bytes < dtype.itemsize:
+        reader.problem("chunk_size", f"expected at least one {dtype.name} element "
+                                     f"({dtype.itemsize} bytes), got {chunk_bytes}")
+    inter = reader.choice("inter_algorithm", data.get("inter_algorithm", "ring"),
+                          [n for n in INTER_ALGORITHMS if n in algorithm_names(Collective.ALLREDUCE)],
+                          "an inter-node allreduce")
     output = data.get("output", f"results/{name}")
     if not isinstance(output, str) or not output.strip():
         reader.problem("output", f"expected a directory path, got {output!r}")
@@ -101,7 +113,8 @@ def load_scenario(path: str | Path) -> Scenario:
     assert topology is not None and gpu is not None  # guaranteed when no problem was recorded
     return Scenario(name=name, source=str(path), topology=topology, collective=collective,
                     algorithms=algorithms, sizes=sizes, dtype=dtype, op=ReduceOp(op_name),
-                    gpu=gpu, verify=bool(verify), output=Path(output))
+                    gpu=gpu, verify=bool(verify), output=Path(output), chunk_bytes=chunk_bytes,
+                    inter_algorithm=inter or "ring")
 
 
 def _topology(reader: FieldReader, value: object, scenario_path: Path) -> TopologySpec | None:
@@ -222,4 +235,5 @@ def _gpu(reader: FieldReader, value: object) -> GpuSpec | None:
     return GpuSpec(bandwidth, launch or 0.0)
 
 
-__all__ = ["ALL", "PRESET_DIR", "Scenario", "TopologySpec", "load_preset", "load_scenario"]
+__all__ = ["ALL", "INTER_ALGORITHMS", "PRESET_DIR", "Scenario", "TopologySpec", "load_preset",
+           "load_scenario"]

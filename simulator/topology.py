@@ -168,6 +168,26 @@ BUILDERS: dict[str, Builder] = {
 }
 
 
+def reducing_switch(graph: nx.DiGraph, gpus: list[str]) -> str | None:
+    """The switch with ``reduction: true`` cabled directly to every GPU in ``gpus``, if any.
+
+    >>> g = switch(2, 1e9, 0.0); g.nodes["switch"]["reduction"] = True
+    >>> reducing_switch(g, ["gpu0", "gpu1"])
+    'switch'
+    """
+    candidates = sorted(node for node, data in graph.nodes(data=True)
+                        if data.get("kind") == SWITCH and data.get("reduction"))
+    for node in candidates:
+        if all(graph.has_edge(gpu, node) and graph.has_edge(node, gpu) for gpu in gpus):
+            return node
+    return None
+
+
+def hosts(graph: nx.DiGraph, gpus: tuple[str, ...]) -> tuple[int, ...]:
+    """The ``host`` (machine) of each GPU; 0 for topologies without hosts."""
+    return tuple(int(graph.nodes[gpu].get("host", 0)) for gpu in gpus)
+
+
 def placement(graph: nx.DiGraph) -> tuple[str, ...]:
     """The GPU node of each rank, in rank order (ranks are 0..p-1, one per GPU).
 

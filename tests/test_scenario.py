@@ -82,7 +82,8 @@ BAD = [
     ("topology: {kind: ring, ranks: 4, bandwidth: 25GB/s, latency: 5}\nsizes: [1KiB]\n",
      "topology.latency: expected a time like '500ns', '1us', '2ms' or '1s', got 5"),
     (TOPO + "sizes: [1KiB]\ncollective: alltoall\n",
-     "collective: expected a collective (allreduce), got 'alltoall'"),
+     "collective: expected a collective (allreduce, reduce_scatter, allgather, broadcast, reduce), "
+     "got 'alltoall'"),
     ("topology: {kind: torus, ranks: 4}\nsizes: [1KiB]\n",
      "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx), got 'torus'"),
     ("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s}\nsizes: [1KiB]\n",

@@ -2,21 +2,32 @@
 
 from __future__ import annotations
 
-from simulator.collectives.base import Algorithm, Collective
-from simulator.collectives.ring import RingAllreduce
+from simulator.collective import Collective
+from simulator.collectives.base import Algorithm, Options
+from simulator.collectives.ring import (
+    RingAllgather,
+    RingAllreduce,
+    RingBroadcast,
+    RingReduce,
+    RingReduceScatter,
+)
 
 _ALGORITHMS: tuple[Algorithm, ...] = (
     RingAllreduce(),
+    RingReduceScatter(),
+    RingAllgather(),
+    RingBroadcast(),
+    RingReduce(),
 )
 
-REGISTRY: dict[Collective, dict[str, Algorithm]] = {}
+REGISTRY: dict[Collective, dict[str, Algorithm]] = {collective: {} for collective in Collective}
 for _algorithm in _ALGORITHMS:
-    REGISTRY.setdefault(_algorithm.collective, {})[_algorithm.name] = _algorithm
+    REGISTRY[_algorithm.collective][_algorithm.name] = _algorithm
 
 
 def algorithm_names(collective: Collective) -> list[str]:
     """Registry names of the algorithms implementing ``collective``, in registration order."""
-    return list(REGISTRY.get(collective, {}))
+    return list(REGISTRY[collective])
 
 
 def get_algorithm(collective: Collective, name: str) -> Algorithm:
@@ -24,4 +35,4 @@ def get_algorithm(collective: Collective, name: str) -> Algorithm:
     return REGISTRY[collective][name]
 
 
-__all__ = ["REGISTRY", "Algorithm", "Collective", "algorithm_names", "get_algorithm"]
+__all__ = ["REGISTRY", "Algorithm", "Collective", "Options", "algorithm_names", "get_algorithm"]

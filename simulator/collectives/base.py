@@ -4,23 +4,22 @@ closed-form cost."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from enum import Enum
+from dataclasses import dataclass
 from typing import ClassVar
 
 import networkx as nx
 
+from simulator.collective import Collective
 from simulator.costmodel import CostInputs
 from simulator.program import Comm, Program
 
 
-class Collective(Enum):
-    """A collective operation and its nccl-tests bus-bandwidth factor."""
+@dataclass(frozen=True)
+class Options:
+    """Scenario choices an algorithm may honour: ``inter`` is the allreduce that
+    ``hierarchical`` runs across nodes."""
 
-    ALLREDUCE = "allreduce"
-
-    def busbw_factor(self, ranks: int) -> float:
-        """busbw = algbw × this (nccl-tests doc/PERFORMANCE.md): allreduce 2(p-1)/p."""
-        return 2.0 * (ranks - 1) / ranks
+    inter: Algorithm | None = None
 
 
 class Algorithm(ABC):
@@ -28,7 +27,8 @@ class Algorithm(ABC):
 
     Subclasses set ``name`` (the registry name used in scenario files) and ``collective``, write
     :meth:`program` against the communicator only, and give the closed form in :meth:`model_time`
-    with its source cited.
+    with its source cited. The program must work on any communicator, including a subgroup
+    over part of the buffer (``comm.buffer``), so that other algorithms can compose it.
     """
 
     name: ClassVar[str]
@@ -38,10 +38,14 @@ class Algorithm(ABC):
         """Why this algorithm cannot run on the topology, or None when it can."""
         return None
 
-    @abstractmethod
-    def program(self, me: int, comm: Comm) -> Program:
-        """The generator rank ``me`` runs; every rank's buffer holds ``comm.buffer.count`` elements."""
+    def configure(self, options: Options) -> Algorithm:
+        """This algorithm with the scenario's options applied (most ignore them)."""
+        return self
 
     @abstractmethod
-    def model_time(self, cost: CostInputs, count: int, itemsize: int) -> float:
-        """Closed-form time (s) for ``count`` elements of ``itemsize`` bytes per rank."""
+    def program(self, me: int, comm: Comm) -> Program:
+        """The generator rank ``me`` runs on ``comm.buffer``."""
+
+    @abstractmethod
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        """Closed-form time (s) for ``count`` elements per rank (cost.itemsize bytes each)."""

@@ -1,42 +1,150 @@
-"""Ring allreduce: a reduce-scatter, then an allgather, around the logical ring 0 → 1 → … → p-1 → 0.
+"""Ring algorithms around the logical ring 0 → 1 → … → p-1 → 0, and chains along it.
 
 Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations",
-JPDC 69(2), 2009; the schedule NCCL's ring uses (nccl-tests busbw assumes its 2(p-1)/p traffic).
+JPDC 69(2), 2009: the schedule NCCL's ring uses (nccl-tests' busbw assumes its traffic).
 """
 
 from __future__ import annotations
 
 import math
 
-from simulator.collectives.base import Algorithm, Collective
-from simulator.collectives.phases import ring_allgather, ring_reduce_scatter
-from simulator.costmodel import CostInputs
+from simulator.collective import ROOT, Collective
+from simulator.collectives.base import Algorithm
+from simulator.collectives.phases import PIPELINE_BYTES, chain, ring_pass
+from simulator.costmodel import CostInputs, pipeline_s
 from simulator.program import Comm, Program
 
 
+def _ring(size: int) -> list[tuple[int, int]]:
+    return [(r, (r + 1) % size) for r in range(size)]
+
+
+def ring_pass_time(cost: CostInputs, count: int, steps: int, reducing_steps: int) -> float:
+    """Closed form of :func:`~simulator.collectives.phases.ring_pass` with chunks of
+    ⌈count/p⌉ elements, each moved as k pieces of c bytes (k = 1 unless ``chunk_size`` is set).
+
+    T = alpha + k·c·beta + Σ_{s=1}^{steps-1} max(k·c·beta, alpha + c·beta + g_{s-1}) (+ g at the
+    end if the last step reduces), where g_s = launch + c·gamma on reducing steps and 0 otherwise:
+    every step but the first starts when its first piece has come round (alpha + c·beta, plus its
+    reduction) or the connection has finished the previous step's k pieces, whichever is later.
+    With k = 1 this is steps·(alpha + c·beta) + reducing_steps·g. For k > 1 it assumes the GPU
+    reduces a piece no slower than the link delivers one (g ≤ c·beta).
+    """
+    p = cost.ranks
+    if p == 1 or steps == 0:
+        return 0.0
+    alpha, beta = cost.alpha(_ring(p)), cost.beta(_ring(p))
+    pieces = cost.pieces(math.ceil(count / p))
+    k, c = len(pieces), cost.nbytes(max(pieces))
+    g = cost.reduce_s(c)
+    total = alpha + k * c * beta
+    for step in range(1, steps):
+        reduced = g if step - 1 < reducing_steps else 0.0
+        total += max(k * c * beta, alpha + c * beta + reduced)
+    return total + (g if steps - 1 < reducing_steps else 0.0)
+
+
 class RingAllreduce(Algorithm):
-    """Ring allreduce in 2(p-1) steps of one chunk (≈ n/p bytes) per rank.
+    """Ring allreduce: a reduce-scatter, then an allgather, each of p-1 steps of one chunk.
 
     T = 2(p-1)·alpha + 2(p-1)·c·beta + (p-1)·(c·gamma + launch),  c = ⌈count/p⌉·itemsize,
 
-    which is the textbook 2(p-1)·alpha + 2(p-1)/p·n·beta + (p-1)/p·n·gamma when p divides n.
-    Each chunk travels its own chain of hops, so with one flow per link (every hop a distinct
-    link, e.g. on ``switch`` or ``fully_connected``) the simulation meets this exactly.
+    the textbook 2(p-1)·alpha + 2(p-1)/p·n·beta + (p-1)/p·n·gamma when p divides n (pipelined
+    form with ``chunk_size``: :func:`ring_pass_time`). Each chunk travels its own chain of hops,
+    so with one flow per link (``switch``, ``fully_connected``) the simulation meets it exactly.
     """
 
     name = "ring"
     collective = Collective.ALLREDUCE
 
     def program(self, me: int, comm: Comm) -> Program:
-        ring = range(comm.size)
-        chunk = comm.chunks(comm.size)
-        yield from ring_reduce_scatter(me, comm, ring, chunk)  # chunk me+1 ends complete here
-        yield from ring_allgather(me, comm, ring, chunk)       # pass the complete chunks on
+        p = comm.size
+        yield from ring_pass(me, comm, range(p), comm.chunks(p), start=0, steps=2 * (p - 1),
+                             reducing_steps=p - 1)
 
-    def model_time(self, cost: CostInputs, count: int, itemsize: int) -> float:
+    def model_time(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
-        if p == 1:
-            return 0.0
-        hops = [(r, (r + 1) % p) for r in range(p)]
-        c = math.ceil(count / p) * itemsize
-        return 2 * (p - 1) * (cost.alpha(hops) + c * cost.beta(hops)) + (p - 1) * cost.reduce_s(c)
+        return ring_pass_time(cost, count, steps=2 * (p - 1), reducing_steps=p - 1)
+
+
+class RingReduceScatter(Algorithm):
+    """Ring reduce-scatter: p-1 reducing steps, after which rank r holds chunk r.
+
+    T = (p-1)·(alpha + c·beta + c·gamma + launch)  (Patarasuk & Yuan 2009; :func:`ring_pass_time`).
+    """
+
+    name = "ring"
+    collective = Collective.REDUCE_SCATTER
+
+    def program(self, me: int, comm: Comm) -> Program:
+        p = comm.size
+        yield from ring_pass(me, comm, range(p), comm.chunks(p), start=-1, steps=p - 1,
+                             reducing_steps=p - 1)
+
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        return ring_pass_time(cost, count, steps=cost.ranks - 1, reducing_steps=cost.ranks - 1)
+
+
+class RingAllgather(Algorithm):
+    """Ring allgather: p-1 steps passing every rank's own chunk on.
+
+    T = (p-1)·(alpha + c·beta)  (Patarasuk & Yuan 2009; :func:`ring_pass_time`).
+    """
+
+    name = "ring"
+    collective = Collective.ALLGATHER
+
+    def program(self, me: int, comm: Comm) -> Program:
+        p = comm.size
+        yield from ring_pass(me, comm, range(p), comm.chunks(p), start=0, steps=p - 1,
+                             reducing_steps=0)
+
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        return ring_pass_time(cost, count, steps=cost.ranks - 1, reducing_steps=0)
+
+
+def _chain_time(cost: CostInputs, count: int, reduce: bool) -> float:
+    """d = p-1 hops, k pieces of c bytes: d·alpha + d·(c·beta [+ g]) + (k-1)·max(c·beta [, g])."""
+    p = cost.ranks
+    if p == 1:
+        return 0.0
+    hops = _ring(p)[:-1]
+    pieces = cost.pieces(count, PIPELINE_BYTES)
+    c = cost.nbytes(max(pieces))
+    per_hop = [c * cost.beta(hops)] + ([cost.reduce_s(c)] if reduce else [])
+    return pipeline_s((p - 1) * cost.alpha(hops), per_hop * (p - 1), len(pieces))
+
+
+class RingBroadcast(Algorithm):
+    """Pipelined chain broadcast from the root along the ring, as NCCL's ring broadcast.
+
+    T = (p-1)·alpha + (k + p - 2)·c·beta  for k pieces of c bytes (pipeline fill, then one
+    piece per c·beta), the classic pipelined-chain cost (e.g. Pjesivac-Grbovic et al. 2007).
+    """
+
+    name = "ring"
+    collective = Collective.BROADCAST
+
+    def program(self, me: int, comm: Comm) -> Program:
+        p = comm.size
+        yield from chain(me, comm, [(ROOT + i) % p for i in range(p)], reduce=False)
+
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        return _chain_time(cost, count, reduce=False)
+
+
+class RingReduce(Algorithm):
+    """Pipelined chain reduce towards the root: p-1 → p-2 → … → 0, reducing at every hop.
+
+    T = (p-1)·(alpha + c·beta + g) + (k-1)·max(c·beta, g),  g = launch + c·gamma.
+    """
+
+    name = "ring"
+    collective = Collective.REDUCE
+
+    def program(self, me: int, comm: Comm) -> Program:
+        p = comm.size
+        yield from chain(me, comm, [(ROOT - i) % p for i in range(p - 1, -1, -1)], reduce=True)
+
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        return _chain_time(cost, count, reduce=True)
