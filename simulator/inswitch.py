@@ -1,11 +1,11 @@
 """In-switch reduction (NVLink SHARP, as NCCL's NVLS algorithm uses it), for the SimPy engine.
 
 Each member of a group posts a chunk to the group's reducing switch; when the k-th contribution
-of every member has arrived, the switch combines them (at line rate: no reduction time is
-charged, as NVSwitch reduces in its datapath) and multicasts the result back, one copy down each
-member's link. Contributions from one rank inject one after another (a FIFO per rank), as do the
-copies the switch sends down each link, so chunked contributions pipeline up against results
-coming down.
+of every member has arrived, the switch combines them (at line rate, as NVSwitch reduces in its
+datapath; only the switch's fixed ``reduction_latency`` is charged, as a delay that overlaps
+between rounds) and multicasts the result back, one copy down each member's link. Contributions
+from one rank inject one after another (a FIFO per rank), as do the copies the switch sends down
+each link, so chunked contributions pipeline up against results coming down.
 """
 
 from __future__ import annotations
@@ -84,6 +84,14 @@ class InSwitchReductions:
         total = round_.arrived[group[0]].copy()
         for member in group[1:]:
             self.op.combine(total, round_.arrived[member])
+        switch = self._switches[group]
+        delay = float(self.fabric.routing.graph.nodes[switch].get("reduction_latency", 0.0))
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _: self._multicast(round_, group, total))
+        else:
+            self._multicast(round_, group, total)
+
+    def _multicast(self, round_: _Round, group: Group, total: np.ndarray) -> None:
         switch = self._switches[group]
         for member in group:
             copy = self.fabric.transfer(switch, self.placement[member],

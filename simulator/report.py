@@ -42,7 +42,37 @@ def format_table(results: pd.DataFrame) -> str:
         busbw = rows.busbw_GBps.dropna()
         average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
         lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
+    if results.algorithm.nunique() > 1:
+        lines.extend(_best_table(best_per_size(results)))
     return "\n".join(lines) + "\n"
+
+
+def best_per_size(results: pd.DataFrame) -> pd.DataFrame:
+    """For each size, the fastest algorithm simulated and the one the closed forms pick: the
+    choice NCCL's tuner makes from its own cost model (``ncclTopoGetAlgoTime``), made visible.
+
+    Columns: size_bytes, simulated, sim_time_s, closed_form, model_time_s, agree. Ties go to the
+    algorithm listed first in the scenario.
+    """
+    rows = []
+    for size, group in results.groupby("size_bytes", sort=True):
+        fastest = group.loc[group.sim_time_s.idxmin()]
+        modelled = group.loc[group.model_time_s.idxmin()]
+        rows.append((size, fastest.algorithm, fastest.sim_time_s, modelled.algorithm,
+                     modelled.model_time_s, fastest.algorithm == modelled.algorithm))
+    return pd.DataFrame(rows, columns=["size_bytes", "simulated", "sim_time_s", "closed_form",
+                                       "model_time_s", "agree"])
+
+
+def _best_table(best: pd.DataFrame) -> list[str]:
+    lines = ["#", "# Best algorithm per size (fastest simulated; the closed forms' pick beside it)",
+             f"#{'size(B)':>11} {'simulated':>18} {'time(us)':>11} {'closed form':>18} "
+             f"{'time(us)':>11} {'agree':>5}"]
+    for row in best.itertuples(index=False):
+        lines.append(f"{row.size_bytes:>12} {row.simulated:>18} {row.sim_time_s * 1e6:>11.2f} "
+                     f"{row.closed_form:>18} {row.model_time_s * 1e6:>11.2f} "
+                     f"{'yes' if row.agree else 'NO':>5}")
+    return lines
 
 
 def _num(value: float) -> str:

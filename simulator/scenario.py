@@ -33,7 +33,8 @@ _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op",
 INTER_ALGORITHMS = ("ring", "tree", "halving_doubling")
 """Allreduce algorithms ``hierarchical`` may run across nodes (``inter_algorithm``)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-_PARSERS = {Param.COUNT: count, Param.BANDWIDTH: parse_bandwidth, Param.TIME: parse_time}
+_PARSERS = {Param.COUNT: count, Param.BANDWIDTH: parse_bandwidth, Param.TIME: parse_time,
+            Param.FLAG: boolean}
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class TopologySpec:
 
     label: str
     kind: str
-    params: tuple[tuple[str, float], ...]
+    params: tuple[tuple[str, float | bool], ...]
 
     def build(self) -> nx.DiGraph:
         """The topology graph."""

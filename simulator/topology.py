@@ -93,6 +93,8 @@ def dgx(
     nic_bandwidth: float,
     nic_latency: float,
     nic_message_latency: float = 0.0,
+    nvswitch_reduction: bool = False,
+    nvswitch_reduction_latency: float = 0.0,
 ) -> nx.DiGraph:
     """``nodes`` DGX-style machines joined by one leaf switch.
 
@@ -101,6 +103,10 @@ def dgx(
     cabled to a single non-blocking leaf switch (a rail-optimised fabric collapsed into one
     switch). Rank = node × gpus_per_node + local index; GPUs carry ``host`` = node index.
     ``nic_message_latency`` is a per-message cost paid by every transfer crossing a NIC.
+    ``nvswitch_reduction`` marks the NVSwitches as able to reduce in the switch (NVLink SHARP,
+    node attribute ``reduction``), which the ``nvls`` algorithm needs; each in-switch reduction
+    then waits ``nvswitch_reduction_latency`` (node attribute ``reduction_latency``) before its
+    result is multicast.
 
     >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
@@ -110,7 +116,8 @@ def dgx(
     graph.add_node("leaf", kind=SWITCH)
     for host in range(nodes):
         nvswitch = f"n{host}.nvswitch"
-        graph.add_node(nvswitch, kind=SWITCH)
+        graph.add_node(nvswitch, kind=SWITCH, reduction=bool(nvswitch_reduction),
+                       reduction_latency=float(nvswitch_reduction_latency))
         for local in range(gpus_per_node):
             gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
             graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host)
@@ -127,6 +134,7 @@ class Param(Enum):
     COUNT = "a whole number ≥ 1"
     BANDWIDTH = "a bandwidth like '25GB/s'"
     TIME = "a time like '500ns'"
+    FLAG = "true or false"
 
 
 @dataclass(frozen=True)
@@ -161,8 +169,11 @@ BUILDERS: dict[str, Builder] = {
                 "nic_bandwidth": Param.BANDWIDTH,
                 "nic_latency": Param.TIME,
                 "nic_message_latency": Param.TIME,
+                "nvswitch_reduction": Param.FLAG,
+                "nvswitch_reduction_latency": Param.TIME,
             },
-            optional=frozenset({"nic_message_latency"}),
+            optional=frozenset({"nic_message_latency", "nvswitch_reduction",
+                                "nvswitch_reduction_latency"}),
         ),
     )
 }

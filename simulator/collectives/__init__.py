@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from simulator.collective import Collective
 from simulator.collectives.base import Algorithm, Options
+from simulator.collectives.direct import (
+    DirectAllgather,
+    DirectAllreduce,
+    DirectBroadcast,
+    DirectReduce,
+    DirectReduceScatter,
+)
+from simulator.collectives.hierarchical import Hierarchical
+from simulator.collectives.nvls import Nvls
 from simulator.collectives.ring import (
     RingAllgather,
     RingAllreduce,
@@ -18,6 +27,13 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     RingAllgather(),
     RingBroadcast(),
     RingReduce(),
+    Hierarchical(),
+    Nvls(),
+    DirectAllreduce(),
+    DirectReduceScatter(),
+    DirectAllgather(),
+    DirectBroadcast(),
+    DirectReduce(),
 )
 
 REGISTRY: dict[Collective, dict[str, Algorithm]] = {collective: {} for collective in Collective}

@@ -37,6 +37,8 @@ def ring_pass_time(cost: CostInputs, count: int, steps: int, reducing_steps: int
     pieces = cost.pieces(math.ceil(count / p))
     k, c = len(pieces), cost.nbytes(max(pieces))
     g = cost.reduce_s(c)
+    if k == 1:
+        return _unpipelined_ring_time(cost, c, steps, reducing_steps)
     total = alpha + k * c * beta
     for step in range(1, steps):
         reduced = g if step - 1 < reducing_steps else 0.0
@@ -101,6 +103,22 @@ class RingAllgather(Algorithm):
 
     def model_time(self, cost: CostInputs, count: int) -> float:
         return ring_pass_time(cost, count, steps=cost.ranks - 1, reducing_steps=0)
+
+
+def _unpipelined_ring_time(cost: CostInputs, c: int, steps: int, reducing_steps: int) -> float:
+    """Ring pass with whole chunks of c bytes on hops that may differ (e.g. NVLink and network).
+
+    Each chunk crosses ``steps`` consecutive hops, paying alpha_h + c·beta_h on each (plus its
+    reductions); a slow hop h must also carry ``steps`` chunks one after another. The time is the
+    larger of the two bounds, max_i Σ_{h=i}^{i+steps-1} (alpha_h + c·beta_h) + reducing_steps·g
+    and max_h (alpha_h + steps·c·beta_h); on identical hops the first is the textbook
+    steps·(alpha + c·beta) + reducing_steps·g and is exact.
+    """
+    p = cost.ranks
+    hop = [cost.alpha([pair]) + c * cost.beta([pair]) for pair in _ring(p)]
+    chain = max(sum(hop[(i + s) % p] for s in range(steps)) for i in range(p))
+    throughput = max(cost.alpha([pair]) + steps * c * cost.beta([pair]) for pair in _ring(p))
+    return max(chain + reducing_steps * cost.reduce_s(c), throughput)
 
 
 def _chain_time(cost: CostInputs, count: int, reduce: bool) -> float:
