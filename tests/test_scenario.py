@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simulator.cli import main
-from simulator.collectives import Collective
+from simulator.collectives import Collective, algorithm_names
 from simulator.errors import InputError
 from simulator.reduction import ReduceOp
 from simulator.scenario import load_scenario
@@ -56,7 +56,8 @@ BAD = [
     ("topology: {kind: switch, ranks: 4, bandwidth: 25, latency: 500ns}\nsizes: [1KiB]\n",
      "topology.bandwidth: expected a bandwidth like '25GB/s', got 25"),
     (TOPO + "algorithms: [rign]\nsizes: [1KiB]\n",
-     "algorithms[0]: expected an algorithm for allreduce (ring), got 'rign'; did you mean 'ring'?"),
+     "algorithms[0]: expected an algorithm for allreduce ({allreduce}), got 'rign'; "
+     "did you mean 'ring'?"),
     (TOPO, "sizes: required but missing"),
     (TOPO + "sizes: [1KiB]\ndtype: float8\n",
      "dtype: expected a dtype (float16, float32, float64, int32, int64), got 'float8'; "
@@ -108,7 +109,8 @@ def test_bad_scenario_exits_2_with_one_line(tmp_path, capsys, monkeypatch, text,
 
     assert main(["run", str(path)]) == 2
     out, err = capsys.readouterr()
-    assert err == f"{path}: {message.format(presets=PRESET_DIR)}\n"
+    names = ", ".join(algorithm_names(Collective.ALLREDUCE))
+    assert err == f"{path}: {message.format(presets=PRESET_DIR, allreduce=names)}\n"
     assert out == ""
     assert not (tmp_path / "results").exists()  # nothing written on bad input
 
