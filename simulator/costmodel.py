@@ -72,6 +72,22 @@ class CostInputs:
         """Largest seconds-per-byte (1 / bottleneck bandwidth) over the given rank pairs."""
         return max((1.0 / self._route(a, b).bottleneck_Bps for a, b in pairs), default=0.0)
 
+    def shared_beta(self, pairs: Iterable[tuple[int, int]]) -> float:
+        """Seconds per byte of the slowest of ``pairs`` when all of them carry a message at once
+        and every link's bandwidth is split equally among the pairs routed over it:
+        max over links l of n_l / bandwidth_l, n_l = how many of ``pairs`` cross l.
+
+        Max-min sharing never gives a flow less than this (a connection carries one message at a
+        time), so it bounds every message of such a step; it equals :meth:`beta` when no two
+        routes share a link, and is exact when every flow's busiest link is shared evenly.
+        """
+        crossing: dict[tuple[str, str], int] = {}
+        for a, b in pairs:
+            for link in self._route(a, b).links:
+                crossing[link] = crossing.get(link, 0) + 1
+        edges = self.routing.graph.edges
+        return max((n / edges[link]["bandwidth"] for link, n in crossing.items()), default=0.0)
+
     def reduce_s(self, size_bytes: float) -> float:
         """One reduction of ``size_bytes`` on a GPU (gamma term plus launch latency)."""
         return self.gpu.reduce_s(size_bytes)

@@ -30,7 +30,7 @@ PRESET_DIR = Path(__file__).resolve().parent.parent / "topologies"
 ALL = "all"
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "chunk_size", "inter_algorithm", "verify", "output")
-INTER_ALGORITHMS = ("ring", "tree", "halving_doubling")
+INTER_ALGORITHMS = ("ring", "tree", "halving_doubling", "direct")
 """Allreduce algorithms ``hierarchical`` may run across nodes (``inter_algorithm``)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _PARSERS = {Param.COUNT: count, Param.BANDWIDTH: parse_bandwidth, Param.TIME: parse_time,

@@ -17,7 +17,7 @@ ALL = [(collective, name) for collective, algorithms in REGISTRY.items() for nam
 NEEDS_NODES = {"hierarchical"}
 """Algorithms with no topology at p = 1 (they need GPUs on two or more nodes)."""
 
-EXACT_ON_FLAT = {"ring"}
+EXACT_ON_FLAT = {"ring", "direct"}
 """Algorithms whose schedule never puts two flows on one link of ``switch``/``fully_connected``,
 so their closed form is exact there."""
 

@@ -96,3 +96,58 @@ def test_messages_on_one_connection_are_serialised_and_matched_in_order():
     timing, buffers = run(two_messages, ranks=2, count=16)
     assert timing.time_s == pytest.approx(2e-6 + 2 * 64 / 1e9, rel=1e-12)
     assert buffers[1].tolist() == [2] * 16
+
+
+def test_in_switch_reduction_needs_a_reducing_switch():
+    def in_switch(me, comm):
+        comm.switch_reduce(comm.buffer)
+        yield comm.switch_result(into=comm.buffer)
+
+    with pytest.raises(AlgorithmError, match=r"custom: ranks \[0, 1, 2\] share no switch that "
+                                             r"reduces \(a switch node with reduction: true\)"):
+        run(in_switch)
+
+
+def test_in_switch_reduction_sums_and_multicasts():
+    def in_switch(me, comm):
+        comm.switch_reduce(comm.buffer)
+        yield comm.switch_result(into=comm.buffer)
+
+    graph = switch(3, 1e9, 1e-6)
+    graph.nodes["switch"]["reduction"] = True
+
+    class Custom(RingAllreduce):
+        name = "custom"
+
+        def program(self, me, comm):
+            return in_switch(me, comm)
+
+    payload = Payload(12, 12, np.dtype("int64"))
+    buffers = np.arange(36, dtype=np.int64).reshape(3, 12)
+    timing = run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload,
+                            buffers, ReduceOp.SUM)
+    assert buffers.tolist() == [[12 + 3 * i + 24 for i in range(12)]] * 3
+    # up: 1 us + 96 B at 1 GB/s, then down the same: 2 x (1 us + 96 ns)
+    assert timing.time_s == pytest.approx(2 * (1e-6 + 96e-9), rel=1e-12)
+
+
+def test_in_switch_reduction_missing_a_member_is_reported():
+    def only_some(me, comm):
+        if me != 2:
+            comm.switch_reduce(comm.buffer)
+        yield from ()
+
+    graph = switch(3, 1e9, 1e-6)
+    graph.nodes["switch"]["reduction"] = True
+
+    class Custom(RingAllreduce):
+        name = "custom"
+
+        def program(self, me, comm):
+            return only_some(me, comm)
+
+    payload = Payload(12, 12, np.dtype("int64"))
+    with pytest.raises(AlgorithmError, match=r"custom: 1 in-switch reduction\(s\) missed "
+                                             "contributions from some ranks"):
+        run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload,
+                       np.ones((3, 12), dtype=np.int64), ReduceOp.SUM)

@@ -21,7 +21,7 @@ shared wherever routes meet. A connection carries one message at a time, so a li
 the routes of n_l of the pattern's pairs never carries more than n_l flows, and max-min sharing
 gives every flow at least min over its links of bandwidth_l / n_l. Hence each message of m bytes
 takes at most alpha + m·beta_shared, with beta_shared = max over used links of n_l / bandwidth_l
-(:func:`shared_beta`), and the closed forms below are upper bounds on any topology. They are
+(:meth:`CostInputs.shared_beta`), and the closed forms below are upper bounds on any topology. They are
 exact where the most loaded link of the largest shard is saturated by exactly n_l equal flows
 that start together: on ``fully_connected`` (n_l = 1, no sharing) and on ``switch``, where every
 uplink and downlink is crossed by p-1 pairs, so every flow gets exactly bandwidth/(p-1).
@@ -30,7 +30,7 @@ uplink and downlink is crossed by p-1 pairs, so every flow gets exactly bandwidt
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from simulator.collective import ROOT, Collective
 from simulator.collectives.base import Algorithm
@@ -74,21 +74,6 @@ def _all_pairs(p: int) -> list[Pair]:
     return [(a, b) for a in range(p) for b in range(p) if a != b]
 
 
-def shared_beta(cost: CostInputs, pairs: Iterable[Pair]) -> float:
-    """Seconds per byte of the slowest of ``pairs`` when all of them carry a message at once and
-    every link's bandwidth is split equally among the pairs routed over it:
-    max over links l of n_l / bandwidth_l, n_l = how many of ``pairs`` have l on their route.
-
-    Max-min sharing never gives a flow less than this, so it bounds every message of a direct
-    step; it equals ``cost.beta(pairs)`` when no two routes share a link.
-    """
-    graph, crossing = cost.routing.graph, {}
-    for a, b in pairs:
-        for link in cost.routing.route(cost.placement[a], cost.placement[b]).links:
-            crossing[link] = crossing.get(link, 0) + 1
-    return max((n / graph.edges[link]["bandwidth"] for link, n in crossing.items()), default=0.0)
-
-
 def _shard_bytes(cost: CostInputs, count: int) -> int:
     """Bytes of the largest of the p chunks (⌈count/p⌉ elements)."""
     return cost.nbytes(math.ceil(count / cost.ranks))
@@ -120,7 +105,7 @@ class DirectAllreduce(Algorithm):
         if p == 1:
             return 0.0
         pairs, c = _all_pairs(p), _shard_bytes(cost, count)
-        return 2 * (cost.alpha(pairs) + c * shared_beta(cost, pairs)) + (p - 1) * cost.reduce_s(c)
+        return 2 * (cost.alpha(pairs) + c * cost.shared_beta(pairs)) + (p - 1) * cost.reduce_s(c)
 
 
 class DirectReduceScatter(Algorithm):
@@ -140,7 +125,7 @@ class DirectReduceScatter(Algorithm):
         if p == 1:
             return 0.0
         pairs, c = _all_pairs(p), _shard_bytes(cost, count)
-        return cost.alpha(pairs) + c * shared_beta(cost, pairs) + (p - 1) * cost.reduce_s(c)
+        return cost.alpha(pairs) + c * cost.shared_beta(pairs) + (p - 1) * cost.reduce_s(c)
 
 
 class DirectAllgather(Algorithm):
@@ -159,7 +144,7 @@ class DirectAllgather(Algorithm):
         if cost.ranks == 1:
             return 0.0
         pairs = _all_pairs(cost.ranks)
-        return cost.alpha(pairs) + _shard_bytes(cost, count) * shared_beta(cost, pairs)
+        return cost.alpha(pairs) + _shard_bytes(cost, count) * cost.shared_beta(pairs)
 
 
 class DirectBroadcast(Algorithm):
@@ -181,12 +166,12 @@ class DirectBroadcast(Algorithm):
 
     def model_time(self, cost: CostInputs, count: int) -> float:
         pairs = [(ROOT, peer) for peer in _peers(ROOT, cost.ranks)]
-        return cost.alpha(pairs) + cost.nbytes(count) * shared_beta(cost, pairs)
+        return cost.alpha(pairs) + cost.nbytes(count) * cost.shared_beta(pairs)
 
 
 class DirectReduce(Algorithm):
     """Flat-tree reduce: every rank sends its whole buffer straight to the root, which reduces
-    the p-1 buffers one after the other as they come.
+    the p-1 buffers one after the other, receiving from ranks 1, 2, … in turn.
 
     T = alpha + n·beta_shared + (p-1)·g(n): all p-1 buffers arrive together on ``switch`` (the
     root's downlink shared p-1 ways) and on ``fully_connected`` (one cable each), so the
@@ -209,4 +194,4 @@ class DirectReduce(Algorithm):
             return 0.0
         pairs = [(peer, ROOT) for peer in _peers(ROOT, p)]
         n = cost.nbytes(count)
-        return cost.alpha(pairs) + n * shared_beta(cost, pairs) + (p - 1) * cost.reduce_s(n)
+        return cost.alpha(pairs) + n * cost.shared_beta(pairs) + (p - 1) * cost.reduce_s(n)
