@@ -6,10 +6,12 @@ transfers on the :class:`~simulator.network.Fabric` carrying a copy of the chunk
 whose reduction engine is a capacity-1 resource (concurrent reductions queue). The run's time is
 when the last rank finishes its program.
 
-A *connection* (an ordered pair of ranks) injects one message at a time, in posting order, as an
-NCCL channel's per-peer FIFO does; latencies overlap, so k back-to-back pieces of c bytes cost
-``alpha + k·c·beta`` and a d-hop store-and-forward pipeline ``d·alpha + (k+d-1)·c·beta``.
-Messages on different connections run concurrently and share links max-min fairly.
+A *connection* (an ordered pair of ranks on one channel) injects one message at a time, in
+posting order, as an NCCL channel's per-peer FIFO does; latencies overlap, so k back-to-back
+pieces of c bytes cost ``alpha + k·c·beta`` and a d-hop store-and-forward pipeline
+``d·alpha + (k+d-1)·c·beta``.
+Messages on different connections run concurrently and share links max-min fairly. A rank may
+run several programs at once (``comm.parallel``), each usually on its own channel.
 """
 
 from __future__ import annotations
@@ -32,12 +34,17 @@ from simulator.program import (
     Comm,
     Layout,
     LocalReduce,
+    Parallel,
+    Program,
     Recv,
     SwitchContribution,
     SwitchResult,
 )
 from simulator.reduction import ReduceOp
 from simulator.topology import hosts
+
+_Connection = tuple[int, int, int]  # (sender, receiver, channel)
+_Key = tuple[int, int, int, int]     # a connection and a message's sequence number on it
 
 
 @dataclass(frozen=True)
@@ -105,9 +112,9 @@ class _Run:
         self.comms = [Comm(rank, ranks, Chunk(0, payload.count), itemsize=payload.dtype.itemsize,
                            chunk_bytes=chunk_bytes, layout=layout) for rank in range(ranks)]
         self.finished: dict[int, float] = {}
-        self._slots: dict[tuple[int, int, int], simpy.Event] = {}
-        self._sent: dict[tuple[int, int], int] = {}
-        self._received: dict[tuple[int, int], int] = {}
+        self._slots: dict[_Key, simpy.Event] = {}
+        self._sent: dict[_Connection, int] = {}
+        self._received: dict[_Connection, int] = {}
 
     def run(self) -> Timing:
         for rank in range(len(self.placement)):
@@ -125,8 +132,13 @@ class _Run:
                       bytes_moved=self.fabric.stats.bytes_moved, events=events)
 
     def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
+        yield from self._steps(rank, self.algorithm.program(rank, self.comms[rank]))
+        self.finished[rank] = self.env.now
+
+    def _steps(self, rank: int, program: Program) -> Generator[simpy.Event, object, None]:
+        """Step through one program (or one of a rank's parallel programs)."""
         comm = self.comms[rank]
-        for op in self.algorithm.program(rank, comm):
+        for op in program:
             self._post_sends(rank, comm)
             if isinstance(op, Recv):
                 yield from self._recv(rank, op)
@@ -136,12 +148,14 @@ class _Run:
                 self._check_chunk(rank, op.into)
                 data = yield from self.in_switch.result(rank, op)
                 self.buffers[rank, self.payload.view(op.into)] = data
+            elif isinstance(op, Parallel):
+                yield self.env.all_of([self.env.process(self._steps(rank, branch))
+                                       for branch in op.programs])
             else:
                 raise AlgorithmError(f"{self.algorithm.name}: rank {rank} yielded {op!r}; "
-                                     "expected comm.recv(...), comm.reduce(...) or "
-                                     "comm.switch_result(...)")
+                                     "expected comm.recv(...), comm.reduce(...), "
+                                     "comm.switch_result(...) or comm.parallel(...)")
         self._post_sends(rank, comm)
-        self.finished[rank] = self.env.now
 
     def _post_sends(self, rank: int, comm: Comm) -> None:
         for send in comm.take_posted():
@@ -150,28 +164,27 @@ class _Run:
                 data = self.buffers[rank, self.payload.view(send.chunk)].copy()
                 self.in_switch.contribute(rank, send, data)
                 continue
-            pair = (rank, send.peer)
-            seq = self._sent.get(pair, 0)
-            self._sent[pair] = seq + 1
+            connection = (rank, send.peer, send.channel)
+            seq = self._sent.get(connection, 0)
+            self._sent[connection] = seq + 1
             data = self.buffers[rank, self.payload.view(send.chunk)].copy()
             transfer = self.fabric.transfer(self.placement[rank], self.placement[send.peer],
-                                            self.payload.nbytes(send.chunk), connection=pair)
-            transfer.callbacks.append(_Deliver(self._slot(rank, send.peer, seq),
+                                            self.payload.nbytes(send.chunk), connection=connection)
+            transfer.callbacks.append(_Deliver(self._slot((*connection, seq)),
                                                _Message(send.chunk, data)))
 
-    def _slot(self, src: int, dst: int, seq: int) -> simpy.Event:
-        key = (src, dst, seq)
+    def _slot(self, key: _Key) -> simpy.Event:
         if key not in self._slots:
             self._slots[key] = self.env.event()
         return self._slots[key]
 
     def _recv(self, rank: int, op: Recv) -> Generator[simpy.Event, object, None]:
         self._check_chunk(rank, op.into)
-        pair = (op.peer, rank)
-        seq = self._received.get(pair, 0)
-        self._received[pair] = seq + 1
-        message = yield self._slot(op.peer, rank, seq)
-        del self._slots[(op.peer, rank, seq)]
+        connection = (op.peer, rank, op.channel)
+        seq = self._received.get(connection, 0)
+        self._received[connection] = seq + 1
+        message = yield self._slot((*connection, seq))
+        del self._slots[(*connection, seq)]
         if message.chunk.count != op.into.count:
             raise AlgorithmError(f"{self.algorithm.name}: rank {rank} received {message.chunk.count} "
                                  f"elements from rank {op.peer} into a chunk of {op.into.count}")
@@ -206,7 +219,7 @@ class _Run:
             raise AlgorithmError(f"{self.algorithm.name}: {self.in_switch.unfinished()} in-switch "
                                  "reduction(s) missed contributions from some ranks")
         if self._slots:
-            src, dst, _ = min(self._slots)
+            src, dst, _, _ = min(self._slots)
             raise AlgorithmError(f"{self.algorithm.name}: rank {src} sent {len(self._slots)} "
                                  f"message(s) never received (first to rank {dst})")
 

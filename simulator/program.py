@@ -96,10 +96,12 @@ class Layout:
 
 @dataclass(frozen=True)
 class Send:
-    """A posted message: ``chunk`` of the sender's buffer goes to ``peer`` (a global rank)."""
+    """A posted message: ``chunk`` of the sender's buffer goes to ``peer`` (a global rank) on
+    ``channel``."""
 
     peer: int
     chunk: Chunk
+    channel: int = 0
 
 
 @dataclass(frozen=True)
@@ -112,11 +114,13 @@ class SwitchContribution:
 
 @dataclass(frozen=True)
 class Recv:
-    """Wait for the next message from ``peer`` (a global rank) and copy or reduce it in."""
+    """Wait for the next message from ``peer`` (a global rank) on ``channel`` and copy or
+    reduce it in."""
 
     peer: int
     into: Chunk
     op: Combine
+    channel: int = 0
 
 
 @dataclass(frozen=True)
@@ -135,7 +139,14 @@ class LocalReduce:
     source: Chunk
 
 
-Op = Recv | SwitchResult | LocalReduce
+@dataclass(frozen=True)
+class Parallel:
+    """Run several programs of one rank at once; done when all are (see :meth:`Comm.parallel`)."""
+
+    programs: tuple[Generator, ...]
+
+
+Op = Recv | SwitchResult | LocalReduce | Parallel
 Posted = Send | SwitchContribution
 Program = Generator[Op, None, None]
 
@@ -149,7 +160,8 @@ class Comm:
 
     def __init__(self, rank: int, size: int, buffer: Chunk, *, itemsize: int = 1,
                  chunk_bytes: int | None = None, layout: Layout | None = None,
-                 members: tuple[int, ...] | None = None, outbox: list[Posted] | None = None) -> None:
+                 members: tuple[int, ...] | None = None, outbox: list[Posted] | None = None,
+                 channel: int = 0) -> None:
         self.rank = rank
         self.size = size
         self.buffer = buffer
@@ -157,6 +169,7 @@ class Comm:
         self.chunk_bytes = chunk_bytes
         self.layout = layout if layout is not None else Layout((0,) * size)
         self.members = members if members is not None else tuple(range(size))
+        self.channel = channel
         self._outbox: list[Posted] = outbox if outbox is not None else []
 
     def chunks(self, parts: int) -> list[Chunk]:
@@ -173,11 +186,23 @@ class Comm:
 
     def send(self, peer: int, chunk: Chunk) -> None:
         """Post ``chunk`` to ``peer``; returns at once (data are taken as they are now)."""
-        self._outbox.append(Send(self._global(peer), chunk))
+        self._outbox.append(Send(self._global(peer), chunk, self.channel))
 
     def recv(self, peer: int, into: Chunk, op: Combine = REDUCE) -> Recv:
         """The operation to yield to receive ``peer``'s next message into ``into``."""
-        return Recv(self._global(peer), into, op)
+        return Recv(self._global(peer), into, op, self.channel)
+
+    def parallel(self, *programs: Program) -> Parallel:
+        """The operation to yield to run ``programs`` at once (each its own thread of this rank,
+        sharing its GPU); give each its own :meth:`on_channel` when they talk to the same peer."""
+        return Parallel(tuple(programs))
+
+    def on_channel(self, channel: int) -> Comm:
+        """This communicator on another channel: a separate connection to every peer (its own
+        FIFO and message matching), as NCCL runs each tree or ring on its own channel."""
+        view = self.subgroup(range(self.size), self.buffer)
+        view.channel = channel
+        return view
 
     def reduce(self, into: Chunk, source: Chunk) -> LocalReduce:
         """The operation to yield to combine ``source`` into ``into`` locally."""
@@ -203,7 +228,8 @@ class Comm:
             raise AlgorithmError(f"rank {self.members[self.rank]} is not in subgroup {ranks}")
         return Comm(ranks.index(self.rank), len(ranks), buffer, itemsize=self.itemsize,
                     chunk_bytes=self.chunk_bytes, layout=self.layout.subset(ranks),
-                    members=tuple(self.members[r] for r in ranks), outbox=self._outbox)
+                    members=tuple(self.members[r] for r in ranks), outbox=self._outbox,
+                    channel=self.channel)
 
     def take_posted(self) -> list[Posted]:
         """Engine side: what was posted since the last call, in posting order."""

@@ -151,3 +151,28 @@ def test_in_switch_reduction_missing_a_member_is_reported():
                                              "contributions from some ranks"):
         run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload,
                        np.ones((3, 12), dtype=np.int64), ReduceOp.SUM)
+
+
+def test_parallel_programs_on_separate_channels_share_the_link_and_match_by_channel():
+    # rank 0 runs two programs at once, each sending 8 elements (64 B) to rank 1 on its own
+    # channel; rank 1 receives them in the opposite program order. Both flows start after the
+    # 2 us route latency and share the 1 GB/s links: 128 B at 1 GB/s -> both end at 2.128 us.
+    def two_channels(me, comm):
+        first, second = comm.chunks(2)
+        a, b = comm.on_channel(1), comm.on_channel(2)
+
+        def sender(channel_comm, chunk):
+            channel_comm.send(1, chunk)
+            yield from ()
+
+        def receiver(channel_comm, chunk):
+            yield channel_comm.recv(0, into=chunk, op=REDUCE)
+
+        if me == 0:
+            yield comm.parallel(sender(a, first), sender(b, second))
+        if me == 1:
+            yield comm.parallel(receiver(b, second), receiver(a, first))
+
+    timing, buffers = run(two_channels, ranks=2, count=16)
+    assert timing.time_s == pytest.approx(2e-6 + 128 / 1e9, rel=1e-12)
+    assert buffers[1].tolist() == [2] * 16
