@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from simulator.collective import Collective
 from simulator.collectives.base import Algorithm, Options
+from simulator.collectives.binomial_tree import (
+    BinomialTreeAllreduce,
+    BinomialTreeBroadcast,
+    BinomialTreeReduce,
+)
 from simulator.collectives.direct import (
     DirectAllgather,
     DirectAllreduce,
@@ -11,8 +16,17 @@ from simulator.collectives.direct import (
     DirectReduce,
     DirectReduceScatter,
 )
+from simulator.collectives.double_binary_tree import DoubleBinaryTreeAllreduce
+from simulator.collectives.halving_doubling import (
+    HalvingDoublingAllreduce,
+    HalvingDoublingReduceScatter,
+)
 from simulator.collectives.hierarchical import Hierarchical
 from simulator.collectives.nvls import Nvls
+from simulator.collectives.recursive_doubling import (
+    RecursiveDoublingAllgather,
+    RecursiveDoublingAllreduce,
+)
 from simulator.collectives.ring import (
     RingAllgather,
     RingAllreduce,
@@ -20,6 +34,7 @@ from simulator.collectives.ring import (
     RingReduce,
     RingReduceScatter,
 )
+from simulator.collectives.tree import TreeAllreduce, TreeBroadcast, TreeReduce
 
 _ALGORITHMS: tuple[Algorithm, ...] = (
     RingAllreduce(),
@@ -34,6 +49,17 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     DirectAllgather(),
     DirectBroadcast(),
     DirectReduce(),
+    HalvingDoublingAllreduce(),
+    HalvingDoublingReduceScatter(),
+    RecursiveDoublingAllreduce(),
+    RecursiveDoublingAllgather(),
+    BinomialTreeAllreduce(),
+    BinomialTreeBroadcast(),
+    BinomialTreeReduce(),
+    TreeAllreduce(),
+    TreeBroadcast(),
+    TreeReduce(),
+    DoubleBinaryTreeAllreduce(),
 )
 
 REGISTRY: dict[Collective, dict[str, Algorithm]] = {collective: {} for collective in Collective}

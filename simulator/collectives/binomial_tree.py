@@ -1,0 +1,105 @@
+"""Binomial tree: the MPI classic reduce and broadcast, and allreduce as one then the other.
+
+Thakur, Rabenseifner & Gropp, "Optimization of collective communication operations in MPICH",
+IJHPCA 19(1), 2005, §4 (binomial-tree broadcast and reduce). Relative to the root, rank v's
+parent is v with its lowest set bit cleared; its children are v + 2^i for every 2^i below that
+bit (below p for the root). In round i of the reduce, the ranks with lowest set bit 2^i send to
+their parent; the broadcast runs the rounds backwards. Depth = the most set bits of any v < p
+(⌈log2 p⌉ when p is a power of two).
+
+The whole chunk moves as one message (pieces only when the scenario sets ``chunk_size``).
+"""
+
+from __future__ import annotations
+
+from simulator.collective import ROOT, Collective
+from simulator.collectives.base import Algorithm
+from simulator.collectives.tree import (
+    Node,
+    broadcast_down,
+    broadcast_down_s,
+    reduce_up,
+    reduce_up_s,
+)
+from simulator.costmodel import CostInputs
+from simulator.program import Comm, Program
+
+
+def binomial_tree(rank: int, p: int, root: int = ROOT) -> Node:
+    """``rank``'s node in the binomial tree over ranks 0..p-1 rooted at ``root``; children
+    nearest first (the order of the reduce's rounds, smallest subtree first).
+
+    >>> [binomial_tree(r, 8) for r in (0, 4, 6)]  # doctest: +NORMALIZE_WHITESPACE
+    [Node(parent=None, children=(1, 2, 4)), Node(parent=0, children=(5, 6)),
+     Node(parent=4, children=(7,))]
+    """
+    v = (rank - root) % p
+    below = v & -v if v else p
+    children, step = [], 1
+    while step < below and v + step < p:
+        children.append((v + step + root) % p)
+        step <<= 1
+    return Node(None if v == 0 else ((v & (v - 1)) + root) % p, tuple(children))
+
+
+def _tree(p: int) -> list[Node]:
+    return [binomial_tree(r, p) for r in range(p)]
+
+
+class BinomialTreeAllreduce(Algorithm):
+    """Binomial-tree reduce to rank 0, then binomial-tree broadcast back (Thakur et al. 2005).
+
+    T = 2⌈log2 p⌉·(alpha + n·beta) + ⌈log2 p⌉·(n·gamma + launch) when p is a power of two. In
+    general T = reduce + broadcast, each the longest root-to-leaf chain of the tree
+    (:func:`~simulator.collectives.tree.reduce_up_s`, where a rank reduces its children's
+    messages one after the other, nearest first; the broadcast costs depth·(alpha + n·beta)).
+    Exact on ``fully_connected``. Not on ``switch``: a rank's messages to its children leave
+    together and share its uplink (and for p not a power of two, children's messages meet on
+    their parent's downlink); nor on a physical ``ring``, where routes overlap.
+    """
+
+    name = "binomial_tree"
+    collective = Collective.ALLREDUCE
+
+    def program(self, me: int, comm: Comm) -> Program:
+        node = binomial_tree(me, comm.size)
+        yield from reduce_up(me, comm, node, comm.buffer, unset_bytes=None)
+        yield from broadcast_down(me, comm, node, comm.buffer, unset_bytes=None)
+
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        tree = _tree(cost.ranks)
+        return (reduce_up_s(cost, tree, count, unset_bytes=None)
+                + broadcast_down_s(cost, tree, count, unset_bytes=None))
+
+
+class BinomialTreeBroadcast(Algorithm):
+    """Binomial-tree broadcast from the root: every rank receives, then sends to all its
+    children at once. T = depth·(alpha + n·beta), depth = ⌈log2 p⌉ for p a power of two.
+    Exact on ``fully_connected`` (on ``switch`` the sends share the sender's uplink)."""
+
+    name = "binomial_tree"
+    collective = Collective.BROADCAST
+
+    def program(self, me: int, comm: Comm) -> Program:
+        yield from broadcast_down(me, comm, binomial_tree(me, comm.size), comm.buffer,
+                                  unset_bytes=None)
+
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        return broadcast_down_s(cost, _tree(cost.ranks), count, unset_bytes=None)
+
+
+class BinomialTreeReduce(Algorithm):
+    """Binomial-tree reduce to the root: T = ⌈log2 p⌉·(alpha + n·beta + n·gamma + launch) for
+    p a power of two (then exact on ``switch`` too: no two messages meet); in general the
+    longest chain of :func:`~simulator.collectives.tree.reduce_up_s`, exact on
+    ``fully_connected``."""
+
+    name = "binomial_tree"
+    collective = Collective.REDUCE
+
+    def program(self, me: int, comm: Comm) -> Program:
+        yield from reduce_up(me, comm, binomial_tree(me, comm.size), comm.buffer,
+                             unset_bytes=None)
+
+    def model_time(self, cost: CostInputs, count: int) -> float:
+        return reduce_up_s(cost, _tree(cost.ranks), count, unset_bytes=None)

@@ -1,0 +1,328 @@
+"""Tree algorithms: binomial_tree, tree (pipelined binary tree), double_binary_tree.
+
+The tree shapes are tested on their own; the closed forms are exact on ``fully_connected`` (each
+ordered pair has its own cable) and checked there over random grids; on ``switch`` and on a
+physical ``ring`` flows share links, and small cases are worked out by hand.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.collectives import Collective, get_algorithm
+from simulator.collectives.binomial_tree import binomial_tree
+from simulator.collectives.double_binary_tree import DoubleBinaryTreeAllreduce, double_binary_tree
+from simulator.collectives.tree import Node, TreeAllreduce, binary_tree, depth
+from simulator.costmodel import GpuSpec
+from simulator.data import Payload
+from simulator.engine import run_collective
+from simulator.network import Routing
+from simulator.program import Comm
+from simulator.reduction import ReduceOp
+from simulator.topology import placement, switch
+from tests.conftest import flat_scenario, run_one
+
+ALL = [(Collective.ALLREDUCE, "binomial_tree"), (Collective.BROADCAST, "binomial_tree"),
+       (Collective.REDUCE, "binomial_tree"), (Collective.ALLREDUCE, "tree"),
+       (Collective.BROADCAST, "tree"), (Collective.REDUCE, "tree"),
+       (Collective.ALLREDUCE, "double_binary_tree")]
+RANKS = range(1, 41)
+
+
+# --- the shapes ---------------------------------------------------------------------------------
+
+def assert_spanning_tree(tree: list[Node], root: int) -> None:
+    """One parent for every rank but the root, children and parents agree, all reach the root."""
+    p = len(tree)
+    assert tree[root].parent is None
+    for rank, node in enumerate(tree):
+        assert (node.parent is None) == (rank == root)
+        assert len(set(node.children)) == len(node.children)
+        for child in node.children:
+            assert 0 <= child < p and tree[child].parent == rank
+        if node.parent is not None:
+            assert rank in tree[node.parent].children
+    assert sum(len(node.children) for node in tree) == p - 1
+    for rank in range(p):
+        assert depth(tree, rank) < p  # no cycle: the walk up ends at the root
+
+
+@pytest.mark.parametrize("p", RANKS)
+def test_binary_tree_spans_with_at_most_two_children_and_log_depth(p):
+    for root in {0, 1 % p, p - 1}:
+        tree = [binary_tree(r, p, root) for r in range(p)]
+        assert_spanning_tree(tree, root)
+        assert all(len(node.children) <= 2 for node in tree)
+        assert max(depth(tree, r) for r in range(p)) == p.bit_length() - 1  # ⌊log2 p⌋
+
+
+@pytest.mark.parametrize("p", RANKS)
+def test_binary_tree_interior_ranks_are_the_even_in_order_positions(p):
+    # rank r sits at position (r - root + 2^⌊log2 p⌋ - 1) mod p + 1; odd positions are leaves
+    top = 1 << (p.bit_length() - 1)
+    tree = [binary_tree(r, p) for r in range(p)]
+    for rank, node in enumerate(tree):
+        position = (rank + top - 1) % p + 1
+        assert bool(node.children) == (position % 2 == 0)
+
+
+@pytest.mark.parametrize("p", RANKS)
+def test_binomial_tree_spans_and_parents_clear_the_lowest_bit(p):
+    for root in {0, p // 2, p - 1}:
+        tree = [binomial_tree(r, p, root) for r in range(p)]
+        assert_spanning_tree(tree, root)
+        for rank, node in enumerate(tree):
+            v = (rank - root) % p
+            if v:
+                assert (node.parent - root) % p == v & (v - 1)
+            distances = [(child - rank) % p for child in node.children]
+            assert distances == sorted(distances) and all(d & (d - 1) == 0 for d in distances)
+        assert max(depth(tree, r) for r in range(p)) == max(bin(v).count("1") for v in range(p))
+
+
+@pytest.mark.parametrize("p", RANKS)
+def test_double_binary_tree_both_span_and_no_rank_is_interior_twice(p):
+    nodes = [double_binary_tree(r, p) for r in range(p)]
+    first, second = [n[0] for n in nodes], [n[1] for n in nodes]
+    assert_spanning_tree(first, 0)
+    assert_spanning_tree(second, 1 % p)
+    for one, two in nodes:
+        assert not (one.children and two.children)
+    if p > 1:  # the second tree is the first shifted by one rank
+        for rank in range(p):
+            shifted = first[(rank - 1) % p]
+            assert second[rank].parent == (None if shifted.parent is None else (shifted.parent + 1) % p)
+            assert second[rank].children == tuple((c + 1) % p for c in shifted.children)
+    interior = sum(bool(one.children) + bool(two.children) for one, two in nodes)
+    assert interior == 2 * (p // 2)  # ⌊p/2⌋ even positions per tree: all ranks but one if p is odd
+
+
+def test_small_trees_by_hand():
+    # p = 7: ranks 0..6 sit at in-order positions 4 5 6 7 1 2 3; position 4 over 2 and 6,
+    # 2 over 1 and 3, 6 over 5 and 7 (the right child first)
+    assert [binary_tree(r, 7) for r in range(7)] == [
+        Node(None, (2, 5)), Node(2, ()), Node(0, (3, 1)), Node(2, ()), Node(5, ()),
+        Node(0, (6, 4)), Node(5, ())]
+    assert [binomial_tree(r, 6) for r in range(6)] == [
+        Node(None, (1, 2, 4)), Node(0, ()), Node(0, (3,)), Node(2, ()), Node(0, (5,)), Node(4, ())]
+
+
+# --- the closed forms, exact where no link is shared --------------------------------------------
+
+@settings(max_examples=80, deadline=None)
+@given(algorithm=st.sampled_from(ALL), ranks=st.integers(1, 40), pieces=st.integers(1, 6),
+       piece_elements=st.integers(1, 5000), pipelined=st.booleans(),
+       bandwidth=st.sampled_from([1e9, 25e9, 450e9, 1e12]),
+       latency=st.sampled_from([0.0, 1e-7, 5e-7, 1e-5]),
+       reduce_bandwidth=st.sampled_from([None, 1e10, 1e11, 1.1e12, 5e12]),
+       launch=st.sampled_from([0.0, 2e-6]))
+def test_simulated_time_equals_closed_form_on_fully_connected(
+        algorithm, ranks, pieces, piece_elements, pipelined, bandwidth, latency, reduce_bandwidth,
+        launch):
+    # equal pieces: chunk_size = piece_elements·4 and a count that is a multiple of it
+    # (per tree, for the double tree's halves); unpipelined runs take any count
+    collective, name = algorithm
+    halves = 2 if name == "double_binary_tree" else 1
+    count = halves * pieces * piece_elements if pipelined else piece_elements * pieces + 1
+    scenario = flat_scenario("fully_connected", ranks=ranks, bandwidth=bandwidth, latency=latency,
+                             collective=collective, algorithms=(name,),
+                             chunk_bytes=4 * piece_elements if pipelined else None,
+                             gpu=GpuSpec(reduce_bandwidth_Bps=reduce_bandwidth,
+                                         launch_latency_s=launch))
+    result = run_one(scenario, 4 * count)
+    assert result.verified is True
+    assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9, abs=1e-18)
+
+
+@pytest.mark.parametrize("algorithm", ALL)
+@pytest.mark.parametrize("ranks", [2, 3, 8, 13, 32])
+def test_closed_form_exact_on_fully_connected_at_default_pieces(algorithm, ranks):
+    collective, name = algorithm
+    scenario = flat_scenario("fully_connected", ranks=ranks, collective=collective,
+                             algorithms=(name,), gpu=GpuSpec(reduce_bandwidth_Bps=1.1e12))
+    for size in (4, 4000, 4 << 20):  # 1 element, 1 piece, 8 pieces of 512 KiB
+        result = run_one(scenario, size)
+        assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4, 8, 16, 32])
+def test_binomial_reduce_is_exact_on_a_switch_for_powers_of_two(ranks):
+    # child r + 2^i finishes its subtree at i·(alpha + n·beta + g): its message reaches the
+    # parent's downlink after the previous one has left it, so no two flows meet
+    scenario = flat_scenario("switch", ranks=ranks, collective=Collective.REDUCE,
+                             algorithms=("binomial_tree",), gpu=GpuSpec(reduce_bandwidth_Bps=1e11))
+    for size in (4, 4000, 4 << 20):
+        result = run_one(scenario, size)
+        assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("ranks", [2, 4, 8, 16, 32])
+def test_binomial_is_the_textbook_formula_for_powers_of_two(ranks):
+    # 2⌈log p⌉(alpha + n·beta) + ⌈log p⌉·n·gamma  (Thakur, Rabenseifner & Gropp 2005)
+    n, alpha, beta, gamma, log_p = 8 << 20, 2 * 5e-7, 1 / 25e9, 1 / 1.1e12, ranks.bit_length() - 1
+    scenario = flat_scenario("fully_connected", ranks=ranks, latency=2 * 5e-7,
+                             algorithms=("binomial_tree",), gpu=GpuSpec(reduce_bandwidth_Bps=1.1e12))
+    result = run_one(scenario, n)
+    textbook = 2 * log_p * (alpha + n * beta) + log_p * n * gamma
+    assert result.model_time_s == pytest.approx(textbook, rel=1e-12)
+    assert result.sim_time_s == pytest.approx(textbook, rel=1e-9)
+
+
+@pytest.mark.parametrize("name, halves", [("tree", 1), ("double_binary_tree", 2)])
+@pytest.mark.parametrize("ranks", [3, 7, 15, 31])
+def test_pipelined_trees_meet_the_two_pipelines_formula_on_perfect_trees(name, halves, ranks):
+    # p = 2^(d+1) - 1: a perfect binary tree of depth d. With c·beta ≥ 2g, up then down:
+    # [d·alpha + d·(t + 2g) + (k-1)·t] + [d·alpha + (d + k - 1)·t],  t = c·beta
+    d, k, c, bandwidth, latency = ranks.bit_length() - 1, 8, 512 * 1024, 25e9, 5e-7
+    alpha, t, g = latency, c / bandwidth, 2e-6 + c / 1.1e12
+    scenario = flat_scenario("fully_connected", ranks=ranks, latency=latency, algorithms=(name,),
+                             gpu=GpuSpec(reduce_bandwidth_Bps=1.1e12, launch_latency_s=2e-6))
+    result = run_one(scenario, halves * k * c)
+    formula = 2 * d * alpha + (2 * d + 2 * k - 2) * t + 2 * d * g
+    assert result.model_time_s == pytest.approx(formula, rel=1e-12)
+    assert result.sim_time_s == pytest.approx(formula, rel=1e-9)
+
+
+def test_double_tree_halves_the_trees_bandwidth_term():
+    # same buffer, same pieces: each half crosses each link once each way
+    sizes = {}
+    for name in ("tree", "double_binary_tree"):
+        scenario = flat_scenario("fully_connected", ranks=15, latency=0.0, algorithms=(name,))
+        sizes[name] = run_one(scenario, 256 << 20).sim_time_s
+    assert sizes["double_binary_tree"] == pytest.approx(sizes["tree"] / 2, rel=0.02)
+
+
+# --- where flows share links: small cases by hand ------------------------------------------------
+
+def test_binomial_on_a_physical_ring_of_4():
+    # ring(4), link 1 GB/s and 0.1 ms, n = 1 MB (t = n/B = 1 ms), g = n/10 GB/s = 0.1 ms.
+    # Tree 0:(1, 2), 2:(3). Routes 2→0 = 2→1→0 and 0→2 = 0→1→2 (ties go to the lower name).
+    # Reduce: 1→0 and 3→2 on their own links, [l, l+t]; 2 reduces, sends 2→0 over 2 hops,
+    #   [3l+t+g, 3l+2t+g] (link 1→0 is free again); 0 reduces 1 then 2: T_red = 3l + 2t + 2g.
+    # Broadcast: 0→1 starts at T_red + l alone; 0→2 joins link 0→1 at T_red + 2l, both at B/2:
+    #   0→1 has t-l left, ends at T_red + 2l + 2(t-l) = T_red + 2t; 0→2 then has l left at full
+    #   rate: T_red + 2t + l; 2→3 (own link): + l + t.
+    # T = 3l + 2t + 2g + 3t + 2l = 5l + 5t + 2g = 5.7 ms (the contention-free form says
+    #   reduce 2·(2l + t) + 2g, broadcast 2·(2l + t): 8l + 4t + 2g = 5.0 ms).
+    hop, t, g = 1e-4, 1e-3, 1e-4
+    scenario = flat_scenario("ring", ranks=4, bandwidth=1e9, latency=hop, algorithms=("binomial_tree",),
+                             gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
+    result = run_one(scenario, 10**6)
+    assert result.verified is True
+    assert result.sim_time_s == pytest.approx(5 * hop + 5 * t + 2 * g, rel=1e-9)
+    assert result.model_time_s == pytest.approx(8 * hop + 4 * t + 2 * g, rel=1e-9)
+
+
+def test_binomial_on_a_physical_ring_of_8():
+    # ring(8), 1 GB/s, zero latency, n = 1 MB (t = 1 ms), g = 0.1 ms.
+    # Tree 0:(1, 2, 4), 2:(3), 4:(5, 6), 6:(7); routes 2→0 via 1, 6→4 via 5, 4→0 via 3, 2, 1.
+    # Reduce: 1→0, 3→2, 5→4, 7→6 at [0, t]; 2 and 6 reduce, send over 2 hops at [t+g, 2t+g]
+    #   (links 2→1, 1→0 and 6→5, 5→4, each free again); 4 reduces 5 then 6 (done 2t+2g), sends
+    #   4→3→2→1→0 at [2t+2g, 3t+2g]; 0 reduces 1, 2, 4: T_red = 3t + 3g.
+    # Broadcast: 0→1, 0→2 (via 1), 0→4 (via 1, 2, 3) all leave on link 0→1 at B/3: T_red + 3t.
+    #   Then 2→3 (t) and 4→5, 4→6 (via 5) sharing link 4→5 at B/2: + 2t; then 6→7: + t.
+    # T = 3t + 3g + 3t + 2t + t = 9t + 3g = 9.3 ms (contention-free form: 6t + 3g).
+    t, g = 1e-3, 1e-4
+    scenario = flat_scenario("ring", ranks=8, bandwidth=1e9, latency=0.0, algorithms=("binomial_tree",),
+                             gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
+    result = run_one(scenario, 10**6)
+    assert result.verified is True
+    assert result.sim_time_s == pytest.approx(9 * t + 3 * g, rel=1e-9)
+    assert result.model_time_s == pytest.approx(6 * t + 3 * g, rel=1e-9)
+
+
+def test_binomial_broadcast_shares_the_senders_uplink_on_a_switch():
+    # switch(4), 1 GB/s, 0.1 ms per link (alpha = 0.2 ms), n = 1 MB (t = 1 ms), g = 0.1 ms.
+    # Reduce (a power of two: no two flows meet): 2α + 2t + 2g. Broadcast: 0 sends to 1 and 2
+    # at once through its one uplink, both at B/2: α + 2t; then 2→3: α + t.
+    # T = 4α + 5t + 2g (contention-free form: 4α + 4t + 2g).
+    alpha, t, g = 2e-4, 1e-3, 1e-4
+    scenario = flat_scenario("switch", ranks=4, bandwidth=1e9, latency=1e-4,
+                             algorithms=("binomial_tree",), gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
+    result = run_one(scenario, 10**6)
+    assert result.sim_time_s == pytest.approx(4 * alpha + 5 * t + 2 * g, rel=1e-9)
+    assert result.model_time_s == pytest.approx(4 * alpha + 4 * t + 2 * g, rel=1e-9)
+
+
+def test_pipelined_tree_on_a_switch_shares_the_roots_links():
+    # switch(3), 1 GB/s, 1 us per link (alpha = 2 us); 4 pieces of 4000 B (t = 4 us),
+    # g = 4000 B / 10 GB/s = 0.4 us. Tree 0:(1, 2).
+    # Up: 1 and 2 stream their pieces into 0's one downlink at B/2 each: piece j arrives at
+    #   alpha + 2(j+1)t; 0 reduces both (2g ≤ 2t keeps up): T_up = alpha + 2kt + 2g.
+    # Down: 0 streams to 1 and 2 through its uplink at B/2 each: + alpha + 2kt.
+    # T = 2alpha + 4kt + 2g = 68.8 us (contention-free form: 2alpha + 2kt + 2g).
+    alpha, t, g, k = 2e-6, 4e-6, 4e-7, 4
+    scenario = flat_scenario("switch", ranks=3, bandwidth=1e9, latency=1e-6, algorithms=("tree",),
+                             chunk_bytes=4000, gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
+    result = run_one(scenario, k * 4000)
+    assert result.sim_time_s == pytest.approx(2 * alpha + 4 * k * t + 2 * g, rel=1e-9)
+    assert result.model_time_s == pytest.approx(2 * alpha + 2 * k * t + 2 * g, rel=1e-9)
+
+
+def test_double_tree_on_a_switch_of_3():
+    # switch(3), 1 GB/s, 1 us per link (alpha = 2 us); halves of 4000 B (t = 4 us), g = 0.
+    # Tree one 0:(1, 2); tree two 1:(2, 0); rank 2 is a leaf in both.
+    # Up: 1→0 and 2→0 (tree one), 0→1 and 2→1 (tree two): 2's uplink and 0's and 1's
+    #   downlinks each carry two of them, so all four run at B/2: alpha + 2t.
+    # Down: 0→1, 0→2 and 1→2, 1→0: 0's and 1's uplinks and 2's downlink carry two each: + alpha + 2t.
+    # T = 2alpha + 4t = 20 us (contention-free form: 2alpha + 2t).
+    alpha, t = 2e-6, 4e-6
+    scenario = flat_scenario("switch", ranks=3, bandwidth=1e9, latency=1e-6,
+                             algorithms=("double_binary_tree",))
+    result = run_one(scenario, 8000)
+    assert result.sim_time_s == pytest.approx(2 * alpha + 4 * t, rel=1e-9)
+    assert result.model_time_s == pytest.approx(2 * alpha + 2 * t, rel=1e-9)
+
+
+# --- composition and bookkeeping ---------------------------------------------------------------
+
+@pytest.mark.parametrize("algorithm", [TreeAllreduce(), DoubleBinaryTreeAllreduce(),
+                                       get_algorithm(Collective.ALLREDUCE, "binomial_tree")])
+def test_allreduce_runs_on_a_subgroup_over_part_of_the_buffer(algorithm):
+    # ranks 0, 2, 4 and 1, 3, 5 each allreduce the second half of their buffers
+    class Halves(type(algorithm)):
+        def program(self, me, comm: Comm):
+            half = comm.chunks(2)[1]
+            sub = comm.subgroup(range(me % 2, comm.size, 2), half)
+            yield from algorithm.program(sub.rank, sub)
+
+    ranks, count = 6, 40
+    graph = switch(ranks, 1e9, 1e-6)
+    buffers = np.arange(ranks * count, dtype=np.int64).reshape(ranks, count)
+    inputs = buffers.copy()
+    run_collective(Halves(), placement(graph), Routing(graph), GpuSpec(),
+                   Payload(count, count, np.dtype("int64")), buffers, ReduceOp.SUM, chunk_bytes=24)
+    for rank in range(ranks):
+        group = inputs[rank % 2::2]
+        assert (buffers[rank, :20] == inputs[rank, :20]).all()
+        assert (buffers[rank, 20:] == group[:, 20:].sum(axis=0)).all()
+
+
+@pytest.mark.parametrize("algorithm, messages", [
+    ((Collective.ALLREDUCE, "binomial_tree"), 2 * 12), ((Collective.BROADCAST, "binomial_tree"), 12),
+    ((Collective.REDUCE, "binomial_tree"), 12), ((Collective.ALLREDUCE, "tree"), 2 * 12 * 8),
+    ((Collective.BROADCAST, "tree"), 12 * 8), ((Collective.REDUCE, "tree"), 12 * 8),
+    ((Collective.ALLREDUCE, "double_binary_tree"), 2 * 2 * 12 * 4)])
+def test_every_tree_edge_carries_each_piece_once_each_way(algorithm, messages):
+    # p = 13: 12 edges per tree; 4 MiB = 8 pieces of 512 KiB (4 per half for the double tree)
+    collective, name = algorithm
+    result = run_one(flat_scenario("switch", ranks=13, collective=collective, algorithms=(name,)),
+                     4 << 20)
+    assert result.messages == messages
+
+
+@pytest.mark.parametrize("algorithm", ALL)
+def test_single_rank_is_a_trivial_run(algorithm):
+    collective, name = algorithm
+    result = run_one(flat_scenario("switch", ranks=1, collective=collective, algorithms=(name,)),
+                     1 << 20)
+    assert (result.sim_time_s, result.model_time_s, result.messages) == (0.0, 0.0, 0)
+    assert result.verified is True
+
+
+@pytest.mark.parametrize("algorithm", ALL)
+def test_registered_under_their_public_names(algorithm):
+    collective, name = algorithm
+    assert get_algorithm(collective, name).name == name
+    assert get_algorithm(collective, name).collective is collective
