@@ -13,6 +13,7 @@ Messages between one pair of ranks are matched in order (MPI's non-overtaking ru
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Generator, Sequence
 from dataclasses import dataclass
@@ -54,11 +55,7 @@ class Chunk:
         """
         if parts < 1:
             raise ValueError(f"cannot split into {parts} parts")
-        base, extra = divmod(self.count, parts)
-        bounds = [self.start]
-        for i in range(parts):
-            bounds.append(bounds[-1] + base + (1 if i < extra else 0))
-        return [Chunk(a, b) for a, b in itertools.pairwise(bounds)]
+        return list(_split(self.start, self.stop, parts))
 
 
 def piece_count(count: int, itemsize: int, chunk_bytes: int | None,
@@ -92,6 +89,17 @@ class Layout:
     def subset(self, members: tuple[int, ...]) -> Layout:
         """The layout of a subgroup (members numbered 0..len-1 in the given order)."""
         return Layout(tuple(self.hosts[m] for m in members))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _split(start: int, stop: int, parts: int) -> tuple[Chunk, ...]:
+    """Shared by every rank that cuts the same range the same way (p ranks × p chunks would
+    otherwise be p² objects for the garbage collector to scan)."""
+    base, extra = divmod(stop - start, parts)
+    bounds = [start]
+    for i in range(parts):
+        bounds.append(bounds[-1] + base + (1 if i < extra else 0))
+    return tuple(Chunk(a, b) for a, b in itertools.pairwise(bounds))
 
 
 @dataclass(frozen=True)
@@ -182,7 +190,8 @@ class Comm:
         When the scenario sets no ``chunk_size``, pieces of ``unset_bytes`` (the algorithm's own
         default), or the whole chunk when that is None too. Always at least one piece.
         """
-        return chunk.split(piece_count(chunk.count, self.itemsize, self.chunk_bytes, unset_bytes))
+        parts = piece_count(chunk.count, self.itemsize, self.chunk_bytes, unset_bytes)
+        return [chunk] if parts == 1 else chunk.split(parts)
 
     def send(self, peer: int, chunk: Chunk) -> None:
         """Post ``chunk`` to ``peer``; returns at once (data are taken as they are now)."""

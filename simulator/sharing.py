@@ -117,6 +117,15 @@ class FairShare:
         return max_min_rates(self._links_of, self.capacity)
 
     def _reshare(self, links: tuple[Link, ...]) -> dict[Flow, float]:
+        alone = [self._flows_on.get(link) for link in links]
+        if all(flows is None for flows in alone):
+            return {}  # a flow left links nobody else uses: nothing to re-share
+        if all(flows is not None and len(flows) == 1 for flows in alone):
+            (flow,) = alone[0]
+            if set(self._links_of[flow]) == set(links):  # one flow, alone on all its links
+                rate = min(self.capacity[link] for link in links)
+                self.rates[flow] = rate
+                return {flow: rate}
         flows = self.component(links)
         fresh = max_min_rates({flow: self._links_of[flow] for flow in flows}, self.capacity)
         self.rates.update(fresh)
