@@ -18,16 +18,14 @@ from simulator.units import format_size
 
 
 def plot_results(results: pd.DataFrame, path: Path) -> None:
-    """Two panels (busbw vs size, time vs size), one colour per algorithm; solid lines are the
-    simulation, dashed lines the closed form. Written atomically as PNG."""
+    """Two panels, one colour per algorithm: simulated bus bandwidth against size, and time
+    against size (solid: simulated; dashed: closed form). Written atomically as PNG."""
     figure, (bw_axis, time_axis) = plt.subplots(1, 2, figsize=(12, 4.5), constrained_layout=True)
     for index, (algorithm, rows) in enumerate(results.groupby("algorithm", sort=False)):
         colour = f"C{index}"
         bw_axis.plot(rows.size_bytes, rows.busbw_GBps, "o-", color=colour, label=f"{algorithm}")
-        time_axis.plot(rows.size_bytes, rows.sim_time_s * 1e6, "o-", color=colour,
-                       label=f"{algorithm} (simulated)")
-        time_axis.plot(rows.size_bytes, rows.model_time_s * 1e6, "--", color=colour,
-                       label=f"{algorithm} (closed form)")
+        time_axis.plot(rows.size_bytes, rows.sim_time_s * 1e6, "o-", color=colour)
+        time_axis.plot(rows.size_bytes, rows.model_time_s * 1e6, "--", color=colour)
     sizes = sorted(results.size_bytes.unique())
     for axis in (bw_axis, time_axis):
         axis.set_xscale("log", base=2)
@@ -35,13 +33,13 @@ def plot_results(results: pd.DataFrame, path: Path) -> None:
                         [format_size(s) for s in sizes[:: max(1, len(sizes) // 8)]])
         axis.set_xlabel("size per rank")
         axis.grid(True, which="both", alpha=0.3)
-        axis.legend(fontsize="small")
-    bw_axis.set_ylabel("bus bandwidth (GB/s)")
-    time_axis.set_ylabel("time (µs)")
+    bw_axis.legend(fontsize="small")
+    bw_axis.set_ylabel("bus bandwidth (GB/s), simulated")
+    time_axis.set_ylabel("time (µs): simulated (solid), closed form (dashed)")
     time_axis.set_yscale("log")
     first = results.iloc[0]
-    figure.suptitle(f"{first.scenario}: {first.collective} on {first.topology}, "
-                    f"{first.ranks} ranks, {first.dtype} {first.op}")
+    figure.suptitle(f"{first['scenario']}: {first['collective']} on {first['topology']}, "
+                    f"{first['ranks']} ranks, {first['dtype']} {first['op']}")
     try:
         write_atomically(path, lambda tmp: figure.savefig(tmp, format="png", dpi=110))
     finally:

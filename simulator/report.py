@@ -28,8 +28,8 @@ def format_table(results: pd.DataFrame) -> str:
     if results.empty:
         return "# no results\n"
     first = results.iloc[0]
-    lines = [f"# allreduce-sim · scenario {first.scenario} · topology {first.topology} · "
-             f"{first.ranks} ranks · {first.collective}", "#", "#" + _HEADER[1:]]
+    lines = [f"# allreduce-sim · scenario {first['scenario']} · topology {first['topology']} · "
+             f"{first['ranks']} ranks · {first['collective']}", "#", "#" + _HEADER[1:]]
     for row in results.itertuples(index=False):
         lines.append(
             f"{row.size_bytes:>12} {row.count:>11} {row.dtype:>8} {row.op:>5} {row.algorithm:>18} "
@@ -101,10 +101,17 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     os.close(handle)
     try:
         write(Path(tmp))
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual mode
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def write_csv(results: pd.DataFrame, path: Path) -> None:
