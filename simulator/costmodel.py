@@ -107,3 +107,18 @@ def pipeline_s(delay_s: float, stages_s: list[float], pieces: int) -> float:
     if not stages_s:
         return delay_s
     return delay_s + sum(stages_s) + (pieces - 1) * max(stages_s)
+
+
+def proportionate_pipeline_s(delay_s: float, stages: int, pieces_s: list[float]) -> float:
+    """Time for pieces that take ``pieces_s[j]`` on every one of ``stages`` single-server stages
+    in series (stages equally fast per byte, e.g. hops over links of one bandwidth; pieces in
+    order, of any sizes), plus pure delays summing to ``delay_s`` (latencies, which overlap).
+
+    The makespan of a proportionate flow shop: Σ_j pieces_s[j] + (stages - 1)·max_j pieces_s[j]
+    (Pinedo, *Scheduling: Theory, Algorithms, and Systems*, §6.1). With equal pieces it is
+    :func:`pipeline_s`; where pieces differ (by one element, say) it is exact while
+    ``pipeline_s`` with the largest piece overestimates by Σ_j (max - pieces_s[j]).
+    """
+    if stages == 0 or not pieces_s:
+        return delay_s
+    return delay_s + sum(pieces_s) + (stages - 1) * max(pieces_s)

@@ -21,6 +21,10 @@ EXACT_ON_FLAT = {"ring", "direct"}
 """Algorithms whose closed form is exact on ``switch`` and ``fully_connected`` for any p: ring
 never puts two flows on one link; direct's flows share every link evenly (p-1 per up/downlink)."""
 
+EXACT_ON_FULLY_CONNECTED = {"binomial_tree", "tree", "double_binary_tree"}
+"""Exact on ``fully_connected`` (every tree edge its own cable; tests/test_trees.py has the
+hand-computed ``switch`` cases, where a parent's children share its links)."""
+
 EXACT_ON_FLAT_POWERS_OF_TWO = {"halving_doubling", "recursive_doubling"}
 """Exact on both flat topologies when p is a power of two (with the links' 500 ns latency). For
 other p the fold's hand-in shares downlinks with early starters on ``switch``
@@ -74,6 +78,16 @@ def test_closed_form_exact_without_shared_links(collective, name, kind):
 def test_closed_form_exact_on_powers_of_two(collective, name, kind):
     for ranks in (2, 4, 8, 16, 32):
         scenario = flat_scenario(kind, ranks=ranks, collective=collective, algorithms=(name,))
+        for size in (4, 4 * 1000, 4 << 20):
+            result = run_one(scenario, size)
+            assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
+
+
+@pytest.mark.parametrize("collective, name", [(c, n) for c, n in ALL if n in EXACT_ON_FULLY_CONNECTED])
+def test_closed_form_exact_on_fully_connected(collective, name):
+    for ranks in (2, 3, 8, 13):
+        scenario = flat_scenario("fully_connected", ranks=ranks, collective=collective,
+                                 algorithms=(name,))
         for size in (4, 4 * 1000, 4 << 20):
             result = run_one(scenario, size)
             assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)

@@ -1,8 +1,9 @@
 """Tree algorithms: binomial_tree, tree (pipelined binary tree), double_binary_tree.
 
 The tree shapes are tested on their own; the closed forms are exact on ``fully_connected`` (each
-ordered pair has its own cable) and checked there over random grids; on ``switch`` and on a
-physical ``ring`` flows share links, and small cases are worked out by hand.
+ordered pair has its own cable; the double tree's shared cables are a term of its formula) and
+checked there over random grids; on ``switch`` and on a physical ``ring`` flows share links,
+and small cases are worked out by hand.
 """
 
 import numpy as np
@@ -13,8 +14,9 @@ from hypothesis import strategies as st
 from simulator.collectives import Collective, get_algorithm
 from simulator.collectives.binomial_tree import binomial_tree
 from simulator.collectives.double_binary_tree import DoubleBinaryTreeAllreduce, double_binary_tree
-from simulator.collectives.tree import Node, TreeAllreduce, binary_tree, depth
-from simulator.costmodel import GpuSpec
+from simulator.collectives.phases import Node
+from simulator.collectives.tree import TreeAllreduce, binary_tree, depth
+from simulator.costmodel import GpuSpec, pipeline_s, proportionate_pipeline_s
 from simulator.data import Payload
 from simulator.engine import run_collective
 from simulator.network import Routing
@@ -110,29 +112,38 @@ def test_small_trees_by_hand():
 
 # --- the closed forms, exact where no link is shared --------------------------------------------
 
-@settings(max_examples=80, deadline=None)
+def _gpu(reduce_bandwidth: float | None, launch: float) -> GpuSpec:
+    return GpuSpec(reduce_bandwidth_Bps=reduce_bandwidth, launch_latency_s=launch)
+
+
+@settings(max_examples=120, deadline=None)
 @given(algorithm=st.sampled_from(ALL), ranks=st.integers(1, 40), pieces=st.integers(1, 6),
-       piece_elements=st.integers(1, 5000), pipelined=st.booleans(),
-       bandwidth=st.sampled_from([1e9, 25e9, 450e9, 1e12]),
+       piece_elements=st.integers(1, 5000), extra=st.sampled_from([0, 0, 1, 2, 7]),
+       pipelined=st.booleans(), bandwidth=st.sampled_from([1e9, 25e9, 450e9, 1e12]),
        latency=st.sampled_from([0.0, 1e-7, 5e-7, 1e-5]),
-       reduce_bandwidth=st.sampled_from([None, 1e10, 1e11, 1.1e12, 5e12]),
-       launch=st.sampled_from([0.0, 2e-6]))
-def test_simulated_time_equals_closed_form_on_fully_connected(
-        algorithm, ranks, pieces, piece_elements, pipelined, bandwidth, latency, reduce_bandwidth,
-        launch):
-    # equal pieces: chunk_size = piece_elements·4 and a count that is a multiple of it
-    # (per tree, for the double tree's halves); unpipelined runs take any count
+       reduce_bandwidth=st.sampled_from([None, None, 1e10, 1e11, 1.1e12, 5e12]),
+       launch=st.sampled_from([0.0, 0.0, 2e-6]))
+def test_closed_form_on_fully_connected(algorithm, ranks, pieces, piece_elements, extra, pipelined,
+                                        bandwidth, latency, reduce_bandwidth, launch):
+    # count = halves·pieces·piece_elements + 2·extra elements (per tree, for the double tree's
+    # halves): with extra = 0 and chunk_size = piece_elements·4 the pieces are equal; else they
+    # differ by one element. Exact: equal pieces, or stages that are all links (a broadcast, or
+    # free reductions); otherwise the pieces are charged as the largest, an upper bound.
+    # The double tree's count is even: both halves cut into the same pieces.
     collective, name = algorithm
     halves = 2 if name == "double_binary_tree" else 1
-    count = halves * pieces * piece_elements if pipelined else piece_elements * pieces + 1
+    count = halves * pieces * piece_elements + 2 * extra
     scenario = flat_scenario("fully_connected", ranks=ranks, bandwidth=bandwidth, latency=latency,
                              collective=collective, algorithms=(name,),
                              chunk_bytes=4 * piece_elements if pipelined else None,
-                             gpu=GpuSpec(reduce_bandwidth_Bps=reduce_bandwidth,
-                                         launch_latency_s=launch))
+                             gpu=_gpu(reduce_bandwidth, launch))
     result = run_one(scenario, 4 * count)
     assert result.verified is True
-    assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9, abs=1e-18)
+    links_only = collective is Collective.BROADCAST or (reduce_bandwidth is None and launch == 0)
+    if extra == 0 or links_only or not pipelined:
+        assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9, abs=1e-18)
+    else:
+        assert result.sim_time_s <= result.model_time_s * (1 + 1e-9)
 
 
 @pytest.mark.parametrize("algorithm", ALL)
@@ -169,28 +180,74 @@ def test_binomial_is_the_textbook_formula_for_powers_of_two(ranks):
     assert result.sim_time_s == pytest.approx(textbook, rel=1e-9)
 
 
-@pytest.mark.parametrize("name, halves", [("tree", 1), ("double_binary_tree", 2)])
-@pytest.mark.parametrize("ranks", [3, 7, 15, 31])
-def test_pipelined_trees_meet_the_two_pipelines_formula_on_perfect_trees(name, halves, ranks):
-    # p = 2^(d+1) - 1: a perfect binary tree of depth d. With c·beta ≥ 2g, up then down:
-    # [d·alpha + d·(t + 2g) + (k-1)·t] + [d·alpha + (d + k - 1)·t],  t = c·beta
+PERFECT = [3, 7, 15, 31]  # p = 2^(d+1) - 1: perfect binary trees of depth d
+
+
+@pytest.mark.parametrize("ranks", PERFECT)
+def test_overlapped_tree_is_one_pipeline_of_2d_stages_on_perfect_trees(ranks):
+    # up and down overlapped, c·beta ≥ 2g: T = 2d·alpha + (2d + k - 1)·t + 2d·g, t = c·beta
+    # (the sequential reduce, then broadcast took (k - 1)·t more)
     d, k, c, bandwidth, latency = ranks.bit_length() - 1, 8, 512 * 1024, 25e9, 5e-7
     alpha, t, g = latency, c / bandwidth, 2e-6 + c / 1.1e12
-    scenario = flat_scenario("fully_connected", ranks=ranks, latency=latency, algorithms=(name,),
-                             gpu=GpuSpec(reduce_bandwidth_Bps=1.1e12, launch_latency_s=2e-6))
-    result = run_one(scenario, halves * k * c)
-    formula = 2 * d * alpha + (2 * d + 2 * k - 2) * t + 2 * d * g
+    scenario = flat_scenario("fully_connected", ranks=ranks, latency=latency, algorithms=("tree",),
+                             gpu=_gpu(1.1e12, 2e-6))
+    result = run_one(scenario, k * c)
+    formula = 2 * d * alpha + (2 * d + k - 1) * t + 2 * d * g
     assert result.model_time_s == pytest.approx(formula, rel=1e-12)
     assert result.sim_time_s == pytest.approx(formula, rel=1e-9)
 
 
-def test_double_tree_halves_the_trees_bandwidth_term():
-    # same buffer, same pieces: each half crosses each link once each way
-    sizes = {}
-    for name in ("tree", "double_binary_tree"):
-        scenario = flat_scenario("fully_connected", ranks=15, latency=0.0, algorithms=(name,))
-        sizes[name] = run_one(scenario, 256 << 20).sim_time_s
-    assert sizes["double_binary_tree"] == pytest.approx(sizes["tree"] / 2, rel=0.02)
+@pytest.mark.parametrize("ranks", PERFECT)
+@pytest.mark.parametrize("k", [1, 2, 8])
+def test_double_tree_is_its_trees_pipeline_or_its_shared_cables(ranks, k):
+    # each tree carries n/2 = k pieces of c bytes: its pipeline 2d·alpha + (2d + k - 1)·t + 2d·g;
+    # a pair that is an edge of both trees carries both halves over one cable: alpha + 2k·t
+    d, c, bandwidth, latency = ranks.bit_length() - 1, 512 * 1024, 25e9, 5e-7
+    alpha, t, g = latency, c / bandwidth, 2e-6 + c / 1.1e12
+    scenario = flat_scenario("fully_connected", ranks=ranks, latency=latency,
+                             algorithms=("double_binary_tree",), gpu=_gpu(1.1e12, 2e-6))
+    result = run_one(scenario, 2 * k * c)
+    formula = max(2 * d * alpha + (2 * d + k - 1) * t + 2 * d * g, alpha + 2 * k * t)
+    assert result.model_time_s == pytest.approx(formula, rel=1e-12)
+    assert result.sim_time_s == pytest.approx(formula, rel=1e-9)
+
+
+@pytest.mark.parametrize("ranks", [2, 5, 12])
+def test_tree_allreduce_is_its_reduce_plus_d_hops_down(ranks):
+    # overlapped, the broadcast adds only the way down for the last piece: d·(alpha + c·beta)
+    d, c = ranks.bit_length() - 1, 4000
+    times = {}
+    for collective in (Collective.ALLREDUCE, Collective.REDUCE):
+        scenario = flat_scenario("fully_connected", ranks=ranks, bandwidth=1e9, latency=1e-6,
+                                 collective=collective, algorithms=("tree",), chunk_bytes=c,
+                                 gpu=_gpu(1e10, 1e-7))
+        times[collective] = run_one(scenario, 16 * c).sim_time_s
+    down = d * (1e-6 + c / 1e9)
+    assert times[Collective.ALLREDUCE] == pytest.approx(times[Collective.REDUCE] + down, rel=1e-9)
+
+
+@pytest.mark.parametrize("kind, tree, double", [("fully_connected", 1.0, 1.0),
+                                                ("switch", 3.0, 2.0)])
+def test_large_buffers_approach_the_busiest_link(kind, tree, double):
+    # 128 pieces per tree, no latency, free reductions; in units of n·beta the tree tends to
+    # 1 on fully_connected (each cable carries n each way) and 3 on switch (an interior rank's
+    # link carries its piece up and two down); the double tree to 1 (a cable both trees use)
+    # and 2 (every rank's link carries 2n)
+    ranks, n, piece = 7, 128 * 4000, 4000
+    for name, expected, chunk in (("tree", tree, piece), ("double_binary_tree", double, piece // 2)):
+        scenario = flat_scenario(kind, ranks=ranks, bandwidth=1e9, latency=0.0, algorithms=(name,),
+                                 chunk_bytes=chunk)
+        result = run_one(scenario, n)
+        assert result.sim_time_s / (n / 1e9) == pytest.approx(expected, rel=0.05)
+
+
+def test_proportionate_pipeline_is_exact_where_pipeline_s_overestimates():
+    # three link hops, pieces of 2, 1, 1 time units: Σ + (hops - 1)·max = 4 + 2·2 = 8 (+ delay);
+    # charging every piece as the largest gives (3 + 3 - 1)·2 = 10
+    assert proportionate_pipeline_s(1.0, 3, [2.0, 1.0, 1.0]) == 9.0
+    assert pipeline_s(1.0, [2.0] * 3, 3) == 11.0
+    assert proportionate_pipeline_s(1.0, 3, [2.0] * 3) == pipeline_s(1.0, [2.0] * 3, 3)
+    assert proportionate_pipeline_s(0.5, 0, [2.0]) == 0.5
 
 
 # --- where flows share links: small cases by hand ------------------------------------------------
@@ -245,34 +302,76 @@ def test_binomial_broadcast_shares_the_senders_uplink_on_a_switch():
     assert result.model_time_s == pytest.approx(4 * alpha + 4 * t + 2 * g, rel=1e-9)
 
 
-def test_pipelined_tree_on_a_switch_shares_the_roots_links():
-    # switch(3), 1 GB/s, 1 us per link (alpha = 2 us); 4 pieces of 4000 B (t = 4 us),
+def test_overlapped_tree_on_a_switch_of_3_shares_the_roots_links():
+    # switch(3), 1 GB/s, 1 us per link (alpha = 2 us); k = 4 pieces of 4000 B (t = 4 us),
     # g = 4000 B / 10 GB/s = 0.4 us. Tree 0:(1, 2).
-    # Up: 1 and 2 stream their pieces into 0's one downlink at B/2 each: piece j arrives at
-    #   alpha + 2(j+1)t; 0 reduces both (2g ≤ 2t keeps up): T_up = alpha + 2kt + 2g.
-    # Down: 0 streams to 1 and 2 through its uplink at B/2 each: + alpha + 2kt.
-    # T = 2alpha + 4kt + 2g = 68.8 us (contention-free form: 2alpha + 2kt + 2g).
+    # Up: 1 and 2 stream their pieces into 0's one downlink at B/2 each: piece j of both arrives
+    #   at alpha + 2(j+1)t; 0 reduces both (2g ≤ 2t keeps up) and turns piece j around at
+    #   R_j = alpha + 2(j+1)t + 2g.
+    # Down (0's uplink, not the downlink the pieces come up on): 0 sends piece j to 1 and 2 at
+    #   B/2 each; posted every 2t and taking 2t each, they never queue: piece j lands at
+    #   R_j + alpha + 2t. T = R_3 + alpha + 2t = 2alpha + 2(k+1)t + 2g = 44.8 us.
+    # Model: the contention-free pipeline 2alpha + (k+1)t + 2g = 24.8 us, or the busiest link
+    #   (0's uplink carries both children's n bytes): alpha + 2kt = 34 us; the larger, 34 us.
     alpha, t, g, k = 2e-6, 4e-6, 4e-7, 4
     scenario = flat_scenario("switch", ranks=3, bandwidth=1e9, latency=1e-6, algorithms=("tree",),
                              chunk_bytes=4000, gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
     result = run_one(scenario, k * 4000)
-    assert result.sim_time_s == pytest.approx(2 * alpha + 4 * k * t + 2 * g, rel=1e-9)
-    assert result.model_time_s == pytest.approx(2 * alpha + 2 * k * t + 2 * g, rel=1e-9)
+    assert result.sim_time_s == pytest.approx(2 * alpha + 2 * (k + 1) * t + 2 * g, rel=1e-9)
+    assert result.model_time_s == pytest.approx(alpha + 2 * k * t, rel=1e-9)
 
 
 def test_double_tree_on_a_switch_of_3():
-    # switch(3), 1 GB/s, 1 us per link (alpha = 2 us); halves of 4000 B (t = 4 us), g = 0.
-    # Tree one 0:(1, 2); tree two 1:(2, 0); rank 2 is a leaf in both.
+    # switch(3), 1 GB/s, 1 us per link (alpha = 2 us); halves of 4000 B, one piece each
+    # (t = 4 us), g = 0. Tree one 0:(1, 2); tree two 1:(2, 0); rank 2 is a leaf in both.
     # Up: 1→0 and 2→0 (tree one), 0→1 and 2→1 (tree two): 2's uplink and 0's and 1's
     #   downlinks each carry two of them, so all four run at B/2: alpha + 2t.
     # Down: 0→1, 0→2 and 1→2, 1→0: 0's and 1's uplinks and 2's downlink carry two each: + alpha + 2t.
-    # T = 2alpha + 4t = 20 us (contention-free form: 2alpha + 2t).
+    # T = 2alpha + 4t = 20 us. Model: each tree's pipeline 2alpha + 2t = 12 us, or the busiest
+    #   link (0's uplink carries 0→1 up in tree two, 0→1 and 0→2 down in tree one):
+    #   alpha + 3t = 14 us; the larger, 14 us.
     alpha, t = 2e-6, 4e-6
     scenario = flat_scenario("switch", ranks=3, bandwidth=1e9, latency=1e-6,
                              algorithms=("double_binary_tree",))
     result = run_one(scenario, 8000)
     assert result.sim_time_s == pytest.approx(2 * alpha + 4 * t, rel=1e-9)
-    assert result.model_time_s == pytest.approx(2 * alpha + 2 * t, rel=1e-9)
+    assert result.model_time_s == pytest.approx(alpha + 3 * t, rel=1e-9)
+
+
+def test_double_tree_of_2_on_fully_connected_shares_its_one_cable():
+    # fully_connected(2), 1 GB/s, alpha = 1 us; each half is k = 2 pieces of 4000 B (t = 4 us),
+    # g = 0. Tree one: 0 over 1; tree two: 1 over 0. Cable 1→0 carries 1's half up (tree one)
+    # and tree two's broadcast down; cable 0→1 the mirror image; take 1→0.
+    # Up piece 0: [1, 5]; up piece 1 starts at 5 alone. Root 1 of tree two has its piece 0 at 5
+    #   (the mirror), turns it around: down piece 0 starts at 6 and shares: up piece 1 has
+    #   3000 B left at 0.5 GB/s, ends at 12; down piece 0 moved 3000 B by then, ends at 13.
+    # Root 1 has its piece 1 at 12 (the mirror); down piece 1 waits for piece 0: [13, 17].
+    # T = 17 us = alpha + n·beta: the cable carries both halves, never idle; the formula's
+    #   busiest-link term, where each tree's pipeline alone is 2alpha + 3t = 14 us.
+    scenario = flat_scenario("fully_connected", ranks=2, bandwidth=1e9, latency=1e-6,
+                             algorithms=("double_binary_tree",), chunk_bytes=4000)
+    result = run_one(scenario, 16000)
+    assert result.sim_time_s == pytest.approx(17e-6, rel=1e-9)
+    assert result.model_time_s == pytest.approx(17e-6, rel=1e-9)
+
+
+def test_double_tree_is_never_slower_than_its_model_at_half_bandwidth():
+    # where the two trees share a cable, each of its two streams still gets half of it, so the
+    # simulation is at most the contention-free time at half bandwidth. Even counts (equal
+    # halves, the same pieces in both trees) meet the model exactly; with an odd count the two
+    # trees' pieces differ (10 and 9 here) and interleave less tightly on the shared cables.
+    for ranks, odd in ((5, 0), (6, 1), (11, 1), (16, 0)):
+        count = 2 * 9 * 500 + odd
+        results = []
+        for bandwidth in (1e9, 0.5e9):
+            scenario = flat_scenario("fully_connected", ranks=ranks, bandwidth=bandwidth,
+                                     latency=1e-6, algorithms=("double_binary_tree",),
+                                     chunk_bytes=2000, gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
+            results.append(run_one(scenario, 4 * count))
+        full, half = results
+        assert full.sim_time_s <= half.model_time_s * (1 + 1e-9)
+        if not odd:
+            assert full.sim_time_s == pytest.approx(full.model_time_s, rel=1e-9)
 
 
 # --- composition and bookkeeping ---------------------------------------------------------------

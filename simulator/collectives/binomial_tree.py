@@ -14,13 +14,8 @@ from __future__ import annotations
 
 from simulator.collective import ROOT, Collective
 from simulator.collectives.base import Algorithm
-from simulator.collectives.tree import (
-    Node,
-    broadcast_down,
-    broadcast_down_s,
-    reduce_up,
-    reduce_up_s,
-)
+from simulator.collectives.phases import Node, broadcast_down, reduce_up
+from simulator.collectives.tree import broadcast_down_s, reduce_up_s
 from simulator.costmodel import CostInputs
 from simulator.program import Comm, Program
 

@@ -7,22 +7,16 @@ down, so half of their link capacity idles. The second tree is the first shifted
 rank at in-order position x (1..p) in the first sits at x - 1 (cyclically) in the second, so
 the odd (leaf) positions of one tree are the even (interior) positions of the other, and every
 rank is interior in at most one tree. (NCCL mirrors the tree for even p; the shift serves every
-p here because the tree fills all positions 1..p.) Each tree reduces and broadcasts half of the
-buffer, pipelined, both at once.
+p here because the tree fills all positions 1..p.) Each tree runs the pipelined tree allreduce
+on half of the buffer, both at once, each on its own channels as NCCL gives each tree its own.
 """
 
 from __future__ import annotations
 
 from simulator.collective import ROOT, Collective
 from simulator.collectives.base import Algorithm
-from simulator.collectives.tree import (
-    Node,
-    binary_tree,
-    broadcast_down,
-    broadcast_down_s,
-    reduce_up,
-    reduce_up_s,
-)
+from simulator.collectives.phases import Node, tree_allreduce
+from simulator.collectives.tree import binary_tree, busiest_link_s, edge_pairs, tree_allreduce_s
 from simulator.costmodel import CostInputs
 from simulator.program import Chunk, Comm, Program
 
@@ -39,37 +33,43 @@ def double_binary_tree(rank: int, p: int) -> tuple[Node, Node]:
 
 
 class DoubleBinaryTreeAllreduce(Algorithm):
-    """Double-binary-tree allreduce: each tree runs the pipelined tree allreduce
-    (reduce up, then broadcast down) on its half of the buffer, concurrently.
+    """Double-binary-tree allreduce: for each of the two trees, in parallel, the pipelined tree
+    allreduce (reduce up and broadcast down overlapped, :func:`tree_allreduce`) of my half.
 
-    T = max over the two trees of [reduce_up_s + broadcast_down_s] for its half (n/2 bytes in
-    k pieces of c bytes): on a perfect tree with c·beta ≥ 2g,
-    2d·alpha + (2d + 2k - 2)·c·beta + 2d·g with k·c = n/2, d = ⌊log2 p⌋ — half the tree's
-    bandwidth term, since each half crosses each link once each way.
+    T = max(max over the two trees of :func:`~simulator.collectives.tree.tree_allreduce_s` for
+    its half, :func:`~simulator.collectives.tree.busiest_link_s` of both trees' edges): with n/2
+    bytes in k pieces of c bytes per tree, on a perfect tree with c·beta ≥ 2g the first is
+    2d·alpha + (2d + k - 1)·c·beta + 2d·g, d = ⌊log2 p⌋, about half the single tree's.
 
-    A rank is a leaf in one tree: it posts that half's pieces up at once (they never wait), then
-    does its interior work in the other tree, up then down, then collects the leaf tree's result.
-    A rank reduces in one tree only, so the two trees never queue on one reduction engine; the
-    pairs that are parent and child in both trees join two leaves, whose leaf traffic is over
-    before the other tree's broadcast reaches them. Exact on ``fully_connected`` (equal pieces);
-    on ``switch`` a rank's sends in the two trees share its uplink.
+    A rank reduces in one tree only, so the trees never queue on one reduction engine. Their
+    messages meet where a pair is an edge of both trees (about p/4 pairs, for every p ≥ 2: a leaf
+    of one tree whose parent is its child in the other). On ``fully_connected`` such a cable
+    carries the leaf's half up and the other tree's half down, n bytes each way, so T is the
+    larger of the pipeline and alpha + n·beta: the pipeline while the leaf's pieces have left
+    before the other tree's broadcast reaches the pair (always with one piece per tree), then
+    n·beta, no faster than the single tree. Exact there for an even count, both halves cut
+    into the same pieces (equal ones, or any with free reductions; checked over random grids);
+    with an odd count the two trees' pieces differ and their streams interleave less tightly on
+    the shared cables, up to a few % slower. On ``switch`` every rank sends and receives 2n
+    bytes through its one link (an interior rank of the single tree 3n), so the simulation
+    tends to 2n·beta from above, the formula's busiest-link term there (p ≥ 4).
     """
 
     name = "double_binary_tree"
     collective = Collective.ALLREDUCE
 
     def program(self, me: int, comm: Comm) -> Program:
-        roles = list(zip(double_binary_tree(me, comm.size), comm.chunks(2), strict=True))
-        roles.sort(key=lambda role: bool(role[0].children))  # the tree I am a leaf in first
-        for node, half in roles:
-            yield from reduce_up(me, comm, node, half)
-        for node, half in reversed(roles):
-            yield from broadcast_down(me, comm, node, half)
+        trees, halves = double_binary_tree(me, comm.size), comm.chunks(2)
+        yield comm.parallel(*(tree_allreduce(me, comm.on_channel(comm.channel + 2 * i), node, half)
+                              for i, (node, half) in enumerate(zip(trees, halves, strict=True))))
 
     def model_time(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
         trees = ([binary_tree(r, p, ROOT) for r in range(p)],
                  [binary_tree(r, p, (ROOT + 1) % p) for r in range(p)])
         halves = Chunk(0, count).split(2)
-        return max(reduce_up_s(cost, tree, half.count) + broadcast_down_s(cost, tree, half.count)
-                   for tree, half in zip(trees, halves, strict=True))
+        pipeline = max(tree_allreduce_s(cost, tree, half.count)
+                       for tree, half in zip(trees, halves, strict=True))
+        busiest = busiest_link_s(cost, edge_pairs(trees[0]) + edge_pairs(trees[1]),
+                                 cost.nbytes(halves[0].count))
+        return max(pipeline, busiest)

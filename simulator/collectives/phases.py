@@ -1,13 +1,15 @@
 """Pieces shared by several algorithms, composed with ``yield from``.
 
-Phases run along a logical ring or chain given as a sequence of ranks, so that one algorithm can
-run them inside a node, across nodes, or on a whole group with the same code. Data move in
-pipeline pieces (``comm.pieces``): a rank forwards a piece as soon as it has it.
+Phases run along a logical ring or chain given as a sequence of ranks, or over a tree given to
+each rank as its :class:`Node`, so that one algorithm can run them inside a node, across nodes,
+or on a whole group with the same code. Data move in pipeline pieces (``comm.pieces``): a rank
+forwards a piece as soon as it has it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from simulator.program import COPY, REDUCE, Chunk, Comm, Program
 
@@ -54,3 +56,69 @@ def chain(me: int, comm: Comm, order: Sequence[int], *, reduce: bool,
             yield comm.recv(order[position - 1], into=piece, op=REDUCE if reduce else COPY)
         if position < len(order) - 1:
             comm.send(order[position + 1], piece)
+
+
+# ---------------------------------------------------------------------------------------------
+# Tree phases: a tree is given to each rank as its Node (tree.py, binomial_tree.py and
+# double_binary_tree.py build them); data move up to the root and down from it, piece by piece.
+
+
+@dataclass(frozen=True)
+class Node:
+    """A rank's place in a tree: its parent (None at the root) and its children, listed in the
+    order a reduction takes them (the smaller subtree first: its data are ready first)."""
+
+    parent: int | None
+    children: tuple[int, ...]
+
+
+def reduce_up(me: int, comm: Comm, node: Node, chunk: Chunk,
+              unset_bytes: int | None = PIPELINE_BYTES) -> Program:
+    """Pipelined reduction of ``chunk`` to the root of the tree, piece by piece.
+
+    For every piece j: receive piece j from each child in turn and reduce it into mine, then
+    send it up to my parent. A leaf therefore posts all its pieces at once; the root ends with
+    the reduction of everyone's chunk.
+    """
+    for piece in comm.pieces(chunk, unset_bytes):
+        for child in node.children:
+            yield comm.recv(child, into=piece, op=REDUCE)
+        if node.parent is not None:
+            comm.send(node.parent, piece)
+
+
+def broadcast_down(me: int, comm: Comm, node: Node, chunk: Chunk,
+                   unset_bytes: int | None = PIPELINE_BYTES) -> Program:
+    """Pipelined broadcast of ``chunk`` from the root of the tree, piece by piece.
+
+    For every piece j: receive piece j from my parent (the root has it already), then pass it
+    on to all my children at once.
+    """
+    for piece in comm.pieces(chunk, unset_bytes):
+        if node.parent is not None:
+            yield comm.recv(node.parent, into=piece, op=COPY)
+        for child in node.children:
+            comm.send(child, piece)
+
+
+def tree_allreduce(me: int, comm: Comm, node: Node, chunk: Chunk,
+                   unset_bytes: int | None = PIPELINE_BYTES) -> Program:
+    """Pipelined tree allreduce of ``chunk`` with its two directions overlapped, as NCCL's tree
+    (``runTreeSplit`` in src/device/all_reduce.h): the root turns every piece around as soon as
+    it has reduced it, and every other rank runs its reduce-up and its broadcast-down at once.
+
+    The reduction goes up on ``comm``'s channel and the broadcast comes down on the next one
+    (``comm.channel + 1``), each direction with its own connections, as NCCL gives each its own
+    thread group and buffers. A piece reaches a rank's broadcast only after that rank sent its
+    own contribution to it up, so the two directions never touch the same piece at once.
+    """
+    down = comm.on_channel(comm.channel + 1)
+    if node.parent is None:  # the root: reduce piece j from my children, send it straight back
+        for piece in comm.pieces(chunk, unset_bytes):
+            for child in node.children:
+                yield comm.recv(child, into=piece, op=REDUCE)
+            for child in node.children:
+                down.send(child, piece)
+    else:
+        yield comm.parallel(reduce_up(me, comm, node, chunk, unset_bytes),
+                            broadcast_down(me, down, node, chunk, unset_bytes))

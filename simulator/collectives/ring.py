@@ -11,7 +11,7 @@ import math
 from simulator.collective import ROOT, Collective
 from simulator.collectives.base import Algorithm
 from simulator.collectives.phases import PIPELINE_BYTES, chain, ring_pass
-from simulator.costmodel import CostInputs, pipeline_s
+from simulator.costmodel import CostInputs, pipeline_s, proportionate_pipeline_s
 from simulator.program import Comm, Program
 
 
@@ -122,15 +122,20 @@ def _unpipelined_ring_time(cost: CostInputs, c: int, steps: int, reducing_steps:
 
 
 def _chain_time(cost: CostInputs, count: int, reduce: bool) -> float:
-    """d = p-1 hops, k pieces of c bytes: d·alpha + d·(c·beta [+ g]) + (k-1)·max(c·beta [, g])."""
+    """d = p-1 hops, pieces c_1..c_k: a broadcast takes d·alpha + Σ_j c_j·beta + (d-1)·c_max·beta
+    (exact for any piece sizes: every stage is a link); a reduce d·alpha + d·(c·beta + g) +
+    (k-1)·max(c·beta, g) with c the largest piece (exact for equal pieces, else an upper bound)."""
     p = cost.ranks
     if p == 1:
         return 0.0
     hops = _ring(p)[:-1]
+    alpha, beta = cost.alpha(hops), cost.beta(hops)
     pieces = cost.pieces(count, PIPELINE_BYTES)
+    if not reduce:
+        return proportionate_pipeline_s((p - 1) * alpha, p - 1,
+                                        [cost.nbytes(n) * beta for n in pieces])
     c = cost.nbytes(max(pieces))
-    per_hop = [c * cost.beta(hops)] + ([cost.reduce_s(c)] if reduce else [])
-    return pipeline_s((p - 1) * cost.alpha(hops), per_hop * (p - 1), len(pieces))
+    return pipeline_s((p - 1) * alpha, [c * beta, cost.reduce_s(c)] * (p - 1), len(pieces))
 
 
 class RingBroadcast(Algorithm):

@@ -1,4 +1,4 @@
-"""Pipelined binary tree (NCCL's tree): reduce up the tree, then broadcast down, piece by piece.
+"""Pipelined binary tree (NCCL's tree): reduce up the tree and broadcast down it, piece by piece.
 
 The tree is the in-order binary tree of Sanders, Speck & Träff, "Two-tree algorithms for full
 bandwidth broadcast, reduction and scan", Parallel Computing 35(12), 2009, which NCCL also builds
@@ -9,30 +9,26 @@ the positions cyclically from the root's, so that rank 0 is the root (for p a po
 is NCCL's tree: rank 0 on top of ranks 1..p-1). The buffer moves in pieces of ``PIPELINE_BYTES``
 (or the scenario's ``chunk_size``), so the levels of the tree work on different pieces at once.
 
-This module also holds the two tree phases that binomial_tree and double_binary_tree reuse,
-:func:`reduce_up` and :func:`broadcast_down`, and their closed forms.
+The programs are the tree phases of :mod:`~simulator.collectives.phases`; this module holds the
+tree's shape and the closed forms of those phases, which binomial_tree and double_binary_tree
+reuse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from simulator.collective import ROOT, Collective
 from simulator.collectives.base import Algorithm
-from simulator.collectives.phases import PIPELINE_BYTES
-from simulator.costmodel import CostInputs, pipeline_s
-from simulator.program import COPY, REDUCE, Chunk, Comm, Program
-
-
-@dataclass(frozen=True)
-class Node:
-    """A rank's place in a tree: its parent (None at the root) and its children, listed in the
-    order a reduction takes them (the smaller subtree first: its data are ready first)."""
-
-    parent: int | None
-    children: tuple[int, ...]
-
+from simulator.collectives.phases import (
+    PIPELINE_BYTES,
+    Node,
+    broadcast_down,
+    reduce_up,
+    tree_allreduce,
+)
+from simulator.costmodel import CostInputs, proportionate_pipeline_s
+from simulator.program import Comm, Program
 
 # ---------------------------------------------------------------------------------------------
 # The shape: an in-order binary tree on positions 1..m, placed on ranks
@@ -101,91 +97,6 @@ def binary_tree(rank: int, p: int, root: int = ROOT) -> Node:
                 tuple(rank_at(child) for child in _inorder_children(x, p)))
 
 
-# ---------------------------------------------------------------------------------------------
-# The two phases, shared by every tree algorithm
-
-
-def reduce_up(me: int, comm: Comm, node: Node, chunk: Chunk,
-              unset_bytes: int | None = PIPELINE_BYTES) -> Program:
-    """Pipelined reduction of ``chunk`` to the root of the tree, piece by piece.
-
-    For every piece j: receive piece j from each child in turn and reduce it into mine, then
-    send it up to my parent. A leaf therefore posts all its pieces at once; the root ends with
-    the reduction of everyone's chunk.
-    """
-    for piece in comm.pieces(chunk, unset_bytes):
-        for child in node.children:
-            yield comm.recv(child, into=piece, op=REDUCE)
-        if node.parent is not None:
-            comm.send(node.parent, piece)
-
-
-def broadcast_down(me: int, comm: Comm, node: Node, chunk: Chunk,
-                   unset_bytes: int | None = PIPELINE_BYTES) -> Program:
-    """Pipelined broadcast of ``chunk`` from the root of the tree, piece by piece.
-
-    For every piece j: receive piece j from my parent (the root has it already), then pass it
-    on to all my children at once.
-    """
-    for piece in comm.pieces(chunk, unset_bytes):
-        if node.parent is not None:
-            yield comm.recv(node.parent, into=piece, op=COPY)
-        for child in node.children:
-            comm.send(child, piece)
-
-
-# ---------------------------------------------------------------------------------------------
-# Their closed forms
-
-
-def _piece_bytes(cost: CostInputs, count: int, unset_bytes: int | None) -> tuple[int, int]:
-    pieces = cost.pieces(count, unset_bytes)
-    return len(pieces), cost.nbytes(max(pieces))
-
-
-def reduce_up_s(cost: CostInputs, tree: Sequence[Node], count: int,
-                unset_bytes: int | None = PIPELINE_BYTES) -> float:
-    """Closed form of :func:`reduce_up` over ``tree`` (one Node per rank): k pieces of c bytes.
-
-    A tree of pipeline stages: each hop is a link (t = c·beta per piece, alpha once), each
-    interior rank v with m_v children a reduction engine that reduces m_v pieces (one per child)
-    per piece, g = launch + c·gamma each. Along the chain from a leaf up to the root the
-    flow-shop makespan is
-
-        T(chain) = d·alpha + Σ_hops [t + (m_v - i_v)·g] + (k-1)·max(t, max_v m_v·g)
-
-    where the hop from v's i_v-th child (0-based) enters v's engine with m_v - i_v reductions
-    still to do for that piece, and every further piece costs the chain's slowest stage; and
-    T = max over leaves of T(chain) (the longest path of the max-plus system the engine runs).
-    When every hop enters at the first child this is ``pipeline_s(d·alpha, [t, m·g]·d, k)``; on a
-    perfect binary tree with t ≥ 2g it is d·alpha + d·(t + 2g) + (k-1)·t.
-
-    Exact when no two flows share a link (``fully_connected``) and the pieces are equal (k = 1,
-    or k dividing the count); pieces that differ by one element are all charged as the largest,
-    an upper bound (by under 0.5% for pieces of 50 elements or more). On ``switch`` two children
-    share their parent's downlink, so the simulation is slower than this.
-    """
-    up = [(r, node.parent) for r, node in enumerate(tree) if node.parent is not None]
-    if not up:
-        return 0.0
-    k, c = _piece_bytes(cost, count, unset_bytes)
-    alpha, t, g = cost.alpha(up), c * cost.beta(up), cost.reduce_s(c)
-    worst = 0.0
-    for leaf, node in enumerate(tree):
-        if node.children:
-            continue
-        hops, first_piece, slowest, rank = 0, 0.0, t, leaf
-        while tree[rank].parent is not None:
-            parent = tree[rank].parent
-            siblings = tree[parent].children
-            hops += 1
-            first_piece += t + (len(siblings) - siblings.index(rank)) * g
-            slowest = max(slowest, len(siblings) * g)
-            rank = parent
-        worst = max(worst, hops * alpha + first_piece + (k - 1) * slowest)
-    return worst
-
-
 def depth(tree: Sequence[Node], rank: int) -> int:
     """Hops from ``rank`` up to the root of ``tree``."""
     hops = 0
@@ -194,20 +105,147 @@ def depth(tree: Sequence[Node], rank: int) -> int:
     return hops
 
 
+# ---------------------------------------------------------------------------------------------
+# Closed forms of the tree phases. Every hop is a pipeline stage (a link: c·beta per piece of
+# c bytes, alpha once), every interior rank's reduction engine another (g = launch + c·gamma per
+# piece and child); copies are free. Exact where no two flows share a link (`fully_connected`).
+
+
+def _piece_bytes(cost: CostInputs, count: int, unset_bytes: int | None) -> list[int]:
+    """Bytes of the pieces ``comm.pieces`` cuts ``count`` elements into (the larger first)."""
+    return [cost.nbytes(piece) for piece in cost.pieces(count, unset_bytes)]
+
+
+def _up(tree: Sequence[Node]) -> list[tuple[int, int]]:
+    """(child, parent) for every edge of the tree: the pairs of the reduction."""
+    return [(r, node.parent) for r, node in enumerate(tree) if node.parent is not None]
+
+
+def _down(tree: Sequence[Node]) -> list[tuple[int, int]]:
+    """(parent, child) for every edge of the tree: the pairs of the broadcast."""
+    return [(parent, child) for child, parent in _up(tree)]
+
+
+def edge_pairs(tree: Sequence[Node]) -> list[tuple[int, int]]:
+    """Both directions of every edge of the tree: the pairs an allreduce over it uses."""
+    return _up(tree) + _down(tree)
+
+
+def _height(tree: Sequence[Node]) -> int:
+    return max(depth(tree, r) for r in range(len(tree)))
+
+
+def _longest_chain_s(cost: CostInputs, tree: Sequence[Node], k: int, c: int,
+                     down_hops: int = 0) -> float:
+    """Longest chain of the reduction pipeline from a leaf to the root, then ``down_hops`` hops
+    back down, for k pieces of c bytes.
+
+    From leaf to root a piece crosses hop after hop (t = c·beta, alpha once each); the hop from
+    v's i_v-th child (0-based, of m_v) enters v's engine with m_v - i_v reductions still to do for
+    that piece; the way down is hops of t' = c·beta' each. Every further piece costs the chain's
+    slowest stage, a hop or an engine reducing m_v pieces:
+
+        T(chain) = hops·alpha + Σ_hops [t + (m_v - i_v)·g] + down_hops·(alpha' + t')
+                   + (k-1)·max(t, t', max_v m_v·g),
+
+    the flow-shop makespan of identical pieces along the chain; T = max over leaves (the longest
+    path of the max-plus system the engine runs).
+    """
+    up, down = _up(tree), _down(tree)
+    alpha, t, g = cost.alpha(up), c * cost.beta(up), cost.reduce_s(c)
+    way_down, slowest_down = 0.0, 0.0
+    if down_hops:
+        slowest_down = c * cost.beta(down)
+        way_down = down_hops * (cost.alpha(down) + slowest_down)
+    worst = 0.0
+    for leaf, node in enumerate(tree):
+        if node.children:
+            continue
+        hops, first_piece, slowest, rank = 0, 0.0, max(t, slowest_down), leaf
+        while tree[rank].parent is not None:
+            parent = tree[rank].parent
+            siblings = tree[parent].children
+            hops += 1
+            first_piece += t + (len(siblings) - siblings.index(rank)) * g
+            slowest = max(slowest, len(siblings) * g)
+            rank = parent
+        worst = max(worst, hops * alpha + first_piece + way_down + (k - 1) * slowest)
+    return worst
+
+
+def _links_only_s(cost: CostInputs, pairs: list[tuple[int, int]], hops: int,
+                  pieces: list[int]) -> float:
+    """A pipeline of ``hops`` links (the worst of ``pairs``), pieces of any sizes:
+    hops·alpha + Σ_j c_j·beta + (hops-1)·c_max·beta (proportionate flow shop)."""
+    beta = cost.beta(pairs)
+    return proportionate_pipeline_s(hops * cost.alpha(pairs), hops, [c * beta for c in pieces])
+
+
+def reduce_up_s(cost: CostInputs, tree: Sequence[Node], count: int,
+                unset_bytes: int | None = PIPELINE_BYTES) -> float:
+    """Closed form of :func:`~simulator.collectives.phases.reduce_up` over ``tree`` (one Node per
+    rank): the longest leaf-to-root chain of hops and reductions (:func:`_longest_chain_s`),
+    d·alpha + d·(c·beta + 2g) + (k-1)·c·beta on a perfect binary tree with c·beta ≥ 2g.
+
+    Exact on ``fully_connected`` for equal pieces; pieces that differ by one element are charged
+    as the largest, an upper bound (by under 0.5% for pieces of 50 elements or more), except when
+    reductions are free (g = 0): then the chain is d links and the proportionate flow-shop
+    makespan d·alpha + Σ_j c_j·beta + (d-1)·c_max·beta is exact for any pieces. On ``switch`` two
+    children share their parent's downlink, so the simulation is slower than this.
+    """
+    if len(tree) == 1:
+        return 0.0
+    pieces = _piece_bytes(cost, count, unset_bytes)
+    if cost.reduce_s(max(pieces)) == 0:
+        return _links_only_s(cost, _up(tree), _height(tree), pieces)
+    return _longest_chain_s(cost, tree, len(pieces), max(pieces))
+
+
 def broadcast_down_s(cost: CostInputs, tree: Sequence[Node], count: int,
                      unset_bytes: int | None = PIPELINE_BYTES) -> float:
-    """Closed form of :func:`broadcast_down`: a d-hop store-and-forward pipeline to the deepest
-    rank, copies being free: T = d·alpha + (d + k - 1)·c·beta (``pipeline_s``).
+    """Closed form of :func:`~simulator.collectives.phases.broadcast_down`: a d-hop
+    store-and-forward pipeline to the deepest rank, copies being free,
+    T = d·alpha + Σ_j c_j·beta + (d-1)·c_max·beta, i.e. d·alpha + (d + k - 1)·c·beta for k equal
+    pieces of c bytes (proportionate flow shop: exact for pieces of any sizes).
 
-    Exact when no two flows share a link (``fully_connected``) and the pieces are equal; on
-    ``switch`` a parent's sends to its children share its uplink.
+    Exact when no two flows share a link (``fully_connected``); on ``switch`` a parent's sends
+    to its children share its uplink.
     """
-    down = [(node.parent, r) for r, node in enumerate(tree) if node.parent is not None]
-    if not down:
+    if len(tree) == 1:
         return 0.0
-    k, c = _piece_bytes(cost, count, unset_bytes)
-    d = max(depth(tree, r) for r in range(len(tree)))
-    return pipeline_s(d * cost.alpha(down), [c * cost.beta(down)] * d, k)
+    return _links_only_s(cost, _down(tree), _height(tree), _piece_bytes(cost, count, unset_bytes))
+
+
+def tree_allreduce_s(cost: CostInputs, tree: Sequence[Node], count: int,
+                     unset_bytes: int | None = PIPELINE_BYTES) -> float:
+    """Closed form of :func:`~simulator.collectives.phases.tree_allreduce` (the two directions
+    overlapped): each piece climbs its leaf's chain to the root, which sends it straight back
+    down d hops to the deepest rank. On ``fully_connected`` the down hops use the other
+    direction of each cable, so they are d more stages of the same pipeline, none slower than
+    the up chain's slowest (a hop):
+
+        T = reduce_up_s + d·(alpha + c·beta)
+          = 2d·alpha + (2d + k - 1)·c·beta + 2d·g   (perfect tree, c·beta ≥ 2g),
+
+    n·beta plus the fill of a 2d-stage pipeline and its reductions, where a reduce, then a
+    broadcast costs (k-1)·c·beta more. With free reductions (g = 0) the pipeline is 2d links and
+    the proportionate flow-shop makespan 2d·alpha + Σ_j c_j·beta + (2d-1)·c_max·beta is exact for
+    pieces of any sizes; otherwise unequal pieces are charged as the largest (an upper bound).
+    """
+    if len(tree) == 1:
+        return 0.0
+    pieces = _piece_bytes(cost, count, unset_bytes)
+    if cost.reduce_s(max(pieces)) == 0:
+        return _links_only_s(cost, edge_pairs(tree), 2 * _height(tree), pieces)
+    return _longest_chain_s(cost, tree, len(pieces), max(pieces), down_hops=_height(tree))
+
+
+def busiest_link_s(cost: CostInputs, pairs: list[tuple[int, int]], nbytes: int) -> float:
+    """A floor from throughput: every pair in ``pairs`` (repeat a pair that carries two streams)
+    moves ``nbytes`` over its route, so the busiest link needs alpha + Σ bytes / bandwidth,
+    alpha + nbytes·:meth:`~simulator.costmodel.CostInputs.shared_beta`. A pipeline that shares
+    no link is never this slow; where streams do share a link at large n, this is the time."""
+    return cost.alpha(pairs) + nbytes * cost.shared_beta(pairs) if pairs else 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,34 +257,38 @@ def _tree(p: int) -> list[Node]:
 
 
 class TreeAllreduce(Algorithm):
-    """Pipelined binary-tree allreduce: a pipelined reduce to the root, then a pipelined
-    broadcast from it, on the in-order binary tree (depth d = ⌊log2 p⌋), k pieces of c bytes.
+    """Pipelined binary-tree allreduce as NCCL's tree runs it: every rank reduces up and
+    broadcasts down at once (two channels), the root turning each piece around as soon as it
+    is reduced, on the in-order binary tree (depth d = ⌊log2 p⌋), k pieces of c bytes.
 
-    T = reduce_up_s + broadcast_down_s; on a perfect tree with c·beta ≥ 2g:
-    T = 2d·alpha + (2d + 2k - 2)·c·beta + 2d·g,  g = launch + c·gamma.
+    T = max(:func:`tree_allreduce_s`, :func:`busiest_link_s`): the pipeline,
+    reduce_up_s + d·(alpha + c·beta), on a perfect tree with c·beta ≥ 2g
+    2d·alpha + (2d + k - 1)·c·beta + 2d·g, g = launch + c·gamma, i.e. n·beta plus a 2d-stage
+    pipeline fill; and the busiest link, alpha + n·beta·(most tree edges on one link).
 
-    Every rank runs its whole reduce loop, then its whole broadcast loop, as NCCL's
-    ``runTreeUpDown`` does; the root turns the reduced buffer around. (NCCL's split tree also
-    overlaps the two directions with separate thread groups; a rank here is one sequential
-    program, so the two directions take turns.) Exact on ``fully_connected`` for equal pieces.
+    On ``fully_connected`` a parent-child pair's up and down traffic use the two directions of
+    one cable, no link is shared and T is the pipeline, exactly (equal pieces, or free
+    reductions). On ``switch`` an interior rank's uplink carries its piece up and two down
+    (3n bytes, its downlink likewise), which the second term bounds; the simulation is slower
+    than both while the pipeline fills. Sources: Sanders, Speck & Träff 2009; NCCL
+    ``runTreeSplit`` (src/device/all_reduce.h).
     """
 
     name = "tree"
     collective = Collective.ALLREDUCE
 
     def program(self, me: int, comm: Comm) -> Program:
-        node = binary_tree(me, comm.size)
-        yield from reduce_up(me, comm, node, comm.buffer)
-        yield from broadcast_down(me, comm, node, comm.buffer)
+        yield from tree_allreduce(me, comm, binary_tree(me, comm.size), comm.buffer)
 
     def model_time(self, cost: CostInputs, count: int) -> float:
         tree = _tree(cost.ranks)
-        return reduce_up_s(cost, tree, count) + broadcast_down_s(cost, tree, count)
+        return max(tree_allreduce_s(cost, tree, count),
+                   busiest_link_s(cost, edge_pairs(tree), cost.nbytes(count)))
 
 
 class TreeBroadcast(Algorithm):
     """Pipelined binary-tree broadcast from the root: T = d·alpha + (d + k - 1)·c·beta,
-    d = ⌊log2 p⌋ (exact on ``fully_connected`` for equal pieces)."""
+    d = ⌊log2 p⌋ (:func:`broadcast_down_s`; exact on ``fully_connected`` for any pieces)."""
 
     name = "tree"
     collective = Collective.BROADCAST
@@ -261,7 +303,7 @@ class TreeBroadcast(Algorithm):
 class TreeReduce(Algorithm):
     """Pipelined binary-tree reduce to the root: :func:`reduce_up_s`, on a perfect tree with
     c·beta ≥ 2g d·alpha + d·(c·beta + 2g) + (k-1)·c·beta (exact on ``fully_connected`` for equal
-    pieces)."""
+    pieces, or free reductions)."""
 
     name = "tree"
     collective = Collective.REDUCE
