@@ -40,6 +40,10 @@ def test_dgx_scenario_runs_and_prints_the_table(dgx_run):
                                 "algbw(GB/s)", "busbw(GB/s)", "model(us)", "dev(%)", "verified"]
     assert lines[3].split()[:5] == ["1024", "256", "float32", "sum", "ring"]
     assert lines[-1] == f"# results: {out}/dgx-h100.csv, {out}/dgx-h100.png"
+    best = lines.index("# Best algorithm per size (fastest simulated; the closed forms' pick "
+                       "beside it)")
+    assert len(lines[best + 2:-1]) == 11  # one line per size
+    assert lines[-2].split()[:2] == ["1073741824", "nvls"]  # in-switch reduction wins at 1 GiB
     assert (out / "dgx-h100.png").stat().st_size > 10_000
 
 
@@ -48,10 +52,13 @@ def test_dgx_results_file_has_the_contract_columns_and_values(dgx_run):
     frame = pd.read_csv(out / "dgx-h100.csv")
     assert list(frame.columns[:14]) == CONTRACT_COLUMNS
     assert list(frame.columns) == list(RESULT_COLUMNS)
-    assert list(frame.size_bytes) == [1024 * 4**k for k in range(11)]  # 1 KiB .. 1 GiB by x4
     assert set(frame.scenario) == {"dgx-h100"} and set(frame.topology) == {"dgx_h100"}
-    assert set(frame.ranks) == {8} and set(frame.algorithm) == {"ring"}
-    assert frame.verified.all()
+    assert set(frame.ranks) == {8} and frame.verified.all()
+    assert list(frame.algorithm.unique()) == ["ring", "nvls", "direct", "halving_doubling",
+                                              "recursive_doubling", "binomial_tree", "tree",
+                                              "double_binary_tree"]  # all but hierarchical apply
+    frame = frame[frame.algorithm == "ring"]
+    assert list(frame.size_bytes) == [1024 * 4**k for k in range(11)]  # 1 KiB .. 1 GiB by x4
     # one DGX: every ring hop is GPU -> NVSwitch -> GPU on its own links, so no link is shared
     assert frame.sim_time_s.to_numpy() == pytest.approx(frame.model_time_s.to_numpy(), rel=1e-9)
     # 1 GiB by hand: alpha = 2 x 300 ns, beta = 1/450 GB/s, gamma = 1/1.1 TB/s, c = 1 GiB / 8
