@@ -14,7 +14,8 @@ from simulator.reduction import ReduceOp
 from simulator.topology import placement, switch
 
 
-def run(program, ranks=3, count=12):
+def run(program, ranks=3, count=12, reducing_switch=False, buffers=None):
+    """Run ``program`` on every rank of a 1 GB/s, 1 us switch; returns (timing, buffers)."""
     class Custom(RingAllreduce):
         name = "custom"
 
@@ -22,8 +23,10 @@ def run(program, ranks=3, count=12):
             return program(me, comm)
 
     graph = switch(ranks, 1e9, 1e-6)
+    graph.nodes["switch"]["reduction"] = reducing_switch
     payload = Payload(count, count, np.dtype("int64"))
-    buffers = np.ones((ranks, count), dtype=np.int64)
+    if buffers is None:
+        buffers = np.ones((ranks, count), dtype=np.int64)
     return run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload, buffers,
                           ReduceOp.SUM), buffers
 
@@ -113,19 +116,8 @@ def test_in_switch_reduction_sums_and_multicasts():
         comm.switch_reduce(comm.buffer)
         yield comm.switch_result(into=comm.buffer)
 
-    graph = switch(3, 1e9, 1e-6)
-    graph.nodes["switch"]["reduction"] = True
-
-    class Custom(RingAllreduce):
-        name = "custom"
-
-        def program(self, me, comm):
-            return in_switch(me, comm)
-
-    payload = Payload(12, 12, np.dtype("int64"))
-    buffers = np.arange(36, dtype=np.int64).reshape(3, 12)
-    timing = run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload,
-                            buffers, ReduceOp.SUM)
+    timing, buffers = run(in_switch, reducing_switch=True,
+                          buffers=np.arange(36, dtype=np.int64).reshape(3, 12))
     assert buffers.tolist() == [[12 + 3 * i + 24 for i in range(12)]] * 3
     # up: 1 us + 96 B at 1 GB/s, then down the same: 2 x (1 us + 96 ns)
     assert timing.time_s == pytest.approx(2 * (1e-6 + 96e-9), rel=1e-12)
@@ -137,20 +129,9 @@ def test_in_switch_reduction_missing_a_member_is_reported():
             comm.switch_reduce(comm.buffer)
         yield from ()
 
-    graph = switch(3, 1e9, 1e-6)
-    graph.nodes["switch"]["reduction"] = True
-
-    class Custom(RingAllreduce):
-        name = "custom"
-
-        def program(self, me, comm):
-            return only_some(me, comm)
-
-    payload = Payload(12, 12, np.dtype("int64"))
     with pytest.raises(AlgorithmError, match=r"custom: 1 in-switch reduction\(s\) missed "
                                              "contributions from some ranks"):
-        run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload,
-                       np.ones((3, 12), dtype=np.int64), ReduceOp.SUM)
+        run(only_some, reducing_switch=True)
 
 
 def test_parallel_programs_on_separate_channels_share_the_link_and_match_by_channel():
