@@ -134,3 +134,26 @@ def test_output_that_is_a_file_is_refused_before_running(tmp_path, capsys):
     assert capsys.readouterr().err == (f"{path}: output: expected a directory, but "
                                        f"{tmp_path / 'taken'} is a file\n")
     assert (tmp_path / "taken").read_text() == "keep me"
+
+
+def test_algorithm_that_cannot_run_on_the_topology_exits_2(tmp_path, capsys):
+    path = write(tmp_path, "topology: {preset: dgx_a100}\nalgorithms: [ring, nvls]\n"
+                           f"sizes: [1KiB]\noutput: {tmp_path / 'out'}\n")
+    assert main(["run", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: algorithms[1]: 'nvls' cannot run on topology dgx_a100: it needs one switch "
+        "with in-switch reduction (reduction: true) cabled to every GPU, such as the NVSwitch of "
+        "a single dgx_h100 node\n")
+    assert not (tmp_path / "out").exists()
+
+
+def test_inter_algorithm_and_chunk_size_are_validated(tmp_path):
+    path = write(tmp_path, TOPO + "sizes: [1KiB]\ninter_algorithm: binomial_tree\n"
+                                  "chunk_size: 2\n")
+    with pytest.raises(InputError) as error:
+        load_scenario(path)
+    assert [str(p) for p in error.value.problems] == [
+        f"{path}: chunk_size: expected at least one float32 element (4 bytes), got 2",
+        f"{path}: inter_algorithm: expected an inter-node allreduce (ring, tree, "
+        "halving_doubling, direct), got 'binomial_tree'",
+    ]
