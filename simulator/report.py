@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from simulator.collective import Collective
 from simulator.runner import RESULT_COLUMNS
 
 _HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm':>18} "
@@ -31,8 +32,9 @@ def format_table(results: pd.DataFrame) -> str:
     lines = [f"# allreduce-sim · scenario {first['scenario']} · topology {first['topology']} · "
              f"{first['ranks']} ranks · {first['collective']}", "#", "#" + _HEADER[1:]]
     for row in results.itertuples(index=False):
+        redop = row.op if Collective(row.collective).reduces else "none"  # as nccl-tests prints
         lines.append(
-            f"{row.size_bytes:>12} {row.count:>11} {row.dtype:>8} {row.op:>5} {row.algorithm:>18} "
+            f"{row.size_bytes:>12} {row.count:>11} {row.dtype:>8} {redop:>5} {row.algorithm:>18} "
             f"{row.sim_time_s * 1e6:>11.2f} {_num(row.algbw_GBps):>11} {_num(row.busbw_GBps):>11} "
             f"{row.model_time_s * 1e6:>11.2f} {_deviation(row):>7} {_verified(row):>8}")
     if (results.verified_elements < results["count"]).any():
