@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from simulator.network import Routing
-from simulator.program import Chunk, Layout, piece_count
+from simulator.program import Layout, piece_sizes
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,7 @@ class CostInputs:
     def pieces(self, count: int, unset_bytes: int | None = None) -> list[int]:
         """Element counts of the pipeline pieces a program's ``comm.pieces`` makes of ``count``
         elements (same rule, so the closed form counts the pieces the simulation moves)."""
-        return [c.count for c in Chunk(0, count).split(
-            piece_count(count, self.itemsize, self.chunk_bytes, unset_bytes))]
+        return piece_sizes(count, self.itemsize, self.chunk_bytes, unset_bytes)
 
     def nbytes(self, count: int) -> int:
         """Bytes of ``count`` elements."""

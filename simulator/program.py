@@ -58,15 +58,23 @@ class Chunk:
         return list(_split(self.start, self.stop, parts))
 
 
-def piece_count(count: int, itemsize: int, chunk_bytes: int | None,
-                unset_bytes: int | None) -> int:
-    """How many pipeline pieces ``count`` elements make with pieces of at most ``chunk_bytes``
-    (or ``unset_bytes`` when the scenario sets none; no cutting when both are None)."""
+def piece_sizes(count: int, itemsize: int, chunk_bytes: int | None,
+                unset_bytes: int | None) -> list[int]:
+    """Element counts of the pipeline pieces of ``count`` elements: full pieces of
+    ``chunk_bytes`` (or ``unset_bytes`` when the scenario sets none), the last one partial, as
+    NCCL steps through a buffer in fixed chunks; one piece when both are None.
+
+    Fixed-size pieces keep time monotone in size: one more element never makes pieces smaller.
+
+    >>> piece_sizes(10, 1, 4, None)
+    [4, 4, 2]
+    """
     size_bytes = chunk_bytes if chunk_bytes is not None else unset_bytes
-    if size_bytes is None:
-        return 1
+    if size_bytes is None or count == 0:
+        return [count]
     per_piece = max(1, size_bytes // itemsize)
-    return max(1, -(-count // per_piece))
+    full, rest = divmod(count, per_piece)
+    return [per_piece] * full + ([rest] if rest else [])
 
 
 @dataclass(frozen=True)
@@ -185,13 +193,17 @@ class Comm:
         return self.buffer.split(parts)
 
     def pieces(self, chunk: Chunk, unset_bytes: int | None = None) -> list[Chunk]:
-        """``chunk`` cut into pipeline pieces of at most the scenario's ``chunk_size`` bytes.
+        """``chunk`` cut into pipeline pieces of the scenario's ``chunk_size`` bytes, the last
+        one partial (:func:`piece_sizes`).
 
         When the scenario sets no ``chunk_size``, pieces of ``unset_bytes`` (the algorithm's own
         default), or the whole chunk when that is None too. Always at least one piece.
         """
-        parts = piece_count(chunk.count, self.itemsize, self.chunk_bytes, unset_bytes)
-        return [chunk] if parts == 1 else chunk.split(parts)
+        sizes = piece_sizes(chunk.count, self.itemsize, self.chunk_bytes, unset_bytes)
+        if len(sizes) == 1:
+            return [chunk]
+        starts = itertools.accumulate(sizes, initial=chunk.start)
+        return [Chunk(start, start + size) for start, size in zip(starts, sizes, strict=False)]
 
     def send(self, peer: int, chunk: Chunk) -> None:
         """Post ``chunk`` to ``peer``; returns at once (data are taken as they are now)."""

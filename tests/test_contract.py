@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from simulator.collectives import REGISTRY
+from simulator.collectives.phases import PIPELINE_BYTES
+from simulator.costmodel import GpuSpec
 from simulator.reduction import ReduceOp
 from tests.conftest import applicable_scenario, flat_scenario, run_one
 
@@ -60,6 +62,18 @@ def test_time_never_falls_as_size_grows(collective, name):
     times = [run_one(scenario, 4 * 2**k).sim_time_s for k in range(0, 24, 3)]
     assert times == sorted(times)
     assert times[-1] > times[0]
+
+
+@pytest.mark.parametrize("collective, name", ALL)
+@pytest.mark.parametrize("chunk_bytes", [None, 4096])
+def test_time_never_falls_across_pipeline_piece_boundaries(collective, name, chunk_bytes):
+    # one element more may add a piece; it must never make the run faster
+    piece = chunk_bytes or PIPELINE_BYTES
+    scenario = applicable_scenario(5, collective=collective, algorithms=(name,),
+                                   chunk_bytes=chunk_bytes, gpu=GpuSpec(1e12, 1e-6))
+    sizes = [k * piece + delta for k in (1, 2, 5) for delta in (-4, 0, 4)]
+    times = [run_one(scenario, size).sim_time_s for size in sizes]
+    assert times == sorted(times), list(zip(sizes, times, strict=True))
 
 
 @pytest.mark.parametrize("collective, name", [(c, n) for c, n in ALL if n in EXACT_ON_FLAT])

@@ -53,6 +53,29 @@ def test_simulated_time_equals_closed_form_without_shared_links(kind, ranks, cou
     assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
 
 
+@settings(max_examples=30, deadline=None)
+@given(kind=st.sampled_from(["switch", "fully_connected"]),
+       ranks=st.sampled_from([2, 3, 5, 8, 13]),
+       per_rank=st.integers(min_value=1, max_value=20_000),
+       pieces=st.integers(min_value=1, max_value=24),
+       latency=st.floats(min_value=0.0, max_value=1e-5),
+       reduce_bandwidth=st.one_of(st.none(), st.floats(min_value=1e9, max_value=5e12)),
+       launch=st.sampled_from([0.0, 1e-6]),
+       collective=st.sampled_from([Collective.ALLREDUCE, Collective.REDUCE_SCATTER,
+                                   Collective.ALLGATHER]))
+def test_pipelined_ring_equals_its_closed_form(kind, ranks, per_rank, pieces, latency,
+                                               reduce_bandwidth, launch, collective):
+    # every chunk the same size (p divides the count), cut into about `pieces` pieces (the last
+    # one partial); reductions may be slower than the link (then the GPU sets the pace)
+    scenario = flat_scenario(kind, ranks=ranks, latency=latency, collective=collective,
+                             chunk_bytes=4 * -(-per_rank // pieces),
+                             gpu=GpuSpec(reduce_bandwidth_Bps=reduce_bandwidth,
+                                         launch_latency_s=launch))
+    result = run_one(scenario, 4 * ranks * per_rank)
+    assert result.verified
+    assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
+
+
 def test_closed_form_is_the_textbook_formula_when_p_divides_n():
     # 2(p-1)·alpha + 2(p-1)/p·n·beta + (p-1)/p·n·gamma (Patarasuk & Yuan 2009)
     p, n = 8, 64 << 20

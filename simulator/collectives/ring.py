@@ -21,29 +21,46 @@ def _ring(size: int) -> list[tuple[int, int]]:
 
 def ring_pass_time(cost: CostInputs, count: int, steps: int, reducing_steps: int) -> float:
     """Closed form of :func:`~simulator.collectives.phases.ring_pass` with chunks of
-    ⌈count/p⌉ elements, each moved as k pieces of c bytes (k = 1 unless ``chunk_size`` is set).
+    ⌈count/p⌉ elements, each moved as pieces (one unless ``chunk_size`` is set).
 
-    T = alpha + k·c·beta + Σ_{s=1}^{steps-1} max(k·c·beta, alpha + c·beta + g_{s-1}) (+ g at the
-    end if the last step reduces), where g_s = launch + c·gamma on reducing steps and 0 otherwise:
-    every step but the first starts when its first piece has come round (alpha + c·beta, plus its
-    reduction) or the connection has finished the previous step's k pieces, whichever is later.
-    With k = 1 this is steps·(alpha + c·beta) + reducing_steps·g. For k > 1 it assumes the GPU
-    reduces a piece no slower than the link delivers one (g ≤ c·beta).
+    One piece per chunk: steps·(alpha + c·beta) + reducing_steps·g on identical hops (see
+    :func:`_unpipelined_ring_time` for hops that differ). Several pieces: every rank runs the
+    same schedule, so one rank's recurrence is the whole ring's (:func:`_pipelined_ring_time`).
     """
     p = cost.ranks
     if p == 1 or steps == 0:
         return 0.0
-    alpha, beta = cost.alpha(_ring(p)), cost.beta(_ring(p))
-    pieces = cost.pieces(math.ceil(count / p))
-    k, c = len(pieces), cost.nbytes(max(pieces))
-    g = cost.reduce_s(c)
-    if k == 1:
-        return _unpipelined_ring_time(cost, c, steps, reducing_steps)
-    total = alpha + k * c * beta
-    for step in range(1, steps):
-        reduced = g if step - 1 < reducing_steps else 0.0
-        total += max(k * c * beta, alpha + c * beta + reduced)
-    return total + (g if steps - 1 < reducing_steps else 0.0)
+    pieces = [cost.nbytes(n) for n in cost.pieces(math.ceil(count / p))]
+    if len(pieces) == 1:
+        return _unpipelined_ring_time(cost, pieces[0], steps, reducing_steps)
+    return _pipelined_ring_time(cost.alpha(_ring(p)), cost.beta(_ring(p)), pieces,
+                                [cost.reduce_s(c) for c in pieces], steps, reducing_steps)
+
+
+def _pipelined_ring_time(alpha: float, beta: float, pieces: list[int], reduce_s: list[float],
+                         steps: int, reducing_steps: int) -> float:
+    """The pipelined ring pass as a max-plus recurrence over (step s, piece j), exact when every
+    rank moves the same pieces over identical hops (each rank's left neighbour then runs the very
+    same schedule, so what it sends arrives when this rank's own send would):
+
+        send posted  P(s, j) = 0 for s = 0, else R(s-1, j)   (forward once received)
+        bytes start  I(s, j) = max(P(s, j) + alpha, E(previous message on the connection))
+        arrival      E(s, j) = I(s, j) + c_j·beta
+        received     R(s, j) = max(E(s, j), R(previous receive)) + g_j on reducing steps
+
+    T = R(steps-1, k-1). Messages go in (s, j) order on the connection and receives complete in
+    that order (one program, one GPU reduction engine), hence the two "previous" terms; the
+    reduction g_j = launch + c_j·gamma may be slower than the link (then the GPU sets the pace).
+    """
+    injected = received = 0.0
+    posted = [0.0] * len(pieces)
+    for step in range(steps):
+        reduces = step < reducing_steps
+        for j, size in enumerate(pieces):
+            injected = max(posted[j] + alpha, injected) + size * beta
+            received = max(injected, received) + (reduce_s[j] if reduces else 0.0)
+            posted[j] = received
+    return received
 
 
 class RingAllreduce(Algorithm):
