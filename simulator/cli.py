@@ -7,12 +7,13 @@ line per problem on stderr: file, field, what was expected); 1 when a run fails 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from simulator.data import DEFAULT_PROXY_ELEMENTS
-from simulator.errors import InputError, Problem
+from simulator.errors import AlgorithmError, InputError, Problem
 from simulator.plots import plot_results
 from simulator.report import format_table, write_csv
 from simulator.runner import simulate
@@ -37,6 +38,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_writable(source: str, output: Path) -> None:
+    """Refuse, before any simulation, an output directory that could not be written."""
+    if output.exists() and not output.is_dir():
+        raise InputError([Problem(source, "output", f"expected a directory, but {output} is a file")])
+    existing = output
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError([Problem(source, "output", f"expected a directory path, but {existing} "
+                                                    "is a file")])
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError([Problem(source, "output", f"cannot write in {existing}")])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -46,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
+        print(f"{args.scenario}: algorithm failed: {error}", file=sys.stderr)
+        return EXIT_FAILED
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -54,9 +72,7 @@ def _run(args: argparse.Namespace) -> int:
         raise InputError([Problem("command line", field, "expected a non-negative whole number")])
     scenario = load_scenario(args.scenario)
     output = args.output or scenario.output
-    if output.exists() and not output.is_dir():
-        raise InputError([Problem(scenario.source, "output",
-                                  f"expected a directory, but {output} is a file")])
+    _check_writable(scenario.source, output)
     results = simulate(scenario, seed=args.seed, proxy_elements=args.proxy_elements)
     sys.stdout.write(format_table(results))
     csv_path = output / f"{scenario.name}.csv"

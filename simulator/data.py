@@ -34,10 +34,20 @@ class Payload:
 
     @classmethod
     def for_size(cls, size_bytes: int, dtype: np.dtype, ranks: int,
-                 proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> Payload:
-        """The payload of a ``size_bytes`` buffer; the proxy keeps ≥ 8 elements per rank-chunk."""
+                 proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+                 piece_bytes: int | None = None) -> Payload:
+        """The payload of a ``size_bytes`` buffer.
+
+        The proxy keeps at least 8 elements per rank-chunk and, when the buffer moves in
+        pipeline pieces of ``piece_bytes``, 2 elements per piece (pieces of the p chunks
+        included), so that no piece maps to an empty slice and escapes the check.
+        """
         count = size_bytes // dtype.itemsize
-        return cls(count, min(count, max(proxy_elements, 8 * ranks)), dtype)
+        needed = max(proxy_elements, 8 * ranks)
+        if piece_bytes is not None:
+            pieces = -(-count // max(1, piece_bytes // dtype.itemsize)) + ranks
+            needed = max(needed, 2 * pieces)
+        return cls(count, min(count, needed), dtype)
 
     @property
     def exact(self) -> bool:
@@ -59,8 +69,11 @@ class Payload:
 def make_inputs(rng: np.random.Generator, ranks: int, payload: Payload, op: ReduceOp) -> np.ndarray:
     """Every rank's input, shape ``(ranks, proxy_count)``, drawn so the reduction stays finite.
 
+    Float sums (and averages) use multiples of 2^-6 small enough that every partial sum, in any
+    order, is exact in the dtype (|Σ| ≤ ranks·m·2^-6 with ranks·m ≤ 2^mantissa): the result is
+    then exact, so a missing or doubled contribution can never hide inside a rounding tolerance.
     Products use factors near 1 (floats within 1 ± 1/ranks; integers from {-1, 1, 2}, whose
-    wrap-around is still exact); other ops use values in [-1, 1) (floats) or [-100, 100] (ints).
+    wrap-around is still exact); integers otherwise lie in [-100, 100]; max and min any floats.
     """
     shape = (ranks, payload.proxy_count)
     dtype = payload.dtype
@@ -71,6 +84,9 @@ def make_inputs(rng: np.random.Generator, ranks: int, payload: Payload, op: Redu
     if op is ReduceOp.PROD:
         spread = 1.0 / max(ranks, 2)
         return rng.uniform(1.0 - spread, 1.0 + spread, size=shape).astype(dtype)
+    if op in (ReduceOp.SUM, ReduceOp.AVG):
+        largest = max(1, min(64, 2 ** (np.finfo(dtype).nmant + 1) // ranks))
+        return (rng.integers(-largest, largest + 1, size=shape) / 64.0).astype(dtype)
     return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)
 
 
@@ -91,10 +107,11 @@ class Expected:
            payload: Payload) -> Expected:
         """The expected outcome of ``collective`` on ``inputs`` (taken before the run).
 
-        Integers must match exactly, and so must copies (allgather, broadcast). A float reduction
-        of p terms in any order is within (p+1)·eps·Σ|x| of the exact sum (Higham, *Accuracy and
-        Stability of Numerical Algorithms*, §4.2), a product within (p+1)·eps·|product|; max and
-        min are exact.
+        Integers must match exactly, and so must copies (allgather, broadcast), max, min and
+        float sums (their inputs are exactly summable, see :func:`make_inputs`); an average may
+        differ by its final division's rounding, and a product of p factors in any order stays
+        within (p+1)·eps·|product| (Higham, *Accuracy and Stability of Numerical Algorithms*,
+        §3.1).
         """
         ranks = inputs.shape[0]
         owned = [payload.view(chunk) for chunk in Chunk(0, payload.count).split(ranks)]
@@ -144,14 +161,14 @@ class Expected:
 
 
 def _reduction_tolerance(inputs: np.ndarray, op: ReduceOp) -> np.ndarray:
+    """Allowed error per element: none for integers, max, min and float sums (whose inputs
+    :func:`make_inputs` makes exactly summable); one rounding of the final division for averages;
+    for products, p roundings of relative eps/2 each ((p+1)·eps·|product| bounds them)."""
     ranks, dtype = inputs.shape[0], inputs.dtype
-    if np.issubdtype(dtype, np.integer) or op in (ReduceOp.MAX, ReduceOp.MIN):
+    if np.issubdtype(dtype, np.integer) or op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.SUM):
         return np.zeros(inputs.shape[1:])
     eps = float(np.finfo(dtype).eps)
-    if op is ReduceOp.PROD:
-        scale = np.abs(op.reference(inputs))
-    else:
-        scale = np.abs(inputs.astype(np.float64)).sum(axis=0)
-        if op is ReduceOp.AVG:
-            scale /= ranks
+    scale = np.abs(op.reference(inputs))
+    if op is ReduceOp.AVG:
+        return 2 * eps * scale
     return (ranks + 1) * eps * scale

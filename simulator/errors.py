@@ -38,7 +38,7 @@ class InputError(SimulatorError):
         super().__init__("\n".join(str(p) for p in self.problems))
 
 
-class UnitError(ValueError):
+class UnitError(SimulatorError, ValueError):
     """A quantity string (size, bandwidth, time) that does not parse; turned into a Problem."""
 
 

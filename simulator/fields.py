@@ -26,7 +26,10 @@ class _StrictLoader(yaml.SafeLoader):
 def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -> dict:
     seen: set[object] = set()
     for key_node, _ in node.value:
-        key = loader.construct_object(key_node)
+        key = loader.construct_object(key_node, deep=True)
+        if not isinstance(key, (str, int, float, bool)) and key is not None:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"keys must be plain names, got {key!r}", key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r}", key_node.start_mark)
@@ -47,6 +50,8 @@ def load_yaml_mapping(path: Path) -> dict[str, Any]:
         raise InputError([Problem(file, "", "no such file")]) from None
     except OSError as error:
         raise InputError([Problem(file, "", f"cannot read: {error.strerror}")]) from None
+    except UnicodeDecodeError:
+        raise InputError([Problem(file, "", "expected UTF-8 text (is this a YAML file?)")]) from None
     try:
         data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as error:

@@ -32,8 +32,8 @@ class ReduceOp(Enum):
     def finalize(self, data: np.ndarray, ranks: int) -> None:
         """Last step after all combines: only ``avg`` does anything (divide by ``ranks``)."""
         if self is ReduceOp.AVG and ranks > 1:
-            if np.issubdtype(data.dtype, np.integer):
-                data[...] = np.trunc(data / ranks).astype(data.dtype)
+            if np.issubdtype(data.dtype, np.integer):  # C division: truncate toward zero
+                data[...] = np.sign(data) * (np.abs(data) // ranks)
             else:
                 data /= data.dtype.type(ranks)
 
@@ -45,7 +45,14 @@ class ReduceOp(Enum):
         """
         dtype = np.float64 if np.issubdtype(inputs.dtype, np.floating) else inputs.dtype
         result = self.ufunc.reduce(inputs.astype(dtype, copy=False), axis=0, dtype=dtype)
-        self.finalize(result, inputs.shape[0])
+        ranks = inputs.shape[0]
+        if self is ReduceOp.AVG and np.issubdtype(dtype, np.integer):
+            # written apart from finalize() so that one checks the other: floor, then step
+            # toward zero where the division was inexact and the sum negative
+            quotient, remainder = np.divmod(result, ranks)
+            return quotient + ((result < 0) & (remainder != 0))
+        if self is ReduceOp.AVG:
+            return result / ranks
         return result
 
 

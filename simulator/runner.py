@@ -15,6 +15,7 @@ import pandas as pd
 
 from simulator.collective import Collective
 from simulator.collectives import REGISTRY, Algorithm, Options, get_algorithm
+from simulator.collectives.phases import PIPELINE_BYTES
 from simulator.costmodel import CostInputs
 from simulator.data import DEFAULT_PROXY_ELEMENTS, Expected, Payload, make_inputs
 from simulator.engine import run_collective
@@ -106,6 +107,23 @@ def select_algorithms(scenario: Scenario, setup: Setup) -> list[Algorithm]:
     return chosen
 
 
+PROXY_BUDGET_BYTES = 2 << 30
+"""Most memory the ranks' proxy buffers may take together (the machine has 24 GiB; the inputs,
+the expected result and per-message copies come on top)."""
+
+
+def _check_memory(scenario: Scenario, ranks: int, proxy_elements: int) -> None:
+    for size in scenario.sizes:
+        payload = Payload.for_size(size, scenario.dtype, ranks, proxy_elements,
+                                   scenario.chunk_bytes or PIPELINE_BYTES)
+        need = ranks * payload.proxy_count * scenario.dtype.itemsize
+        if need > PROXY_BUDGET_BYTES:
+            raise InputError([Problem(scenario.source, "sizes",
+                                      f"{size} bytes on {ranks} ranks needs {need >> 20} MiB of "
+                                      f"data to verify, more than {PROXY_BUDGET_BYTES >> 20} MiB; "
+                                      "use a larger chunk_size, fewer ranks or --proxy-elements")])
+
+
 def _options(scenario: Scenario) -> Options:
     return Options(inter=get_algorithm(Collective.ALLREDUCE, scenario.inter_algorithm))
 
@@ -118,7 +136,8 @@ def run_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes
     scenario reduces the same data at the same size, and reruns are identical.
     """
     ranks = len(setup.placement)
-    payload = Payload.for_size(size_bytes, scenario.dtype, ranks, proxy_elements)
+    payload = Payload.for_size(size_bytes, scenario.dtype, ranks, proxy_elements,
+                               scenario.chunk_bytes or PIPELINE_BYTES)
     buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload, scenario.op)
     collective = scenario.collective
     expected = (Expected.of(buffers, scenario.op, collective, payload) if scenario.verify
@@ -150,6 +169,7 @@ def simulate(scenario: Scenario, *, seed: int = 0,
     """
     setup = prepare(scenario)
     algorithms = select_algorithms(scenario, setup)
+    _check_memory(scenario, len(setup.placement), proxy_elements)
     rows = [astuple(run_point(scenario, setup, algorithm, size, seed=seed,
                               proxy_elements=proxy_elements))
             for algorithm in algorithms for size in scenario.sizes]

@@ -31,6 +31,10 @@ ALL = "all"
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "chunk_size", "inter_algorithm", "verify", "output")
 INTER_ALGORITHMS = ("ring", "tree", "halving_doubling", "direct")
+MAX_RANKS = 8192              # a ring of 8192 ranks is ~134M messages: hours, not minutes
+MAX_FULLY_CONNECTED = 1024    # p(p-1) cables
+MAX_PIECES = 1 << 20          # pipeline pieces per buffer (each a message per hop)
+MAX_SIZE = 1 << 40            # bytes per rank: beyond any GPU's memory
 """Allreduce algorithms ``hierarchical`` may run across nodes (``inter_algorithm``)."""
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 _PARSERS = {Param.COUNT: count, Param.BANDWIDTH: parse_bandwidth, Param.TIME: parse_time,
@@ -103,6 +107,12 @@ def load_scenario(path: str | Path) -> Scenario:
     if chunk_bytes is not None and chunk_bytes < dtype.itemsize:
         reader.problem("chunk_size", f"expected at least one {dtype.name} element "
                                      f"({dtype.itemsize} bytes), got {chunk_bytes}")
+    elif chunk_bytes is not None and sizes and max(sizes) // chunk_bytes > MAX_PIECES:
+        reader.problem("chunk_size", f"expected at most {MAX_PIECES} pieces per buffer, got "
+                                     f"{max(sizes) // chunk_bytes} ({max(sizes)} / {chunk_bytes}"
+                                     " bytes); use a larger chunk_size")
+    if topology is not None:
+        _check_rank_count(reader, topology)
     inter = reader.choice("inter_algorithm", data.get("inter_algorithm", "ring"),
                           [n for n in INTER_ALGORITHMS if n in algorithm_names(Collective.ALLREDUCE)],
                           "an inter-node allreduce")
@@ -116,6 +126,16 @@ def load_scenario(path: str | Path) -> Scenario:
                     algorithms=algorithms, sizes=sizes, dtype=dtype, op=ReduceOp(op_name),
                     gpu=gpu, verify=bool(verify), output=Path(output), chunk_bytes=chunk_bytes,
                     inter_algorithm=inter or "ring")
+
+
+def _check_rank_count(reader: FieldReader, topology: TopologySpec) -> None:
+    """Keep runs within what a 24 GiB, 2-core machine simulates in reasonable time."""
+    params = dict(topology.params)
+    ranks = int(params.get("ranks", params.get("nodes", 1) * params.get("gpus_per_node", 1)))
+    limit = MAX_FULLY_CONNECTED if topology.kind == "fully_connected" else MAX_RANKS
+    if ranks > limit:
+        reader.problem("topology", f"expected at most {limit} GPUs for kind {topology.kind}, "
+                                   f"got {ranks}")
 
 
 def _topology(reader: FieldReader, value: object, scenario_path: Path) -> TopologySpec | None:
@@ -215,6 +235,10 @@ def _sizes(reader: FieldReader, value: object, dtype: np.dtype) -> tuple[int, ..
         if size is not None and (size <= 0 or size % dtype.itemsize):
             reader.problem(field, f"expected a positive multiple of the {dtype.name} element size "
                                   f"({dtype.itemsize} bytes), got {size}")
+        elif size is not None and size > MAX_SIZE:
+            reader.problem(field, f"expected at most 1TiB per rank, got {size} bytes")
+    if isinstance(value, Mapping) and sizes and sizes[-1] > MAX_SIZE:
+        reader.problem("sizes.to", f"expected at most 1TiB per rank, got {sizes[-1]} bytes")
     return tuple(s for s in sizes if s is not None)
 
 

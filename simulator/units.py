@@ -12,13 +12,17 @@ This is the only module that knows about unit suffixes (DESIGN.md §3):
 
 from __future__ import annotations
 
+import math
 import re
+from fractions import Fraction
 
 from simulator.errors import UnitError
 
+_LARGEST = Fraction(10) ** 30  # any quantity beyond this is a typo, not a machine
+
 _NUMBER = r"(?P<num>[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)"
 
-_SIZE_FACTORS: dict[str, int] = {
+_SIZE_FACTORS: dict[str, int] = {  # exact integers
     "": 1, "B": 1,
     "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
     "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40,
@@ -35,14 +39,18 @@ _TIME_DIVISORS: dict[str, float] = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3,
 _QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)$")
 
 
-def _split(text: object, what: str, example: str) -> tuple[float, str, str]:
+def _split(text: object, what: str, example: str) -> tuple[Fraction, str, str]:
+    """The exact number and the unit of a quantity (a Fraction: '2.01KB' is exactly 2010 B)."""
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
         raise UnitError(f"expected {what} like {example!r}, got {text!r}")
     raw = str(text).strip()
     match = _QUANTITY.match(raw)
-    if not match:
+    if not match or (isinstance(text, float) and not math.isfinite(text)):
         raise UnitError(f"expected {what} like {example!r}, got {text!r}")
-    return float(match["num"]), match["num"], match["unit"]
+    value = Fraction(match["num"])
+    if value > _LARGEST:
+        raise UnitError(f"expected {what} like {example!r}, got {text!r} (too large)")
+    return value, match["num"], match["unit"]
 
 
 def parse_size(text: object) -> int:
@@ -54,7 +62,7 @@ def parse_size(text: object) -> int:
     if unit == "" and not re.fullmatch(r"[0-9]+", digits):
         raise UnitError(f"expected a whole number of bytes, got {text!r}")
     size = value * _SIZE_FACTORS[unit]
-    if size != int(size):
+    if size.denominator != 1:
         raise UnitError(f"expected a whole number of bytes, got {text!r}")
     return int(size)
 
@@ -63,9 +71,9 @@ def parse_bandwidth(text: object) -> float:
     """Bytes per second in a bandwidth such as ``25GB/s`` (bytes) or ``200Gbps`` (bits)."""
     value, _, unit = _split(text, "a bandwidth", "25GB/s")
     if unit in _BYTE_RATE_FACTORS:
-        rate = value * _BYTE_RATE_FACTORS[unit]
+        rate = float(value * Fraction(_BYTE_RATE_FACTORS[unit]))
     elif unit in _BIT_RATE_FACTORS:
-        rate = value * _BIT_RATE_FACTORS[unit] / 8.0
+        rate = float(value * Fraction(_BIT_RATE_FACTORS[unit]) / 8)
     else:
         raise UnitError(f"expected a bandwidth like '25GB/s', got {text!r}")
     if rate <= 0:
@@ -78,7 +86,7 @@ def parse_time(text: object) -> float:
     value, _, unit = _split(text, "a time", "500ns")
     if unit not in _TIME_DIVISORS:
         raise UnitError(f"expected a time like '500ns', '1us', '2ms' or '1s', got {text!r}")
-    return value / _TIME_DIVISORS[unit]  # dividing keeps '500ns' exactly 5e-07
+    return float(value / Fraction(_TIME_DIVISORS[unit]))  # exact, then rounded once
 
 
 def format_size(size_bytes: int) -> str:

@@ -157,3 +157,36 @@ def test_inter_algorithm_and_chunk_size_are_validated(tmp_path):
         f"{path}: inter_algorithm: expected an inter-node allreduce (ring, tree, "
         "halving_doubling, direct), got 'binomial_tree'",
     ]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("? [a, b]\n: 1\n", "line 1: not valid YAML: keys must be plain names, got ['a', 'b']"),
+    (TOPO + "sizes: [1TiB, 2TiB]\n", "sizes[1]: expected at most 1TiB per rank, got 2199023255552 bytes"),
+    ("topology: {kind: switch, ranks: 9000, bandwidth: 25GB/s, latency: 1us}\nsizes: [1KiB]\n",
+     "topology: expected at most 8192 GPUs for kind switch, got 9000"),
+    ("topology: {kind: switch, ranks: 4, bandwidth: 1e400GB/s, latency: 1us}\nsizes: [1KiB]\n",
+     "topology.bandwidth: expected a bandwidth like '25GB/s', got '1e400GB/s' (too large)"),
+    (TOPO + "sizes: [1GiB]\nchunk_size: 4\n",
+     "chunk_size: expected at most 1048576 pieces per buffer, got 268435456 (1073741824 / 4 bytes); "
+     "use a larger chunk_size"),
+])
+def test_absurd_input_is_refused_before_running(tmp_path, capsys, text, message):
+    path = write(tmp_path, text)
+    assert main(["run", str(path)]) == 2
+    assert capsys.readouterr().err == f"{path}: {message}\n"
+
+
+def test_non_utf8_file_is_refused(tmp_path, capsys):
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["run", str(path)]) == 2
+    assert capsys.readouterr().err == f"{path}: expected UTF-8 text (is this a YAML file?)\n"
+
+
+def test_output_under_a_file_is_refused_before_running(tmp_path, capsys):
+    (tmp_path / "afile").write_text("")
+    path = write(tmp_path, GOOD + f"output: {tmp_path / 'afile' / 'sub'}\n")
+    assert main(["run", str(path)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # nothing simulated, nothing printed
+    assert err == f"{path}: output: expected a directory path, but {tmp_path / 'afile'} is a file\n"

@@ -54,3 +54,9 @@ def test_bad_quantities_say_what_was_expected(parser, text, message):
                                          (4096, "4KiB")])
 def test_format_size(size, label):
     assert format_size(size) == label
+
+
+@pytest.mark.parametrize("text, expected", [("2.01KB", 2010), ("1.07GB", 1_070_000_000),
+                                            (9007199254740993, 9007199254740993)])
+def test_sizes_are_parsed_exactly(text, expected):
+    assert parse_size(text) == expected
