@@ -64,6 +64,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
         print(f"{args.scenario}: algorithm failed: {error}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:  # e.g. `... | head`: stop quietly (Python docs, "SIGPIPE" note)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_FAILED
 
 
 def _run(args: argparse.Namespace) -> int:

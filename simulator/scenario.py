@@ -166,7 +166,9 @@ def _topology(reader: FieldReader, value: object, scenario_path: Path) -> Topolo
     overrides = _builder_params(reader, "topology", base.kind, spec, skip="preset", require=False)
     if overrides is None:
         return None
-    return TopologySpec(preset, base.kind, tuple({**dict(base.params), **dict(overrides)}.items()))
+    changed = [key for key, value in overrides if dict(base.params).get(key) != value]
+    label = preset + (f"[{','.join(f'{k}={spec[k]}' for k in changed)}]" if changed else "")
+    return TopologySpec(label, base.kind, tuple({**dict(base.params), **dict(overrides)}.items()))
 
 
 def load_preset(path: Path) -> TopologySpec:

@@ -43,7 +43,7 @@ def test_size_range_and_preset_overrides(tmp_path):
     assert scenario.sizes == (1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20)
     params = dict(scenario.topology.params)
     assert params["nodes"] == 2 and params["nvlink_bandwidth"] == 450e9
-    assert scenario.topology.label == "dgx_h100"
+    assert scenario.topology.label == "dgx_h100[nodes=2]"  # the preset, and what was changed
     assert scenario.algorithms is None
     assert (scenario.gpu.reduce_bandwidth_Bps, scenario.gpu.launch_latency_s) == (1e12, 2e-6)
 

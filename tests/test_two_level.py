@@ -5,7 +5,6 @@ import pytest
 
 from simulator.collective import Collective
 from simulator.collectives import get_algorithm
-from simulator.collectives.ring import RingAllreduce
 from simulator.costmodel import GpuSpec
 from simulator.errors import InputError
 from simulator.reduction import ReduceOp
@@ -27,8 +26,9 @@ def run(scenario: Scenario, size: int):
     return {a.name: run_point(scenario, setup, a, size) for a in select_algorithms(scenario, setup)}
 
 
-@pytest.mark.parametrize("nodes", [2, 3, 4])
-@pytest.mark.parametrize("inter", ["ring"])
+@pytest.mark.parametrize("nodes, inter", [(2, "ring"), (3, "ring"), (4, "ring"), (3, "direct"),
+                                          (2, "halving_doubling"), (4, "halving_doubling"),
+                                          (2, "tree")])
 def test_hierarchical_is_exact_and_verified(nodes, inter):
     scenario = dgx_scenario(nodes=nodes, algorithms=("hierarchical",), inter_algorithm=inter,
                             dtype=np.dtype("int32"))
@@ -55,10 +55,12 @@ def test_hierarchical_beats_flat_ring_on_two_nodes_by_the_closed_forms_margin():
     assert speedup_sim > 5.0
 
 
-def test_hierarchical_inter_algorithm_is_the_scenarios_choice():
-    scenario = dgx_scenario(nodes=2, algorithms=("hierarchical",), inter_algorithm="ring")
+@pytest.mark.parametrize("inter", ["ring", "tree", "halving_doubling", "direct"])
+def test_hierarchical_inter_algorithm_is_the_scenarios_choice(inter):
+    scenario = dgx_scenario(nodes=3, algorithms=("hierarchical",), inter_algorithm=inter)
     [algorithm] = select_algorithms(scenario, prepare(scenario))
-    assert isinstance(algorithm.inter, RingAllreduce)
+    assert algorithm.inter is get_algorithm(Collective.ALLREDUCE, inter)
+    assert run(scenario, 3 * 4096)["hierarchical"].verified is True
 
 
 def test_nvls_is_exact_on_one_h100_node_for_every_op():
