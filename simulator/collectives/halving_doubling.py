@@ -15,11 +15,11 @@ from collections.abc import Sequence
 
 from simulator.collective import Collective
 from simulator.collectives.base import Algorithm
+from simulator.collectives.phases import swap
 from simulator.collectives.recursive_doubling import (
     distances,
     doubling_gather,
     doubling_gather_time,
-    exchange,
     fold_pairs,
     fold_time,
     folded,
@@ -56,7 +56,7 @@ def halving_scatter(me: int, comm: Comm, blocks: Sequence[Chunk]) -> Program:
     """
     for d in reversed(distances(comm.size)):
         partner = me ^ d
-        yield from exchange(comm, partner, send=group(blocks, partner, d), into=group(blocks, me, d),
+        yield from swap(comm, partner, send=group(blocks, partner, d), into=group(blocks, me, d),
                             op=REDUCE)
 
 

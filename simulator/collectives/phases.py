@@ -11,11 +11,31 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from simulator.program import COPY, REDUCE, Chunk, Comm, Program
+from simulator.program import COPY, REDUCE, Chunk, Combine, Comm, Program
 
 PIPELINE_BYTES = 512 * 1024
 """Default piece size of pipelined algorithms when the scenario sets no ``chunk_size``: NCCL's
 default buffer (NCCL_BUFFSIZE = 4 MiB) over its NCCL_STEPS = 8 slots."""
+
+
+def send_pieces(comm: Comm, peer: int, chunk: Chunk, unset_bytes: int | None = None) -> None:
+    """Post ``chunk`` to ``peer`` as its pipeline pieces, back to back on one connection."""
+    for piece in comm.pieces(chunk, unset_bytes):
+        comm.send(peer, piece)
+
+
+def recv_pieces(comm: Comm, peer: int, into: Chunk, op: Combine,
+                unset_bytes: int | None = None) -> Program:
+    """Take ``peer``'s pieces of ``into`` one by one, copying or reducing each as it arrives."""
+    for piece in comm.pieces(into, unset_bytes):
+        yield comm.recv(peer, into=piece, op=op)
+
+
+def swap(comm: Comm, partner: int, send: Chunk, into: Chunk, op: Combine) -> Program:
+    """Both partners send at once: post ``send``, then take the partner's message into
+    ``into`` (the step of recursive halving and doubling)."""
+    send_pieces(comm, partner, send)
+    yield from recv_pieces(comm, partner, into, op)
 
 
 def ring_pass(me: int, comm: Comm, ring: Sequence[int], chunks: Sequence[Chunk], *, start: int,

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from simulator.collective import Collective
 from simulator.collectives.base import Algorithm
+from simulator.collectives.phases import recv_pieces, send_pieces, swap
 from simulator.costmodel import CostInputs
 from simulator.program import COPY, REDUCE, Chunk, Combine, Comm, Program
 
@@ -55,15 +56,6 @@ def distances(q: int) -> list[int]:
     return [1 << k for k in range(q.bit_length() - 1)]
 
 
-def exchange(comm: Comm, partner: int, send: Chunk, into: Chunk, op: Combine) -> Program:
-    """Both partners send at once: post ``send`` (in pipeline pieces), then take the partner's
-    message into ``into``, piece by piece, copying or reducing it."""
-    for piece in comm.pieces(send):
-        comm.send(partner, piece)
-    for piece in comm.pieces(into):
-        yield comm.recv(partner, into=piece, op=op)
-
-
 def folded(me: int, comm: Comm, inner: Inner, *, hand_in: Callable[[int], list[Chunk]],
            op: Combine, hand_back: Callable[[int], list[Chunk]]) -> Program:
     """Run ``inner`` on the q = 2^⌊log2 p⌋ survivors of the fold (Thakur et al. 2005 §4).
@@ -77,16 +69,13 @@ def folded(me: int, comm: Comm, inner: Inner, *, hand_in: Callable[[int], list[C
     extra = p - power_of_two_below(p)
     if me < 2 * extra and me % 2 == 0:          # hand my data in, sit out, get the result back
         for chunk in hand_in(me):
-            for piece in comm.pieces(chunk):
-                comm.send(me + 1, piece)
+            send_pieces(comm, me + 1, chunk)
         for chunk in hand_back(me):
-            for piece in comm.pieces(chunk):
-                yield comm.recv(me + 1, into=piece, op=COPY)
+            yield from recv_pieces(comm, me + 1, chunk, COPY)
         return
     if me < 2 * extra:                          # take my partner's data in
         for chunk in hand_in(me - 1):
-            for piece in comm.pieces(chunk):
-                yield comm.recv(me - 1, into=piece, op=op)
+            yield from recv_pieces(comm, me - 1, chunk, op)
     if extra == 0:
         yield from inner(me, comm)
     else:
@@ -94,8 +83,7 @@ def folded(me: int, comm: Comm, inner: Inner, *, hand_in: Callable[[int], list[C
         yield from inner(group_comm.rank, group_comm)
     if me < 2 * extra:                          # hand the result back
         for chunk in hand_back(me - 1):
-            for piece in comm.pieces(chunk):
-                comm.send(me - 1, piece)
+            send_pieces(comm, me - 1, chunk)
 
 
 def doubling_gather(me: int, comm: Comm, blocks: Sequence[Chunk]) -> Program:
@@ -104,7 +92,7 @@ def doubling_gather(me: int, comm: Comm, blocks: Sequence[Chunk]) -> Program:
     with rank j XOR d, so every rank ends with every block."""
     for d in distances(comm.size):
         partner = me ^ d
-        yield from exchange(comm, partner, send=group(blocks, me, d), into=group(blocks, partner, d),
+        yield from swap(comm, partner, send=group(blocks, me, d), into=group(blocks, partner, d),
                             op=COPY)
 
 
@@ -166,7 +154,7 @@ def doubling_gather_time(cost: CostInputs, blocks: Sequence[Chunk]) -> float:
 def _swap_and_reduce(me: int, comm: Comm) -> Program:
     """The power-of-two core: at d = 1, 2, …, q/2 swap the whole buffer with rank me XOR d."""
     for d in distances(comm.size):
-        yield from exchange(comm, me ^ d, send=comm.buffer, into=comm.buffer, op=REDUCE)
+        yield from swap(comm, me ^ d, send=comm.buffer, into=comm.buffer, op=REDUCE)
 
 
 class RecursiveDoublingAllreduce(Algorithm):
