@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from simulator.network import Routing
 from simulator.program import Layout, piece_sizes
+from simulator.topology import reducing_switch
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,17 @@ class GpuSpec:
         """Time to reduce ``size_bytes`` into a buffer: ``launch + size·gamma`` (0 when unset)."""
         gamma = 0.0 if self.reduce_bandwidth_Bps is None else 1.0 / self.reduce_bandwidth_Bps
         return self.launch_latency_s + size_bytes * gamma
+
+
+@dataclass(frozen=True)
+class InSwitchCosts:
+    """Alpha up to and down from a reducing switch, beta of those links, and the switch's fixed
+    reduction latency."""
+
+    alpha_up: float
+    alpha_down: float
+    beta: float
+    reduction_latency_s: float
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,18 @@ class CostInputs:
                 crossing[link] = crossing.get(link, 0) + 1
         edges = self.routing.graph.edges
         return max((n / edges[link]["bandwidth"] for link, n in crossing.items()), default=0.0)
+
+    def in_switch(self) -> InSwitchCosts | None:
+        """Costs of reducing in the switch cabled to every rank (None if there is none)."""
+        switch = reducing_switch(self.routing.graph, list(self.placement))
+        if switch is None:
+            return None
+        up = [self.routing.route(gpu, switch) for gpu in self.placement]
+        down = [self.routing.route(switch, gpu) for gpu in self.placement]
+        return InSwitchCosts(
+            alpha_up=max(r.latency_s for r in up), alpha_down=max(r.latency_s for r in down),
+            beta=max(1.0 / r.bottleneck_Bps for r in up + down),
+            reduction_latency_s=float(self.routing.graph.nodes[switch].get("reduction_latency", 0.0)))
 
     def reduce_s(self, size_bytes: float) -> float:
         """One reduction of ``size_bytes`` on a GPU (gamma term plus launch latency)."""

@@ -14,7 +14,7 @@ import networkx as nx
 from simulator.collective import Collective
 from simulator.collectives.base import Algorithm
 from simulator.collectives.phases import PIPELINE_BYTES
-from simulator.costmodel import CostInputs, pipeline_s
+from simulator.costmodel import CostInputs, proportionate_pipeline_s
 from simulator.program import Comm, Program
 from simulator.topology import reducing_switch
 
@@ -22,9 +22,9 @@ from simulator.topology import reducing_switch
 class Nvls(Algorithm):
     """In-switch allreduce, pipelined in k pieces of c bytes.
 
-    T = alpha_up + lambda + alpha_down + (k + 1)·c·beta: a two-stage pipeline (up the GPU's
-    link, down it), the switch reducing at line rate after its fixed latency lambda
-    (``reduction_latency``); no GPU reduction at all.
+    T = alpha_up + lambda + alpha_down + Σ_j c_j·beta + c_max·beta, i.e. (k + 1)·c·beta for k
+    equal pieces: a two-stage pipeline (up the GPU's link, down it), the switch reducing at line
+    rate after its fixed latency lambda (``reduction_latency``); no GPU reduction at all.
     """
 
     name = "nvls"
@@ -46,15 +46,9 @@ class Nvls(Algorithm):
             yield comm.switch_result(into=piece)  # down: the switch's sum, multicast
 
     def model_time(self, cost: CostInputs, count: int) -> float:
-        if cost.ranks == 1:
+        switch = cost.in_switch()
+        if cost.ranks == 1 or switch is None:
             return 0.0
-        switch = reducing_switch(cost.routing.graph, list(cost.placement))
-        routes = [cost.routing.route(gpu, switch) for gpu in cost.placement]
-        routes += [cost.routing.route(switch, gpu) for gpu in cost.placement]
-        up = max(r.latency_s for r in routes[: cost.ranks])
-        down = max(r.latency_s for r in routes[cost.ranks:])
-        beta = max(1.0 / r.bottleneck_Bps for r in routes)
-        pieces = cost.pieces(count, PIPELINE_BYTES)
-        c = cost.nbytes(max(pieces))
-        reduction = float(cost.routing.graph.nodes[switch].get("reduction_latency", 0.0))
-        return pipeline_s(up + reduction + down, [c * beta, c * beta], len(pieces))
+        pieces = [cost.nbytes(n) * switch.beta for n in cost.pieces(count, PIPELINE_BYTES)]
+        delay = switch.alpha_up + switch.reduction_latency_s + switch.alpha_down
+        return proportionate_pipeline_s(delay, 2, pieces)  # up, then down: both links
