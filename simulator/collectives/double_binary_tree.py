@@ -16,7 +16,8 @@ from __future__ import annotations
 from simulator.collective import ROOT, Collective
 from simulator.collectives.base import Algorithm
 from simulator.collectives.phases import Node, tree_allreduce
-from simulator.collectives.tree import binary_tree, busiest_link_s, edge_pairs, tree_allreduce_s
+from simulator.collectives.tree import binary_tree
+from simulator.collectives.tree_costs import busiest_link_s, edge_pairs, tree_allreduce_s
 from simulator.costmodel import CostInputs
 from simulator.program import Chunk, Comm, Program
 
@@ -48,7 +49,7 @@ class DoubleBinaryTreeAllreduce(Algorithm):
     larger of the pipeline and alpha + n·beta: the pipeline while the leaf's pieces have left
     before the other tree's broadcast reaches the pair (always with one piece per tree), then
     n·beta, no faster than the single tree. Exact there for an even count, both halves cut
-    into the same pieces (equal ones, or any with free reductions; checked over random grids);
+    into the same pieces (of any sizes; checked over random grids);
     with an odd count the two trees' pieces differ and their streams interleave less tightly on
     the shared cables, up to a few % slower. On ``switch`` every rank sends and receives 2n
     bytes through its one link (an interior rank of the single tree 3n), so the simulation

@@ -10,8 +10,7 @@ is NCCL's tree: rank 0 on top of ranks 1..p-1). The buffer moves in pieces of ``
 (or the scenario's ``chunk_size``), so the levels of the tree work on different pieces at once.
 
 The programs are the tree phases of :mod:`~simulator.collectives.phases`; this module holds the
-tree's shape and the closed forms of those phases, which binomial_tree and double_binary_tree
-reuse.
+tree's shape, and :mod:`~simulator.collectives.tree_costs` the closed forms of those phases.
 """
 
 from __future__ import annotations
@@ -21,13 +20,19 @@ from collections.abc import Sequence
 from simulator.collective import ROOT, Collective
 from simulator.collectives.base import Algorithm
 from simulator.collectives.phases import (
-    PIPELINE_BYTES,
     Node,
     broadcast_down,
     reduce_up,
     tree_allreduce,
 )
-from simulator.costmodel import CostInputs, proportionate_pipeline_s
+from simulator.collectives.tree_costs import (
+    broadcast_down_s,
+    busiest_link_s,
+    edge_pairs,
+    reduce_up_s,
+    tree_allreduce_s,
+)
+from simulator.costmodel import CostInputs
 from simulator.program import Comm, Program
 
 # ---------------------------------------------------------------------------------------------
@@ -106,149 +111,6 @@ def depth(tree: Sequence[Node], rank: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
-# Closed forms of the tree phases. Every hop is a pipeline stage (a link: c·beta per piece of
-# c bytes, alpha once), every interior rank's reduction engine another (g = launch + c·gamma per
-# piece and child); copies are free. Exact where no two flows share a link (`fully_connected`).
-
-
-def _piece_bytes(cost: CostInputs, count: int, unset_bytes: int | None) -> list[int]:
-    """Bytes of the pieces ``comm.pieces`` cuts ``count`` elements into (the larger first)."""
-    return [cost.nbytes(piece) for piece in cost.pieces(count, unset_bytes)]
-
-
-def _up(tree: Sequence[Node]) -> list[tuple[int, int]]:
-    """(child, parent) for every edge of the tree: the pairs of the reduction."""
-    return [(r, node.parent) for r, node in enumerate(tree) if node.parent is not None]
-
-
-def _down(tree: Sequence[Node]) -> list[tuple[int, int]]:
-    """(parent, child) for every edge of the tree: the pairs of the broadcast."""
-    return [(parent, child) for child, parent in _up(tree)]
-
-
-def edge_pairs(tree: Sequence[Node]) -> list[tuple[int, int]]:
-    """Both directions of every edge of the tree: the pairs an allreduce over it uses."""
-    return _up(tree) + _down(tree)
-
-
-def _height(tree: Sequence[Node]) -> int:
-    return max(depth(tree, r) for r in range(len(tree)))
-
-
-def _longest_chain_s(cost: CostInputs, tree: Sequence[Node], k: int, c: int,
-                     down_hops: int = 0) -> float:
-    """Longest chain of the reduction pipeline from a leaf to the root, then ``down_hops`` hops
-    back down, for k pieces of c bytes.
-
-    From leaf to root a piece crosses hop after hop (t = c·beta, alpha once each); the hop from
-    v's i_v-th child (0-based, of m_v) enters v's engine with m_v - i_v reductions still to do for
-    that piece; the way down is hops of t' = c·beta' each. Every further piece costs the chain's
-    slowest stage, a hop or an engine reducing m_v pieces:
-
-        T(chain) = hops·alpha + Σ_hops [t + (m_v - i_v)·g] + down_hops·(alpha' + t')
-                   + (k-1)·max(t, t', max_v m_v·g),
-
-    the flow-shop makespan of identical pieces along the chain; T = max over leaves (the longest
-    path of the max-plus system the engine runs).
-    """
-    up, down = _up(tree), _down(tree)
-    alpha, t, g = cost.alpha(up), c * cost.beta(up), cost.reduce_s(c)
-    way_down, slowest_down = 0.0, 0.0
-    if down_hops:
-        slowest_down = c * cost.beta(down)
-        way_down = down_hops * (cost.alpha(down) + slowest_down)
-    worst = 0.0
-    for leaf, node in enumerate(tree):
-        if node.children:
-            continue
-        hops, first_piece, slowest, rank = 0, 0.0, max(t, slowest_down), leaf
-        while tree[rank].parent is not None:
-            parent = tree[rank].parent
-            siblings = tree[parent].children
-            hops += 1
-            first_piece += t + (len(siblings) - siblings.index(rank)) * g
-            slowest = max(slowest, len(siblings) * g)
-            rank = parent
-        worst = max(worst, hops * alpha + first_piece + way_down + (k - 1) * slowest)
-    return worst
-
-
-def _links_only_s(cost: CostInputs, pairs: list[tuple[int, int]], hops: int,
-                  pieces: list[int]) -> float:
-    """A pipeline of ``hops`` links (the worst of ``pairs``), pieces of any sizes:
-    hops·alpha + Σ_j c_j·beta + (hops-1)·c_max·beta (proportionate flow shop)."""
-    beta = cost.beta(pairs)
-    return proportionate_pipeline_s(hops * cost.alpha(pairs), hops, [c * beta for c in pieces])
-
-
-def reduce_up_s(cost: CostInputs, tree: Sequence[Node], count: int,
-                unset_bytes: int | None = PIPELINE_BYTES) -> float:
-    """Closed form of :func:`~simulator.collectives.phases.reduce_up` over ``tree`` (one Node per
-    rank): the longest leaf-to-root chain of hops and reductions (:func:`_longest_chain_s`),
-    d·alpha + d·(c·beta + 2g) + (k-1)·c·beta on a perfect binary tree with c·beta ≥ 2g.
-
-    Exact on ``fully_connected`` for equal pieces; pieces that differ by one element are charged
-    as the largest, an upper bound (by under 0.5% for pieces of 50 elements or more), except when
-    reductions are free (g = 0): then the chain is d links and the proportionate flow-shop
-    makespan d·alpha + Σ_j c_j·beta + (d-1)·c_max·beta is exact for any pieces. On ``switch`` two
-    children share their parent's downlink, so the simulation is slower than this.
-    """
-    if len(tree) == 1:
-        return 0.0
-    pieces = _piece_bytes(cost, count, unset_bytes)
-    if cost.reduce_s(max(pieces)) == 0:
-        return _links_only_s(cost, _up(tree), _height(tree), pieces)
-    return _longest_chain_s(cost, tree, len(pieces), max(pieces))
-
-
-def broadcast_down_s(cost: CostInputs, tree: Sequence[Node], count: int,
-                     unset_bytes: int | None = PIPELINE_BYTES) -> float:
-    """Closed form of :func:`~simulator.collectives.phases.broadcast_down`: a d-hop
-    store-and-forward pipeline to the deepest rank, copies being free,
-    T = d·alpha + Σ_j c_j·beta + (d-1)·c_max·beta, i.e. d·alpha + (d + k - 1)·c·beta for k equal
-    pieces of c bytes (proportionate flow shop: exact for pieces of any sizes).
-
-    Exact when no two flows share a link (``fully_connected``); on ``switch`` a parent's sends
-    to its children share its uplink.
-    """
-    if len(tree) == 1:
-        return 0.0
-    return _links_only_s(cost, _down(tree), _height(tree), _piece_bytes(cost, count, unset_bytes))
-
-
-def tree_allreduce_s(cost: CostInputs, tree: Sequence[Node], count: int,
-                     unset_bytes: int | None = PIPELINE_BYTES) -> float:
-    """Closed form of :func:`~simulator.collectives.phases.tree_allreduce` (the two directions
-    overlapped): each piece climbs its leaf's chain to the root, which sends it straight back
-    down d hops to the deepest rank. On ``fully_connected`` the down hops use the other
-    direction of each cable, so they are d more stages of the same pipeline, none slower than
-    the up chain's slowest (a hop):
-
-        T = reduce_up_s + d·(alpha + c·beta)
-          = 2d·alpha + (2d + k - 1)·c·beta + 2d·g   (perfect tree, c·beta ≥ 2g),
-
-    n·beta plus the fill of a 2d-stage pipeline and its reductions, where a reduce, then a
-    broadcast costs (k-1)·c·beta more. With free reductions (g = 0) the pipeline is 2d links and
-    the proportionate flow-shop makespan 2d·alpha + Σ_j c_j·beta + (2d-1)·c_max·beta is exact for
-    pieces of any sizes; otherwise unequal pieces are charged as the largest (an upper bound).
-    """
-    if len(tree) == 1:
-        return 0.0
-    pieces = _piece_bytes(cost, count, unset_bytes)
-    if cost.reduce_s(max(pieces)) == 0:
-        return _links_only_s(cost, edge_pairs(tree), 2 * _height(tree), pieces)
-    return _longest_chain_s(cost, tree, len(pieces), max(pieces), down_hops=_height(tree))
-
-
-def busiest_link_s(cost: CostInputs, pairs: list[tuple[int, int]], nbytes: int) -> float:
-    """A floor from throughput: every pair in ``pairs`` (repeat a pair that carries two streams)
-    moves ``nbytes`` over its route, so the busiest link needs alpha + Σ bytes / bandwidth,
-    alpha + nbytes·:meth:`~simulator.costmodel.CostInputs.shared_beta`. A pipeline that shares
-    no link is never this slow; where streams do share a link at large n, this is the time."""
-    return cost.alpha(pairs) + nbytes * cost.shared_beta(pairs) if pairs else 0.0
-
-
-# ---------------------------------------------------------------------------------------------
 # The algorithms
 
 
@@ -261,17 +123,19 @@ class TreeAllreduce(Algorithm):
     broadcasts down at once (two channels), the root turning each piece around as soon as it
     is reduced, on the in-order binary tree (depth d = ⌊log2 p⌋), k pieces of c bytes.
 
-    T = max(:func:`tree_allreduce_s`, :func:`busiest_link_s`): the pipeline,
-    reduce_up_s + d·(alpha + c·beta), on a perfect tree with c·beta ≥ 2g
-    2d·alpha + (2d + k - 1)·c·beta + 2d·g, g = launch + c·gamma, i.e. n·beta plus a 2d-stage
-    pipeline fill; and the busiest link, alpha + n·beta·(most tree edges on one link).
+    T = max(:func:`tree_allreduce_s`, :func:`busiest_link_s`): the pipeline up a leaf's chain
+    and down another, each hop at its own alpha_h and beta_h, on a perfect tree of equal hops
+    with c·beta ≥ 2g 2d·alpha + (2d + k - 1)·c·beta + 2d·g, g = launch + c·gamma, i.e. n·beta
+    plus a 2d-stage pipeline fill; and the busiest link, alpha + n·(most tree edges on one link
+    / its bandwidth).
 
     On ``fully_connected`` a parent-child pair's up and down traffic use the two directions of
-    one cable, no link is shared and T is the pipeline, exactly (equal pieces, or free
-    reductions). On ``switch`` an interior rank's uplink carries its piece up and two down
-    (3n bytes, its downlink likewise), which the second term bounds; the simulation is slower
-    than both while the pipeline fills. Sources: Sanders, Speck & Träff 2009; NCCL
-    ``runTreeSplit`` (src/device/all_reduce.h).
+    one cable, no link is shared and T is the pipeline, exactly (pieces of any sizes). On
+    ``switch`` an interior rank's uplink carries its piece up and two down (3n bytes, its
+    downlink likewise), which the second term bounds; the simulation is slower than both while
+    the pipeline fills. On two DGX nodes the network hops set the pipeline's pace and a rank
+    with a network edge up and one down carries both on its NIC (2n bytes, the second term).
+    Sources: Sanders, Speck & Träff 2009; NCCL ``runTreeSplit`` (src/device/all_reduce.h).
     """
 
     name = "tree"
@@ -288,7 +152,9 @@ class TreeAllreduce(Algorithm):
 
 class TreeBroadcast(Algorithm):
     """Pipelined binary-tree broadcast from the root: T = d·alpha + (d + k - 1)·c·beta,
-    d = ⌊log2 p⌋ (:func:`broadcast_down_s`; exact on ``fully_connected`` for any pieces)."""
+    d = ⌊log2 p⌋, on equal hops; the longest root-to-leaf chain of hops at their own alpha_h and
+    beta_h in general (:func:`broadcast_down_s`; exact on ``fully_connected`` for any pieces, and
+    wherever a rank's two children are reached over different links)."""
 
     name = "tree"
     collective = Collective.BROADCAST
@@ -301,9 +167,10 @@ class TreeBroadcast(Algorithm):
 
 
 class TreeReduce(Algorithm):
-    """Pipelined binary-tree reduce to the root: :func:`reduce_up_s`, on a perfect tree with
-    c·beta ≥ 2g d·alpha + d·(c·beta + 2g) + (k-1)·c·beta (exact on ``fully_connected`` for equal
-    pieces, or free reductions)."""
+    """Pipelined binary-tree reduce to the root: :func:`reduce_up_s`, the longest leaf-to-root
+    chain of hops (each at its own alpha_h and beta_h) and reductions; on a perfect tree of equal
+    hops with c·beta ≥ 2g d·alpha + d·(c·beta + 2g) + (k-1)·c·beta (exact on ``fully_connected``
+    for any pieces, and wherever a rank's two children reach it over different links)."""
 
     name = "tree"
     collective = Collective.REDUCE
