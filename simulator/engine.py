@@ -167,14 +167,13 @@ class _Run:
     def _post_sends(self, rank: int, comm: Comm) -> None:
         for send in comm.take_posted():
             self._check_chunk(rank, send.chunk)
+            data = self.buffers[rank, self.payload.view(send.chunk)].copy()  # as it is now
             if isinstance(send, SwitchContribution):
-                data = self.buffers[rank, self.payload.view(send.chunk)].copy()
                 self.in_switch.contribute(rank, send, data)
                 continue
             connection = (rank, send.peer, send.channel)
             seq = self._sent.get(connection, 0)
             self._sent[connection] = seq + 1
-            data = self.buffers[rank, self.payload.view(send.chunk)].copy()
             transfer = self.fabric.transfer(self.placement[rank], self.placement[send.peer],
                                             self.payload.nbytes(send.chunk), connection=connection)
             transfer.callbacks.append(_Deliver(self._slot((*connection, seq)),

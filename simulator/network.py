@@ -99,8 +99,6 @@ class FabricStats:
 
     transfers: int = 0
     bytes_moved: float = 0.0
-    reshares: int = 0
-    flows_reshared: int = 0
 
 
 class Fabric:
@@ -163,8 +161,6 @@ class Fabric:
     def _apply(self, rates: dict[int, float]) -> None:
         """Advance the flows of a re-shared component to now, then retime those whose rate moved."""
         now = self.env.now
-        self.stats.reshares += 1
-        self.stats.flows_reshared += len(rates)
         for flow_id, rate in rates.items():
             flow = self._flows[flow_id]
             flow.remaining = max(flow.remaining - flow.rate * (now - flow.updated_at), 0.0)

@@ -98,7 +98,7 @@ def load_scenario(path: str | Path) -> Scenario:
     op_name = reader.choice("op", data.get("op", "sum"), [o.value for o in ReduceOp], "an op")
     verify = reader.parse("verify", data.get("verify", True), boolean)
 
-    topology = _topology(reader, data.get("topology"), path)
+    topology = _topology(reader, data.get("topology"))
     algorithms = _algorithms(reader, data.get("algorithms", ALL), collective)
     sizes = _sizes(reader, data.get("sizes"), dtype) if "sizes" in data else ()
     gpu = _gpu(reader, data.get("gpu", {}))
@@ -138,7 +138,7 @@ def _check_rank_count(reader: FieldReader, topology: TopologySpec) -> None:
                                    f"got {ranks}")
 
 
-def _topology(reader: FieldReader, value: object, scenario_path: Path) -> TopologySpec | None:
+def _topology(reader: FieldReader, value: object) -> TopologySpec | None:
     spec = reader.mapping("topology", value) if value is not None else None
     if spec is None:
         return None

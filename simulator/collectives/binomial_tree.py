@@ -46,9 +46,9 @@ class BinomialTreeAllreduce(Algorithm):
 
     T = 2⌈log2 p⌉·(alpha + n·beta) + ⌈log2 p⌉·(n·gamma + launch) when p is a power of two and
     the hops are equal. In general T = reduce + broadcast, each the longest chain of the tree
-    with every hop h at its own alpha_h + n·beta_h (:func:`~simulator.collectives.tree.reduce_up_s`,
+    with every hop h at its own alpha_h + n·beta_h (:func:`~simulator.collectives.tree_costs.reduce_up_s`,
     where a rank reduces its children's messages one after the other, nearest first;
-    :func:`~simulator.collectives.tree.broadcast_down_s`); on two DGX nodes a chain crosses the
+    :func:`~simulator.collectives.tree_costs.broadcast_down_s`); on two DGX nodes a chain crosses the
     network at most once (ranks fall towards the root), its other hops are NVLink. Exact on
     ``fully_connected`` and on two DGX nodes of one or two GPUs. Not where a rank's messages to
     its children leave together over one link (its uplink on ``switch``, its NVLink on a DGX
@@ -74,7 +74,7 @@ class BinomialTreeBroadcast(Algorithm):
     """Binomial-tree broadcast from the root: every rank receives, then sends to all its
     children at once. T = depth·(alpha + n·beta), depth = ⌈log2 p⌉ for p a power of two, on
     equal hops; in general the longest root-to-leaf chain of hops at their own alpha_h + n·beta_h
-    (:func:`~simulator.collectives.tree.broadcast_down_s`). Exact on ``fully_connected`` and
+    (:func:`~simulator.collectives.tree_costs.broadcast_down_s`). Exact on ``fully_connected`` and
     wherever a rank's children are reached over different links (two DGX nodes of one or two
     GPUs); on ``switch`` the sends share the sender's uplink."""
 
@@ -92,7 +92,7 @@ class BinomialTreeBroadcast(Algorithm):
 class BinomialTreeReduce(Algorithm):
     """Binomial-tree reduce to the root: T = ⌈log2 p⌉·(alpha + n·beta + n·gamma + launch) for
     p a power of two on equal hops (then exact on ``switch`` too: no two messages meet); in
-    general the longest chain of :func:`~simulator.collectives.tree.reduce_up_s`, each hop at its
+    general the longest chain of :func:`~simulator.collectives.tree_costs.reduce_up_s`, each hop at its
     own alpha_h + n·beta_h, exact on ``fully_connected`` and, with one piece, on two DGX nodes
     whenever a rank's children on one link send one after the other (1, 2, 3, 4, 6 or 8 GPUs
     per node; not 5 or 7, where two children of one rank send over the same link at once)."""

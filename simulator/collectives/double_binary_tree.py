@@ -37,8 +37,8 @@ class DoubleBinaryTreeAllreduce(Algorithm):
     """Double-binary-tree allreduce: for each of the two trees, in parallel, the pipelined tree
     allreduce (reduce up and broadcast down overlapped, :func:`tree_allreduce`) of my half.
 
-    T = max(max over the two trees of :func:`~simulator.collectives.tree.tree_allreduce_s` for
-    its half, :func:`~simulator.collectives.tree.busiest_link_s` of both trees' edges): with n/2
+    T = max(max over the two trees of :func:`~simulator.collectives.tree_costs.tree_allreduce_s` for
+    its half, :func:`~simulator.collectives.tree_costs.busiest_link_s` of both trees' edges): with n/2
     bytes in k pieces of c bytes per tree, on a perfect tree with c·beta ≥ 2g the first is
     2d·alpha + (2d + k - 1)·c·beta + 2d·g, d = ⌊log2 p⌋, about half the single tree's.
 

@@ -93,18 +93,22 @@ class Node:
 
 
 def reduce_up(me: int, comm: Comm, node: Node, chunk: Chunk,
-              unset_bytes: int | None = PIPELINE_BYTES) -> Program:
+              unset_bytes: int | None = PIPELINE_BYTES, turn_around: Comm | None = None) -> Program:
     """Pipelined reduction of ``chunk`` to the root of the tree, piece by piece.
 
     For every piece j: receive piece j from each child in turn and reduce it into mine, then
     send it up to my parent. A leaf therefore posts all its pieces at once; the root ends with
-    the reduction of everyone's chunk.
+    the reduction of everyone's chunk, and with ``turn_around`` sends each reduced piece
+    straight back down to its children on that communicator (the allreduce's turn).
     """
     for piece in comm.pieces(chunk, unset_bytes):
         for child in node.children:
             yield comm.recv(child, into=piece, op=REDUCE)
         if node.parent is not None:
             comm.send(node.parent, piece)
+        elif turn_around is not None:
+            for child in node.children:
+                turn_around.send(child, piece)
 
 
 def broadcast_down(me: int, comm: Comm, node: Node, chunk: Chunk,
@@ -134,11 +138,7 @@ def tree_allreduce(me: int, comm: Comm, node: Node, chunk: Chunk,
     """
     down = comm.on_channel(comm.channel + 1)
     if node.parent is None:  # the root: reduce piece j from my children, send it straight back
-        for piece in comm.pieces(chunk, unset_bytes):
-            for child in node.children:
-                yield comm.recv(child, into=piece, op=REDUCE)
-            for child in node.children:
-                down.send(child, piece)
+        yield from reduce_up(me, comm, node, chunk, unset_bytes, turn_around=down)
     else:
         yield comm.parallel(reduce_up(me, comm, node, chunk, unset_bytes),
                             broadcast_down(me, down, node, chunk, unset_bytes))
