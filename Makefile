@@ -10,12 +10,12 @@ STAMP := $(VENV)/.installed
 run: $(STAMP)
 	$(PY) -m simulator run scenarios/dgx.yaml
 
-test: $(STAMP)
-	$(PY) -m ruff check simulator tests bench
+test: lint
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
 	$(PY) -m ruff check simulator tests bench
+	$(PY) -m mypy
 
 bench: $(STAMP)
 	$(PY) bench/ring_scaling.py
@@ -23,8 +23,8 @@ bench: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install -qq -e '.[test]'  # -qq: not even setuptools' editable-install notice
 	touch $(STAMP)
 
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis results/*/
+	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache results/*/

@@ -15,7 +15,7 @@ prints a header (parameters, the simulator's git commit) and one line per rank c
 - ``maxrss_MiB``: the process's resident-set high-water mark so far
   (``resource.getrusage(RUSAGE_SELF).ru_maxrss``): cumulative over the runs before it, so it is
   per-run only when rank counts are given in increasing order;
-- ``sim_s`` / ``model_s``: simulated time and the closed form (DESIGN.md §2), which must agree
+- ``sim_s`` / ``model_s``: simulated time and the closed form (docs/algorithms.md), which must agree
   to 1e-9 relative, since on ``switch`` no two ring flows share a link;
 - ``messages``, ``events`` (SimPy events processed) and ``events_per_s`` (= events / wall_s).
 
@@ -43,11 +43,9 @@ from pathlib import Path
 
 import numpy as np
 
-from simulator.collectives import Collective
-from simulator.costmodel import GpuSpec
 from simulator.errors import SimulatorError
-from simulator.reduction import ReduceOp
-from simulator.runner import Result, prepare, run_point, select_algorithms
+from simulator.output.results import Result
+from simulator.runner import prepare, run_point
 from simulator.scenario import Scenario, TopologySpec
 from simulator.units import parse_size
 
@@ -83,11 +81,10 @@ class Measurement:
 
 def scenario_for(ranks: int, size_bytes: int) -> Scenario:
     """Ring allreduce of ``size_bytes`` per rank on a ``ranks``-GPU switch."""
-    topology = TopologySpec("switch", "switch",
-                            (("ranks", ranks), ("bandwidth", BANDWIDTH_BPS), ("latency", LATENCY_S)))
+    topology = TopologySpec("switch", {"ranks": ranks, "bandwidth": BANDWIDTH_BPS,
+                                       "latency": LATENCY_S})
     return Scenario(name=f"ring-scaling-{ranks}", source="bench/ring_scaling.py", topology=topology,
-                    collective=Collective.ALLREDUCE, algorithms=("ring",), sizes=(size_bytes,),
-                    dtype=DTYPE, op=ReduceOp.SUM, gpu=GpuSpec(), verify=True,
+                    algorithms=("ring",), sizes=(size_bytes,), dtype=DTYPE,
                     output=Path("/tmp/ring-scaling"))
 
 
@@ -95,15 +92,15 @@ def measure(ranks: int, size_bytes: int, *, trace_memory: bool) -> Measurement:
     """Time one point untraced; then, if asked, rerun it under tracemalloc for its peak."""
     scenario = scenario_for(ranks, size_bytes)
     setup = prepare(scenario)
-    [algorithm] = select_algorithms(scenario, setup)
+    [algorithm] = setup.algorithms
     start = time.perf_counter()
-    result = run_point(scenario, setup, algorithm, size_bytes)
+    result = run_point(scenario, algorithm, size_bytes, setup=setup)
     wall_s = time.perf_counter() - start
     peak = None
     if trace_memory:
         tracemalloc.start()
         try:
-            traced = run_point(scenario, setup, algorithm, size_bytes)
+            traced = run_point(scenario, algorithm, size_bytes, setup=setup)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

@@ -1,7 +1,9 @@
 """Command line: ``python -m simulator run FILE.yaml``.
 
-The only module that prints or exits. Exit codes (DESIGN.md §3): 0 success; 2 bad input (one
+The only module that prints or exits. Exit codes (docs/design.md §3): 0 success; 2 bad input (one
 line per problem on stderr: file, field, what was expected); 1 when a run fails verification.
+Heavy modules (pandas, SimPy, matplotlib) are imported only once a command runs, so ``--help``
+and ``--version`` answer at once.
 """
 
 from __future__ import annotations
@@ -11,20 +13,25 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from simulator.data import DEFAULT_PROXY_ELEMENTS
+from simulator import __version__
 from simulator.errors import AlgorithmError, InputError, Problem
-from simulator.plots import plot_results
-from simulator.report import format_table, write_csv
-from simulator.runner import simulate
-from simulator.scenario import load_scenario
+from simulator.limits import DEFAULT_PROXY_ELEMENTS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+FORMATS = ("csv", "json", "png")
+"""The names of ``output.writers.WRITERS`` (a test keeps them equal), listed here so that
+``--help`` does not import pandas and matplotlib."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m simulator",
                                      description="Simulate collective-communication algorithms.")
+    parser.add_argument("--version", action="version", version=f"allreduce-sim {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     run = commands.add_parser("run", help="run a scenario file and write its results")
     run.add_argument("scenario", type=Path, help="scenario YAML file (see scenarios/)")
@@ -34,8 +41,46 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--proxy-elements", type=int, default=DEFAULT_PROXY_ELEMENTS,
                      help="cap on elements per rank actually moved and verified "
                           f"(default {DEFAULT_PROXY_ELEMENTS})")
+    run.add_argument("--format", default=",".join(FORMATS),
+                     help=f"comma-separated files to write, of {', '.join(FORMATS)} "
+                          "(default: all)")
     run.add_argument("--no-plot", action="store_true", help="skip the PNG figure")
     return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    args = _parser().parse_args(argv)
+    try:
+        return _run(args)
+    except InputError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
+        print(f"{args.scenario}: algorithm failed: {error}", file=sys.stderr)
+        return EXIT_FAILED
+
+
+def _formats(text: str, no_plot: bool) -> tuple[str, ...]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in FORMATS]
+    if unknown or not names:
+        raise InputError([Problem("command line", "--format", f"expected a comma-separated list "
+                                  f"of {', '.join(FORMATS)}, got {text!r}")])
+    return tuple(name for name in dict.fromkeys(names) if not (no_plot and name == "png"))
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    problems = []
+    if args.seed < 0:
+        problems.append(Problem("command line", "--seed", f"expected a whole number ≥ 0, got "
+                                                          f"{args.seed}"))
+    if args.proxy_elements < 1:
+        problems.append(Problem("command line", "--proxy-elements", "expected a whole number ≥ 1, "
+                                                                    f"got {args.proxy_elements}"))
+    if problems:
+        raise InputError(problems)
 
 
 def _check_writable(source: str, output: Path) -> None:
@@ -52,47 +97,46 @@ def _check_writable(source: str, output: Path) -> None:
         raise InputError([Problem(source, "output", f"cannot write in {existing}")])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    args = _parser().parse_args(argv)
-    try:
-        return _run(args)
-    except InputError as error:
-        for problem in error.problems:
-            print(problem, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
-        print(f"{args.scenario}: algorithm failed: {error}", file=sys.stderr)
-        return EXIT_FAILED
-    except BrokenPipeError:  # e.g. `... | head`: stop quietly (Python docs, "SIGPIPE" note)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_FAILED
-
-
 def _run(args: argparse.Namespace) -> int:
-    if args.seed < 0 or args.proxy_elements < 1:
-        field = "--seed" if args.seed < 0 else "--proxy-elements"
-        raise InputError([Problem("command line", field, "expected a non-negative whole number")])
+    _check_options(args)
+    formats = _formats(args.format, args.no_plot)
+    from simulator.output.results import RunSettings
+    from simulator.output.table import format_table
+    from simulator.output.writers import write_results
+    from simulator.runner import simulate
+    from simulator.scenario.parse import load_scenario
+
     scenario = load_scenario(args.scenario)
-    output = args.output or scenario.output
+    output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
     results = simulate(scenario, seed=args.seed, proxy_elements=args.proxy_elements)
-    sys.stdout.write(format_table(results))
-    csv_path = output / f"{scenario.name}.csv"
+    _print(format_table(results))
     try:
-        write_csv(results, csv_path)
-        if not args.no_plot:
-            plot_results(results, output / f"{scenario.name}.png")
+        paths = write_results(results, scenario, RunSettings(args.seed, args.proxy_elements),
+                              output, formats)
     except OSError as error:
         raise InputError([Problem(scenario.source, "output",
                                   f"cannot write {error.filename or output}: {error.strerror}")]
                          ) from None
-    print(f"# results: {csv_path}" + ("" if args.no_plot else f", {csv_path.with_suffix('.png')}"))
+    _print(f"# results: {', '.join(str(path) for path in paths)}\n")
+    return _verification(scenario.source, results)
+
+
+def _verification(source: str, results: pd.DataFrame) -> int:
     failed = results[results.verified.eq(False).fillna(False)]
-    if not failed.empty:
-        first = failed.iloc[0]
-        print(f"{scenario.source}: verification failed for {len(failed)} run(s), first "
-              f"{first.algorithm} at {first.size_bytes} bytes (max abs error "
-              f"{first.max_abs_error:.3g})", file=sys.stderr)
-        return EXIT_FAILED
-    return EXIT_OK
+    if failed.empty:
+        return EXIT_OK
+    first = failed.iloc[0]
+    print(f"{source}: verification failed for {len(failed)} run(s), first {first.algorithm} at "
+          f"{first.size_bytes} bytes (max abs error {first.max_abs_error:.3g})", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def _print(text: str) -> None:
+    """Write to stdout; a reader that stopped early (``| head``) only stops the printing, so the
+    results are still written and the exit code still says how the run went."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # Python docs, "Note on SIGPIPE": point stdout at devnull
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -1,158 +1,135 @@
 """Runs a scenario: every (algorithm, size) point simulated, verified and set beside its closed form.
 
-This is the library's entry point: :func:`simulate` takes a :class:`~simulator.scenario.Scenario`
-and returns a pandas DataFrame whose columns start with :data:`RESULT_COLUMNS` (DESIGN.md §3).
+The one orchestrator: :func:`simulate` takes a scenario (a path, a mapping or a
+:class:`~simulator.scenario.spec.Scenario`) and returns a pandas DataFrame whose columns are
+:data:`~simulator.output.results.RESULT_COLUMNS` (docs/results.md), the very frame the command
+line writes. May import every layer but the command line.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import astuple, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import astuple, dataclass
+from pathlib import Path
+from typing import Any
 
-import networkx as nx
 import numpy as np
 import pandas as pd
 
-from simulator.collective import Collective
-from simulator.collectives import REGISTRY, Algorithm, Options, get_algorithm
-from simulator.collectives.phases import PIPELINE_BYTES
-from simulator.costmodel import CostInputs
-from simulator.data import DEFAULT_PROXY_ELEMENTS, Expected, Payload, make_inputs
-from simulator.engine import run_collective
+from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.phases.pieces import PIPELINE_BYTES
+from simulator.algorithms.registry import algorithm_names
+from simulator.engine.payload import Payload, make_inputs
+from simulator.engine.run import RunSpec, run_collective
 from simulator.errors import InputError, Problem
-from simulator.network import Routing
-from simulator.program import Layout
-from simulator.scenario import Scenario
-from simulator.topology import hosts, placement
-
-
-@dataclass(frozen=True)
-class Result:
-    """One row of the results file: an (algorithm, size) point of a scenario.
-
-    ``algbw = size / time`` and ``busbw = algbw × factor`` with nccl-tests' factor
-    (allreduce: 2(p-1)/p), in GB/s of 10^9 bytes; both are NaN when the time is zero (p = 1).
-    ``verified`` is None when verification was off. ``verified_elements`` is how many elements
-    per rank the numpy check covered: ``count`` itself, or a proxy with the same partitioning.
-    """
-
-    scenario: str
-    topology: str
-    ranks: int
-    collective: str
-    algorithm: str
-    size_bytes: int
-    dtype: str
-    op: str
-    sim_time_s: float
-    model_time_s: float
-    algbw_GBps: float
-    busbw_GBps: float
-    verified: bool | None
-    max_abs_error: float
-    count: int
-    verified_elements: int
-    messages: int
-    events: int
-
-
-RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
-"""Column order of the results file; the first 14 are the public contract of DESIGN.md §3."""
+from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
+from simulator.model.machine import Machine
+from simulator.output.results import RESULT_COLUMNS, Result
+from simulator.scenario.parse import load_scenario, scenario_from_dict
+from simulator.scenario.spec import Scenario
 
 
 @dataclass(frozen=True)
 class Setup:
-    """What every point of a scenario shares: the built topology and its routes."""
+    """What every point of a scenario shares: the machine, the closed forms' inputs, and the
+    algorithms to run (configured with the scenario's options)."""
 
-    graph: nx.DiGraph
-    placement: tuple[str, ...]
-    routing: Routing
+    machine: Machine
     cost: CostInputs
+    algorithms: tuple[Algorithm, ...]
+
+
+def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario) -> Scenario:
+    """A scenario from a path to a YAML file, a mapping (as :func:`scenario_from_dict`) or itself."""
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, Mapping):
+        return scenario_from_dict(scenario)
+    return load_scenario(scenario)
 
 
 def prepare(scenario: Scenario) -> Setup:
-    """Build the scenario's topology, place ranks on its GPUs, and set up routes and costs."""
-    graph = scenario.topology.build()
-    ranks = placement(graph)
-    routing = Routing(graph)
-    cost = CostInputs(len(ranks), ranks, routing, scenario.gpu, itemsize=scenario.dtype.itemsize,
-                      chunk_bytes=scenario.chunk_bytes, layout=Layout(hosts(graph, ranks)))
-    return Setup(graph, ranks, routing, cost)
+    """Build the scenario's topology, place ranks on its GPUs, and pick its algorithms; InputError
+    if one the scenario names cannot run on its topology."""
+    machine = Machine.of(scenario.topology.build(), scenario.gpu)
+    cost = CostInputs(machine, itemsize=scenario.dtype.itemsize, piece_bytes=scenario.piece_bytes)
+    return Setup(machine, cost, _select(scenario, machine))
 
 
-def select_algorithms(scenario: Scenario, setup: Setup) -> list[Algorithm]:
-    """The scenario's algorithms, or every applicable one for ``all``; InputError if one the
-    scenario names cannot run on its topology."""
-    registered = {name: algorithm.configure(_options(scenario))
-                  for name, algorithm in REGISTRY[scenario.collective].items()}
+def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
     if scenario.algorithms is None:
-        chosen = [a for a in registered.values()
-                  if a.unsupported(setup.graph, setup.placement) is None]
+        registered = [scenario.algorithm(name) for name in algorithm_names(scenario.collective)]
+        chosen = [algorithm for algorithm in registered if algorithm.unsupported(machine) is None]
         if not chosen:
             raise InputError([Problem(scenario.source, "algorithms",
                                       f"no {scenario.collective.value} algorithm applies to "
                                       f"topology {scenario.topology.label}")])
-        return chosen
-    problems, chosen = [], []
+        return tuple(chosen)
+    problems = []
     for i, name in enumerate(scenario.algorithms):
-        algorithm = registered[name]
-        reason = algorithm.unsupported(setup.graph, setup.placement)
+        reason = scenario.algorithm(name).unsupported(machine)
         if reason:
             problems.append(Problem(scenario.source, f"algorithms[{i}]",
                                     f"{name!r} cannot run on topology "
                                     f"{scenario.topology.label}: {reason}"))
-        chosen.append(algorithm)
     if problems:
         raise InputError(problems)
-    return chosen
+    return tuple(scenario.algorithm(name) for name in scenario.algorithms)
 
 
-PROXY_BUDGET_BYTES = 2 << 30
-"""Most memory the ranks' proxy buffers may take together (the machine has 24 GiB; the inputs,
-the expected result and per-message copies come on top)."""
+def _payload(scenario: Scenario, size_bytes: int, ranks: int, proxy_elements: int) -> Payload:
+    return Payload.for_size(size_bytes, scenario.dtype, ranks, proxy_elements,
+                            scenario.piece_bytes or PIPELINE_BYTES)
 
 
-def _check_memory(scenario: Scenario, ranks: int, proxy_elements: int) -> None:
+def check_memory(scenario: Scenario, ranks: int, proxy_elements: int) -> None:
+    """InputError, naming what would help, if a size's proxy buffers exceed the budget."""
     for size in scenario.sizes:
-        payload = Payload.for_size(size, scenario.dtype, ranks, proxy_elements,
-                                   scenario.chunk_bytes or PIPELINE_BYTES)
+        payload = _payload(scenario, size, ranks, proxy_elements)
         need = ranks * payload.proxy_count * scenario.dtype.itemsize
         if need > PROXY_BUDGET_BYTES:
+            pieces_bound = payload.proxy_count > max(proxy_elements, 8 * ranks)
+            advice = ("a larger piece_size (the proxy keeps two elements per pipeline piece)"
+                      if pieces_bound else "fewer ranks or a smaller --proxy-elements")
             raise InputError([Problem(scenario.source, "sizes",
                                       f"{size} bytes on {ranks} ranks needs {need >> 20} MiB of "
                                       f"data to verify, more than {PROXY_BUDGET_BYTES >> 20} MiB; "
-                                      "use a larger chunk_size, fewer ranks or --proxy-elements")])
+                                      f"use {advice}")])
 
 
-def _options(scenario: Scenario) -> Options:
-    return Options(inter=get_algorithm(Collective.ALLREDUCE, scenario.inter_algorithm))
-
-
-def run_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
-              *, seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> Result:
+def run_point(scenario: Scenario, algorithm: Algorithm | str, size_bytes: int, *,
+              seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+              setup: Setup | None = None) -> Result:
     """Simulate one collective of ``size_bytes`` per rank and check it against numpy.
 
+    ``algorithm`` is a registry name (configured with the scenario's options) or an algorithm.
     Inputs are drawn from a generator seeded by ``(seed, size_bytes)``, so every algorithm of a
-    scenario reduces the same data at the same size, and reruns are identical.
+    scenario reduces the same data at the same size, and reruns are identical. ``setup`` lets a
+    caller running many points build the machine once.
     """
-    ranks = len(setup.placement)
-    payload = Payload.for_size(size_bytes, scenario.dtype, ranks, proxy_elements,
-                               scenario.chunk_bytes or PIPELINE_BYTES)
-    buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload, scenario.op)
+    setup = setup or prepare(scenario)
+    if isinstance(algorithm, str):
+        algorithm = scenario.algorithm(algorithm)
+    ranks = setup.machine.ranks
+    payload = _payload(scenario, size_bytes, ranks, proxy_elements)
+    buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload,
+                          scenario.reduce_op)
     collective = scenario.collective
-    expected = (Expected.of(buffers, scenario.op, collective, payload) if scenario.verify
-                else None)
-    timing = run_collective(algorithm, setup.placement, setup.routing, scenario.gpu, payload,
-                            buffers, scenario.op, scenario.chunk_bytes)
+    expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks))
+                if scenario.verify else None)
+    timing = run_collective(algorithm, setup.machine,
+                            RunSpec(payload, scenario.reduce_op, scenario.piece_bytes), buffers)
     if collective.reduces:
-        scenario.op.finalize(buffers, ranks)
+        scenario.reduce_op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
-    model = algorithm.model_time(setup.cost, payload.count)
+    model = algorithm.model_s(setup.cost, payload.count)
     algbw = size_bytes / timing.time_s / 1e9 if timing.time_s > 0 else math.nan
     return Result(
         scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
         collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
-        dtype=scenario.dtype.name, op=scenario.op.value, sim_time_s=timing.time_s,
+        dtype=scenario.dtype.name, op=scenario.reduce_op.value, sim_time_s=timing.time_s,
         model_time_s=model, algbw_GBps=algbw,
         busbw_GBps=algbw * collective.busbw_factor(ranks), verified=verified,
         max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
@@ -160,18 +137,29 @@ def run_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes
     )
 
 
-def simulate(scenario: Scenario, *, seed: int = 0,
+def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
              proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> pd.DataFrame:
-    """Every (algorithm, size) point of ``scenario``, one row each, columns :data:`RESULT_COLUMNS`.
+    """Every (algorithm, size) point of ``scenario``, one row each, columns RESULT_COLUMNS.
 
-    >>> from simulator import load_scenario  # doctest: +SKIP
-    >>> simulate(load_scenario("scenarios/dgx.yaml"))[["size_bytes", "busbw_GBps"]]  # doctest: +SKIP
+    ``scenario`` is a path to a YAML file, a mapping (as in a file) or a Scenario. The frame is
+    the one the command line writes to ``<output>/<name>.csv``.
+
+    Ring allreduce of 4 KiB on 4 GPUs of a switch: 2(p-1) = 6 steps of alpha + c·beta, alpha two
+    1 us hops, c = 1 KiB at 25 GB/s, so 6 × (2 us + 40.96 ns) = 12.24576 us:
+
+    >>> frame = simulate({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+    ...                                "latency": "1us"}, "algorithms": ["ring"], "sizes": [4096]})
+    >>> round(float(frame.loc[0, "sim_time_s"]) * 1e6, 5), bool(frame.loc[0, "verified"])
+    (12.24576, True)
     """
+    scenario = as_scenario(scenario)
+    if proxy_elements < 1:
+        raise InputError([Problem(scenario.source, "proxy_elements",
+                                  f"expected a whole number ≥ 1, got {proxy_elements}")])
     setup = prepare(scenario)
-    algorithms = select_algorithms(scenario, setup)
-    _check_memory(scenario, len(setup.placement), proxy_elements)
-    rows = [astuple(run_point(scenario, setup, algorithm, size, seed=seed,
-                              proxy_elements=proxy_elements))
-            for algorithm in algorithms for size in scenario.sizes]
+    check_memory(scenario, setup.machine.ranks, proxy_elements)
+    rows = [astuple(run_point(scenario, algorithm, size, seed=seed, proxy_elements=proxy_elements,
+                              setup=setup))
+            for algorithm in setup.algorithms for size in scenario.sizes]
     frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
     return frame.astype({"verified": "boolean"})

@@ -1,6 +1,6 @@
 """Quantities with units: sizes, bandwidths and times, parsed into SI (bytes, bytes/s, seconds).
 
-This is the only module that knows about unit suffixes (DESIGN.md §3):
+This is the only module that knows about unit suffixes (docs/design.md §3):
 
 - sizes: ``4096``, ``4KB`` (10^3), ``4KiB`` (2^10), ``MB``/``MiB``, ``GB``/``GiB``, ``TB``/``TiB``;
 - bandwidths: ``25GB/s`` (bytes, 10^9), ``200Gbps`` or ``200Gb/s`` (bits), also ``KB/s`` ... ``TB/s``;
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from fractions import Fraction
 
 from simulator.errors import UnitError
@@ -95,3 +96,56 @@ def format_size(size_bytes: int) -> str:
         if size_bytes >= factor and size_bytes % factor == 0:
             return f"{size_bytes // factor}{unit}"
     return f"{size_bytes}B"
+
+
+def parse_count(value: object) -> int:
+    """A whole number ≥ 1 (booleans and strings refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UnitError(f"expected a whole number ≥ 1, got {value!r}")
+    return value
+
+
+def parse_counts(value: object) -> tuple[int, ...]:
+    """A non-empty list of whole numbers ≥ 1, such as a torus's ``dims: [4, 4, 8]``."""
+    if not isinstance(value, list) or not value:
+        raise UnitError(f"expected a list of whole numbers ≥ 1, got {value!r}")
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or item < 1:
+            raise UnitError(f"expected a list of whole numbers ≥ 1, got {value!r}")
+    return tuple(value)
+
+
+def parse_flag(value: object) -> bool:
+    """``true`` or ``false``."""
+    if not isinstance(value, bool):
+        raise UnitError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _shortest(value: float, units: dict[str, float], parse: Callable[[str], float]) -> str:
+    """``value`` in the largest unit that states it exactly (parsing the text gives it back)."""
+    for unit, factor in sorted(units.items(), key=lambda item: -item[1]):
+        scaled = value / factor
+        text = f"{scaled:.15g}"
+        if (scaled >= 1 or value == 0) and "e" not in text and parse(text + unit) == value:
+            return text + unit
+    return f"{value!r}{next(unit for unit, factor in units.items() if factor == 1)}"
+
+
+def format_bandwidth(bandwidth_Bps: float) -> str:
+    """A bandwidth as text that :func:`parse_bandwidth` reads back exactly, e.g. ``'450GB/s'``.
+
+    >>> format_bandwidth(450e9), format_bandwidth(1.1e12), format_bandwidth(63e9)
+    ('450GB/s', '1.1TB/s', '63GB/s')
+    """
+    return _shortest(bandwidth_Bps, _BYTE_RATE_FACTORS, parse_bandwidth)
+
+
+def format_time(time_s: float) -> str:
+    """A time as text that :func:`parse_time` reads back exactly, e.g. ``'300ns'``.
+
+    >>> format_time(3e-07), format_time(2.5e-05), format_time(0.0)
+    ('300ns', '25us', '0s')
+    """
+    divisors = {unit: 1 / divisor for unit, divisor in _TIME_DIVISORS.items() if unit != "µs"}
+    return _shortest(time_s, divisors, parse_time)

@@ -1,79 +1,150 @@
-"""The command line end to end: the golden run of scenarios/dgx.yaml and the exit codes."""
+"""The command line end to end: the golden run, the files it writes, the exit codes and options."""
 
+import json
 import subprocess
 import sys
 
 import pandas as pd
 import pytest
 
+from simulator import __version__
+from simulator.algorithms import REGISTRY, Collective
+from simulator.algorithms.comm import COPY
+from simulator.algorithms.ring import RingAllreduce
 from simulator.cli import main
-from simulator.collectives import REGISTRY, Collective
-from simulator.collectives.ring import RingAllreduce
-from simulator.program import COPY
-from simulator.runner import RESULT_COLUMNS
+from simulator.output.results import RESULT_COLUMNS
+from simulator.scenario import scenario_from_dict
+from tests.conftest import REPO
 
 CONTRACT_COLUMNS = ["scenario", "topology", "ranks", "collective", "algorithm", "size_bytes",
                     "dtype", "op", "sim_time_s", "model_time_s", "algbw_GBps", "busbw_GBps",
                     "verified", "max_abs_error"]
+GOLDEN = "tests/data/dgx_small.yaml"
+"""scenarios/dgx.yaml at three sizes (1 KiB, 1 MiB, 64 MiB): the same machine, in seconds."""
+
+
+def run_cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    """``python -m simulator ARGS`` from the repository root, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "simulator", *args], cwd=REPO,
+                          capture_output=True, text=True, check=False, **kwargs)
 
 
 @pytest.fixture(scope="module")
-def dgx_run(tmp_path_factory):
-    """``python -m simulator run scenarios/dgx.yaml`` as a user runs it, output redirected."""
-    from tests.conftest import REPO
-
-    out = tmp_path_factory.mktemp("dgx")
-    proc = subprocess.run([sys.executable, "-m", "simulator", "run", "scenarios/dgx.yaml",
-                           "--output", str(out)], cwd=REPO, capture_output=True, text=True,
-                          check=False)
-    return proc, out
+def golden(tmp_path_factory):
+    out = tmp_path_factory.mktemp("golden")
+    return run_cli("run", GOLDEN, "--output", str(out)), out
 
 
-def test_dgx_scenario_runs_and_prints_the_table(dgx_run):
-    proc, out = dgx_run
+def test_golden_run_prints_the_table(golden):
+    proc, out = golden
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     lines = proc.stdout.splitlines()
-    assert lines[0] == ("# allreduce-sim · scenario dgx-h100 · topology dgx_h100 · 8 ranks · "
+    assert lines[0] == ("# allreduce-sim · scenario dgx-small · topology dgx_h100 · 8 ranks · "
                         "allreduce")
     assert lines[2].split() == ["#", "size(B)", "count", "type", "redop", "algorithm", "time(us)",
                                 "algbw(GB/s)", "busbw(GB/s)", "model(us)", "dev(%)", "verified"]
     assert lines[3].split()[:5] == ["1024", "256", "float32", "sum", "ring"]
-    assert lines[-1] == f"# results: {out}/dgx-h100.csv, {out}/dgx-h100.png"
+    assert lines[-1] == (f"# results: {out}/dgx-small.csv, {out}/dgx-small.json, "
+                         f"{out}/dgx-small.png")
     best = lines.index("# Best algorithm per size (fastest simulated; the closed forms' pick "
                        "beside it)")
-    assert len(lines[best + 2:-1]) == 11  # one line per size
-    assert lines[-2].split()[:2] == ["1073741824", "nvls"]  # in-switch reduction wins at 1 GiB
-    assert (out / "dgx-h100.png").stat().st_size > 10_000
+    assert len(lines[best + 2:-1]) == 3  # one line per size
+    assert lines[-2].split()[:2] == ["67108864", "nvls"]  # in-switch reduction wins at 64 MiB
+    assert (out / "dgx-small.png").stat().st_size > 10_000
 
 
-def test_dgx_results_file_has_the_contract_columns_and_values(dgx_run):
-    _, out = dgx_run
-    frame = pd.read_csv(out / "dgx-h100.csv")
+def test_golden_results_file_has_the_contract_columns_and_values(golden):
+    _, out = golden
+    frame = pd.read_csv(out / "dgx-small.csv")
     assert list(frame.columns[:14]) == CONTRACT_COLUMNS
     assert list(frame.columns) == list(RESULT_COLUMNS)
-    assert set(frame.scenario) == {"dgx-h100"} and set(frame.topology) == {"dgx_h100"}
+    assert set(frame.scenario) == {"dgx-small"} and set(frame.topology) == {"dgx_h100"}
     assert set(frame.ranks) == {8} and frame.verified.all()
     assert list(frame.algorithm.unique()) == ["ring", "nvls", "direct", "halving_doubling",
                                               "recursive_doubling", "binomial_tree", "tree",
                                               "double_binary_tree"]  # all but hierarchical apply
     frame = frame[frame.algorithm == "ring"]
-    assert list(frame.size_bytes) == [1024 * 4**k for k in range(11)]  # 1 KiB .. 1 GiB by x4
+    assert list(frame.size_bytes) == [1 << 10, 1 << 20, 64 << 20]
     # one DGX: every ring hop is GPU -> NVSwitch -> GPU on its own links, so no link is shared
     assert frame.sim_time_s.to_numpy() == pytest.approx(frame.model_time_s.to_numpy(), rel=1e-9)
-    # 1 GiB by hand: alpha = 2 x 300 ns, beta = 1/450 GB/s, gamma = 1/1.1 TB/s, c = 1 GiB / 8
-    c = (1 << 30) / 8
+    # 64 MiB by hand: alpha = 2 x 300 ns, beta = 1/450 GB/s, gamma = 1/1.1 TB/s, c = 64 MiB / 8
+    c = (64 << 20) / 8
     expected = 14 * (600e-9 + c / 450e9) + 7 * c / 1.1e12
     last = frame.iloc[-1]
     assert last.sim_time_s == pytest.approx(expected, rel=1e-12)
-    assert last.algbw_GBps == pytest.approx((1 << 30) / expected / 1e9, rel=1e-12)
+    assert last.algbw_GBps == pytest.approx((64 << 20) / expected / 1e9, rel=1e-12)
     assert last.busbw_GBps == pytest.approx(last.algbw_GBps * 2 * 7 / 8, rel=1e-12)
 
 
-def test_rerun_gives_identical_results(dgx_run, tmp_path):
-    _, out = dgx_run
-    assert main(["run", "scenarios/dgx.yaml", "--output", str(tmp_path), "--no-plot"]) == 0
-    assert (tmp_path / "dgx-h100.csv").read_text() == (out / "dgx-h100.csv").read_text()
+def test_golden_settings_file_says_how_the_results_were_made(golden):
+    _, out = golden
+    settings = json.loads((out / "dgx-small.json").read_text())
+    assert settings["simulator"] == {"name": "allreduce-sim", "version": __version__}
+    assert settings["run"] == {"seed": 0, "proxy_elements": 16384}
+    assert (settings["source"], settings["topology_label"]) == (GOLDEN, "dgx_h100")
+    described = settings["scenario"]
+    assert described["topology"] == {
+        "kind": "dgx", "nodes": 1, "gpus_per_node": 8, "nvlink_bandwidth": "450GB/s",
+        "nvlink_latency": "300ns", "pcie_bandwidth": "63GB/s", "pcie_latency": "500ns",
+        "nic_bandwidth": "50GB/s", "nic_latency": "850ns", "nvswitch_reduction": True,
+        "nvswitch_reduction_latency": "25us"}
+    assert described["sizes"] == [1 << 10, 1 << 20, 64 << 20]
+    assert described["gpu"] == {"reduce_bandwidth": "1.1TB/s", "launch_latency": "0s"}
+    # the settings are themselves a scenario: reading them back gives the same one
+    again = scenario_from_dict(described)
+    original = scenario_from_dict({**described, "topology": {"preset": "dgx_h100", "nodes": 1}})
+    assert again.topology.params == original.topology.params
+    assert (again.sizes, again.gpu, again.algorithms) == (original.sizes, original.gpu, None)
+
+
+def test_rerun_gives_identical_results(golden, tmp_path):
+    _, out = golden
+    assert main(["run", GOLDEN, "--output", str(tmp_path), "--format", "csv,json"]) == 0
+    for name in ("dgx-small.csv", "dgx-small.json"):
+        assert (tmp_path / name).read_text() == (out / name).read_text()
+    assert not (tmp_path / "dgx-small.png").exists()
+
+
+def test_table_piped_into_head_still_writes_results(tmp_path):
+    # the reader closes the pipe after one line; the run still writes every file and exits 0
+    proc = subprocess.run(f"{sys.executable} -m simulator run {GOLDEN} --output {tmp_path} "
+                          "--no-plot | head -1; exit ${PIPESTATUS[0]}", shell=True,
+                          executable="/bin/bash", cwd=REPO, capture_output=True, text=True,
+                          check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("# allreduce-sim · scenario dgx-small")
+    assert proc.stderr == ""
+    assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 8 * 3
+
+
+def test_version_and_help_answer_without_loading_the_simulator():
+    probe = ("import sys\nfrom simulator.cli import main\ntry:\n    main(['--help'])\n"
+             "except SystemExit:\n    pass\nprint(sorted(m for m in ('pandas', 'simpy', "
+             "'matplotlib', 'networkx') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    assert proc.stdout.splitlines()[-1] == "[]"
+    assert run_cli("--version").stdout == f"allreduce-sim {__version__}\n"
+
+
+def test_format_names_are_the_writers():
+    from simulator.cli import FORMATS
+    from simulator.output.writers import WRITERS
+
+    assert tuple(WRITERS) == FORMATS
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--proxy-elements", "0"], "command line: --proxy-elements: expected a whole number ≥ 1, got 0"),
+    (["--seed", "-1"], "command line: --seed: expected a whole number ≥ 0, got -1"),
+    (["--format", "csv,parquet"],
+     "command line: --format: expected a comma-separated list of csv, json, png, got 'csv,parquet'"),
+])
+def test_bad_options_exit_2_with_one_line(tmp_path, capsys, args, message):
+    assert main(["run", GOLDEN, "--output", str(tmp_path), *args]) == 2
+    assert capsys.readouterr().err == message + "\n"
+    assert not any(tmp_path.iterdir())
 
 
 class _ForgetsToReduce(RingAllreduce):
@@ -81,12 +152,12 @@ class _ForgetsToReduce(RingAllreduce):
 
     name = "broken_ring"
 
-    def program(self, me, comm):
-        p = comm.size
+    def program(self, comm):
+        me, p = comm.rank, comm.size
         chunk = comm.chunks(p)
         for step in range(2 * (p - 1)):
             comm.send((me + 1) % p, chunk[(me - step) % p])
-            yield comm.recv((me - 1) % p, into=chunk[(me - step - 1) % p], op=COPY)
+            yield comm.recv((me - 1) % p, into=chunk[(me - step - 1) % p], combine=COPY)
 
 
 def test_failed_verification_exits_1_and_still_writes_results(tmp_path, capsys, monkeypatch):

@@ -3,34 +3,21 @@
 - exact numpy results on integer data, for every op and p = 1..17;
 - float results within the rounding bound of any summation order;
 - time never falls as the size grows;
-- where the schedule shares no link (listed in EXACT_ON_FLAT), simulated time = closed form.
+- simulated time = closed form wherever the algorithm claims it (its ``exact_on`` data).
 """
 
 import numpy as np
 import pytest
 
-from simulator.collectives import REGISTRY
-from simulator.collectives.phases import PIPELINE_BYTES
-from simulator.costmodel import GpuSpec
-from simulator.reduction import ReduceOp
+from simulator.algorithms import REGISTRY
+from simulator.algorithms.phases.pieces import PIPELINE_BYTES
+from simulator.model.machine import GpuSpec
+from simulator.model.reduction import ReduceOp
 from tests.conftest import applicable_scenario, flat_scenario, run_one
 
 ALL = [(collective, name) for collective, algorithms in REGISTRY.items() for name in algorithms]
 NEEDS_NODES = {"hierarchical"}
 """Algorithms with no topology at p = 1 (they need GPUs on two or more nodes)."""
-
-EXACT_ON_FLAT = {"ring", "direct"}
-"""Algorithms whose closed form is exact on ``switch`` and ``fully_connected`` for any p: ring
-never puts two flows on one link; direct's flows share every link evenly (p-1 per up/downlink)."""
-
-EXACT_ON_FULLY_CONNECTED = {"binomial_tree", "tree", "double_binary_tree"}
-"""Exact on ``fully_connected`` (every tree edge its own cable; tests/test_trees.py has the
-hand-computed ``switch`` cases, where a parent's children share its links)."""
-
-EXACT_ON_FLAT_POWERS_OF_TWO = {"halving_doubling", "recursive_doubling"}
-"""Exact on both flat topologies when p is a power of two (with the links' 500 ns latency). For
-other p the fold's hand-in shares downlinks with early starters on ``switch``
-(tests/test_recursive.py has the hand-computed cases)."""
 
 
 @pytest.mark.parametrize("collective, name", ALL)
@@ -38,7 +25,7 @@ other p the fold's hand-in shares downlinks with early starters on ``switch``
 def test_exact_on_integer_data(collective, name, op):
     for ranks in range(1, 18):
         scenario = applicable_scenario(ranks, collective=collective, algorithms=(name,),
-                                       dtype=np.dtype("int64"), op=op)
+                                       dtype=np.dtype("int64"), reduce_op=op)
         if scenario is None:
             assert ranks == 1 and name in NEEDS_NODES
             continue
@@ -52,7 +39,7 @@ def test_exact_on_integer_data(collective, name, op):
 def test_float_results_within_rounding(collective, name, dtype):
     for ranks in (2, 5, 16):
         scenario = applicable_scenario(ranks, collective=collective, algorithms=(name,),
-                                       dtype=np.dtype(dtype), op=ReduceOp.SUM)
+                                       dtype=np.dtype(dtype), reduce_op=ReduceOp.SUM)
         assert run_one(scenario, np.dtype(dtype).itemsize * 999).verified is True
 
 
@@ -65,43 +52,34 @@ def test_time_never_falls_as_size_grows(collective, name):
 
 
 @pytest.mark.parametrize("collective, name", ALL)
-@pytest.mark.parametrize("chunk_bytes", [None, 4096])
-def test_time_never_falls_across_pipeline_piece_boundaries(collective, name, chunk_bytes):
+@pytest.mark.parametrize("piece_bytes", [None, 4096])
+def test_time_never_falls_across_pipeline_piece_boundaries(collective, name, piece_bytes):
     # one element more may add a piece; it must never make the run faster
-    piece = chunk_bytes or PIPELINE_BYTES
+    piece = piece_bytes or PIPELINE_BYTES
     scenario = applicable_scenario(5, collective=collective, algorithms=(name,),
-                                   chunk_bytes=chunk_bytes, gpu=GpuSpec(1e12, 1e-6))
+                                   piece_bytes=piece_bytes, gpu=GpuSpec(1e12, 1e-6))
     sizes = [k * piece + delta for k in (1, 2, 5) for delta in (-4, 0, 4)]
     times = [run_one(scenario, size).sim_time_s for size in sizes]
     assert times == sorted(times), list(zip(sizes, times, strict=True))
 
 
-@pytest.mark.parametrize("collective, name", [(c, n) for c, n in ALL if n in EXACT_ON_FLAT])
-@pytest.mark.parametrize("kind", ["switch", "fully_connected"])
-def test_closed_form_exact_without_shared_links(collective, name, kind):
-    for ranks in (2, 3, 8, 13):
-        scenario = flat_scenario(kind, ranks=ranks, collective=collective, algorithms=(name,))
+CLAIMS = [(collective, name, claim) for collective, name in ALL
+          for claim in REGISTRY[collective][name].exact_on]
+
+
+def test_every_claim_names_a_builder_it_can_be_checked_on():
+    assert {claim.kind for _, _, claim in CLAIMS} == {"switch", "fully_connected"}
+    assert {name for _, name, _ in CLAIMS} == {
+        "ring", "direct", "halving_doubling", "recursive_doubling", "binomial_tree", "tree",
+        "double_binary_tree"}
+
+
+@pytest.mark.parametrize("collective, name, claim", CLAIMS, ids=str)
+def test_closed_form_exact_where_claimed(collective, name, claim):
+    for ranks in (2, 3, 4, 8, 13, 16, 32):
+        if not claim.ranks.admits(ranks):
+            continue
+        scenario = flat_scenario(claim.kind, ranks=ranks, collective=collective, algorithms=(name,))
         for size in (4, 4 * 1000, 4 << 20):
             result = run_one(scenario, size)
-            assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
-
-
-@pytest.mark.parametrize("collective, name",
-                         [(c, n) for c, n in ALL if n in EXACT_ON_FLAT_POWERS_OF_TWO])
-@pytest.mark.parametrize("kind", ["switch", "fully_connected"])
-def test_closed_form_exact_on_powers_of_two(collective, name, kind):
-    for ranks in (2, 4, 8, 16, 32):
-        scenario = flat_scenario(kind, ranks=ranks, collective=collective, algorithms=(name,))
-        for size in (4, 4 * 1000, 4 << 20):
-            result = run_one(scenario, size)
-            assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
-
-
-@pytest.mark.parametrize("collective, name", [(c, n) for c, n in ALL if n in EXACT_ON_FULLY_CONNECTED])
-def test_closed_form_exact_on_fully_connected(collective, name):
-    for ranks in (2, 3, 8, 13):
-        scenario = flat_scenario("fully_connected", ranks=ranks, collective=collective,
-                                 algorithms=(name,))
-        for size in (4, 4 * 1000, 4 << 20):
-            result = run_one(scenario, size)
-            assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
+            assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9), (ranks, size)

@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.collectives import Collective, get_algorithm
-from simulator.collectives.direct import DirectAllreduce
-from simulator.collectives.hierarchical import Hierarchical
-from simulator.costmodel import GpuSpec
-from simulator.reduction import ReduceOp
+from simulator.algorithms import Collective, get_algorithm
+from simulator.algorithms.direct import DirectAllreduce
+from simulator.algorithms.hierarchical import Hierarchical, HierarchicalOptions
+from simulator.model.machine import GpuSpec
+from simulator.model.reduction import ReduceOp
 from simulator.runner import prepare, run_point
 from simulator.scenario import TopologySpec
 from tests.conftest import flat_scenario, run_one
@@ -166,10 +166,10 @@ def test_closed_form_bounds_the_simulation_on_a_physical_ring(collective, ranks)
 
 
 def _dgx(nodes: int, gpus_per_node: int) -> TopologySpec:
-    return TopologySpec("dgx", "dgx", (
-        ("nodes", nodes), ("gpus_per_node", gpus_per_node), ("nvlink_bandwidth", 450e9),
-        ("nvlink_latency", 3e-7), ("pcie_bandwidth", 63e9), ("pcie_latency", 5e-7),
-        ("nic_bandwidth", 50e9), ("nic_latency", 8.5e-7)))
+    return TopologySpec("dgx", {
+        "nodes": nodes, "gpus_per_node": gpus_per_node, "nvlink_bandwidth": 450e9,
+        "nvlink_latency": 3e-7, "pcie_bandwidth": 63e9, "pcie_latency": 5e-7,
+        "nic_bandwidth": 50e9, "nic_latency": 8.5e-7})
 
 
 @pytest.mark.parametrize("collective", list(Collective))
@@ -195,7 +195,7 @@ MESSAGES = {Collective.ALLREDUCE: lambda p: 2 * p * (p - 1),
 @pytest.mark.parametrize("ranks, count", [(3, 1000), (7, 1001), (13, 5), (6, 6 * 50 + 5)])
 @pytest.mark.parametrize("op", [ReduceOp.SUM, ReduceOp.MAX, ReduceOp.PROD])
 def test_uneven_sizes_reduce_exactly(collective, ranks, count, op):
-    scenario = direct("switch", collective, ranks=ranks, dtype=np.dtype("int32"), op=op)
+    scenario = direct("switch", collective, ranks=ranks, dtype=np.dtype("int32"), reduce_op=op)
     result = run_one(scenario, 4 * count)
     assert result.verified is True
     assert result.max_abs_error == 0.0
@@ -214,9 +214,9 @@ def test_runs_inside_a_subgroup_as_hierarchicals_inter_node_allreduce():
     # the buffer each, all at once, over their own NICs.
     scenario = replace(flat_scenario(dtype=np.dtype("int64"), gpu=GPU), topology=_dgx(3, 4))
     setup = prepare(scenario)
-    algorithm = Hierarchical(inter=DirectAllreduce())
+    algorithm = Hierarchical(HierarchicalOptions(inter=DirectAllreduce()))
     for size in (8 * 12 * 37, 8 * 1001, 8 << 17):
-        result = run_point(scenario, setup, algorithm, size)
+        result = run_point(scenario, algorithm, size, setup=setup)
         assert result.verified is True and result.max_abs_error == 0.0
         assert result.sim_time_s <= result.model_time_s * (1 + 1e-9)
 

@@ -3,15 +3,15 @@
 import numpy as np
 import pytest
 
-from simulator.collectives.ring import RingAllreduce
-from simulator.costmodel import GpuSpec
-from simulator.data import Payload
-from simulator.engine import run_collective
+from simulator.algorithms.comm import REDUCE
+from simulator.algorithms.ring import RingAllreduce
+from simulator.engine.payload import Payload
+from simulator.engine.run import RunSpec, run_collective
 from simulator.errors import AlgorithmError
-from simulator.network import Routing
-from simulator.program import REDUCE, Chunk
-from simulator.reduction import ReduceOp
-from simulator.topology import placement, switch
+from simulator.model.machine import Machine
+from simulator.model.reduction import ReduceOp
+from simulator.model.span import Span
+from simulator.model.topology import switch
 
 
 def run(program, ranks=3, count=12, reducing_switch=False, buffers=None):
@@ -19,16 +19,16 @@ def run(program, ranks=3, count=12, reducing_switch=False, buffers=None):
     class Custom(RingAllreduce):
         name = "custom"
 
-        def program(self, me, comm):
-            return program(me, comm)
+        def program(self, comm):
+            return program(comm.rank, comm)
 
     graph = switch(ranks, 1e9, 1e-6)
     graph.nodes["switch"]["reduction"] = reducing_switch
     payload = Payload(count, count, np.dtype("int64"))
     if buffers is None:
         buffers = np.ones((ranks, count), dtype=np.int64)
-    return run_collective(Custom(), placement(graph), Routing(graph), GpuSpec(), payload, buffers,
-                          ReduceOp.SUM), buffers
+    return run_collective(Custom(), Machine.of(graph), RunSpec(payload, ReduceOp.SUM),
+                          buffers), buffers
 
 
 def test_deadlock_is_reported():
@@ -66,19 +66,19 @@ def test_size_mismatch_is_reported():
         if me == 0:
             comm.send(1, comm.buffer)
         if me == 1:
-            yield comm.recv(0, into=half[0], op=REDUCE)
+            yield comm.recv(0, into=half[0], combine=REDUCE)
 
     with pytest.raises(AlgorithmError, match="custom: rank 1 received 12 elements from rank 0 "
-                                             "into a chunk of 6"):
+                                             "into a span of 6"):
         run(mismatched)
 
 
 def test_chunk_outside_buffer_is_reported():
     def overflows(me, comm):
-        comm.send((me + 1) % comm.size, Chunk(0, 99))
+        comm.send((me + 1) % comm.size, Span(0, 99))
         yield from ()
 
-    with pytest.raises(AlgorithmError, match=r"rank 0 used Chunk\(start=0, stop=99\), outside "
+    with pytest.raises(AlgorithmError, match=r"rank 0 used Span\(start=0, stop=99\), outside "
                                              "its buffer of 12 elements"):
         run(overflows)
 
@@ -93,8 +93,8 @@ def test_messages_on_one_connection_are_serialised_and_matched_in_order():
             comm.send(1, second)
             comm.send(1, first)
         if me == 1:
-            yield comm.recv(0, into=second, op=REDUCE)
-            yield comm.recv(0, into=first, op=REDUCE)
+            yield comm.recv(0, into=second, combine=REDUCE)
+            yield comm.recv(0, into=first, combine=REDUCE)
 
     timing, buffers = run(two_messages, ranks=2, count=16)
     assert timing.time_s == pytest.approx(2e-6 + 2 * 64 / 1e9, rel=1e-12)
@@ -147,7 +147,7 @@ def test_parallel_programs_on_separate_channels_share_the_link_and_match_by_chan
             yield from ()
 
         def receiver(channel_comm, chunk):
-            yield channel_comm.recv(0, into=chunk, op=REDUCE)
+            yield channel_comm.recv(0, into=chunk, combine=REDUCE)
 
         if me == 0:
             yield comm.parallel(sender(a, first), sender(b, second))

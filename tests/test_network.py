@@ -10,8 +10,9 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.network import Fabric, Route, Routing
-from simulator.topology import dgx, fully_connected, ring, switch
+from simulator.engine.fabric import Fabric
+from simulator.model.routing import Route, Routing
+from simulator.model.topology import dgx, fully_connected, ring, switch
 
 REL = 1e-12
 MB = 1e6

@@ -15,12 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.collectives import Collective, get_algorithm
-from simulator.collectives.halving_doubling import halves
-from simulator.collectives.recursive_doubling import power_of_two_below, survivor_blocks, survivors
-from simulator.costmodel import GpuSpec
-from simulator.program import Chunk
-from tests.conftest import dgx_topology, flat_scenario, run_one
+from simulator.algorithms import Collective, get_algorithm
+from simulator.algorithms.phases.recursive import halves, power_of_two_below, survivor_blocks, survivors
+from simulator.model.machine import GpuSpec
+from simulator.model.span import Span
+from tests.conftest import dgx_topology, flat_scenario, inter_options, run_one
 
 HD, RD = "halving_doubling", "recursive_doubling"
 ALGORITHMS = [(Collective.ALLREDUCE, HD), (Collective.REDUCE_SCATTER, HD),
@@ -40,14 +39,14 @@ def test_registered_under_their_public_names():
        bandwidth=st.floats(min_value=1e9, max_value=1e12),
        latency=st.one_of(st.just(0.0), st.floats(min_value=1e-7, max_value=1e-5)),
        reduce_bandwidth=st.one_of(st.none(), st.floats(min_value=1e10, max_value=5e12)),
-       launch=st.sampled_from([0.0, 2e-6]), chunk_bytes=st.sampled_from([None, 1 << 18]))
+       launch=st.sampled_from([0.0, 2e-6]), piece_bytes=st.sampled_from([None, 1 << 18]))
 def test_exact_for_powers_of_two_without_shared_links(algorithm, kind, ranks, count, bandwidth,
-                                                      latency, reduce_bandwidth, launch, chunk_bytes):
+                                                      latency, reduce_bandwidth, launch, piece_bytes):
     collective, name = algorithm
     if latency == 0.0 and algorithm != (Collective.ALLREDUCE, RD):
         count = ranks * max(1, count // ranks)  # equal messages: nothing for a latency to hide
     scenario = flat_scenario(kind, ranks=ranks, bandwidth=bandwidth, latency=latency,
-                             collective=collective, algorithms=(name,), chunk_bytes=chunk_bytes,
+                             collective=collective, algorithms=(name,), piece_bytes=piece_bytes,
                              gpu=GpuSpec(reduce_bandwidth_Bps=reduce_bandwidth,
                                          launch_latency_s=launch))
     result = run_one(scenario, 4 * count)
@@ -206,9 +205,9 @@ def test_survivors_and_their_blocks():
     assert survivors(8) == list(range(8))
     assert survivors(1) == [0]
     # survivor 0 (rank 1) carries chunks 0 and 1 of a 12-element buffer, and so on in order
-    assert survivor_blocks(Chunk(0, 12), 6) == [Chunk(0, 4), Chunk(4, 8), Chunk(8, 10),
-                                                Chunk(10, 12)]
-    assert halves(Chunk(0, 7), 4) == [Chunk(0, 2), Chunk(2, 4), Chunk(4, 6), Chunk(6, 7)]
+    assert survivor_blocks(Span(0, 12), 6) == [Span(0, 4), Span(4, 8), Span(8, 10),
+                                                Span(10, 12)]
+    assert halves(Span(0, 7), 4) == [Span(0, 2), Span(2, 4), Span(4, 6), Span(6, 7)]
 
 
 @pytest.mark.parametrize("ranks, messages", [(6, 2 + 4 * 2 + 2), (7, 3 + 4 * 2 + 3)])
@@ -236,7 +235,7 @@ def test_halving_doubling_runs_across_nodes_inside_hierarchical(nodes):
     # hierarchical runs the inter-node allreduce on a subgroup (one rank per node) over a piece
     # of the buffer; each rail has its own NICs, so with 2 or 4 nodes nothing is shared.
     scenario = flat_scenario(topology=dgx_topology(nodes, 4), algorithms=("hierarchical",),
-                             inter_algorithm=HD, dtype=np.dtype("int32"))
+                             options=inter_options(HD), dtype=np.dtype("int32"))
     for size in (4 * 4 * nodes * 3, 1 << 20):
         result = run_one(scenario, size)
         assert result.verified is True
@@ -249,6 +248,6 @@ def test_chunk_size_overlaps_reductions_with_transfers():
     gpu = GpuSpec(reduce_bandwidth_Bps=20e9)
     whole = run_one(flat_scenario("switch", ranks=8, algorithms=(RD,), gpu=gpu), 4 << 20)
     pieces = run_one(flat_scenario("switch", ranks=8, algorithms=(RD,), gpu=gpu,
-                                   chunk_bytes=1 << 16), 4 << 20)
+                                   piece_bytes=1 << 16), 4 << 20)
     assert pieces.sim_time_s == pytest.approx(pieces.model_time_s, rel=1e-9)
     assert pieces.sim_time_s < 0.6 * whole.sim_time_s

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.collectives import Collective, get_algorithm
-from simulator.costmodel import GpuSpec
-from simulator.reduction import ReduceOp
+from simulator.algorithms import Collective, get_algorithm
+from simulator.model.machine import GpuSpec
+from simulator.model.reduction import ReduceOp
 from tests.conftest import flat_scenario, run_one
 
 PRIMES_AND_OTHERS = [2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 24, 31, 32, 37, 48, 61, 64]
@@ -68,7 +68,7 @@ def test_pipelined_ring_equals_its_closed_form(kind, ranks, per_rank, pieces, la
     # every chunk the same size (p divides the count), cut into about `pieces` pieces (the last
     # one partial); reductions may be slower than the link (then the GPU sets the pace)
     scenario = flat_scenario(kind, ranks=ranks, latency=latency, collective=collective,
-                             chunk_bytes=4 * -(-per_rank // pieces),
+                             piece_bytes=4 * -(-per_rank // pieces),
                              gpu=GpuSpec(reduce_bandwidth_Bps=reduce_bandwidth,
                                          launch_latency_s=launch))
     result = run_one(scenario, 4 * ranks * per_rank)
@@ -95,7 +95,7 @@ DTYPES = ["float16", "float32", "float64", "int32", "int64"]
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", OPS)
 def test_every_rank_ends_with_numpys_reduction(ranks, dtype, op):
-    scenario = flat_scenario("switch", ranks=ranks, dtype=np.dtype(dtype), op=ReduceOp(op))
+    scenario = flat_scenario("switch", ranks=ranks, dtype=np.dtype(dtype), reduce_op=ReduceOp(op))
     itemsize = np.dtype(dtype).itemsize
     result = run_one(scenario, 1001 * itemsize)  # 1001 elements: uneven chunks for p > 1
     assert result.verified is True

@@ -5,10 +5,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from simulator.algorithms import Collective, algorithm_names
 from simulator.cli import main
-from simulator.collectives import Collective, algorithm_names
 from simulator.errors import InputError
-from simulator.reduction import ReduceOp
+from simulator.model.reduction import ReduceOp
 from simulator.scenario import load_scenario
 
 GOOD = """\
@@ -27,9 +27,9 @@ def write(tmp_path: Path, text: str, name: str = "bad.yaml") -> Path:
 def test_defaults_and_units_resolved(tmp_path):
     scenario = load_scenario(write(tmp_path, GOOD, "good.yaml"))
     assert scenario.name == "good"
-    assert scenario.topology.params == (("ranks", 4), ("bandwidth", 25e9), ("latency", 5e-7))
+    assert scenario.topology.params == {"ranks": 4, "bandwidth": 25e9, "latency": 5e-7}
     assert scenario.sizes == (1024, 4000)
-    assert (scenario.collective, scenario.dtype, scenario.op) == (
+    assert (scenario.collective, scenario.dtype, scenario.reduce_op) == (
         Collective.ALLREDUCE, np.dtype("float32"), ReduceOp.SUM)
     assert scenario.verify is True
     assert scenario.output == Path("results/good")
@@ -67,7 +67,7 @@ BAD = [
     (TOPO + "sizes: [1001]\n",
      "sizes[0]: expected a positive multiple of the float32 element size (4 bytes), got 1001"),
     ("topology: {preset: dgx_b200}\nsizes: [1KiB]\n",
-     "topology.preset: no preset 'dgx_b200' in {presets}; expected one of dgx_a100, dgx_h100"),
+     "topology.preset: no preset 'dgx_b200'; expected one of dgx_a100, dgx_h100"),
     ("topology: {kind: switch, ranks: 0, bandwidth: 25GB/s, latency: 500ns}\nsizes: [1KiB]\n",
      "topology.ranks: expected a whole number ≥ 1, got 0"),
     (TOPO + "sizes: [1KiB\n", "line 3: not valid YAML: expected ',' or ']', but got '<stream end>'"),
@@ -105,12 +105,10 @@ BAD = [
 def test_bad_scenario_exits_2_with_one_line(tmp_path, capsys, monkeypatch, text, message):
     monkeypatch.chdir(tmp_path)
     path = write(tmp_path, text)
-    from simulator.scenario import PRESET_DIR
-
     assert main(["run", str(path)]) == 2
     out, err = capsys.readouterr()
     names = ", ".join(algorithm_names(Collective.ALLREDUCE))
-    assert err == f"{path}: {message.format(presets=PRESET_DIR, allreduce=names)}\n"
+    assert err == f"{path}: {message.format(allreduce=names)}\n"
     assert out == ""
     assert not (tmp_path / "results").exists()  # nothing written on bad input
 
@@ -147,15 +145,38 @@ def test_algorithm_that_cannot_run_on_the_topology_exits_2(tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
-def test_inter_algorithm_and_chunk_size_are_validated(tmp_path):
-    path = write(tmp_path, TOPO + "sizes: [1KiB]\ninter_algorithm: binomial_tree\n"
-                                  "chunk_size: 2\n")
+def test_algorithm_options_and_piece_size_are_validated(tmp_path):
+    path = write(tmp_path, TOPO + "sizes: [1KiB]\nalgorithm_options: {hierarchical: {inter: "
+                                  "binomial_tree}, ring: {x: 1}}\nchunk_size: 2\n")
     with pytest.raises(InputError) as error:
         load_scenario(path)
     assert [str(p) for p in error.value.problems] == [
         f"{path}: chunk_size: expected at least one float32 element (4 bytes), got 2",
-        f"{path}: inter_algorithm: expected an inter-node allreduce (ring, tree, "
-        "halving_doubling, direct), got 'binomial_tree'",
+        f"{path}: algorithm_options.hierarchical.inter: expected an inter-node allreduce (ring, "
+        "direct, halving_doubling, tree), got 'binomial_tree'",
+        f"{path}: algorithm_options.ring: ring has no options",
+    ]
+
+
+def test_removed_and_aliased_keys_say_what_to_write(tmp_path):
+    path = write(tmp_path, TOPO + "sizes: [1KiB]\ninter_algorithm: tree\npiece_size: 4KiB\n"
+                                  "chunk_size: 4KiB\n")
+    with pytest.raises(InputError) as error:
+        load_scenario(path)
+    assert [str(p) for p in error.value.problems] == [
+        f"{path}: inter_algorithm: unknown key; it moved to algorithm_options: "
+        "{hierarchical: {inter: NAME}}",
+        f"{path}: chunk_size: expected piece_size or its alias chunk_size, not both",
+    ]
+
+
+def test_duplicate_sizes_and_algorithms_are_refused(tmp_path):
+    path = write(tmp_path, TOPO + "sizes: [1KiB, 4KiB, 1024]\nalgorithms: [ring, tree, ring]\n")
+    with pytest.raises(InputError) as error:
+        load_scenario(path)
+    assert [str(p) for p in error.value.problems] == [
+        f"{path}: algorithms: expected each algorithm once, got 'ring' twice",
+        f"{path}: sizes: expected each size once, got 1024 twice",
     ]
 
 

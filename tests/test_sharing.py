@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.sharing import FairShare, max_min_rates
+from simulator.engine.sharing import FairShare, max_min_rates
 
 REL = 1e-12
 

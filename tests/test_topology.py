@@ -2,8 +2,9 @@
 
 import pytest
 
-from simulator.scenario import PRESET_DIR, load_preset
-from simulator.topology import BUILDERS, dgx, fully_connected, placement, ring, switch
+from simulator.model.machine import Machine
+from simulator.model.topology import BUILDERS, dgx, fully_connected, ring, switch
+from simulator.scenario.parse import load_preset
 
 
 def test_switch_gives_each_gpu_its_own_full_duplex_link():
@@ -13,7 +14,7 @@ def test_switch_gives_each_gpu_its_own_full_duplex_link():
         for edge in ((f"gpu{r}", "switch"), ("switch", f"gpu{r}")):
             assert graph.edges[edge] == {"bandwidth": 25e9, "latency": 5e-7}
     assert graph.nodes["switch"]["kind"] == "switch"
-    assert placement(graph) == ("gpu0", "gpu1", "gpu2", "gpu3")
+    assert Machine.of(graph).placement == ("gpu0", "gpu1", "gpu2", "gpu3")
 
 
 def test_ring_cables_neighbours_only():
@@ -40,7 +41,7 @@ def test_dgx_structure():
     assert graph.edges["n0.gpu0", "n0.nvswitch"]["bandwidth"] == 450e9
     assert graph.edges["n0.gpu0", "n0.nic0"]["bandwidth"] == 63e9
     assert graph.edges["n0.nic0", "leaf"]["bandwidth"] == 50e9
-    assert placement(graph)[8] == "n1.gpu0"
+    assert Machine.of(graph).placement[8] == "n1.gpu0"
 
 
 @pytest.mark.parametrize("preset, nvlink, pcie, nic", [
@@ -48,7 +49,7 @@ def test_dgx_structure():
     ("dgx_a100", 300e9, 31.5e9, 25e9),
 ])
 def test_presets_carry_spec_sheet_numbers(preset, nvlink, pcie, nic):
-    spec = load_preset(PRESET_DIR / f"{preset}.yaml")
+    spec = load_preset(preset)
     params = dict(spec.params)
     assert (params["nvlink_bandwidth"], params["pcie_bandwidth"], params["nic_bandwidth"]) == (
         nvlink, pcie, nic)

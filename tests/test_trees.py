@@ -15,21 +15,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.collectives import Collective, get_algorithm
-from simulator.collectives.binomial_tree import binomial_tree
-from simulator.collectives.double_binary_tree import DoubleBinaryTreeAllreduce, double_binary_tree
-from simulator.collectives.phases import Node
-from simulator.collectives.tree import TreeAllreduce, binary_tree, depth
-from simulator.collectives.tree_costs import broadcast_down_s, reduce_up_s
-from simulator.costmodel import GpuSpec, pipeline_s, proportionate_pipeline_s
-from simulator.data import Payload
-from simulator.engine import run_collective
-from simulator.network import Routing
-from simulator.program import Comm
-from simulator.reduction import ReduceOp
+from simulator.algorithms import Collective, get_algorithm
+from simulator.algorithms.binomial_tree import binomial_tree
+from simulator.algorithms.comm import Comm
+from simulator.algorithms.cost import pipeline_s, proportionate_pipeline_s
+from simulator.algorithms.double_binary_tree import DoubleBinaryTreeAllreduce, double_binary_tree
+from simulator.algorithms.phases.tree import TreeNode, broadcast_down_s, reduce_up_s
+from simulator.algorithms.tree import TreeAllreduce, binary_tree, depth
+from simulator.engine.payload import Payload
+from simulator.engine.run import RunSpec, run_collective
+from simulator.model.machine import GpuSpec, Machine
+from simulator.model.reduction import ReduceOp
+from simulator.model.topology import switch
 from simulator.runner import prepare
 from simulator.scenario import Scenario
-from simulator.topology import placement, switch
 from tests.conftest import dgx_topology, flat_scenario, run_one
 
 ALL = [(Collective.ALLREDUCE, "binomial_tree"), (Collective.BROADCAST, "binomial_tree"),
@@ -41,7 +40,7 @@ RANKS = range(1, 41)
 
 # --- the shapes ---------------------------------------------------------------------------------
 
-def assert_spanning_tree(tree: list[Node], root: int) -> None:
+def assert_spanning_tree(tree: list[TreeNode], root: int) -> None:
     """One parent for every rank but the root, children and parents agree, all reach the root."""
     p = len(tree)
     assert tree[root].parent is None
@@ -111,10 +110,11 @@ def test_small_trees_by_hand():
     # p = 7: ranks 0..6 sit at in-order positions 4 5 6 7 1 2 3; position 4 over 2 and 6,
     # 2 over 1 and 3, 6 over 5 and 7 (the right child first)
     assert [binary_tree(r, 7) for r in range(7)] == [
-        Node(None, (2, 5)), Node(2, ()), Node(0, (3, 1)), Node(2, ()), Node(5, ()),
-        Node(0, (6, 4)), Node(5, ())]
+        TreeNode(None, (2, 5)), TreeNode(2, ()), TreeNode(0, (3, 1)), TreeNode(2, ()), TreeNode(5, ()),
+        TreeNode(0, (6, 4)), TreeNode(5, ())]
     assert [binomial_tree(r, 6) for r in range(6)] == [
-        Node(None, (1, 2, 4)), Node(0, ()), Node(0, (3,)), Node(2, ()), Node(0, (5,)), Node(4, ())]
+        TreeNode(None, (1, 2, 4)), TreeNode(0, ()), TreeNode(0, (3,)), TreeNode(2, ()),
+        TreeNode(0, (5,)), TreeNode(4, ())]
 
 
 # --- the closed forms, exact where no link is shared --------------------------------------------
@@ -142,7 +142,7 @@ def test_closed_form_on_fully_connected(algorithm, ranks, pieces, piece_elements
     count = halves * pieces * piece_elements + 2 * extra
     scenario = flat_scenario("fully_connected", ranks=ranks, bandwidth=bandwidth, latency=latency,
                              collective=collective, algorithms=(name,),
-                             chunk_bytes=4 * piece_elements if pipelined else None,
+                             piece_bytes=4 * piece_elements if pipelined else None,
                              gpu=_gpu(reduce_bandwidth, launch))
     result = run_one(scenario, 4 * count)
     assert result.verified is True
@@ -222,7 +222,7 @@ def test_tree_allreduce_is_its_reduce_plus_d_hops_down(ranks):
     times = {}
     for collective in (Collective.ALLREDUCE, Collective.REDUCE):
         scenario = flat_scenario("fully_connected", ranks=ranks, bandwidth=1e9, latency=1e-6,
-                                 collective=collective, algorithms=("tree",), chunk_bytes=c,
+                                 collective=collective, algorithms=("tree",), piece_bytes=c,
                                  gpu=_gpu(1e10, 1e-7))
         times[collective] = run_one(scenario, 16 * c).sim_time_s
     down = d * (1e-6 + c / 1e9)
@@ -239,7 +239,7 @@ def test_large_buffers_approach_the_busiest_link(kind, tree, double):
     ranks, n, piece = 7, 128 * 4000, 4000
     for name, expected, chunk in (("tree", tree, piece), ("double_binary_tree", double, piece // 2)):
         scenario = flat_scenario(kind, ranks=ranks, bandwidth=1e9, latency=0.0, algorithms=(name,),
-                                 chunk_bytes=chunk)
+                                 piece_bytes=chunk)
         result = run_one(scenario, n)
         assert result.sim_time_s / (n / 1e9) == pytest.approx(expected, rel=0.05)
 
@@ -319,7 +319,7 @@ def test_overlapped_tree_on_a_switch_of_3_shares_the_roots_links():
     #   (0's uplink carries both children's n bytes): alpha + 2kt = 34 us; the larger, 34 us.
     alpha, t, g, k = 2e-6, 4e-6, 4e-7, 4
     scenario = flat_scenario("switch", ranks=3, bandwidth=1e9, latency=1e-6, algorithms=("tree",),
-                             chunk_bytes=4000, gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
+                             piece_bytes=4000, gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
     result = run_one(scenario, k * 4000)
     assert result.sim_time_s == pytest.approx(2 * alpha + 2 * (k + 1) * t + 2 * g, rel=1e-9)
     assert result.model_time_s == pytest.approx(alpha + 2 * k * t, rel=1e-9)
@@ -353,7 +353,7 @@ def test_double_tree_of_2_on_fully_connected_shares_its_one_cable():
     # T = 17 us = alpha + n·beta: the cable carries both halves, never idle; the formula's
     #   busiest-link term, where each tree's pipeline alone is 2alpha + 3t = 14 us.
     scenario = flat_scenario("fully_connected", ranks=2, bandwidth=1e9, latency=1e-6,
-                             algorithms=("double_binary_tree",), chunk_bytes=4000)
+                             algorithms=("double_binary_tree",), piece_bytes=4000)
     result = run_one(scenario, 16000)
     assert result.sim_time_s == pytest.approx(17e-6, rel=1e-9)
     assert result.model_time_s == pytest.approx(17e-6, rel=1e-9)
@@ -370,7 +370,7 @@ def test_double_tree_is_never_slower_than_its_model_at_half_bandwidth():
         for bandwidth in (1e9, 0.5e9):
             scenario = flat_scenario("fully_connected", ranks=ranks, bandwidth=bandwidth,
                                      latency=1e-6, algorithms=("double_binary_tree",),
-                                     chunk_bytes=2000, gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
+                                     piece_bytes=2000, gpu=GpuSpec(reduce_bandwidth_Bps=1e10))
             results.append(run_one(scenario, 4 * count))
         full, half = results
         assert full.sim_time_s <= half.model_time_s * (1 + 1e-9)
@@ -391,7 +391,7 @@ def _dgx(gpus_per_node: int, collective: Collective, name: str, **fields) -> Sce
                          algorithms=(name,), **fields)
 
 
-def _children_on_separate_links(tree: list[Node], gpus_per_node: int) -> bool:
+def _children_on_separate_links(tree: list[TreeNode], gpus_per_node: int) -> bool:
     """Every rank has at most one child on its own node (reached over its NVLink) and at most one
     on the other (over its PCIe link and NIC): then a broadcast's sends from one rank, or a
     reduction's pieces into it, never share a link (the leaf switch is non-blocking)."""
@@ -433,9 +433,9 @@ def test_closed_form_exact_on_two_dgx_nodes_where_no_link_is_shared(collective, 
     # longest chain is 0-6-4-5 over three network hops, the others never slower than it.
     # Hops differ 16x in bandwidth and 5x in latency; one piece, or 4000 B pieces, the last
     # partial.
-    for chunk_bytes in (None, 4000):
+    for piece_bytes in (None, 4000):
         for gpu in (GpuSpec(), GpuSpec(reduce_bandwidth_Bps=1.1e12, launch_latency_s=2e-6)):
-            scenario = _dgx(gpus_per_node, collective, name, chunk_bytes=chunk_bytes, gpu=gpu)
+            scenario = _dgx(gpus_per_node, collective, name, piece_bytes=piece_bytes, gpu=gpu)
             for size in (4, 4000, 4 * 10007, 4 << 20):
                 result = run_one(scenario, size)
                 assert result.verified is True
@@ -471,7 +471,7 @@ def test_binomial_on_two_dgx_nodes_of_8_shares_nvlink_in_the_broadcast(collectiv
             assert result.model_time_s == pytest.approx(network + 3 * (NVLINK_ALPHA + t), rel=1e-12)
 
 
-def _chains(tree: list[Node]) -> list[list[int]]:
+def _chains(tree: list[TreeNode]) -> list[list[int]]:
     """Every leaf's way up: the ranks from the leaf to the root."""
     chains = []
     for leaf in (r for r, node in enumerate(tree) if not node.children):
@@ -551,17 +551,18 @@ def test_closed_form_within_a_band_on_two_dgx_nodes_of_8(collective, name):
 def test_allreduce_runs_on_a_subgroup_over_part_of_the_buffer(algorithm):
     # ranks 0, 2, 4 and 1, 3, 5 each allreduce the second half of their buffers
     class Halves(type(algorithm)):
-        def program(self, me, comm: Comm):
+        def program(self, comm: Comm):
             half = comm.chunks(2)[1]
-            sub = comm.subgroup(range(me % 2, comm.size, 2), half)
-            yield from algorithm.program(sub.rank, sub)
+            sub = comm.subgroup(range(comm.rank % 2, comm.size, 2), half)
+            yield from algorithm.program(sub)
 
     ranks, count = 6, 40
     graph = switch(ranks, 1e9, 1e-6)
     buffers = np.arange(ranks * count, dtype=np.int64).reshape(ranks, count)
     inputs = buffers.copy()
-    run_collective(Halves(), placement(graph), Routing(graph), GpuSpec(),
-                   Payload(count, count, np.dtype("int64")), buffers, ReduceOp.SUM, chunk_bytes=24)
+    run_collective(Halves(), Machine.of(graph),
+                   RunSpec(Payload(count, count, np.dtype("int64")), ReduceOp.SUM, piece_bytes=24),
+                   buffers)
     for rank in range(ranks):
         group = inputs[rank % 2::2]
         assert (buffers[rank, :20] == inputs[rank, :20]).all()

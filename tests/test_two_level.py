@@ -3,34 +3,35 @@
 import numpy as np
 import pytest
 
-from simulator.collective import Collective
-from simulator.collectives import get_algorithm
-from simulator.costmodel import GpuSpec
+from simulator.algorithms import get_algorithm
 from simulator.errors import InputError
-from simulator.reduction import ReduceOp
-from simulator.runner import prepare, run_point, select_algorithms
-from simulator.scenario import PRESET_DIR, Scenario, load_preset
-from tests.conftest import flat_scenario
+from simulator.model.collective import Collective
+from simulator.model.machine import GpuSpec
+from simulator.model.reduction import ReduceOp
+from simulator.runner import prepare, run_point
+from simulator.scenario import Scenario, TopologySpec
+from simulator.scenario.parse import load_preset
+from tests.conftest import flat_scenario, inter_options
 
 H100_GPU = GpuSpec(reduce_bandwidth_Bps=1.1e12)
 
 
 def dgx_scenario(preset: str = "dgx_h100", nodes: int = 1, algorithms=("ring",), **fields) -> Scenario:
-    base = load_preset(PRESET_DIR / f"{preset}.yaml")
-    topology = type(base)(preset, base.kind, tuple({**dict(base.params), "nodes": nodes}.items()))
+    base = load_preset(preset)
+    topology = TopologySpec(base.kind, {**base.params, "nodes": nodes}, label=preset)
     return flat_scenario(topology=topology, algorithms=algorithms, gpu=H100_GPU, **fields)
 
 
 def run(scenario: Scenario, size: int):
     setup = prepare(scenario)
-    return {a.name: run_point(scenario, setup, a, size) for a in select_algorithms(scenario, setup)}
+    return {a.name: run_point(scenario, a, size, setup=setup) for a in setup.algorithms}
 
 
 @pytest.mark.parametrize("nodes, inter", [(2, "ring"), (3, "ring"), (4, "ring"), (3, "direct"),
                                           (2, "halving_doubling"), (4, "halving_doubling"),
                                           (2, "tree")])
 def test_hierarchical_is_exact_and_verified(nodes, inter):
-    scenario = dgx_scenario(nodes=nodes, algorithms=("hierarchical",), inter_algorithm=inter,
+    scenario = dgx_scenario(nodes=nodes, algorithms=("hierarchical",), options=inter_options(inter),
                             dtype=np.dtype("int32"))
     for size in (4 * 8 * nodes * 3, 1 << 20, 1 << 28):
         result = run(scenario, size)["hierarchical"]
@@ -57,15 +58,15 @@ def test_hierarchical_beats_flat_ring_on_two_nodes_by_the_closed_forms_margin():
 
 @pytest.mark.parametrize("inter", ["ring", "tree", "halving_doubling", "direct"])
 def test_hierarchical_inter_algorithm_is_the_scenarios_choice(inter):
-    scenario = dgx_scenario(nodes=3, algorithms=("hierarchical",), inter_algorithm=inter)
-    [algorithm] = select_algorithms(scenario, prepare(scenario))
-    assert algorithm.inter is get_algorithm(Collective.ALLREDUCE, inter)
+    scenario = dgx_scenario(nodes=3, algorithms=("hierarchical",), options=inter_options(inter))
+    [algorithm] = prepare(scenario).algorithms
+    assert algorithm.options.inter is get_algorithm(Collective.ALLREDUCE, inter)
     assert run(scenario, 3 * 4096)["hierarchical"].verified is True
 
 
 def test_nvls_is_exact_on_one_h100_node_for_every_op():
     for op in ReduceOp:
-        scenario = dgx_scenario(algorithms=("nvls",), op=op, dtype=np.dtype("int64"))
+        scenario = dgx_scenario(algorithms=("nvls",), reduce_op=op, dtype=np.dtype("int64"))
         result = run(scenario, 8 * 1000)["nvls"]
         assert result.verified is True
         assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9)
@@ -104,15 +105,15 @@ def test_ring_wins_small_sizes_on_h100_as_nccl_tuner_does():
 ])
 def test_named_algorithm_that_cannot_run_is_an_input_error(scenario, field, message):
     with pytest.raises(InputError) as error:
-        select_algorithms(scenario, prepare(scenario))
+        prepare(scenario)
     assert str(error.value) == f"test.yaml: {field}: {message}"
 
 
 def test_all_runs_every_algorithm_that_applies():
     one = dgx_scenario(algorithms=None)
     two = dgx_scenario(nodes=2, algorithms=None)
-    names_one = [a.name for a in select_algorithms(one, prepare(one))]
-    names_two = [a.name for a in select_algorithms(two, prepare(two))]
+    names_one = [a.name for a in prepare(one).algorithms]
+    names_two = [a.name for a in prepare(two).algorithms]
     assert "nvls" in names_one and "hierarchical" not in names_one
     assert "hierarchical" in names_two and "nvls" not in names_two
     assert get_algorithm(Collective.ALLREDUCE, "ring").name in names_one

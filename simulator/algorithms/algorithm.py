@@ -1,0 +1,108 @@
+"""The algorithm interface: a name, the collective it implements, where it applies, its options,
+a per-rank program, its closed-form cost and where that closed form is exact.
+
+Everything an algorithm declares lives on its class, so adding one is its file plus one line in
+:mod:`~simulator.algorithms.registry`: options are a frozen dataclass (:attr:`Algorithm.Options`)
+that scenario files fill in under ``algorithm_options:``, and "exact on" claims are data
+(:attr:`Algorithm.exact_on`) that the contract tests check.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, fields, is_dataclass, replace
+from enum import Enum
+from typing import Any, ClassVar
+
+from simulator.algorithms.comm import Comm, Program
+from simulator.algorithms.cost import CostInputs
+from simulator.model.collective import Collective
+from simulator.model.machine import Machine
+
+
+class RankCounts(Enum):
+    """Which rank counts an :class:`ExactOn` claim covers."""
+
+    ANY = "any p"
+    POWERS_OF_TWO = "p a power of two"
+
+    def admits(self, ranks: int) -> bool:
+        """Whether the claim covers ``ranks``."""
+        return self is RankCounts.ANY or ranks & (ranks - 1) == 0
+
+
+@dataclass(frozen=True)
+class ExactOn:
+    """A claim about a closed form, checked by the contract tests: on a topology of builder
+    ``kind`` (any bandwidth, the same non-zero latency on every link), for every rank count
+    ``ranks`` admits and any size, the simulated time equals :meth:`Algorithm.model_s`."""
+
+    kind: str
+    ranks: RankCounts = RankCounts.ANY
+
+    def __str__(self) -> str:
+        return self.kind if self.ranks is RankCounts.ANY else f"{self.kind} ({self.ranks.value})"
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The options of an algorithm that has none."""
+
+
+@dataclass(frozen=True)
+class Inner:
+    """Marks an option naming another algorithm that runs inside this one (for example what
+    ``hierarchical`` runs across hosts): any :attr:`~Algorithm.composable` algorithm of
+    ``collective``, described to users as ``what``. Use as
+    ``Annotated[Algorithm, Inner(Collective.ALLREDUCE, "an inter-node allreduce")]``."""
+
+    collective: Collective
+    what: str
+
+
+class Algorithm(ABC):
+    """One algorithm for one collective, written as a per-rank program.
+
+    Subclasses set ``name`` (the registry name used in scenario files) and ``collective``, write
+    :meth:`program` against the communicator only, and give the closed form in :meth:`model_s`
+    with its source cited. The program must work on any communicator, including a subgroup
+    over a span of the buffer (``comm.buffer``), so that other algorithms can compose it.
+    An algorithm with options is a frozen dataclass with one field, ``options``.
+    """
+
+    name: ClassVar[str]
+    collective: ClassVar[Collective]
+    Options: ClassVar[type] = NoOptions
+    """A frozen dataclass of this algorithm's scenario options (``algorithm_options: {name: ...}``)."""
+    exact_on: ClassVar[tuple[ExactOn, ...]] = ()
+    """Where the closed form equals the simulation (checked by tests/test_contract.py)."""
+    composable: ClassVar[bool] = False
+    """Whether another algorithm may run this one on any subgroup (no topology needs of its own)."""
+
+    def __eq__(self, other: object) -> bool:
+        """Algorithms are values: equal when of the same class with the same options."""
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def unsupported(self, machine: Machine) -> str | None:
+        """Why this algorithm cannot run on ``machine``, or None when it can."""
+        return None
+
+    def configured(self, options: Any) -> Algorithm:
+        """This algorithm with ``options`` (an instance of its :attr:`Options`) applied."""
+        if not isinstance(options, self.Options):
+            raise TypeError(f"{self.name}: expected {self.Options.__name__}, got {options!r}")
+        if self.Options is NoOptions:
+            return self
+        assert is_dataclass(self) and "options" in {f.name for f in fields(self)}
+        return replace(self, options=options)
+
+    @abstractmethod
+    def program(self, comm: Comm) -> Program:
+        """The generator rank ``comm.rank`` runs on ``comm.buffer``."""
+
+    @abstractmethod
+    def model_s(self, cost: CostInputs, count: int) -> float:
+        """Closed-form time (s) for ``count`` elements per rank (cost.itemsize bytes each)."""

@@ -1,0 +1,206 @@
+"""What an algorithm's per-rank program sees: its buffer as spans, and a tiny communicator.
+
+A program is a generator (SimPy's own idea: its local variables are its state). It *posts* sends
+with :meth:`Comm.send`, which never block, and *yields* the requests it waits for:
+:meth:`Comm.recv` (data from a peer, copied or reduced into a span of its buffer) and
+:meth:`Comm.reduce` (a local combine). An engine interprets these requests: the SimPy engine
+times them on the fabric, and any other interpreter could check or trace them. Programs never see
+SimPy, the network or numpy arrays: a :class:`~simulator.model.span.Span` is a range of buffer
+elements.
+
+Messages between one pair of ranks are matched in order (MPI's non-overtaking rule): the k-th
+``recv`` from a peer takes the k-th message that peer sent to this rank.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from simulator.errors import AlgorithmError
+from simulator.model.machine import Layout
+from simulator.model.span import Span, piece_sizes
+
+
+class Combine(Enum):
+    """How received data meet the span they arrive into."""
+
+    COPY = "copy"      # overwrite: the data are already final
+    REDUCE = "reduce"  # combine with the reduction operator (costs GPU reduction time)
+
+
+COPY, REDUCE = Combine.COPY, Combine.REDUCE
+
+
+@dataclass(frozen=True)
+class Send:
+    """A posted message: ``span`` of the sender's buffer goes to ``peer`` (a global rank) on
+    ``channel``."""
+
+    peer: int
+    span: Span
+    channel: int = 0
+
+
+@dataclass(frozen=True)
+class SwitchContribution:
+    """A posted contribution of ``span`` to an in-switch reduction among ``group``."""
+
+    group: tuple[int, ...]
+    span: Span
+
+
+@dataclass(frozen=True)
+class Recv:
+    """Wait for the next message from ``peer`` (a global rank) on ``channel`` and copy or
+    reduce it into ``into``."""
+
+    peer: int
+    into: Span
+    combine: Combine
+    channel: int = 0
+
+
+@dataclass(frozen=True)
+class SwitchResult:
+    """Wait for the next in-switch reduction result of ``group`` and copy it into ``into``."""
+
+    group: tuple[int, ...]
+    into: Span
+
+
+@dataclass(frozen=True)
+class LocalReduce:
+    """Combine span ``source`` of this rank's buffer into span ``into`` (same size)."""
+
+    into: Span
+    source: Span
+
+
+@dataclass(frozen=True)
+class Parallel:
+    """Run several programs of one rank at once; done when all are (see :meth:`Comm.parallel`)."""
+
+    programs: tuple[Program, ...]
+
+
+Request = Recv | SwitchResult | LocalReduce | Parallel
+"""What a program yields: something to wait for."""
+
+Posted = Send | SwitchContribution
+"""What a program posts without waiting."""
+
+Program = Generator[Request, None, None]
+"""A rank's program: a generator of requests."""
+
+
+class Outbox:
+    """Engine side: what one rank has posted and the engine has not yet started, in order."""
+
+    def __init__(self) -> None:
+        self._posted: list[Posted] = []
+
+    def post(self, item: Posted) -> None:
+        """Append a send or a switch contribution."""
+        self._posted.append(item)
+
+    def take(self) -> list[Posted]:
+        """Everything posted since the last call, in posting order."""
+        posted, self._posted = self._posted, []
+        return posted
+
+
+class Comm:
+    """One rank's view of a group: who it is, its buffer, and the verbs it may use.
+
+    Ranks are numbered 0..size-1 within the group; a :meth:`subgroup` is a communicator over
+    some of them and a span of the buffer, so an algorithm can run another one inside it.
+    ``piece_bytes`` is the scenario's pipeline piece size (None: each algorithm's default).
+    """
+
+    def __init__(self, rank: int, size: int, buffer: Span, *, itemsize: int = 1,
+                 piece_bytes: int | None = None, layout: Layout | None = None,
+                 outbox: Outbox | None = None) -> None:
+        self.rank = rank
+        self.size = size
+        self.buffer = buffer
+        self.itemsize = itemsize
+        self.piece_bytes = piece_bytes
+        self.layout = layout if layout is not None else Layout((0,) * size)
+        self.members: tuple[int, ...] = tuple(range(size))
+        """The global rank of each member of this group."""
+        self.channel = 0
+        self._outbox = outbox if outbox is not None else Outbox()
+
+    def chunks(self, parts: int) -> list[Span]:
+        """The buffer cut into ``parts`` nearly equal chunks (see :meth:`Span.split`)."""
+        return self.buffer.split(parts)
+
+    def pieces(self, span: Span, default_bytes: int | None = None) -> list[Span]:
+        """``span`` cut into pipeline pieces of the scenario's ``piece_size`` bytes, the last
+        one partial (:func:`~simulator.model.span.piece_sizes`).
+
+        When the scenario sets no piece size, pieces of ``default_bytes`` (the algorithm's own
+        default), or the whole span when that is None too. Always at least one piece.
+        """
+        return span.cut(piece_sizes(span.count, self.itemsize, self.piece_bytes, default_bytes))
+
+    def send(self, peer: int, span: Span) -> None:
+        """Post ``span`` to ``peer``; returns at once (data are taken as they are now)."""
+        self._outbox.post(Send(self._global(peer), span, self.channel))
+
+    def recv(self, peer: int, into: Span, combine: Combine = REDUCE) -> Recv:
+        """The request to yield to receive ``peer``'s next message into ``into``."""
+        return Recv(self._global(peer), into, combine, self.channel)
+
+    def parallel(self, *programs: Program) -> Parallel:
+        """The request to yield to run ``programs`` at once (each its own thread of this rank,
+        sharing its GPU); give each its own :meth:`on_channel` when they talk to the same peer."""
+        return Parallel(tuple(programs))
+
+    def on_channel(self, channel: int) -> Comm:
+        """This communicator on another channel: a separate connection to every peer (its own
+        FIFO and message matching), as NCCL runs each tree or ring on its own channel."""
+        view = self._view(self.rank, self.size, self.buffer, self.layout, self.members)
+        view.channel = channel
+        return view
+
+    def reduce(self, into: Span, source: Span) -> LocalReduce:
+        """The request to yield to combine ``source`` into ``into`` locally."""
+        if into.count != source.count:
+            raise AlgorithmError(f"rank {self.members[self.rank]}: local reduce of "
+                                 f"{source.count} elements into a span of {into.count}")
+        return LocalReduce(into, source)
+
+    def switch_reduce(self, span: Span) -> None:
+        """Post ``span`` to the group's reducing switch (NVLink SHARP's multimem reduction);
+        every member must post the same spans in the same order."""
+        self._outbox.post(SwitchContribution(self.members, span))
+
+    def switch_result(self, into: Span) -> SwitchResult:
+        """The request to yield to receive the switch's next reduced, multicast span."""
+        return SwitchResult(self.members, into)
+
+    def subgroup(self, ranks: Sequence[int], buffer: Span) -> Comm:
+        """A communicator over ``ranks`` (this group's numbering, including this rank) that
+        works on ``buffer``, a span of this one."""
+        ranks = tuple(ranks)
+        if self.rank not in ranks:
+            raise AlgorithmError(f"rank {self.members[self.rank]} is not in subgroup {ranks}")
+        return self._view(ranks.index(self.rank), len(ranks), buffer, self.layout.subset(ranks),
+                          tuple(self.members[r] for r in ranks))
+
+    def _view(self, rank: int, size: int, buffer: Span, layout: Layout,
+              members: tuple[int, ...]) -> Comm:
+        view = Comm(rank, size, buffer, itemsize=self.itemsize, piece_bytes=self.piece_bytes,
+                    layout=layout, outbox=self._outbox)
+        view.members = members
+        view.channel = self.channel
+        return view
+
+    def _global(self, peer: int) -> int:
+        if not (0 <= peer < self.size) or peer == self.rank:
+            raise AlgorithmError(f"rank {self.members[self.rank]}: peer {peer} is not another "
+                                 f"rank of 0..{self.size - 1}")
+        return self.members[peer]

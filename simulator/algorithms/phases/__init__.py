@@ -1,0 +1,15 @@
+"""Phases shared by several algorithms, each program beside its closed form.
+
+A phase is a program fragment composed with ``yield from`` that runs along a logical ring or
+chain given as a sequence of ranks, over a tree given to each rank as its
+:class:`~simulator.algorithms.phases.tree.TreeNode`, or among recursive partners, so one algorithm
+can run it inside a host, across hosts, or on a whole group with the same code. Each module holds
+the programs of one family and their closed forms (``ring_pass`` and ``ring_pass_s``, ...), so
+composing a new algorithm from phases finds both in one place.
+
+- :mod:`.pieces`: a span as pipeline pieces over one connection (send, receive, swap);
+- :mod:`.ring`: passes around a ring, chains along it;
+- :mod:`.tree`: reduce up, broadcast down, both overlapped;
+- :mod:`.recursive`: the fold, recursive halving and doubling;
+- :mod:`.direct`: every rank straight to every other.
+"""

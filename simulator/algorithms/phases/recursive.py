@@ -1,0 +1,198 @@
+"""Recursive phases: partners at distance 1, 2, 4, … (recursive doubling and halving), and the
+fold that lets them run on any number of ranks; each program beside its closed form.
+
+Thakur, Rabenseifner & Gropp, "Optimization of collective communication operations in MPICH",
+IJHPCA 19(1), 2005. On p = 2^L ranks, recursive doubling takes L steps; in the step at distance
+d = 1, 2, …, p/2 rank j exchanges with rank j XOR d (both partners send at once); recursive
+halving runs the distances the other way round, halving the data each step. For other p the
+paper's §4 *fold* first brings the ranks down to q = 2^⌊log2 p⌋: with r = p - q, the first 2r
+ranks pair up (2i, 2i+1); rank 2i hands its data to rank 2i+1 and sits out, the q survivors run
+the power-of-two algorithm, and each rank 2i+1 hands the result back to rank 2i at the end
+(:func:`folded`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+
+from simulator.algorithms.comm import COPY, REDUCE, Combine, Comm, Program
+from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.phases.pieces import recv_pieces, send_pieces, swap
+from simulator.model.span import Span
+
+Inner = Callable[[Comm], Program]
+"""A power-of-two program, run on the survivors' communicator."""
+
+
+def power_of_two_below(p: int) -> int:
+    """2^⌊log2 p⌋: the number of ranks left after the fold (p itself when p is a power of two)."""
+    return 1 << (p.bit_length() - 1)
+
+
+def survivors(p: int) -> list[int]:
+    """The ranks that stay in after the fold, in the order they are renumbered 0..q-1:
+    the odd ranks 1, 3, …, 2r-1 of the first 2r (each now also standing in for the even rank
+    before it), then ranks 2r..p-1 (MPICH's renumbering, Thakur et al. 2005 §4)."""
+    extra = p - power_of_two_below(p)
+    return [2 * i + 1 for i in range(extra)] + list(range(2 * extra, p))
+
+
+def survivor_blocks(buffer: Span, p: int) -> list[Span]:
+    """Per survivor (new numbering), its own chunk of ``buffer.split(p)`` joined with the chunk of
+    the rank it stands in for: contiguous, in buffer order, tiling the buffer."""
+    chunk = buffer.split(p)
+    extra = p - power_of_two_below(p)
+    return [Span(chunk[2 * i].start, chunk[2 * i + 1].stop) for i in range(extra)] + chunk[2 * extra:]
+
+
+def group(blocks: Sequence[Span], rank: int, size: int) -> Span:
+    """The blocks of the aligned group of ``size`` ranks containing ``rank``, as one span."""
+    first = rank - rank % size
+    return Span(blocks[first].start, blocks[first + size - 1].stop)
+
+
+def distances(q: int) -> list[int]:
+    """1, 2, 4, …, q/2: the partner distances of recursive doubling on q = 2^L ranks."""
+    return [1 << k for k in range(q.bit_length() - 1)]
+
+
+def halves(buffer: Span, parts: int) -> list[Span]:
+    """``buffer`` halved, the halves halved, … into ``parts`` (a power of two) blocks: the blocks
+    of any aligned group differ from those of its sibling group by at most one element, so the two
+    messages of every exchange are as equal as they can be.
+
+    >>> halves(Span(0, 7), 4)
+    [Span(start=0, stop=2), Span(start=2, stop=4), Span(start=4, stop=6), Span(start=6, stop=7)]
+    """
+    if parts == 1:
+        return [buffer]
+    lower, upper = buffer.split(2)
+    return halves(lower, parts // 2) + halves(upper, parts // 2)
+
+
+# ---- programs -------------------------------------------------------------------------------
+
+def folded(comm: Comm, inner: Inner, *, hand_in: Callable[[int], list[Span]],
+           combine: Combine, hand_back: Callable[[int], list[Span]]) -> Program:
+    """Run ``inner`` on the q = 2^⌊log2 p⌋ survivors of the fold (Thakur et al. 2005 §4).
+
+    Rank 2i < 2r sends ``hand_in(2i)`` to rank 2i+1, which copies or reduces it in
+    (``combine``); the survivors run ``inner`` renumbered as :func:`survivors` lists them; rank
+    2i+1 then sends ``hand_back(2i)`` to rank 2i, which has waited for it. For a power of two
+    nobody folds and this is just ``inner`` on the whole group.
+    """
+    me, p = comm.rank, comm.size
+    extra = p - power_of_two_below(p)
+    if me < 2 * extra and me % 2 == 0:          # hand my data in, sit out, get the result back
+        for span in hand_in(me):
+            send_pieces(comm, me + 1, span)
+        for span in hand_back(me):
+            yield from recv_pieces(comm, me + 1, span, COPY)
+        return
+    if me < 2 * extra:                          # take my partner's data in
+        for span in hand_in(me - 1):
+            yield from recv_pieces(comm, me - 1, span, combine)
+    yield from inner(comm if extra == 0 else comm.subgroup(survivors(p), comm.buffer))
+    if me < 2 * extra:                          # hand the result back
+        for span in hand_back(me - 1):
+            send_pieces(comm, me - 1, span)
+
+
+def doubling_gather(comm: Comm, blocks: Sequence[Span]) -> Program:
+    """Recursive-doubling allgather on q = 2^L ranks: rank j starts with ``blocks[j]`` final and
+    at distance d = 1, 2, …, q/2 swaps everything gathered so far (its aligned group of d blocks)
+    with rank j XOR d, so every rank ends with every block."""
+    me = comm.rank
+    for d in distances(comm.size):
+        partner = me ^ d
+        yield from swap(comm, partner, send=group(blocks, me, d), into=group(blocks, partner, d),
+                        combine=COPY)
+
+
+def halving_scatter(comm: Comm, blocks: Sequence[Span]) -> Program:
+    """Recursive-halving reduce-scatter on q = 2^L ranks: rank j ends with ``blocks[j]`` reduced.
+
+    At d = q/2, …, 1 the partners j and j XOR d split the 2d blocks they share: each sends the
+    aligned group of d blocks its partner ends up in and reduces the group it ends up in itself.
+    """
+    me = comm.rank
+    for d in reversed(distances(comm.size)):
+        partner = me ^ d
+        yield from swap(comm, partner, send=group(blocks, partner, d), into=group(blocks, me, d),
+                        combine=REDUCE)
+
+
+def swap_whole(comm: Comm) -> Program:
+    """The recursive-doubling allreduce core on q = 2^L ranks: at d = 1, 2, …, q/2 swap the whole
+    buffer with rank me XOR d, both partners reducing."""
+    for d in distances(comm.size):
+        yield from swap(comm, comm.rank ^ d, send=comm.buffer, into=comm.buffer, combine=REDUCE)
+
+
+# ---- closed forms ---------------------------------------------------------------------------
+
+def fold_pairs(p: int) -> list[tuple[int, int]]:
+    """The (sitting-out rank, survivor) pairs of the fold."""
+    return [(2 * i, 2 * i + 1) for i in range(p - power_of_two_below(p))]
+
+
+def step_pairs(p: int, d: int) -> list[tuple[int, int]]:
+    """The (sender, receiver) rank pairs of the survivors' step at distance d."""
+    ranks = survivors(p)
+    return [(ranks[j], ranks[j ^ d]) for j in range(len(ranks))]
+
+
+def transfer_s(cost: CostInputs, pairs: list[tuple[int, int]], count: int, reduce: bool) -> float:
+    """One message of ``count`` elements over the worst of ``pairs``, reduced on arrival or not.
+
+    Copied: alpha + n·beta (its pipeline pieces share one connection, so their latencies
+    overlap). Reduced: the pieces c_1..c_k arrive back to back and the GPU reduces each as it
+    comes (a two-stage flow shop), so the last reduction ends at
+    max over i of alpha + (c_1 + … + c_i)·beta + g(c_i) + … + g(c_k),  g(c) = launch + c·gamma;
+    alpha + n·beta + g(n) for one piece.
+    """
+    if not pairs:
+        return 0.0
+    alpha, beta = cost.alpha(pairs), cost.beta(pairs)
+    if not reduce:
+        return alpha + cost.nbytes(count) * beta
+    sizes = [cost.nbytes(piece) for piece in cost.pieces(count)]
+    arrived = list(itertools.accumulate(size * beta for size in sizes))
+    reducing = list(itertools.accumulate(cost.reduce_s(size) for size in reversed(sizes)))[::-1]
+    return alpha + max(a + g for a, g in zip(arrived, reducing, strict=True))
+
+
+def largest_group(blocks: Sequence[Span], size: int) -> int:
+    """Elements in the largest aligned group of ``size`` blocks: the longest message of a step
+    that moves such groups (the step every rank waits for, in a lock-step schedule)."""
+    return max(group(blocks, j, size).count for j in range(0, len(blocks), size))
+
+
+def fold_s(cost: CostInputs, hand_in: int, reduce: bool, hand_back: int) -> tuple[float, float]:
+    """(before, after): the fold's hand-in of ``hand_in`` elements (reduced or copied) and its
+    hand-back of ``hand_back`` elements; both 0 when p is a power of two."""
+    pairs = fold_pairs(cost.ranks)
+    back = [(b, a) for a, b in pairs]
+    return transfer_s(cost, pairs, hand_in, reduce), transfer_s(cost, back, hand_back, False)
+
+
+def doubling_gather_s(cost: CostInputs, blocks: Sequence[Span]) -> float:
+    """Closed form of :func:`doubling_gather` by the survivors of p = ``cost.ranks``:
+    Σ over d = 1, 2, …, q/2 of alpha + M_d·beta, M_d = the largest group of d blocks."""
+    return sum(transfer_s(cost, step_pairs(cost.ranks, d), largest_group(blocks, d), False)
+               for d in distances(len(blocks)))
+
+
+def halving_scatter_s(cost: CostInputs, blocks: Sequence[Span]) -> float:
+    """Closed form of :func:`halving_scatter` by the survivors of p = ``cost.ranks``:
+    Σ over d = q/2, …, 1 of alpha + M_d·beta + g(M_d), M_d = the largest group of d blocks."""
+    return sum(transfer_s(cost, step_pairs(cost.ranks, d), largest_group(blocks, d), True)
+               for d in reversed(distances(len(blocks))))
+
+
+def swap_whole_s(cost: CostInputs, count: int) -> float:
+    """Closed form of :func:`swap_whole` by the survivors: Σ_d alpha + n·beta + g(n) (with
+    pieces, each swap's reductions overlap its transfer: :func:`transfer_s`)."""
+    return sum(transfer_s(cost, step_pairs(cost.ranks, d), count, True)
+               for d in distances(power_of_two_below(cost.ranks)))

@@ -1,0 +1,142 @@
+"""Ring phases: passing chunks around a logical ring, and streaming a buffer down a chain;
+each program beside its closed form.
+
+Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms for clusters of workstations",
+JPDC 69(2), 2009: the schedule NCCL's ring uses (nccl-tests' busbw assumes its traffic).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
+from simulator.algorithms.cost import CostInputs, pipeline_s, proportionate_pipeline_s
+from simulator.algorithms.phases.pieces import PIPELINE_BYTES
+from simulator.model.span import Span
+
+
+def ring_pass(comm: Comm, ring: Sequence[int], chunks: Sequence[Span], *, start: int,
+              steps: int, reducing_steps: int, default_bytes: int | None = None) -> Program:
+    """Pass chunks around ``ring`` for ``steps`` steps (Patarasuk & Yuan 2009).
+
+    The rank at position i first sends chunk (i + start); at step s it receives chunk
+    (i + start - s - 1) from its left neighbour, reducing it during the first ``reducing_steps``
+    steps and copying it afterwards, and passes it on to the right unless s is the last step.
+    With start = 0, steps = p-1 and no reducing step this is an allgather; with p-1 reducing
+    steps more, an allreduce, after whose reduce-scatter half position i holds chunk i + 1.
+    """
+    if steps == 0:
+        return
+    n, i = len(ring), ring.index(comm.rank)
+    right, left = ring[(i + 1) % n], ring[(i - 1) % n]
+    for piece in comm.pieces(chunks[(i + start) % n], default_bytes):
+        comm.send(right, piece)
+    for step in range(steps):
+        combine = REDUCE if step < reducing_steps else COPY
+        for piece in comm.pieces(chunks[(i + start - step - 1) % n], default_bytes):
+            yield comm.recv(left, into=piece, combine=combine)
+            if step < steps - 1:
+                comm.send(right, piece)
+
+
+def ring_pairs(size: int) -> list[tuple[int, int]]:
+    """The (sender, receiver) pairs of the logical ring 0 → 1 → … → size-1 → 0."""
+    return [(r, (r + 1) % size) for r in range(size)]
+
+
+def ring_pass_s(cost: CostInputs, count: int, steps: int, reducing_steps: int) -> float:
+    """Closed form of :func:`ring_pass` around ranks 0..p-1 with chunks of ⌈count/p⌉ elements,
+    each moved as pieces (one unless the scenario sets ``piece_size``).
+
+    One piece per chunk: steps·(alpha + c·beta) + reducing_steps·g on identical hops (see
+    :func:`_unpipelined_ring_s` for hops that differ). Several pieces: every rank runs the
+    same schedule, so one rank's recurrence is the whole ring's (:func:`_pipelined_ring_s`).
+    """
+    p = cost.ranks
+    if p == 1 or steps == 0:
+        return 0.0
+    pieces = [cost.nbytes(n) for n in cost.pieces(math.ceil(count / p))]
+    if len(pieces) == 1:
+        return _unpipelined_ring_s(cost, pieces[0], steps, reducing_steps)
+    return _pipelined_ring_s(cost.alpha(ring_pairs(p)), cost.beta(ring_pairs(p)), pieces,
+                             [cost.reduce_s(c) for c in pieces], steps, reducing_steps)
+
+
+def _pipelined_ring_s(alpha: float, beta: float, pieces: list[int], reduce_s: list[float],
+                      steps: int, reducing_steps: int) -> float:
+    """The pipelined ring pass as a max-plus recurrence over (step s, piece j), exact when every
+    rank moves the same pieces over identical hops (each rank's left neighbour then runs the very
+    same schedule, so what it sends arrives when this rank's own send would):
+
+        send posted  P(s, j) = 0 for s = 0, else R(s-1, j)   (forward once received)
+        bytes start  I(s, j) = max(P(s, j) + alpha, E(previous message on the connection))
+        arrival      E(s, j) = I(s, j) + c_j·beta
+        received     R(s, j) = max(E(s, j), R(previous receive)) + g_j on reducing steps
+
+    T = R(steps-1, k-1). Messages go in (s, j) order on the connection and receives complete in
+    that order (one program, one GPU reduction engine), hence the two "previous" terms; the
+    reduction g_j = launch + c_j·gamma may be slower than the link (then the GPU sets the pace).
+    """
+    injected = received = 0.0
+    posted = [0.0] * len(pieces)
+    for step in range(steps):
+        reduces = step < reducing_steps
+        for j, size in enumerate(pieces):
+            injected = max(posted[j] + alpha, injected) + size * beta
+            received = max(injected, received) + (reduce_s[j] if reduces else 0.0)
+            posted[j] = received
+    return received
+
+
+def _unpipelined_ring_s(cost: CostInputs, c: int, steps: int, reducing_steps: int) -> float:
+    """Ring pass with whole chunks of c bytes on hops that may differ (e.g. NVLink and network).
+
+    Each chunk crosses ``steps`` consecutive hops, paying alpha_h + c·beta_h on each (plus its
+    reductions); a slow hop h must also carry ``steps`` chunks one after another. The time is the
+    larger of the two bounds, max_i Σ_{h=i}^{i+steps-1} (alpha_h + c·beta_h) + reducing_steps·g
+    and max_h (alpha_h + steps·c·beta_h); on identical hops the first is the textbook
+    steps·(alpha + c·beta) + reducing_steps·g and is exact.
+    """
+    p = cost.ranks
+    hop = [cost.alpha([pair]) + c * cost.beta([pair]) for pair in ring_pairs(p)]
+    longest = max(sum(hop[(i + s) % p] for s in range(steps)) for i in range(p))
+    throughput = max(cost.alpha([pair]) + steps * c * cost.beta([pair]) for pair in ring_pairs(p))
+    return max(longest + reducing_steps * cost.reduce_s(c), throughput)
+
+
+def chain(comm: Comm, order: Sequence[int], *, reduce: bool,
+          default_bytes: int | None = PIPELINE_BYTES) -> Program:
+    """Stream the buffer down the chain ``order[0] → order[1] → …``, piece by piece.
+
+    Each rank but the first receives a piece from its predecessor (copying it, or reducing it
+    into its own when ``reduce``) and passes it on unless it is last: a pipelined broadcast
+    from ``order[0]``, or a pipelined reduce to ``order[-1]``.
+    """
+    position = order.index(comm.rank)
+    for piece in comm.pieces(comm.buffer, default_bytes):
+        if position > 0:
+            yield comm.recv(order[position - 1], into=piece, combine=REDUCE if reduce else COPY)
+        if position < len(order) - 1:
+            comm.send(order[position + 1], piece)
+
+
+def chain_s(cost: CostInputs, count: int, reduce: bool) -> float:
+    """Closed form of :func:`chain` along ranks 0 → 1 → … → p-1 (in either direction: every
+    hop has the same alpha and beta where the closed form is exact).
+
+    d = p-1 hops, pieces c_1..c_k: a broadcast takes d·alpha + Σ_j c_j·beta + (d-1)·c_max·beta
+    (exact for any piece sizes: every stage is a link); a reduce d·alpha + d·(c·beta + g) +
+    (k-1)·max(c·beta, g) with c the largest piece (exact for equal pieces, else an upper bound).
+    """
+    p = cost.ranks
+    if p == 1:
+        return 0.0
+    hops = ring_pairs(p)[:-1]
+    alpha, beta = cost.alpha(hops), cost.beta(hops)
+    pieces = cost.pieces(count, PIPELINE_BYTES)
+    if not reduce:
+        return proportionate_pipeline_s((p - 1) * alpha, p - 1,
+                                        [cost.nbytes(n) * beta for n in pieces])
+    c = cost.nbytes(max(pieces))
+    return pipeline_s((p - 1) * alpha, [c * beta, cost.reduce_s(c)] * (p - 1), len(pieces))

@@ -1,0 +1,86 @@
+"""The algorithm registry: adding an algorithm is its file plus one line in ``_ALGORITHMS``.
+
+Each algorithm class carries everything else about itself (options, "exact on" claims, whether
+it composes), so nothing outside its file changes when one is added.
+"""
+
+from __future__ import annotations
+
+from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.binomial_tree import (
+    BinomialTreeAllreduce,
+    BinomialTreeBroadcast,
+    BinomialTreeReduce,
+)
+from simulator.algorithms.direct import (
+    DirectAllgather,
+    DirectAllreduce,
+    DirectBroadcast,
+    DirectReduce,
+    DirectReduceScatter,
+)
+from simulator.algorithms.double_binary_tree import DoubleBinaryTreeAllreduce
+from simulator.algorithms.halving_doubling import (
+    HalvingDoublingAllreduce,
+    HalvingDoublingReduceScatter,
+)
+from simulator.algorithms.hierarchical import Hierarchical
+from simulator.algorithms.nvls import Nvls
+from simulator.algorithms.recursive_doubling import (
+    RecursiveDoublingAllgather,
+    RecursiveDoublingAllreduce,
+)
+from simulator.algorithms.ring import (
+    RingAllgather,
+    RingAllreduce,
+    RingBroadcast,
+    RingReduce,
+    RingReduceScatter,
+)
+from simulator.algorithms.tree import TreeAllreduce, TreeBroadcast, TreeReduce
+from simulator.model.collective import Collective
+
+_ALGORITHMS: tuple[Algorithm, ...] = (
+    RingAllreduce(),
+    RingReduceScatter(),
+    RingAllgather(),
+    RingBroadcast(),
+    RingReduce(),
+    Hierarchical(),
+    Nvls(),
+    DirectAllreduce(),
+    DirectReduceScatter(),
+    DirectAllgather(),
+    DirectBroadcast(),
+    DirectReduce(),
+    HalvingDoublingAllreduce(),
+    HalvingDoublingReduceScatter(),
+    RecursiveDoublingAllreduce(),
+    RecursiveDoublingAllgather(),
+    BinomialTreeAllreduce(),
+    BinomialTreeBroadcast(),
+    BinomialTreeReduce(),
+    TreeAllreduce(),
+    TreeBroadcast(),
+    TreeReduce(),
+    DoubleBinaryTreeAllreduce(),
+)
+
+REGISTRY: dict[Collective, dict[str, Algorithm]] = {collective: {} for collective in Collective}
+for _algorithm in _ALGORITHMS:
+    REGISTRY[_algorithm.collective][_algorithm.name] = _algorithm
+
+
+def algorithm_names(collective: Collective) -> list[str]:
+    """Registry names of the algorithms implementing ``collective``, in registration order."""
+    return list(REGISTRY[collective])
+
+
+def get_algorithm(collective: Collective, name: str) -> Algorithm:
+    """The registered algorithm ``name`` for ``collective``; KeyError if there is none."""
+    return REGISTRY[collective][name]
+
+
+def composable_names(collective: Collective) -> list[str]:
+    """Algorithms of ``collective`` that another algorithm may run on any subgroup."""
+    return [name for name, algorithm in REGISTRY[collective].items() if algorithm.composable]

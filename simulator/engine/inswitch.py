@@ -1,0 +1,119 @@
+"""In-switch reduction (NVLink SHARP, as NCCL's NVLS algorithm uses it), for the SimPy engine.
+
+Each member of a group posts a span to the group's reducing switch; when the k-th contribution
+of every member has arrived, the switch combines them (at line rate, as NVSwitch reduces in its
+datapath; only the switch's fixed ``reduction_latency`` is charged, as a delay that overlaps
+between rounds) and multicasts the result back, one copy down each member's link. Contributions
+from one rank inject one after another (a FIFO per rank), as do the copies the switch sends down
+each link, so contributions in pieces pipeline up against results coming down.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Generator
+from dataclasses import dataclass, field
+
+import numpy as np
+import simpy
+
+from simulator.algorithms.comm import SwitchContribution, SwitchResult
+from simulator.engine.fabric import Fabric
+from simulator.engine.payload import Payload
+from simulator.errors import AlgorithmError
+from simulator.model.machine import Machine, ReducingSwitch
+from simulator.model.reduction import ReduceOp
+from simulator.model.span import Span
+
+Group = tuple[int, ...]
+
+
+@dataclass
+class _Round:
+    """The k-th reduction of a group: contributions so far, and the members' result slots."""
+
+    span: Span
+    arrived: dict[int, np.ndarray] = field(default_factory=dict)
+    results: dict[int, simpy.Event] = field(default_factory=dict)
+
+
+class InSwitchReductions:
+    """Every in-switch reduction of one run."""
+
+    def __init__(self, env: simpy.Environment, fabric: Fabric, machine: Machine,
+                 payload: Payload, reduce_op: ReduceOp, name: str) -> None:
+        self.env, self.fabric, self.machine = env, fabric, machine
+        self.payload, self.reduce_op, self.name = payload, reduce_op, name
+        self._rounds: dict[tuple[Group, int], _Round] = {}
+        self._posted: dict[tuple[Group, int], int] = {}
+        self._taken: dict[tuple[Group, int], int] = {}
+        self._switches: dict[Group, ReducingSwitch] = {}
+
+    def contribute(self, rank: int, post: SwitchContribution, data: np.ndarray) -> None:
+        """Start moving ``rank``'s contribution up to the switch."""
+        switch = self._switch(post.group)
+        k = self._posted.get((post.group, rank), 0)
+        self._posted[(post.group, rank)] = k + 1
+        round_ = self._round(post.group, k, post.span)
+        if round_.span != post.span:
+            raise AlgorithmError(f"{self.name}: rank {rank} contributed {post.span} to in-switch "
+                                 f"reduction {k}, others {round_.span}")
+        upload = self.fabric.transfer(self.machine.placement[rank], switch.name,
+                                      self.payload.nbytes(post.span),
+                                      connection=(rank, switch.name))
+        upload.callbacks.append(lambda _: self._arrive(post.group, k, rank, data))
+
+    def result(self, rank: int, wait: SwitchResult) -> Generator[simpy.Event, object, np.ndarray]:
+        """Wait for ``rank``'s copy of the group's next result; returns its data."""
+        k = self._taken.get((wait.group, rank), 0)
+        self._taken[(wait.group, rank)] = k + 1
+        round_ = self._round(wait.group, k, wait.into)
+        if round_.span.count != wait.into.count:
+            raise AlgorithmError(f"{self.name}: rank {rank} takes in-switch result {k} of "
+                                 f"{round_.span.count} elements into a span of {wait.into.count}")
+        data = yield round_.results.setdefault(rank, self.env.event())
+        assert isinstance(data, np.ndarray)
+        return data
+
+    def unfinished(self) -> int:
+        """Rounds that never received every contribution."""
+        return sum(len(r.arrived) < len(group) for (group, _), r in self._rounds.items())
+
+    def _arrive(self, group: Group, k: int, rank: int, data: np.ndarray) -> None:
+        round_ = self._rounds[(group, k)]
+        round_.arrived[rank] = data
+        if len(round_.arrived) < len(group):
+            return
+        total = round_.arrived[group[0]].copy()
+        for member in group[1:]:
+            self.reduce_op.combine(total, round_.arrived[member])
+        delay = self._switches[group].reduction_latency_s
+        if delay > 0:
+            self.env.timeout(delay).callbacks.append(lambda _: self._multicast(round_, group, total))
+        else:
+            self._multicast(round_, group, total)
+
+    def _multicast(self, round_: _Round, group: Group, total: np.ndarray) -> None:
+        switch = self._switches[group].name
+        for member in group:
+            copy = self.fabric.transfer(switch, self.machine.placement[member],
+                                        self.payload.nbytes(round_.span), connection=(switch, member))
+            slot = round_.results.setdefault(member, self.env.event())
+            copy.callbacks.append(functools.partial(_succeed, slot, total))
+
+    def _round(self, group: Group, k: int, span: Span) -> _Round:
+        return self._rounds.setdefault((group, k), _Round(span))
+
+    def _switch(self, group: Group) -> ReducingSwitch:
+        if group not in self._switches:
+            switch = self.machine.reducing_switch(group)
+            if switch is None:
+                raise AlgorithmError(f"{self.name}: ranks {list(group)} share no switch that "
+                                     "reduces (a switch node with reduction: true)")
+            self._switches[group] = switch
+        return self._switches[group]
+
+
+def _succeed(slot: simpy.Event, value: np.ndarray, _event: simpy.Event) -> None:
+    """Callback: when a multicast copy arrives, hand the result to the member's slot."""
+    slot.succeed(value)

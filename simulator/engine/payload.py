@@ -1,0 +1,91 @@
+"""Real data for every run: the proxy payload and seeded inputs (the expected outcome is the
+collective's own, :meth:`simulator.model.collective.Collective.expected`).
+
+A rank's buffer nominally holds ``count`` elements; that count sets the timing. The numpy data a
+run actually moves is a *proxy* of at most ``proxy_count`` elements per rank, with the same
+partitioning: a span of elements ``[start, stop)`` of the nominal buffer maps to proxy elements
+``[start·m // count, stop·m // count)``, so every span an algorithm cuts, at any depth, is still
+a contiguous, non-overlapping part of the proxy and neighbouring spans tile it exactly. When the
+nominal buffer is small enough the proxy *is* the buffer (``exact``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.limits import DEFAULT_PROXY_ELEMENTS
+from simulator.model.reduction import ReduceOp
+from simulator.model.span import Span
+
+
+@dataclass(frozen=True)
+class Payload:
+    """Nominal element count per rank (for timing) and the proxy actually moved (for checking)."""
+
+    count: int
+    proxy_count: int
+    dtype: np.dtype
+
+    @classmethod
+    def for_size(cls, size_bytes: int, dtype: np.dtype, ranks: int,
+                 proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+                 piece_bytes: int | None = None) -> Payload:
+        """The payload of a ``size_bytes`` buffer.
+
+        The proxy keeps at least 8 elements per chunk and, when the buffer moves in pipeline
+        pieces of ``piece_bytes``, 2 elements per piece (pieces of the p chunks included), so
+        that no piece maps to an empty slice and escapes the check.
+        """
+        count = size_bytes // dtype.itemsize
+        needed = max(proxy_elements, 8 * ranks)
+        if piece_bytes is not None:
+            pieces = -(-count // max(1, piece_bytes // dtype.itemsize)) + ranks
+            needed = max(needed, 2 * pieces)
+        return cls(count, min(count, needed), dtype)
+
+    @property
+    def exact(self) -> bool:
+        """True when the proxy is the whole nominal buffer."""
+        return self.proxy_count == self.count
+
+    def nbytes(self, span: Span) -> int:
+        """Nominal bytes of ``span``: what the network and the GPU are charged for."""
+        return span.count * self.dtype.itemsize
+
+    def view(self, span: Span) -> slice:
+        """The proxy elements standing for ``span``."""
+        if self.exact:
+            return slice(span.start, span.stop)
+        return slice(span.start * self.proxy_count // self.count,
+                     span.stop * self.proxy_count // self.count)
+
+    def owned(self, ranks: int) -> list[slice]:
+        """The proxy elements of each rank's chunk (chunk r belongs to rank r)."""
+        return [self.view(chunk) for chunk in Span(0, self.count).split(ranks)]
+
+
+def make_inputs(rng: np.random.Generator, ranks: int, payload: Payload,
+                reduce_op: ReduceOp) -> np.ndarray:
+    """Every rank's input, shape ``(ranks, proxy_count)``, drawn so the reduction stays finite.
+
+    Float sums (and averages) use multiples of 2^-6 small enough that every partial sum, in any
+    order, is exact in the dtype (|Σ| ≤ ranks·m·2^-6 with ranks·m ≤ 2^mantissa): the result is
+    then exact, so a missing or doubled contribution can never hide inside a rounding tolerance.
+    Products use factors near 1 (floats within 1 ± 1/ranks; integers from {-1, 1, 2}, whose
+    wrap-around is still exact); integers otherwise lie in [-100, 100]; max and min any floats.
+    """
+    shape = (ranks, payload.proxy_count)
+    dtype = payload.dtype
+    if np.issubdtype(dtype, np.integer):
+        if reduce_op is ReduceOp.PROD:
+            return rng.choice(np.array([-1, 1, 2], dtype=dtype), size=shape)
+        return rng.integers(-100, 101, size=shape, dtype=dtype)
+    if reduce_op is ReduceOp.PROD:
+        spread = 1.0 / max(ranks, 2)
+        return rng.uniform(1.0 - spread, 1.0 + spread, size=shape).astype(dtype)
+    if reduce_op in (ReduceOp.SUM, ReduceOp.AVG):
+        largest = max(1, min(64, 2 ** (np.finfo(dtype).nmant + 1) // ranks))
+        return (rng.integers(-largest, largest + 1, size=shape) / 64.0).astype(dtype)
+    return rng.uniform(-1.0, 1.0, size=shape).astype(dtype)

@@ -1,0 +1,250 @@
+"""The SimPy engine: runs every rank's program on the fabric, moving and reducing real data.
+
+Each rank is a SimPy process that steps through its algorithm's generator. Posted sends become
+transfers on the :class:`~simulator.engine.fabric.Fabric` carrying a copy of the span's data; a
+``recv`` waits for the matching message, then copies it in or reduces it in on the rank's GPU,
+whose reduction engine is a capacity-1 resource (concurrent reductions queue). The run's time is
+when the last rank finishes its program.
+
+A *connection* (an ordered pair of ranks on one channel) injects one message at a time, in
+posting order, as an NCCL channel's per-peer FIFO does; latencies overlap, so k back-to-back
+pieces of c bytes cost ``alpha + k·c·beta`` and a d-hop store-and-forward pipeline
+``d·alpha + (k+d-1)·c·beta``.
+Messages on different connections run concurrently and share links max-min fairly. A rank may
+run several programs at once (``comm.parallel``), each usually on its own channel.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Generator
+from dataclasses import dataclass
+
+import numpy as np
+import simpy
+
+from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.comm import (
+    COPY,
+    Comm,
+    LocalReduce,
+    Outbox,
+    Parallel,
+    Program,
+    Recv,
+    SwitchContribution,
+    SwitchResult,
+)
+from simulator.engine.fabric import Fabric
+from simulator.engine.inswitch import InSwitchReductions
+from simulator.engine.payload import Payload
+from simulator.errors import AlgorithmError
+from simulator.model.machine import GpuSpec, Machine
+from simulator.model.reduction import ReduceOp
+from simulator.model.span import Span
+
+_Connection = tuple[int, int, int]  # (sender, receiver, channel)
+_Key = tuple[int, int, int, int]     # a connection and a message's sequence number on it
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What one run moves: the payload, the reduction operator, and the scenario's pipeline
+    ``piece_size`` (None: each algorithm's default)."""
+
+    payload: Payload
+    reduce_op: ReduceOp
+    piece_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Timing:
+    """What one simulated collective cost: time, and counters that explain it."""
+
+    time_s: float
+    messages: int
+    bytes_moved: float
+    events: int
+
+
+@dataclass(frozen=True)
+class _Message:
+    span: Span
+    data: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Deliver:
+    """Callback: when a transfer ends, hand its message to the receiver's matching slot."""
+
+    slot: simpy.Event
+    message: _Message
+
+    def __call__(self, _event: simpy.Event) -> None:
+        self.slot.succeed(self.message)
+
+
+class _Gpu:
+    """A GPU's reduction engine: reducing ``n`` bytes holds it for ``launch + n / bandwidth``."""
+
+    def __init__(self, env: simpy.Environment, spec: GpuSpec) -> None:
+        self.env = env
+        self.spec = spec
+        self.engine = simpy.Resource(env, capacity=1)
+
+    def reduce(self, size_bytes: float) -> Generator[simpy.Event, object, None]:
+        duration = self.spec.reduce_s(size_bytes)
+        if duration <= 0:
+            return
+        with self.engine.request() as turn:
+            yield turn
+            yield self.env.timeout(duration)
+
+
+class _Run:
+    """One collective on one fabric: the rank processes and the messages between them."""
+
+    def __init__(self, algorithm: Algorithm, machine: Machine, spec: RunSpec,
+                 buffers: np.ndarray) -> None:
+        self.env = simpy.Environment()
+        self.algorithm = algorithm
+        self.placement = machine.placement
+        self.fabric = Fabric(self.env, machine.routing)
+        self.gpus = [_Gpu(self.env, machine.gpu) for _ in machine.placement]
+        self.payload = spec.payload
+        self.buffers = buffers
+        self.reduce_op = spec.reduce_op
+        self.in_switch = InSwitchReductions(self.env, self.fabric, machine, spec.payload,
+                                            spec.reduce_op, algorithm.name)
+        ranks = machine.ranks
+        self.outboxes = [Outbox() for _ in range(ranks)]
+        self.comms = [Comm(rank, ranks, Span(0, spec.payload.count),
+                           itemsize=spec.payload.dtype.itemsize, piece_bytes=spec.piece_bytes,
+                           layout=machine.layout, outbox=self.outboxes[rank])
+                      for rank in range(ranks)]
+        self.finished: dict[int, float] = {}
+        self._slots: dict[_Key, simpy.Event] = {}
+        self._sent: dict[_Connection, int] = {}
+        self._received: dict[_Connection, int] = {}
+
+    def run(self) -> Timing:
+        for rank in range(len(self.placement)):
+            self.env.process(self._rank(rank))
+        events = 0
+        collecting = gc.isenabled()
+        gc.disable()  # the run allocates no cycles; scanning its many live objects cost ~25%
+        try:
+            while True:
+                try:
+                    self.env.step()
+                except simpy.core.EmptySchedule:
+                    break
+                events += 1
+        finally:
+            if collecting:
+                gc.enable()
+        self._check_complete()
+        return Timing(time_s=float(max(self.finished.values(), default=0.0)),
+                      messages=self.fabric.stats.transfers,
+                      bytes_moved=self.fabric.stats.bytes_moved, events=events)
+
+    def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
+        yield from self._steps(rank, self.algorithm.program(self.comms[rank]))
+        self.finished[rank] = self.env.now
+
+    def _steps(self, rank: int, program: Program) -> Generator[simpy.Event, object, None]:
+        """Step through one program (or one of a rank's parallel programs)."""
+        for request in program:
+            self._post_sends(rank)
+            if isinstance(request, Recv):
+                yield from self._recv(rank, request)
+            elif isinstance(request, LocalReduce):
+                yield from self._local_reduce(rank, request)
+            elif isinstance(request, SwitchResult):
+                self._check_span(rank, request.into)
+                data = yield from self.in_switch.result(rank, request)
+                self.buffers[rank, self.payload.view(request.into)] = data
+            elif isinstance(request, Parallel):
+                yield self.env.all_of([self.env.process(self._steps(rank, branch))
+                                       for branch in request.programs])
+            else:
+                raise AlgorithmError(f"{self.algorithm.name}: rank {rank} yielded {request!r}; "
+                                     "expected comm.recv(...), comm.reduce(...), "
+                                     "comm.switch_result(...) or comm.parallel(...)")
+        self._post_sends(rank)
+
+    def _post_sends(self, rank: int) -> None:
+        for send in self.outboxes[rank].take():
+            self._check_span(rank, send.span)
+            data = self.buffers[rank, self.payload.view(send.span)].copy()  # as it is now
+            if isinstance(send, SwitchContribution):
+                self.in_switch.contribute(rank, send, data)
+                continue
+            connection = (rank, send.peer, send.channel)
+            seq = self._sent.get(connection, 0)
+            self._sent[connection] = seq + 1
+            transfer = self.fabric.transfer(self.placement[rank], self.placement[send.peer],
+                                            self.payload.nbytes(send.span), connection=connection)
+            transfer.callbacks.append(_Deliver(self._slot((*connection, seq)),
+                                               _Message(send.span, data)))
+
+    def _slot(self, key: _Key) -> simpy.Event:
+        if key not in self._slots:
+            self._slots[key] = self.env.event()
+        return self._slots[key]
+
+    def _recv(self, rank: int, recv: Recv) -> Generator[simpy.Event, object, None]:
+        self._check_span(rank, recv.into)
+        connection = (recv.peer, rank, recv.channel)
+        seq = self._received.get(connection, 0)
+        self._received[connection] = seq + 1
+        message = yield self._slot((*connection, seq))
+        assert isinstance(message, _Message)
+        del self._slots[(*connection, seq)]
+        if message.span.count != recv.into.count:
+            raise AlgorithmError(f"{self.algorithm.name}: rank {rank} received {message.span.count} "
+                                 f"elements from rank {recv.peer} into a span of {recv.into.count}")
+        target = self.buffers[rank, self.payload.view(recv.into)]
+        if target.shape != message.data.shape:
+            raise AlgorithmError(f"{self.algorithm.name}: the proxy payload cannot represent a "
+                                 f"move of {message.span} into {recv.into}; rerun with a larger "
+                                 "proxy")
+        if recv.combine is COPY:
+            target[...] = message.data
+        else:
+            yield from self.gpus[rank].reduce(self.payload.nbytes(recv.into))
+            self.reduce_op.combine(target, message.data)
+
+    def _local_reduce(self, rank: int, local: LocalReduce) -> Generator[simpy.Event, object, None]:
+        self._check_span(rank, local.into)
+        self._check_span(rank, local.source)
+        yield from self.gpus[rank].reduce(self.payload.nbytes(local.into))
+        row = self.buffers[rank]
+        self.reduce_op.combine(row[self.payload.view(local.into)],
+                               row[self.payload.view(local.source)].copy())
+
+    def _check_span(self, rank: int, span: Span) -> None:
+        if not (0 <= span.start <= span.stop <= self.payload.count):
+            raise AlgorithmError(f"{self.algorithm.name}: rank {rank} used {span}, outside its "
+                                 f"buffer of {self.payload.count} elements")
+
+    def _check_complete(self) -> None:
+        stuck = [r for r in range(len(self.placement)) if r not in self.finished]
+        if stuck:
+            raise AlgorithmError(f"{self.algorithm.name}: deadlock: ranks {stuck[:8]} wait for "
+                                 "messages that are never sent")
+        if self.in_switch.unfinished():
+            raise AlgorithmError(f"{self.algorithm.name}: {self.in_switch.unfinished()} in-switch "
+                                 "reduction(s) missed contributions from some ranks")
+        if self._slots:
+            src, dst, _, _ = min(self._slots)
+            raise AlgorithmError(f"{self.algorithm.name}: rank {src} sent {len(self._slots)} "
+                                 f"message(s) never received (first to rank {dst})")
+
+
+def run_collective(algorithm: Algorithm, machine: Machine, spec: RunSpec,
+                   buffers: np.ndarray) -> Timing:
+    """Simulate ``algorithm`` on every rank of ``machine``; ``buffers`` (ranks × proxy) end
+    holding its result (before ``reduce_op.finalize``, which the caller applies where the
+    collective reduces)."""
+    return _Run(algorithm, machine, spec, buffers).run()

@@ -1,0 +1,25 @@
+"""Input limits, each with what it protects: a run must fit the machine it runs on.
+
+The figures assume the machine CI and developers share (2 cores, 24 GiB); a scenario beyond a
+limit is refused with an exit-2 error naming the field, before anything is simulated.
+"""
+
+MAX_RANKS = 8192
+"""GPUs per topology: a per-rank ring of 8192 ranks is ~134 million messages, hours of work."""
+
+MAX_FULLY_CONNECTED = 1024
+"""GPUs of ``fully_connected``, which has p(p-1) directed links: 1024 GPUs are a million."""
+
+MAX_PIECES = 1 << 20
+"""Pipeline pieces per buffer (each is a message on every hop it crosses)."""
+
+MAX_SIZE_BYTES = 1 << 40
+"""Bytes per rank: 1 TiB, beyond any GPU's memory."""
+
+DEFAULT_PROXY_ELEMENTS = 1 << 14
+"""Elements per rank actually moved and verified (``--proxy-elements``): enough to give every
+chunk of a 1024-rank ring 16 elements, while a buffer of any size stays a few MiB per rank."""
+
+PROXY_BUDGET_BYTES = 2 << 30
+"""Memory the ranks' proxy buffers may take together (the inputs, the expected result and
+per-message copies come on top of it)."""

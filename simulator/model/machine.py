@@ -1,0 +1,129 @@
+"""The machine a collective runs on: where each rank sits, its GPU, the switches that reduce.
+
+Built once per scenario from the topology graph (:meth:`Machine.of`); algorithms, closed forms
+and the engine see this value, never the graph. Graph attribute names (``rank``, ``host``,
+``reduction``, ``reduction_latency``) are read here and in the builders only.
+
+Words: a **rank** is a participant 0..p-1; a **GPU** is the graph node a rank runs on
+(:attr:`Machine.placement`); a **host** is the machine (server) a GPU sits in, numbered 0..N-1
+(what cluster people call a "node"; the ``dgx`` builder's parameter is still ``nodes``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import networkx as nx
+
+from simulator.model.routing import Route, Routing
+from simulator.model.topology import GPU, SWITCH
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """A GPU's reduction engine: ``reduce_bandwidth_Bps`` (None = free) and a launch latency."""
+
+    reduce_bandwidth_Bps: float | None = None
+    launch_latency_s: float = 0.0
+
+    def reduce_s(self, size_bytes: float) -> float:
+        """Time to reduce ``size_bytes`` into a buffer: ``launch + size·gamma`` (0 when unset)."""
+        gamma = 0.0 if self.reduce_bandwidth_Bps is None else 1.0 / self.reduce_bandwidth_Bps
+        return self.launch_latency_s + size_bytes * gamma
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where ranks sit: the host of each rank; flat topologies have a single host."""
+
+    hosts: tuple[int, ...]
+
+    def host_ranks(self, rank: int) -> tuple[int, ...]:
+        """The ranks on ``rank``'s host, in rank order."""
+        return tuple(r for r, host in enumerate(self.hosts) if host == self.hosts[rank])
+
+    def rail(self, rank: int) -> tuple[int, ...]:
+        """One rank per host, each with the same local index as ``rank`` on its host."""
+        local = self.host_ranks(rank).index(rank)
+        hosts = sorted(set(self.hosts))
+        by_host = {h: [r for r, host in enumerate(self.hosts) if host == h] for h in hosts}
+        return tuple(by_host[h][local] for h in hosts if local < len(by_host[h]))
+
+    def subset(self, members: Sequence[int]) -> Layout:
+        """The layout of a subgroup (members numbered 0..len-1 in the given order)."""
+        return Layout(tuple(self.hosts[m] for m in members))
+
+    @property
+    def host_count(self) -> int:
+        """How many hosts the ranks span."""
+        return len(set(self.hosts))
+
+    @property
+    def ranks_per_host(self) -> frozenset[int]:
+        """The distinct numbers of ranks per host (one value when every host has as many)."""
+        return frozenset(self.hosts.count(host) for host in set(self.hosts))
+
+
+@dataclass(frozen=True)
+class ReducingSwitch:
+    """A switch that reduces in its datapath (NVLink SHARP): its node, its fixed reduction
+    latency, and the GPUs cabled to it in both directions."""
+
+    name: str
+    reduction_latency_s: float
+    gpus: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Machine:
+    """Ranks placed on a topology: the GPU node of each rank, their hosts, the GPU's reduction
+    engine, the routes between nodes and the switches that can reduce."""
+
+    placement: tuple[str, ...]
+    layout: Layout
+    gpu: GpuSpec
+    routing: Routing
+    reducing_switches: tuple[ReducingSwitch, ...] = ()
+
+    @classmethod
+    def of(cls, graph: nx.DiGraph, gpu: GpuSpec = GpuSpec()) -> Machine:
+        """The machine of a topology graph, rank r on the GPU node whose ``rank`` is r.
+
+        >>> from simulator.model.topology import switch
+        >>> Machine.of(switch(3, 1e9, 0.0)).placement
+        ('gpu0', 'gpu1', 'gpu2')
+        """
+        by_rank = {data["rank"]: node for node, data in graph.nodes(data=True)
+                   if data.get("kind") == GPU}
+        if sorted(by_rank) != list(range(len(by_rank))):
+            raise ValueError(f"GPU ranks must be 0..p-1, got {sorted(by_rank)}")
+        placement = tuple(by_rank[r] for r in range(len(by_rank)))
+        hosts = tuple(int(graph.nodes[gpu_node].get("host", 0)) for gpu_node in placement)
+        switches = tuple(
+            ReducingSwitch(node, float(data.get("reduction_latency", 0.0)),
+                           frozenset(g for g in placement
+                                     if graph.has_edge(g, node) and graph.has_edge(node, g)))
+            for node, data in sorted(graph.nodes(data=True))
+            if data.get("kind") == SWITCH and data.get("reduction"))
+        return cls(placement, Layout(hosts), gpu, Routing(graph), switches)
+
+    @property
+    def ranks(self) -> int:
+        """How many ranks take part."""
+        return len(self.placement)
+
+    def route(self, a: int, b: int) -> Route:
+        """The route from rank ``a``'s GPU to rank ``b``'s."""
+        return self.routing.route(self.placement[a], self.placement[b])
+
+    def reducing_switch(self, ranks: Sequence[int] | None = None) -> ReducingSwitch | None:
+        """The first switch (by name) that reduces and is cabled to the GPU of every one of
+        ``ranks`` (all ranks when None), if any."""
+        gpus = {self.placement[r] for r in (range(self.ranks) if ranks is None else ranks)}
+        return next((s for s in self.reducing_switches if gpus <= s.gpus), None)
+
+    def subset(self, ranks: Sequence[int]) -> Machine:
+        """The same machine seen by a subgroup (ranks renumbered 0..len-1 in the given order)."""
+        return replace(self, placement=tuple(self.placement[r] for r in ranks),
+                       layout=self.layout.subset(ranks))

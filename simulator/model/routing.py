@@ -1,0 +1,77 @@
+"""Routes over a topology graph: which links a transfer crosses and what it costs (networkx only).
+
+A route minimises, in this order: summed latency (links, plus the per-message ``latency`` of every
+node it crosses, endpoints included), then hop count, then the sequence of node names. That total
+order makes routes reproducible whatever order the graph was built in. Routes are computed per
+pair on first use and cached, never all pairs up front.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from dataclasses import dataclass
+
+import networkx as nx
+
+LinkId = tuple[str, str]
+"""A directed link: (from node, to node)."""
+
+
+@dataclass(frozen=True)
+class Route:
+    """The path a transfer takes, with what it costs: alpha (latency) and 1/beta (bottleneck)."""
+
+    nodes: tuple[str, ...]
+    links: tuple[LinkId, ...]
+    latency_s: float
+    bottleneck_Bps: float
+
+
+class Routing:
+    """Deterministic shortest routes by latency on a topology graph, cached per node pair."""
+
+    def __init__(self, graph: nx.DiGraph) -> None:
+        self._graph = graph
+        self._cache: dict[tuple[str, str], Route] = {}
+
+    def route(self, src: str, dst: str) -> Route:
+        """The route from node ``src`` to node ``dst``; raises ``nx.NetworkXNoPath`` if none."""
+        key = (src, dst)
+        if key not in self._cache:
+            self._cache[key] = self._shortest(src, dst)
+        return self._cache[key]
+
+    def capacity_Bps(self, link: LinkId) -> float:
+        """The bandwidth of one directed link."""
+        return float(self._graph.edges[link]["bandwidth"])
+
+    def capacities(self) -> dict[LinkId, float]:
+        """The bandwidth of every directed link (bytes/s)."""
+        return {(u, v): float(bw) for u, v, bw in self._graph.edges(data="bandwidth")}
+
+    def _shortest(self, src: str, dst: str) -> Route:
+        graph = self._graph
+        node_latency = graph.nodes(data="latency", default=0.0)
+        start: tuple[float, int, tuple[str, ...]] = (float(node_latency[src]), 0, (src,))
+        best = {src: start}
+        heap = [start]
+        while heap:
+            latency, hops, path = heapq.heappop(heap)
+            node = path[-1]
+            if best.get(node) != (latency, hops, path):
+                continue
+            if node == dst:
+                return self._as_route(path, latency)
+            for succ, edge in graph.succ[node].items():
+                candidate = (latency + edge["latency"] + float(node_latency[succ]), hops + 1,
+                             (*path, succ))
+                if succ not in best or candidate < best[succ]:
+                    best[succ] = candidate
+                    heapq.heappush(heap, candidate)
+        raise nx.NetworkXNoPath(f"no route from {src} to {dst}")
+
+    def _as_route(self, path: tuple[str, ...], latency: float) -> Route:
+        links = tuple(itertools.pairwise(path))
+        bottleneck = min((self.capacity_Bps(link) for link in links), default=float("inf"))
+        return Route(nodes=path, links=links, latency_s=latency, bottleneck_Bps=bottleneck)

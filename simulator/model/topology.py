@@ -1,0 +1,236 @@
+"""Topology builders: plain functions that return an annotated ``networkx.DiGraph``.
+
+Every full-duplex cable is two directed edges, each with its own ``bandwidth`` (bytes/s) and
+``latency`` (s). Nodes carry ``kind`` (``gpu``, ``nic`` or ``switch``); GPUs carry their ``rank``
+and, on multi-node topologies, the ``host`` (machine) they sit in. Any node may carry a
+per-message ``latency`` (s) that every transfer crossing it pays once (e.g. a NIC's processing
+time). Builders are registered by name in :data:`BUILDERS`; each parameter's kind (a count, a
+bandwidth, ...) is read off the builder's type annotations and its optional parameters off its
+defaults, and each registration says how many GPUs the parameters make, so scenario files are
+validated, rank limits included, before anything is built. Adding a topology = one builder
+function + one :class:`Builder` line.
+
+>>> g = switch(ranks=4, bandwidth=25e9, latency=500e-9)
+>>> sorted(g.nodes(data="rank"))[:2]
+[('gpu0', 0), ('gpu1', 1)]
+>>> g.edges["gpu0", "switch"]["bandwidth"]
+25000000000.0
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import Annotated, get_args, get_origin, get_type_hints
+
+import networkx as nx
+
+from simulator.limits import MAX_FULLY_CONNECTED, MAX_RANKS
+from simulator.units import parse_bandwidth, parse_count, parse_counts, parse_flag, parse_time
+
+GPU, NIC, SWITCH = "gpu", "nic", "switch"
+
+
+class Param(Enum):
+    """The kind of a builder parameter: how a scenario value is parsed from text and checked."""
+
+    COUNT = "a whole number ≥ 1"
+    COUNTS = "a list of whole numbers ≥ 1"
+    BANDWIDTH = "a bandwidth like '25GB/s'"
+    TIME = "a time like '500ns'"
+    FLAG = "true or false"
+
+    def parse(self, value: object) -> ParamValue:
+        """The value of a scenario field (``'25GB/s'`` -> 25e9); ValueError saying what was
+        expected."""
+        return _PARSE[self](value)
+
+    def check(self, value: object) -> None:
+        """ValueError unless ``value`` is already a valid value of this kind in SI units
+        (for topologies built in code rather than read from a file)."""
+        if self is Param.COUNT:
+            parse_count(value)
+        elif self is Param.COUNTS:
+            if not isinstance(value, tuple):
+                raise ValueError(f"expected a tuple of whole numbers ≥ 1, got {value!r}")
+            parse_counts(list(value))
+        elif self is Param.FLAG:
+            parse_flag(value)
+        elif (isinstance(value, bool) or not isinstance(value, (int, float))
+              or not math.isfinite(value) or value < 0 or (self is Param.BANDWIDTH and value == 0)):
+            unit = "bytes/s" if self is Param.BANDWIDTH else "seconds"
+            sign = "positive" if self is Param.BANDWIDTH else "non-negative"
+            raise ValueError(f"expected a {sign} number of {unit}, got {value!r}")
+
+
+ParamValue = int | float | bool | tuple[int, ...]
+Count = Annotated[int, Param.COUNT]
+Counts = Annotated[tuple[int, ...], Param.COUNTS]
+Bandwidth = Annotated[float, Param.BANDWIDTH]
+Time = Annotated[float, Param.TIME]
+Flag = Annotated[bool, Param.FLAG]
+
+_PARSE: dict[Param, Callable[[object], ParamValue]] = {
+    Param.COUNT: parse_count, Param.COUNTS: parse_counts, Param.BANDWIDTH: parse_bandwidth,
+    Param.TIME: parse_time, Param.FLAG: parse_flag,
+}
+
+
+def _cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float) -> None:
+    """Add a full-duplex cable: two directed edges with the same bandwidth and latency."""
+    graph.add_edge(a, b, bandwidth=float(bandwidth), latency=float(latency))
+    graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency))
+
+
+def _gpus(graph: nx.DiGraph, ranks: int) -> list[str]:
+    names = [f"gpu{r}" for r in range(ranks)]
+    for rank, name in enumerate(names):
+        graph.add_node(name, kind=GPU, rank=rank)
+    return names
+
+
+def switch(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
+    """``ranks`` GPUs, each on its own full-duplex link to one non-blocking switch.
+
+    A rank-to-rank route is two hops (GPU → switch → GPU).
+
+    >>> switch(3, 25e9, 1e-6).number_of_edges()
+    6
+    """
+    graph = nx.DiGraph(name=f"switch({ranks})")
+    graph.add_node("switch", kind=SWITCH)
+    for gpu in _gpus(graph, ranks):
+        _cable(graph, gpu, "switch", bandwidth, latency)
+    return graph
+
+
+def ring(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
+    """``ranks`` GPUs, GPU i cabled to GPU (i+1) mod ranks.
+
+    With two ranks the ring is a single cable (a DiGraph holds one edge per direction).
+
+    >>> sorted(ring(4, 25e9, 1e-6).successors("gpu0"))
+    ['gpu1', 'gpu3']
+    """
+    graph = nx.DiGraph(name=f"ring({ranks})")
+    gpus = _gpus(graph, ranks)
+    if ranks > 1:
+        for i, gpu in enumerate(gpus):
+            _cable(graph, gpu, gpus[(i + 1) % ranks], bandwidth, latency)
+    return graph
+
+
+def fully_connected(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
+    """``ranks`` GPUs with a cable between every pair.
+
+    >>> fully_connected(4, 25e9, 1e-6).number_of_edges()
+    12
+    """
+    graph = nx.DiGraph(name=f"fully_connected({ranks})")
+    gpus = _gpus(graph, ranks)
+    for i, a in enumerate(gpus):
+        for b in gpus[i + 1:]:
+            _cable(graph, a, b, bandwidth, latency)
+    return graph
+
+
+def dgx(
+    nodes: Count,
+    gpus_per_node: Count,
+    nvlink_bandwidth: Bandwidth,
+    nvlink_latency: Time,
+    pcie_bandwidth: Bandwidth,
+    pcie_latency: Time,
+    nic_bandwidth: Bandwidth,
+    nic_latency: Time,
+    nic_message_latency: Time = 0.0,
+    nvswitch_reduction: Flag = False,
+    nvswitch_reduction_latency: Time = 0.0,
+) -> nx.DiGraph:
+    """``nodes`` DGX-style machines joined by one leaf switch.
+
+    In each machine ``gpus_per_node`` GPUs sit on one non-blocking NVSwitch (a GPU's link to it
+    carries the GPU's whole NVLink bandwidth), and each GPU has its own NIC over PCIe. Every NIC is
+    cabled to a single non-blocking leaf switch (a rail-optimised fabric collapsed into one
+    switch). Rank = node × gpus_per_node + local index; GPUs carry ``host`` = node index.
+    ``nic_message_latency`` is a per-message cost paid by every transfer crossing a NIC.
+    ``nvswitch_reduction`` marks the NVSwitches as able to reduce in the switch (NVLink SHARP,
+    node attribute ``reduction``), which the ``nvls`` algorithm needs; each in-switch reduction
+    then waits ``nvswitch_reduction_latency`` (node attribute ``reduction_latency``) before its
+    result is multicast.
+
+    >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
+    >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
+    (8, 1)
+    """
+    graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})")
+    graph.add_node("leaf", kind=SWITCH)
+    for host in range(nodes):
+        nvswitch = f"n{host}.nvswitch"
+        graph.add_node(nvswitch, kind=SWITCH, reduction=bool(nvswitch_reduction),
+                       reduction_latency=float(nvswitch_reduction_latency))
+        for local in range(gpus_per_node):
+            gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
+            graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host)
+            graph.add_node(nic, kind=NIC, latency=float(nic_message_latency))
+            _cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency)
+            _cable(graph, gpu, nic, pcie_bandwidth, pcie_latency)
+            _cable(graph, nic, "leaf", nic_bandwidth, nic_latency)
+    return graph
+
+
+@dataclass(frozen=True)
+class Builder:
+    """A registered topology builder: its function, how many GPUs given parameters make, and
+    the most GPUs it may be asked for (what a run fits in; :mod:`simulator.limits`)."""
+
+    name: str
+    build: Callable[..., nx.DiGraph]
+    rank_count: Callable[[Mapping[str, ParamValue]], int]
+    max_ranks: int = MAX_RANKS
+
+    @property
+    def params(self) -> dict[str, Param]:
+        """Every parameter and its kind, in signature order (from the ``Annotated`` hints)."""
+        hints = get_type_hints(self.build, include_extras=True)
+        kinds = {}
+        for name in inspect.signature(self.build).parameters:
+            hint = hints[name]
+            if get_origin(hint) is not Annotated:
+                raise TypeError(f"builder {self.name}: parameter {name} needs a kind (Count, ...)")
+            kinds[name] = next(arg for arg in get_args(hint)[1:] if isinstance(arg, Param))
+        return kinds
+
+    @property
+    def optional(self) -> frozenset[str]:
+        """Parameters with a default value."""
+        return frozenset(name for name, p in inspect.signature(self.build).parameters.items()
+                         if p.default is not inspect.Parameter.empty)
+
+
+def _count(params: Mapping[str, ParamValue], key: str) -> int:
+    value = params[key]
+    assert isinstance(value, int)
+    return value
+
+
+def _flat_ranks(params: Mapping[str, ParamValue]) -> int:
+    return _count(params, "ranks")
+
+
+def _host_ranks(params: Mapping[str, ParamValue]) -> int:
+    return _count(params, "nodes") * _count(params, "gpus_per_node")
+
+
+BUILDERS: dict[str, Builder] = {
+    b.name: b
+    for b in (
+        Builder("switch", switch, _flat_ranks),
+        Builder("ring", ring, _flat_ranks),
+        Builder("fully_connected", fully_connected, _flat_ranks, max_ranks=MAX_FULLY_CONNECTED),
+        Builder("dgx", dgx, _host_ranks),
+    )
+}

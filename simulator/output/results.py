@@ -1,0 +1,49 @@
+"""The results of a run: one :class:`Result` row per (algorithm, size), and the column order of
+the results file (the first 14 columns are the public contract, docs/results.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True)
+class Result:
+    """One row of the results file: an (algorithm, size) point of a scenario.
+
+    ``algbw = size / time`` and ``busbw = algbw × factor`` with nccl-tests' factor
+    (allreduce: 2(p-1)/p), in GB/s of 10^9 bytes; both are NaN when the time is zero (p = 1).
+    ``verified`` is None when verification was off. ``verified_elements`` is how many elements
+    per rank the numpy check covered: ``count`` itself, or a proxy with the same partitioning.
+    """
+
+    scenario: str
+    topology: str
+    ranks: int
+    collective: str
+    algorithm: str
+    size_bytes: int
+    dtype: str
+    op: str
+    sim_time_s: float
+    model_time_s: float
+    algbw_GBps: float
+    busbw_GBps: float
+    verified: bool | None
+    max_abs_error: float
+    count: int
+    verified_elements: int
+    messages: int
+    events: int
+
+
+RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
+"""Column order of the results file; the first 14 are the public contract (docs/results.md)."""
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How a scenario was run, beyond the scenario itself: the input data's seed and the cap on
+    elements per rank actually moved and verified."""
+
+    seed: int = 0
+    proxy_elements: int = 1 << 14

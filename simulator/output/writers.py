@@ -1,0 +1,128 @@
+"""The files a run writes, one registry of writers: ``--format csv,json,png`` picks among them.
+
+Every writer takes the results frame, the scenario and how it was run, and writes one file
+atomically (:func:`~simulator.output.files.write_atomically`). The JSON file states the
+scenario's resolved settings and the simulator's version, so a results file found later says
+how it was made.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from simulator import __version__
+from simulator.algorithms.algorithm import Algorithm
+from simulator.model.topology import BUILDERS, Param, ParamValue
+from simulator.output.files import write_atomically
+from simulator.output.plots import plot_results
+from simulator.output.results import RESULT_COLUMNS, RunSettings
+from simulator.scenario.spec import Scenario, option_kinds
+from simulator.units import format_bandwidth, format_time
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A results file: its suffix and the function that writes it."""
+
+    suffix: str
+    write: Callable[[pd.DataFrame, Scenario, RunSettings, Path], None]
+    help: str
+
+
+def write_csv(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
+    """The results file: columns in :data:`RESULT_COLUMNS` order, floats at full precision."""
+    write_atomically(path, lambda tmp: results[list(RESULT_COLUMNS)].to_csv(tmp, index=False))
+
+
+def write_settings(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
+    """The settings that produced the results, as JSON (see :func:`settings`)."""
+    text = json.dumps(settings(scenario, run), indent=2, ensure_ascii=False) + "\n"
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    write_atomically(path, write)
+
+
+def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
+    """The figure of :func:`~simulator.output.plots.plot_results`."""
+    plot_results(results, path)
+
+
+WRITERS: dict[str, Writer] = {
+    "csv": Writer(".csv", write_csv, "results, one row per (algorithm, size)"),
+    "json": Writer(".json", write_settings, "the resolved settings and simulator version"),
+    "png": Writer(".png", write_png, "bus bandwidth and time against size"),
+}
+"""Every output format by name; ``--format`` takes a comma-separated list of these."""
+
+DEFAULT_FORMATS = ("csv", "json", "png")
+
+
+def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, directory: Path,
+                  formats: tuple[str, ...] = DEFAULT_FORMATS) -> list[Path]:
+    """Write ``<directory>/<name><suffix>`` for each format, in order; the paths written."""
+    paths = []
+    for name in formats:
+        writer = WRITERS[name]
+        path = directory / f"{scenario.name}{writer.suffix}"
+        writer.write(results, scenario, run, path)
+        paths.append(path)
+    return paths
+
+
+def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
+    """The scenario's resolved settings (units written out, presets expanded into their builder's
+    parameters, every default made explicit) and how it was run, as plain JSON data.
+
+    Its ``scenario`` part is itself a valid scenario mapping: ``scenario_from_dict`` of it gives
+    the same scenario back, topology label aside.
+    """
+    gpu: dict[str, str] = {"launch_latency": format_time(scenario.gpu.launch_latency_s)}
+    if scenario.gpu.reduce_bandwidth_Bps is not None:
+        gpu = {"reduce_bandwidth": format_bandwidth(scenario.gpu.reduce_bandwidth_Bps), **gpu}
+    described: dict[str, Any] = {
+        "name": scenario.name,
+        "topology": {"kind": scenario.topology.kind, **{
+            key: _param(BUILDERS[scenario.topology.kind].params[key], value)
+            for key, value in scenario.topology.params.items()}},
+        "collective": scenario.collective.value,
+        "algorithms": "all" if scenario.algorithms is None else list(scenario.algorithms),
+        "sizes": list(scenario.sizes),
+        "dtype": scenario.dtype.name,
+        "op": scenario.reduce_op.value,
+        "gpu": gpu,
+        "algorithm_options": {name: _options(value) for name, value in scenario.options.items()},
+        "verify": scenario.verify,
+        "output": str(scenario.output_dir),
+    }
+    if scenario.piece_bytes is not None:
+        described["piece_size"] = scenario.piece_bytes
+    return {
+        "simulator": {"name": "allreduce-sim", "version": __version__},
+        "run": {"seed": run.seed, "proxy_elements": run.proxy_elements},
+        "source": scenario.source,
+        "topology_label": scenario.topology.label,
+        "scenario": described,
+    }
+
+
+def _param(kind: Param, value: ParamValue) -> Any:
+    if kind in (Param.BANDWIDTH, Param.TIME):
+        assert isinstance(value, (int, float))
+        return (format_bandwidth if kind is Param.BANDWIDTH else format_time)(float(value))
+    if kind is Param.COUNTS:
+        return list(value) if isinstance(value, tuple) else value
+    return value
+
+
+def _options(options: Any) -> dict[str, Any]:
+    return {key: (value.name if isinstance(value, Algorithm) else value)
+            for key in option_kinds(type(options))
+            for value in [getattr(options, key)]}

@@ -1,0 +1,12 @@
+"""Scenarios: what to run. YAML files and plain mappings in, a validated, typed
+:class:`~simulator.scenario.spec.Scenario` out, with every problem of an input reported at once.
+
+May import: :mod:`simulator.algorithms` (names, options and what can compose), :mod:`simulator.model`,
+:mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`, PyYAML. Never SimPy,
+the engine or output.
+"""
+
+from simulator.scenario.parse import load_scenario, scenario_from_dict
+from simulator.scenario.spec import Scenario, TopologySpec
+
+__all__ = ["Scenario", "TopologySpec", "load_scenario", "scenario_from_dict"]

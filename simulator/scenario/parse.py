@@ -1,0 +1,308 @@
+"""Scenario files and mappings in, a validated :class:`~simulator.scenario.spec.Scenario` out.
+
+The schema is docs/scenarios.md. Every problem of an input is reported at once, each as
+``file: field: what was expected`` (:class:`~simulator.errors.InputError`); unknown keys are
+errors. A topology is either a builder (``kind``) with its parameters, or a ``preset`` from
+``topologies/`` whose parameters the scenario may override. :func:`scenario_from_dict` and
+:func:`load_scenario` give the same messages: the second only reads the file first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.algorithms.registry import REGISTRY, composable_names
+from simulator.errors import InputError, Problem
+from simulator.limits import MAX_SIZE_BYTES
+from simulator.model.collective import Collective
+from simulator.model.machine import GpuSpec
+from simulator.model.reduction import DTYPES, ReduceOp
+from simulator.model.topology import BUILDERS, ParamValue
+from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
+from simulator.scenario.presets import preset_names, preset_text
+from simulator.scenario.spec import (
+    Scenario,
+    TopologySpec,
+    duplicate_problem,
+    inner_of,
+    name_problem,
+    option_kinds,
+    piece_problem,
+    size_problem,
+    topology_issues,
+)
+from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
+
+ALL = "all"
+_KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
+         "piece_size", "chunk_size", "algorithm_options", "verify", "output")
+_MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
+"""Keys earlier versions accepted, and where they went."""
+
+
+def load_scenario(path: str | Path | Mapping[str, Any]) -> Scenario:
+    """Read and validate a scenario file; raises InputError listing every problem in it.
+    A mapping is validated as it stands (:func:`scenario_from_dict`)."""
+    if isinstance(path, Mapping):
+        return scenario_from_dict(path)
+    path = Path(path)
+    return scenario_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem)
+
+
+def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
+                       default_name: str = "scenario") -> Scenario:
+    """Validate a scenario given as a mapping, with exactly the messages of a scenario file
+    (``source`` names it in them); raises InputError listing every problem.
+
+    >>> scenario_from_dict({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+    ...                                  "latency": "1us"}, "sizes": ["1MiB"]}).sizes
+    (1048576,)
+    """
+    if not isinstance(data, Mapping):
+        raise InputError([Problem(source, "", f"expected a mapping of keys to values, got "
+                                              f"a {type(data).__name__}")])
+    reader = FieldReader(source)
+    for key, where in _MOVED.items():
+        if key in data:
+            reader.problem(key, f"unknown key; {where}")
+    reader.check_keys({k: v for k, v in data.items() if k not in _MOVED}, "", _KEYS,
+                      required=("topology", "sizes"))
+
+    name = data.get("name", default_name)
+    if name_problem(name):
+        reader.problem("name", name_problem(name) or "")
+        name = default_name
+    collective_name = reader.choice("collective", data.get("collective", "allreduce"),
+                                    [c.value for c in Collective], "a collective")
+    collective = Collective(collective_name) if collective_name else Collective.ALLREDUCE
+    dtype = _dtype(reader, data.get("dtype", "float32"))
+    op_name = reader.choice("op", data.get("op", "sum"), [o.value for o in ReduceOp], "an op")
+    verify = reader.parse("verify", data.get("verify", True), parse_flag)
+
+    topology = _topology(reader, data.get("topology"))
+    algorithms = _algorithms(reader, data.get("algorithms", ALL), collective)
+    sizes = _sizes(reader, data.get("sizes"), dtype) if "sizes" in data else ()
+    gpu = _gpu(reader, data.get("gpu", {}))
+    piece_bytes = _piece_bytes(reader, data, dtype, sizes)
+    options = _options(reader, data.get("algorithm_options", {}), collective)
+    output = data.get("output", f"results/{name}")
+    if not isinstance(output, str) or not output.strip():
+        reader.problem("output", f"expected a directory path, got {output!r}")
+        output = f"results/{name}"
+    reader.raise_if_any()
+    assert topology is not None and gpu is not None and options is not None
+    return Scenario(name=name, source=source, topology=topology, collective=collective,
+                    algorithms=algorithms, sizes=sizes, dtype=dtype,
+                    reduce_op=ReduceOp(op_name), gpu=gpu, verify=bool(verify),
+                    output=Path(output), piece_bytes=piece_bytes, options=options)
+
+
+def load_preset(name: str) -> TopologySpec:
+    """Topology preset ``name``: ``kind`` plus every required parameter of that builder;
+    InputError if there is no such preset or it is malformed."""
+    text = preset_text(name)
+    if text is None:
+        raise KeyError(name)
+    file = f"topologies/{name}.yaml"
+    data = parse_yaml_mapping(text, file)
+    reader = FieldReader(file)
+    kind = reader.choice("kind", data.get("kind"), BUILDERS, "a topology kind")
+    params = _builder_params(reader, "", kind, data, skip="kind", require=True) if kind else None
+    reader.raise_if_any()
+    assert kind is not None and params is not None
+    return TopologySpec(kind, params, label=name)
+
+
+def _dtype(reader: FieldReader, value: object) -> np.dtype[Any]:
+    if value == "bfloat16":
+        reader.problem("dtype", "bfloat16 is not supported (numpy has no bfloat16 type); "
+                                f"use one of {', '.join(DTYPES)}")
+        return np.dtype("float32")
+    return np.dtype(reader.choice("dtype", value, DTYPES, "a dtype") or "float32")
+
+
+def _topology(reader: FieldReader, value: object) -> TopologySpec | None:
+    spec = reader.mapping("topology", value) if value is not None else None
+    if spec is None:
+        return None
+    if ("preset" in spec) == ("kind" in spec):
+        reader.problem("topology", "expected either 'preset: NAME' or 'kind: BUILDER', not "
+                                   + ("both" if "preset" in spec else "neither"))
+        return None
+    if "kind" in spec:
+        kind = reader.choice("topology.kind", spec["kind"], BUILDERS, "a topology kind")
+        params = (_builder_params(reader, "topology", kind, spec, skip="kind", require=True)
+                  if kind else None)
+        return _checked(reader, kind, params, kind) if kind and params is not None else None
+    preset = spec["preset"]
+    if name_problem(preset):
+        reader.problem("topology.preset", f"expected a preset name such as 'dgx_h100', got {preset!r}")
+        return None
+    if preset_text(str(preset)) is None:
+        reader.problem("topology.preset", f"no preset {preset!r}; expected one of "
+                                          f"{', '.join(preset_names())}")
+        return None
+    base = load_preset(str(preset))
+    overrides = _builder_params(reader, "topology", base.kind, spec, skip="preset", require=False)
+    if overrides is None:
+        return None
+    changed = [key for key, value in overrides.items() if base.params.get(key) != value]
+    label = str(preset) + (f"[{','.join(f'{k}={spec[k]}' for k in changed)}]" if changed else "")
+    return _checked(reader, base.kind, {**base.params, **overrides}, label)
+
+
+def _checked(reader: FieldReader, kind: str, params: Mapping[str, ParamValue],
+             label: str) -> TopologySpec | None:
+    """The topology, or None after recording what the typed checks (rank limit) found."""
+    issues = topology_issues(kind, params)
+    for where, message in issues:
+        reader.problem(where, message)
+    return None if issues else TopologySpec(kind, params, label=label)
+
+
+def _builder_params(reader: FieldReader, prefix: str, kind: str, spec: Mapping[str, object],
+                    skip: str, require: bool) -> dict[str, ParamValue] | None:
+    builder = BUILDERS[kind]
+    kinds = builder.params
+    required = [k for k in kinds if k not in builder.optional] if require else []
+    before = len(reader.problems)
+    reader.check_keys(spec, prefix, [skip, *kinds], required)
+    params: dict[str, ParamValue] = {}
+    for key, param in kinds.items():
+        if key in spec:
+            value = reader.parse(f"{prefix}.{key}" if prefix else key, spec[key], param.parse)
+            if value is not None:
+                params[key] = value
+    return params if len(reader.problems) == before else None
+
+
+def _algorithms(reader: FieldReader, value: object, collective: Collective) -> tuple[str, ...] | None:
+    known = list(REGISTRY[collective])
+    if value == ALL:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not names:
+        reader.problem("algorithms", f"expected 'all' or a list of algorithm names "
+                                     f"({', '.join(known)}), got {value!r}")
+        return None
+    for i, name in enumerate(names):
+        reader.choice(f"algorithms[{i}]", name, known, f"an algorithm for {collective.value}")
+    repeated = duplicate_problem(names, "algorithm")
+    if repeated:
+        reader.problem("algorithms", repeated)
+    return tuple(names)
+
+
+def _sizes(reader: FieldReader, value: object, dtype: np.dtype[Any]) -> tuple[int, ...]:
+    if isinstance(value, Mapping):
+        reader.check_keys(value, "sizes", ("from", "to", "factor"), required=("from", "to"))
+        low = reader.parse("sizes.from", value.get("from"), parse_size) if "from" in value else None
+        high = reader.parse("sizes.to", value.get("to"), parse_size) if "to" in value else None
+        factor = reader.parse("sizes.factor", value.get("factor", 2), _factor)
+        if low is None or high is None or factor is None:
+            return ()
+        if not 0 < low <= high:
+            reader.problem("sizes", f"expected 0 < from ≤ to, got from={low} to={high} bytes")
+            return ()
+        sizes, size = [], low
+        while size <= high:
+            sizes.append(size)
+            size *= factor
+        checks = [("sizes.from", low)]  # every size is from × factor^k: checking `from` suffices
+        if sizes[-1] > MAX_SIZE_BYTES:
+            reader.problem("sizes.to", f"expected at most 1TiB per rank, got {sizes[-1]} bytes")
+    elif isinstance(value, list) and value:
+        parsed = [reader.parse(f"sizes[{i}]", item, parse_size) for i, item in enumerate(value)]
+        checks = [(f"sizes[{i}]", size) for i, size in enumerate(parsed) if size is not None]
+        sizes = [size for _, size in checks]
+        repeated = duplicate_problem(sizes, "size")
+        if repeated:
+            reader.problem("sizes", repeated)
+    else:
+        reader.problem("sizes", f"expected a list of sizes or {{from, to, factor}}, got {value!r}")
+        return ()
+    for where, size in checks:
+        problem = size_problem(size, dtype)
+        if problem:
+            reader.problem(where, problem)
+    return tuple(sizes)
+
+
+def _factor(value: object) -> int:
+    factor = parse_count(value)
+    if factor < 2:
+        raise ValueError(f"expected a whole number ≥ 2, got {value!r}")
+    return factor
+
+
+def _gpu(reader: FieldReader, value: object) -> GpuSpec | None:
+    spec = reader.mapping("gpu", value)
+    if spec is None:
+        return None
+    reader.check_keys(spec, "gpu", ("reduce_bandwidth", "launch_latency"))
+    bandwidth = (reader.parse("gpu.reduce_bandwidth", spec["reduce_bandwidth"], parse_bandwidth)
+                 if "reduce_bandwidth" in spec else None)
+    launch = (reader.parse("gpu.launch_latency", spec["launch_latency"], parse_time)
+              if "launch_latency" in spec else 0.0)
+    return GpuSpec(bandwidth, launch or 0.0)
+
+
+def _piece_bytes(reader: FieldReader, data: Mapping[str, Any], dtype: np.dtype[Any],
+                 sizes: tuple[int, ...]) -> int | None:
+    """``piece_size``, or its alias ``chunk_size`` (NCCL's word for it), not both."""
+    given = [key for key in ("piece_size", "chunk_size") if key in data]
+    if not given:
+        return None
+    if len(given) == 2:
+        reader.problem("chunk_size", "expected piece_size or its alias chunk_size, not both")
+        return None
+    piece_bytes = reader.parse(given[0], data[given[0]], parse_size)
+    problem = piece_problem(piece_bytes, dtype, sizes) if piece_bytes is not None else None
+    if problem:
+        reader.problem(given[0], problem.replace("piece_size", given[0]))
+    return piece_bytes
+
+
+def _options(reader: FieldReader, value: object, collective: Collective) -> dict[str, Any] | None:
+    """``algorithm_options: {NAME: {FIELD: VALUE}}``, each block parsed against that algorithm's
+    options dataclass."""
+    blocks = reader.mapping("algorithm_options", value)
+    if blocks is None:
+        return None
+    options: dict[str, Any] = {}
+    for name, block in blocks.items():
+        where = f"algorithm_options.{name}"
+        if reader.choice(where, name, REGISTRY[collective], f"an algorithm for {collective.value}") is None:
+            continue
+        kinds = option_kinds(REGISTRY[collective][name].Options)
+        if not kinds:
+            reader.problem(where, f"{name} has no options")
+            continue
+        fields_ = reader.mapping(where, block)
+        if fields_ is None:
+            continue
+        reader.check_keys(fields_, where, kinds)
+        values = {}
+        for key, hint in kinds.items():
+            if key in fields_:
+                values[key] = _option(reader, f"{where}.{key}", fields_[key], hint)
+        options[name] = REGISTRY[collective][name].Options(
+            **{k: v for k, v in values.items() if v is not None})
+    return options
+
+
+def _option(reader: FieldReader, where: str, value: object, hint: Any) -> object:
+    """One option's value, parsed by its declared kind: another algorithm, a count or a flag."""
+    inner = inner_of(hint)
+    if inner is not None:
+        chosen = reader.choice(where, value, composable_names(inner.collective), inner.what)
+        return REGISTRY[inner.collective][chosen] if chosen else None
+    if hint is bool:
+        return reader.parse(where, value, parse_flag)
+    if hint is int:
+        return reader.parse(where, value, parse_count)
+    raise TypeError(f"{where}: options of type {hint!r} are not supported yet")

@@ -1,0 +1,107 @@
+"""The layers the imports really follow (docs/design.md §1), checked by walking the package's
+``import`` statements with :mod:`ast`, and what importing a light module loads."""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+PACKAGE = REPO / "simulator"
+
+ALLOWED: dict[str, set[str]] = {
+    "errors": set(),
+    "units": {"errors"},
+    "limits": set(),
+    "model": {"model", "units", "limits", "errors"},
+    "algorithms": {"algorithms", "model", "units", "errors"},
+    "scenario": {"scenario", "algorithms", "model", "units", "limits", "errors"},
+    "engine": {"engine", "algorithms", "model", "limits", "errors"},
+    "output": {"output", "scenario", "algorithms", "model", "units", "errors", "__init__"},
+    "runner": {"scenario", "algorithms", "model", "engine", "output", "units", "limits", "errors"},
+    "cli": {"__init__", "errors", "limits", "output", "runner", "scenario"},
+    "__main__": {"cli"},
+    "__init__": set(),  # re-exports lazily, by name (PEP 562), and imports nothing eagerly
+    "topologies": set(),
+}
+"""For each layer (a subpackage or a top-level module), the layers it may import."""
+
+THIRD_PARTY_BANNED = {"model": {"simpy", "pandas", "matplotlib"},
+                      "algorithms": {"simpy", "pandas", "matplotlib"},
+                      "scenario": {"simpy", "pandas", "matplotlib"},
+                      "output": {"simpy"}}
+
+
+def layer_of(path: Path) -> str:
+    part = path.relative_to(PACKAGE).parts[0]
+    return part.removesuffix(".py")
+
+
+def imports(path: Path) -> list[str]:
+    """Every module ``path`` imports at run time (``if TYPE_CHECKING:`` blocks excluded)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
+               and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
+    found = []
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(node.module)
+    return found
+
+
+def internal_layer(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "simulator":
+        return None
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+SOURCES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
+def test_imports_follow_the_layers(path):
+    layer = layer_of(path)
+    wrong = [module for module in imports(path)
+             if (target := internal_layer(module)) is not None and target != layer
+             and target not in ALLOWED[layer]]
+    banned = [module for module in imports(path)
+              if module.split(".")[0] in THIRD_PARTY_BANNED.get(layer, set())]
+    assert wrong == [], f"{layer} may import only {sorted(ALLOWED[layer])}"
+    assert banned == []
+
+
+def test_every_layer_is_known_and_nothing_but_main_imports_the_cli():
+    assert {layer_of(path) for path in SOURCES} <= set(ALLOWED)
+    importers = {str(path.relative_to(REPO)) for path in SOURCES
+                 if any(module == "simulator.cli" for module in imports(path))}
+    assert importers == {"simulator/__main__.py"}
+
+
+def test_the_walk_sees_a_violation():
+    # the checker itself: a module of the model importing the engine is caught
+    assert internal_layer("simulator.engine.run") == "engine"
+    assert "engine" not in ALLOWED["model"] and "engine" not in ALLOWED["algorithms"]
+    assert "engine" not in ALLOWED["output"]
+
+
+@pytest.mark.parametrize("module, absent", [
+    ("simulator.units", {"pandas", "simpy", "numpy", "networkx", "matplotlib"}),
+    ("simulator", {"pandas", "simpy", "numpy", "matplotlib"}),
+    ("simulator.algorithms", {"simpy", "pandas", "matplotlib"}),
+    ("simulator.scenario", {"simpy", "pandas", "matplotlib"}),
+    ("simulator.output.table", {"simpy"}),
+])
+def test_importing_a_layer_loads_only_what_it_needs(module, absent):
+    probe = (f"import sys, {module}\n"
+             f"print(sorted(m for m in {sorted(absent)!r} if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True,
+                          text=True, check=True)
+    assert proc.stdout.strip() == "[]"

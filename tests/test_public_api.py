@@ -1,0 +1,106 @@
+"""The public API: what ``from simulator import ...`` offers, and a scenario from plain data
+end to end."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import simulator
+from simulator import (
+    InputError,
+    Scenario,
+    TopologySpec,
+    load_scenario,
+    run_point,
+    scenario_from_dict,
+    simulate,
+)
+from tests.conftest import REPO
+
+SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "500ns"}
+
+
+def test_exported_names_are_pinned():
+    assert simulator.__all__ == [
+        "REGISTRY", "RESULT_COLUMNS", "Algorithm", "AlgorithmError", "Collective", "GpuSpec",
+        "InputError", "Problem", "ReduceOp", "Result", "Scenario", "SimulatorError",
+        "TopologySpec", "__version__", "algorithm_names", "best_per_size", "format_table",
+        "get_algorithm", "load_scenario", "run_point", "scenario_from_dict", "simulate"]
+    for name in simulator.__all__:
+        assert getattr(simulator, name) is not None
+    with pytest.raises(AttributeError, match="has no attribute 'nope'"):
+        simulator.nope  # noqa: B018
+
+
+def test_authoring_api_is_one_module():
+    import simulator.algorithms as api
+
+    for name in ("Algorithm", "Comm", "Span", "COPY", "REDUCE", "CostInputs", "ExactOn",
+                 "PIPELINE_BYTES", "send_pieces", "recv_pieces", "swap", "REGISTRY"):
+        assert name in api.__all__ and hasattr(api, name)
+
+
+def test_a_dict_scenario_runs_end_to_end():
+    frame = simulate({"topology": SWITCH, "algorithms": ["ring", "direct"], "sizes": [4096, "1MiB"]})
+    assert list(frame.algorithm) == ["ring", "ring", "direct", "direct"]
+    assert frame.verified.all()
+    # ring on a switch, by hand: 2(p-1) steps of alpha + c·beta, c = 4096/4 bytes, alpha = 2 hops
+    ring_4k = frame.iloc[0]
+    assert ring_4k.sim_time_s == pytest.approx(6 * (1e-6 + 1024 / 25e9), rel=1e-12)
+    assert ring_4k.model_time_s == pytest.approx(ring_4k.sim_time_s, rel=1e-12)
+
+
+def test_path_mapping_and_scenario_give_the_same_frame(tmp_path):
+    text = "topology: {kind: ring, ranks: 3, bandwidth: 1GB/s, latency: 1us}\nsizes: [3KB]\n"
+    path = tmp_path / "s.yaml"
+    path.write_text(text)
+    mapping = {"topology": {"kind": "ring", "ranks": 3, "bandwidth": "1GB/s", "latency": "1us"},
+               "sizes": ["3KB"], "name": "s"}
+    by_path, by_mapping = simulate(path), simulate(mapping)
+    by_scenario = simulate(load_scenario(path))
+    assert by_path.equals(by_mapping) and by_path.equals(by_scenario)
+    assert load_scenario(mapping) == scenario_from_dict(mapping)
+
+
+def test_dict_errors_are_the_files_errors():
+    with pytest.raises(InputError) as error:
+        scenario_from_dict({"topology": {**SWITCH, "bandwidth": 25}, "sizes": ["1KiB"],
+                            "algoritms": ["ring"]}, source="notebook")
+    assert [str(p) for p in error.value.problems] == [
+        "notebook: algoritms: unknown key; did you mean 'algorithms'?",
+        "notebook: topology.bandwidth: expected a bandwidth like '25GB/s', got 25"]
+
+
+def test_a_scenario_cannot_exist_unvalidated():
+    good = scenario_from_dict({"topology": SWITCH, "sizes": ["4KiB"]})
+    with pytest.raises(InputError, match=r"^<code>: topology.ranks: expected a whole number ≥ 1, "
+                                         r"got 0$"):
+        dataclasses.replace(good, topology=TopologySpec("switch", {**good.topology.params,
+                                                                   "ranks": 0}))
+    with pytest.raises(InputError, match=r"^<dict>: sizes\[0\]: expected a positive multiple of "
+                                         r"the float32 element size \(4 bytes\), got 1001$"):
+        dataclasses.replace(good, sizes=(1001,))
+    with pytest.raises(InputError, match=r"^test: algorithms\[0\]: expected an algorithm for "
+                                         r"allreduce \(.*\), got 'rign'; did you mean 'ring'\?$"):
+        Scenario(name="x", topology=good.topology, sizes=(4096,), algorithms=("rign",),
+                 source="test")
+    with pytest.raises(InputError, match=r"^<code>: topology: expected at most 8192 GPUs for kind "
+                                         r"switch, got 9000$"):
+        TopologySpec("switch", {"ranks": 9000, "bandwidth": 1e9, "latency": 0.0})
+
+
+def test_run_point_needs_nothing_but_the_scenario():
+    scenario = Scenario(name="one", topology=TopologySpec("fully_connected", {
+        "ranks": 3, "bandwidth": 1e9, "latency": 1e-6}), sizes=(3000,), dtype=np.dtype("int32"))
+    result = run_point(scenario, "direct", 3000)
+    assert result.verified is True
+    # direct on fully_connected: 2·(alpha + c·beta), c = 1000 bytes, alpha = 1 us, beta = 1 ns/B
+    assert result.sim_time_s == pytest.approx(2 * (1e-6 + 1000 / 1e9), rel=1e-12)
+
+
+def test_presets_are_found_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": ["1MiB"]})
+    assert scenario.topology.label == "dgx_h100" and scenario.topology.ranks == 8
+    assert (REPO / "topologies" / "dgx_h100.yaml").is_file()
