@@ -1,7 +1,8 @@
 """Command line: ``python -m simulator run FILE.yaml``.
 
 The only module that prints or exits. Exit codes (docs/design.md §3): 0 success; 2 bad input (one
-line per problem on stderr: file, field, what was expected); 1 when a run fails verification.
+line per problem on stderr: file, field, what was expected); 1 when a run fails verification;
+130 on Ctrl-C, with one line and no half-written file.
 Heavy modules (pandas, SimPy, matplotlib) are imported only once a command runs, so ``--help``
 and ``--version`` answer at once.
 """
@@ -22,7 +23,7 @@ from simulator.limits import DEFAULT_PROXY_ELEMENTS
 if TYPE_CHECKING:
     import pandas as pd
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 FORMATS = ("csv", "json", "png")
 """The names of ``output.writers.WRITERS`` (a test keeps them equal), listed here so that
 ``--help`` does not import pandas and matplotlib."""
@@ -60,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
         print(f"{args.scenario}: algorithm failed: {error}", file=sys.stderr)
         return EXIT_FAILED
+    except KeyboardInterrupt:  # every file is written atomically: nothing is left half-written
+        print(f"{args.scenario}: interrupted; files already written are complete", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 def _formats(text: str, no_plot: bool) -> tuple[str, ...]:
@@ -112,8 +116,8 @@ def _run(args: argparse.Namespace) -> int:
     results = simulate(scenario, seed=args.seed, proxy_elements=args.proxy_elements)
     _print(format_table(results))
     try:
-        paths = write_results(results, scenario, RunSettings(args.seed, args.proxy_elements),
-                              output, formats)
+        paths = write_results(results, scenario,
+                              RunSettings(args.seed, args.proxy_elements, output), output, formats)
     except OSError as error:
         raise InputError([Problem(scenario.source, "output",
                                   f"cannot write {error.filename or output}: {error.strerror}")]

@@ -1,8 +1,10 @@
 """The command line end to end: the golden run, the files it writes, the exit codes and options."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -91,6 +93,7 @@ def test_golden_settings_file_says_how_the_results_were_made(golden):
         "nvswitch_reduction_latency": "25us"}
     assert described["sizes"] == [1 << 10, 1 << 20, 64 << 20]
     assert described["gpu"] == {"reduce_bandwidth": "1.1TB/s", "launch_latency": "0s"}
+    assert described["output"] == str(out)  # where the files went (--output), not the default
     # the settings are themselves a scenario: reading them back gives the same one
     again = scenario_from_dict(described)
     original = scenario_from_dict({**described, "topology": {"preset": "dgx_h100", "nodes": 1}})
@@ -101,8 +104,11 @@ def test_golden_settings_file_says_how_the_results_were_made(golden):
 def test_rerun_gives_identical_results(golden, tmp_path):
     _, out = golden
     assert main(["run", GOLDEN, "--output", str(tmp_path), "--format", "csv,json"]) == 0
-    for name in ("dgx-small.csv", "dgx-small.json"):
-        assert (tmp_path / name).read_text() == (out / name).read_text()
+    assert (tmp_path / "dgx-small.csv").read_text() == (out / "dgx-small.csv").read_text()
+    first, again = (json.loads((where / "dgx-small.json").read_text()) for where in (out, tmp_path))
+    assert again["scenario"].pop("output") == str(tmp_path)
+    first["scenario"].pop("output")
+    assert again == first  # the same settings, but for where the files went
     assert not (tmp_path / "dgx-small.png").exists()
 
 
@@ -116,6 +122,18 @@ def test_table_piped_into_head_still_writes_results(tmp_path):
     assert proc.stdout.startswith("# allreduce-sim · scenario dgx-small")
     assert proc.stderr == ""
     assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 8 * 3
+
+
+def test_ctrl_c_exits_130_with_one_line_and_no_partial_file(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "simulator", "run", "scenarios/dgx.yaml",
+                             "--output", str(tmp_path)], cwd=REPO, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(3)  # well into the simulation, which takes tens of seconds
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err == "scenarios/dgx.yaml: interrupted; files already written are complete\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_version_and_help_answer_without_loading_the_simulator():

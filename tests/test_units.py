@@ -1,4 +1,4 @@
-"""Units of DESIGN.md §3: sizes, bandwidths, times."""
+"""Units of docs/design.md §3: sizes, bandwidths, times."""
 
 import pytest
 

@@ -4,6 +4,9 @@ the results file (the first 14 columns are the public contract, docs/results.md)
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from pathlib import Path
+
+from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 
 @dataclass(frozen=True)
@@ -42,8 +45,10 @@ RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
 
 @dataclass(frozen=True)
 class RunSettings:
-    """How a scenario was run, beyond the scenario itself: the input data's seed and the cap on
-    elements per rank actually moved and verified."""
+    """How a scenario was run, beyond the scenario itself: the input data's seed, the cap on
+    elements per rank actually moved and verified, and where the results went when not to the
+    scenario's own ``output`` (``--output``)."""
 
     seed: int = 0
-    proxy_elements: int = 1 << 14
+    proxy_elements: int = DEFAULT_PROXY_ELEMENTS
+    output: Path | None = None

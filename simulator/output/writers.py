@@ -100,7 +100,7 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "gpu": gpu,
         "algorithm_options": {name: _options(value) for name, value in scenario.options.items()},
         "verify": scenario.verify,
-        "output": str(scenario.output_dir),
+        "output": str(run.output if run.output is not None else scenario.output_dir),
     }
     if scenario.piece_bytes is not None:
         described["piece_size"] = scenario.piece_bytes
