@@ -72,7 +72,11 @@ def _formats(text: str, no_plot: bool) -> tuple[str, ...]:
     if unknown or not names:
         raise InputError([Problem("command line", "--format", f"expected a comma-separated list "
                                   f"of {', '.join(FORMATS)}, got {text!r}")])
-    return tuple(name for name in dict.fromkeys(names) if not (no_plot and name == "png"))
+    formats = tuple(name for name in dict.fromkeys(names) if not (no_plot and name == "png"))
+    if not formats:
+        raise InputError([Problem("command line", "--no-plot", f"leaves no file to write of "
+                                                               f"--format {text}")])
+    return formats
 
 
 def _check_options(args: argparse.Namespace) -> None:

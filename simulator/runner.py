@@ -50,12 +50,12 @@ def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario) -> Scenario
     return load_scenario(scenario)
 
 
-def prepare(scenario: Scenario) -> Setup:
-    """Build the scenario's topology, place ranks on its GPUs, and pick its algorithms; InputError
-    if one the scenario names cannot run on its topology."""
+def prepare(scenario: Scenario, *, select: bool = True) -> Setup:
+    """Build the scenario's topology, place ranks on its GPUs, and (unless ``select`` is False)
+    pick its algorithms; InputError if one the scenario names cannot run on its topology."""
     machine = Machine.of(scenario.topology.build(), scenario.gpu)
     cost = CostInputs(machine, itemsize=scenario.dtype.itemsize, piece_bytes=scenario.piece_bytes)
-    return Setup(machine, cost, _select(scenario, machine))
+    return Setup(machine, cost, _select(scenario, machine) if select else ())
 
 
 def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
@@ -99,19 +99,40 @@ def check_memory(scenario: Scenario, ranks: int, proxy_elements: int) -> None:
                                       f"use {advice}")])
 
 
-def run_point(scenario: Scenario, algorithm: Algorithm | str, size_bytes: int, *,
-              seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+def check_run(source: str, seed: int, proxy_elements: int) -> None:
+    """InputError unless the input data's seed is ≥ 0 and at least one element is verified."""
+    problems = []
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        problems.append(Problem(source, "seed", f"expected a whole number ≥ 0, got {seed!r}"))
+    if (isinstance(proxy_elements, bool) or not isinstance(proxy_elements, int)
+            or proxy_elements < 1):
+        problems.append(Problem(source, "proxy_elements", f"expected a whole number ≥ 1, got "
+                                                          f"{proxy_elements!r}"))
+    if problems:
+        raise InputError(problems)
+
+
+def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Algorithm | str,
+              size_bytes: int, *, seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
               setup: Setup | None = None) -> Result:
     """Simulate one collective of ``size_bytes`` per rank and check it against numpy.
 
-    ``algorithm`` is a registry name (configured with the scenario's options) or an algorithm.
-    Inputs are drawn from a generator seeded by ``(seed, size_bytes)``, so every algorithm of a
-    scenario reduces the same data at the same size, and reruns are identical. ``setup`` lets a
-    caller running many points build the machine once.
+    ``algorithm`` is a registry name (configured with the scenario's options) or an algorithm;
+    InputError if it cannot run on the scenario's topology. Inputs are drawn from a generator
+    seeded by ``(seed, size_bytes)``, so every algorithm of a scenario reduces the same data at
+    the same size, and reruns are identical. ``setup`` lets a caller running many points build
+    the machine once.
     """
-    setup = setup or prepare(scenario)
+    scenario = as_scenario(scenario)
+    check_run(scenario.source, seed, proxy_elements)
+    setup = setup or prepare(scenario, select=False)
     if isinstance(algorithm, str):
         algorithm = scenario.algorithm(algorithm)
+    reason = algorithm.unsupported(setup.machine)
+    if reason:
+        raise InputError([Problem(scenario.source, "algorithm",
+                                  f"{algorithm.name!r} cannot run on topology "
+                                  f"{scenario.topology.label}: {reason}")])
     ranks = setup.machine.ranks
     payload = _payload(scenario, size_bytes, ranks, proxy_elements)
     buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload,
@@ -153,9 +174,7 @@ def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int =
     (12.24576, True)
     """
     scenario = as_scenario(scenario)
-    if proxy_elements < 1:
-        raise InputError([Problem(scenario.source, "proxy_elements",
-                                  f"expected a whole number ≥ 1, got {proxy_elements}")])
+    check_run(scenario.source, seed, proxy_elements)
     setup = prepare(scenario)
     check_memory(scenario, setup.machine.ranks, proxy_elements)
     rows = [astuple(run_point(scenario, algorithm, size, seed=seed, proxy_elements=proxy_elements,

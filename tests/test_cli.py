@@ -89,8 +89,9 @@ def test_golden_settings_file_says_how_the_results_were_made(golden):
     assert described["topology"] == {
         "kind": "dgx", "nodes": 1, "gpus_per_node": 8, "nvlink_bandwidth": "450GB/s",
         "nvlink_latency": "300ns", "pcie_bandwidth": "63GB/s", "pcie_latency": "500ns",
-        "nic_bandwidth": "50GB/s", "nic_latency": "850ns", "nvswitch_reduction": True,
-        "nvswitch_reduction_latency": "25us"}
+        "nic_bandwidth": "50GB/s", "nic_latency": "850ns", "nic_message_latency": "0s",
+        "nvswitch_reduction": True, "nvswitch_reduction_latency": "25us"}
+    assert described["algorithm_options"] == {"hierarchical": {"inter": "ring"}}  # defaults too
     assert described["sizes"] == [1 << 10, 1 << 20, 64 << 20]
     assert described["gpu"] == {"reduce_bandwidth": "1.1TB/s", "launch_latency": "0s"}
     assert described["output"] == str(out)  # where the files went (--output), not the default
@@ -158,6 +159,7 @@ def test_format_names_are_the_writers():
     (["--seed", "-1"], "command line: --seed: expected a whole number ≥ 0, got -1"),
     (["--format", "csv,parquet"],
      "command line: --format: expected a comma-separated list of csv, json, png, got 'csv,parquet'"),
+    (["--format", "png", "--no-plot"], "command line: --no-plot: leaves no file to write of --format png"),
 ])
 def test_bad_options_exit_2_with_one_line(tmp_path, capsys, args, message):
     assert main(["run", GOLDEN, "--output", str(tmp_path), *args]) == 2

@@ -157,3 +157,21 @@ def test_parallel_programs_on_separate_channels_share_the_link_and_match_by_chan
     timing, buffers = run(two_channels, ranks=2, count=16)
     assert timing.time_s == pytest.approx(2e-6 + 128 / 1e9, rel=1e-12)
     assert buffers[1].tolist() == [2] * 16
+
+
+def test_local_reduce_the_proxy_cannot_represent_is_reported():
+    # 100 nominal elements carried by a proxy of 10: spans [0, 9) and [9, 18) map to proxy
+    # slices of 0 and 1 elements, so reducing one into the other cannot be checked
+    class Custom(RingAllreduce):
+        name = "custom"
+
+        def program(self, comm):
+            yield comm.reduce(Span(0, 9), Span(9, 18))
+
+    graph = switch(2, 1e9, 1e-6)
+    buffers = np.ones((2, 10), dtype=np.int64)
+    with pytest.raises(AlgorithmError, match=r"custom: the proxy payload cannot represent a reduce "
+                                             r"of Span\(start=9, stop=18\) into Span\(start=0, "
+                                             r"stop=9\); rerun with a larger proxy"):
+        run_collective(Custom(), Machine.of(graph),
+                       RunSpec(Payload(100, 10, np.dtype("int64")), ReduceOp.SUM), buffers)

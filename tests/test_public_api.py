@@ -2,12 +2,14 @@
 end to end."""
 
 import dataclasses
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 import simulator
 from simulator import (
+    GpuSpec,
     InputError,
     Scenario,
     TopologySpec,
@@ -104,3 +106,72 @@ def test_presets_are_found_from_any_directory(tmp_path, monkeypatch):
     scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": ["1MiB"]})
     assert scenario.topology.label == "dgx_h100" and scenario.topology.ranks == 8
     assert (REPO / "topologies" / "dgx_h100.yaml").is_file()
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"collective": "allreduce"}, None),  # names are accepted for enums ...
+    ({"reduce_op": "max", "dtype": "int32", "output": "out"}, None),  # ... dtype and output
+    ({"collective": "alltoall"}, "collective: expected a Collective or one of allreduce, "
+                                 "reduce_scatter, allgather, broadcast, reduce, got 'alltoall'"),
+    ({"reduce_op": "mean"}, "reduce_op: expected a ReduceOp or one of sum, prod, max, min, avg, "
+                            "got 'mean'"),
+    ({"dtype": "float8"}, "dtype: expected a dtype (float16, float32, float64, int32, int64), got "
+                          "'float8'; did you mean 'float64'?"),
+    ({"sizes": (4096.0,)}, "sizes: expected a sequence of whole numbers of bytes, got (4096.0,)"),
+    ({"piece_bytes": 1.5}, "piece_size: expected a whole number of bytes, got 1.5"),
+    ({"verify": "no"}, "verify: expected a bool, got 'no'"),
+    ({"gpu": {"reduce_bandwidth": 1e12}},
+     "gpu: expected a GpuSpec, got {'reduce_bandwidth': 1000000000000.0}"),
+    ({"gpu": GpuSpec("1GB/s")}, "gpu.reduce_bandwidth: expected a positive bandwidth in bytes/s, "
+                                "got '1GB/s'"),
+    ({"topology": {"kind": "switch"}}, "topology: expected a TopologySpec, got {'kind': 'switch'}"),
+    ({"output": 5}, "output: expected a Path or None, got 5"),
+])
+def test_every_field_is_checked_however_the_scenario_is_built(change, message):
+    good = scenario_from_dict({"topology": SWITCH, "sizes": ["4KiB"]}, source="api")
+    if message is None:
+        changed = dataclasses.replace(good, **change)
+        assert simulate(changed).verified.all()
+    else:
+        with pytest.raises(InputError) as error:
+            dataclasses.replace(good, **change)
+        assert [str(p) for p in error.value.problems] == [f"api: {message}"]
+
+
+def test_one_algorithm_name_is_a_list_of_one_and_numpy_integers_are_sizes():
+    good = scenario_from_dict({"topology": SWITCH, "sizes": ["4KiB"]})
+    changed = dataclasses.replace(good, algorithms="ring", sizes=(np.int64(4096),))
+    assert changed.algorithms == ("ring",) and type(changed.sizes[0]) is int
+
+
+def test_an_inner_algorithm_must_be_the_registered_one():
+    from simulator.algorithms.hierarchical import HierarchicalOptions
+    from simulator.algorithms.ring import RingAllgather
+
+    with pytest.raises(InputError) as error:
+        scenario_from_dict({"topology": SWITCH, "sizes": ["4KiB"]}).__class__(
+            name="x", topology=TopologySpec("switch", {"ranks": 2, "bandwidth": 1e9, "latency": 0}),
+            sizes=(8,), algorithm_options={"hierarchical": HierarchicalOptions(RingAllgather())})
+    assert [str(p) for p in error.value.problems] == [
+        "<code>: algorithm_options.hierarchical.inter: expected an inter-host allreduce (ring, "
+        "direct, halving_doubling, tree), got the allgather 'ring'"]
+
+
+def test_the_default_output_follows_the_name():
+    good = scenario_from_dict({"topology": SWITCH, "sizes": ["4KiB"], "name": "a"})
+    assert dataclasses.replace(good, name="b").output_dir == Path("results/b")
+
+
+def test_run_point_refuses_an_algorithm_the_topology_cannot_run():
+    scenario = scenario_from_dict({"topology": SWITCH, "sizes": ["4KiB"]}, source="api")
+    with pytest.raises(InputError, match=r"^api: algorithm: 'hierarchical' cannot run on topology "
+                                         r"switch: it needs GPUs on two or more hosts"):
+        run_point(scenario, "hierarchical", 4096)
+
+
+def test_bad_seed_and_proxy_from_python_are_input_errors():
+    with pytest.raises(InputError) as error:
+        simulate({"topology": SWITCH, "sizes": ["4KiB"]}, seed=-1, proxy_elements=0)
+    assert [str(p) for p in error.value.problems] == [
+        "<dict>: seed: expected a whole number ≥ 0, got -1",
+        "<dict>: proxy_elements: expected a whole number ≥ 1, got 0"]

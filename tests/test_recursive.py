@@ -235,7 +235,7 @@ def test_halving_doubling_runs_across_nodes_inside_hierarchical(nodes):
     # hierarchical runs the inter-node allreduce on a subgroup (one rank per node) over a piece
     # of the buffer; each rail has its own NICs, so with 2 or 4 nodes nothing is shared.
     scenario = flat_scenario(topology=dgx_topology(nodes, 4), algorithms=("hierarchical",),
-                             options=inter_options(HD), dtype=np.dtype("int32"))
+                             algorithm_options=inter_options(HD), dtype=np.dtype("int32"))
     for size in (4 * 4 * nodes * 3, 1 << 20):
         result = run_one(scenario, size)
         assert result.verified is True

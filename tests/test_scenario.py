@@ -32,7 +32,7 @@ def test_defaults_and_units_resolved(tmp_path):
     assert (scenario.collective, scenario.dtype, scenario.reduce_op) == (
         Collective.ALLREDUCE, np.dtype("float32"), ReduceOp.SUM)
     assert scenario.verify is True
-    assert scenario.output == Path("results/good")
+    assert scenario.output is None and scenario.output_dir == Path("results/good")
     assert scenario.gpu.reduce_bandwidth_Bps is None
 
 
@@ -152,7 +152,7 @@ def test_algorithm_options_and_piece_size_are_validated(tmp_path):
         load_scenario(path)
     assert [str(p) for p in error.value.problems] == [
         f"{path}: chunk_size: expected at least one float32 element (4 bytes), got 2",
-        f"{path}: algorithm_options.hierarchical.inter: expected an inter-node allreduce (ring, "
+        f"{path}: algorithm_options.hierarchical.inter: expected an inter-host allreduce (ring, "
         "direct, halving_doubling, tree), got 'binomial_tree'",
         f"{path}: algorithm_options.ring: ring has no options",
     ]
@@ -211,3 +211,23 @@ def test_output_under_a_file_is_refused_before_running(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert out == ""  # nothing simulated, nothing printed
     assert err == f"{path}: output: expected a directory path, but {tmp_path / 'afile'} is a file\n"
+
+
+@pytest.mark.parametrize("text, args, message", [
+    ("topology: {kind: switch, ranks: 1024, bandwidth: 25GB/s, latency: 1us}\nsizes: [4MiB]\n"
+     "piece_size: 4\nalgorithms: [ring]\n", [],
+     "sizes: 4194304 bytes on 1024 ranks needs 4096 MiB of data to verify, more than 2048 MiB; "
+     "use a larger piece_size (the proxy keeps two elements per pipeline piece)"),
+    ("topology: {kind: switch, ranks: 8192, bandwidth: 25GB/s, latency: 1us}\nsizes: [1GiB]\n"
+     "dtype: float64\nalgorithms: [ring]\n", [],
+     "sizes: 1073741824 bytes on 8192 ranks needs 4096 MiB of data to verify, more than 2048 MiB; "
+     "use fewer ranks or a smaller --proxy-elements"),
+    (TOPO + "sizes: [1GiB]\nalgorithms: [ring]\n", ["--proxy-elements", "200000000"],
+     "sizes: 1073741824 bytes on 4 ranks needs 3051 MiB of data to verify, more than 2048 MiB; "
+     "use fewer ranks or a smaller --proxy-elements"),
+])
+def test_data_beyond_the_memory_budget_says_what_would_help(tmp_path, capsys, text, args, message):
+    path = write(tmp_path, text + f"output: {tmp_path / 'out'}\n")
+    assert main(["run", str(path), *args]) == 2
+    assert capsys.readouterr().err == f"{path}: {message}\n"
+    assert not (tmp_path / "out").exists()

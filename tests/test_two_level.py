@@ -31,7 +31,7 @@ def run(scenario: Scenario, size: int):
                                           (2, "halving_doubling"), (4, "halving_doubling"),
                                           (2, "tree")])
 def test_hierarchical_is_exact_and_verified(nodes, inter):
-    scenario = dgx_scenario(nodes=nodes, algorithms=("hierarchical",), options=inter_options(inter),
+    scenario = dgx_scenario(nodes=nodes, algorithms=("hierarchical",), algorithm_options=inter_options(inter),
                             dtype=np.dtype("int32"))
     for size in (4 * 8 * nodes * 3, 1 << 20, 1 << 28):
         result = run(scenario, size)["hierarchical"]
@@ -58,7 +58,7 @@ def test_hierarchical_beats_flat_ring_on_two_nodes_by_the_closed_forms_margin():
 
 @pytest.mark.parametrize("inter", ["ring", "tree", "halving_doubling", "direct"])
 def test_hierarchical_inter_algorithm_is_the_scenarios_choice(inter):
-    scenario = dgx_scenario(nodes=3, algorithms=("hierarchical",), options=inter_options(inter))
+    scenario = dgx_scenario(nodes=3, algorithms=("hierarchical",), algorithm_options=inter_options(inter))
     [algorithm] = prepare(scenario).algorithms
     assert algorithm.options.inter is get_algorithm(Collective.ALLREDUCE, inter)
     assert run(scenario, 3 * 4096)["hierarchical"].verified is True
@@ -94,8 +94,8 @@ def test_ring_wins_small_sizes_on_h100_as_nccl_tuner_does():
 
 @pytest.mark.parametrize("scenario, field, message", [
     (flat_scenario("switch", ranks=8, algorithms=("hierarchical",)), "algorithms[0]",
-     "'hierarchical' cannot run on topology switch: it needs GPUs on two or more nodes "
-     "(GPUs with a 'host', as in kind dgx)"),
+     "'hierarchical' cannot run on topology switch: it needs GPUs on two or more hosts "
+     "(GPUs with a 'host', as in kind dgx with nodes ≥ 2)"),
     (dgx_scenario("dgx_a100", algorithms=("nvls",)), "algorithms[0]",
      "'nvls' cannot run on topology dgx_a100: it needs one switch with in-switch reduction "
      "(reduction: true) cabled to every GPU, such as the NVSwitch of a single dgx_h100 node"),

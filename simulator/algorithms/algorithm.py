@@ -54,7 +54,7 @@ class Inner:
     """Marks an option naming another algorithm that runs inside this one (for example what
     ``hierarchical`` runs across hosts): any :attr:`~Algorithm.composable` algorithm of
     ``collective``, described to users as ``what``. Use as
-    ``Annotated[Algorithm, Inner(Collective.ALLREDUCE, "an inter-node allreduce")]``."""
+    ``Annotated[Algorithm, Inner(Collective.ALLREDUCE, "an inter-host allreduce")]``."""
 
     collective: Collective
     what: str
@@ -74,6 +74,9 @@ class Algorithm(ABC):
     collective: ClassVar[Collective]
     Options: ClassVar[type] = NoOptions
     """A frozen dataclass of this algorithm's scenario options (``algorithm_options: {name: ...}``)."""
+    options: Any = NoOptions()
+    """This algorithm's options, an instance of :attr:`Options` (a dataclass field where there
+    are some)."""
     exact_on: ClassVar[tuple[ExactOn, ...]] = ()
     """Where the closed form equals the simulation (checked by tests/test_contract.py)."""
     composable: ClassVar[bool] = False

@@ -188,7 +188,7 @@ class Comm:
         ranks = tuple(ranks)
         if self.rank not in ranks:
             raise AlgorithmError(f"rank {self.members[self.rank]} is not in subgroup {ranks}")
-        return self._view(ranks.index(self.rank), len(ranks), buffer, self.layout.subset(ranks),
+        return self._view(ranks.index(self.rank), len(ranks), buffer, self.layout.subgroup(ranks),
                           tuple(self.members[r] for r in ranks))
 
     def _view(self, rank: int, size: int, buffer: Span, layout: Layout,

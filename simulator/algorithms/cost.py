@@ -55,7 +55,7 @@ class CostInputs:
 
     def subgroup(self, ranks: Sequence[int]) -> CostInputs:
         """The same inputs for a subgroup of ranks (numbered 0..len-1 in the given order)."""
-        return replace(self, machine=self.machine.subset(ranks))
+        return replace(self, machine=self.machine.subgroup(ranks))
 
     def pieces(self, count: int, default_bytes: int | None = None) -> list[int]:
         """Element counts of the pipeline pieces a program's ``comm.pieces`` makes of ``count``

@@ -28,8 +28,8 @@ from simulator.algorithms.phases.direct import (
     direct_reduce_scatter,
     direct_reduce_scatter_s,
     exchange,
+    largest_chunk_bytes,
     peers,
-    shard_bytes,
 )
 from simulator.model.collective import ROOT, Collective
 
@@ -65,7 +65,7 @@ class DirectAllreduce(Algorithm):
         p = cost.ranks
         if p == 1:
             return 0.0
-        pairs, c = all_pairs(p), shard_bytes(cost, count)
+        pairs, c = all_pairs(p), largest_chunk_bytes(cost, count)
         return 2 * (cost.alpha(pairs) + c * cost.shared_beta(pairs)) + (p - 1) * cost.reduce_s(c)
 
 

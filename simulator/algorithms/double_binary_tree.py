@@ -22,6 +22,7 @@ from simulator.algorithms.phases.tree import (
     edge_pairs,
     tree_allreduce,
     tree_allreduce_s,
+    tree_of,
 )
 from simulator.algorithms.tree import binary_tree
 from simulator.model.collective import ROOT, Collective
@@ -72,9 +73,8 @@ class DoubleBinaryTreeAllreduce(Algorithm):
                               for i, (node, half) in enumerate(zip(trees, halves, strict=True))))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
-        p = cost.ranks
-        trees = ([binary_tree(r, p, ROOT) for r in range(p)],
-                 [binary_tree(r, p, (ROOT + 1) % p) for r in range(p)])
+        nodes = tree_of(double_binary_tree, cost.ranks)  # per rank, its node in either tree
+        trees = ([first for first, _ in nodes], [second for _, second in nodes])
         halves = Span(0, count).split(2)
         pipeline = max(tree_allreduce_s(cost, tree, half.count)
                        for tree, half in zip(trees, halves, strict=True))

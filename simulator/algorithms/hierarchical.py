@@ -26,7 +26,7 @@ from simulator.model.machine import Machine
 class HierarchicalOptions:
     """``inter``: the allreduce run across hosts, among the ranks of one rail (default ring)."""
 
-    inter: Annotated[Algorithm, Inner(Collective.ALLREDUCE, "an inter-node allreduce")] = field(
+    inter: Annotated[Algorithm, Inner(Collective.ALLREDUCE, "an inter-host allreduce")] = field(
         default_factory=RingAllreduce)
 
 
@@ -53,9 +53,10 @@ class Hierarchical(Algorithm):
 
     def unsupported(self, machine: Machine) -> str | None:
         if machine.layout.host_count < 2:
-            return "it needs GPUs on two or more nodes (GPUs with a 'host', as in kind dgx)"
+            return ("it needs GPUs on two or more hosts (GPUs with a 'host', as in kind dgx "
+                    "with nodes ≥ 2)")
         if len(machine.layout.ranks_per_host) > 1:
-            return "it needs the same number of GPUs on every node"
+            return "it needs the same number of GPUs on every host"
         return None
 
     def program(self, comm: Comm) -> Program:

@@ -100,7 +100,7 @@ class RingBroadcast(Algorithm):
 
 
 class RingReduce(Algorithm):
-    """Pipelined chain reduce towards the root: p-1 → p-2 → … → 0, reducing at every hop.
+    """Pipelined chain reduce towards the root: 1 → 2 → … → p-1 → 0, reducing at every hop.
 
     T = (p-1)·(alpha + c·beta + g) + (k-1)·max(c·beta, g),  g = launch + c·gamma.
     """

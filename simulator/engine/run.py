@@ -63,7 +63,6 @@ class Timing:
 
     time_s: float
     messages: int
-    bytes_moved: float
     events: int
 
 
@@ -145,8 +144,7 @@ class _Run:
                 gc.enable()
         self._check_complete()
         return Timing(time_s=float(max(self.finished.values(), default=0.0)),
-                      messages=self.fabric.stats.transfers,
-                      bytes_moved=self.fabric.stats.bytes_moved, events=events)
+                      messages=self.fabric.stats.transfers, events=events)
 
     def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
         yield from self._steps(rank, self.algorithm.program(self.comms[rank]))
@@ -218,10 +216,14 @@ class _Run:
     def _local_reduce(self, rank: int, local: LocalReduce) -> Generator[simpy.Event, object, None]:
         self._check_span(rank, local.into)
         self._check_span(rank, local.source)
-        yield from self.gpus[rank].reduce(self.payload.nbytes(local.into))
         row = self.buffers[rank]
-        self.reduce_op.combine(row[self.payload.view(local.into)],
-                               row[self.payload.view(local.source)].copy())
+        into, source = row[self.payload.view(local.into)], row[self.payload.view(local.source)]
+        if into.shape != source.shape:
+            raise AlgorithmError(f"{self.algorithm.name}: the proxy payload cannot represent a "
+                                 f"reduce of {local.source} into {local.into}; rerun with a larger "
+                                 "proxy")
+        yield from self.gpus[rank].reduce(self.payload.nbytes(local.into))
+        self.reduce_op.combine(into, source.copy())
 
     def _check_span(self, rank: int, span: Span) -> None:
         if not (0 <= span.start <= span.stop <= self.payload.count):

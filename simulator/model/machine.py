@@ -11,6 +11,7 @@ Words: a **rank** is a participant 0..p-1; a **GPU** is the graph node a rank ru
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -39,30 +40,36 @@ class Layout:
 
     hosts: tuple[int, ...]
 
+    @functools.cached_property
+    def _by_host(self) -> dict[int, tuple[int, ...]]:
+        """The ranks of every host, hosts in order, ranks in rank order (built once)."""
+        by_host: dict[int, list[int]] = {}
+        for rank, host in enumerate(self.hosts):
+            by_host.setdefault(host, []).append(rank)
+        return {host: tuple(by_host[host]) for host in sorted(by_host)}
+
     def host_ranks(self, rank: int) -> tuple[int, ...]:
         """The ranks on ``rank``'s host, in rank order."""
-        return tuple(r for r, host in enumerate(self.hosts) if host == self.hosts[rank])
+        return self._by_host[self.hosts[rank]]
 
     def rail(self, rank: int) -> tuple[int, ...]:
         """One rank per host, each with the same local index as ``rank`` on its host."""
         local = self.host_ranks(rank).index(rank)
-        hosts = sorted(set(self.hosts))
-        by_host = {h: [r for r, host in enumerate(self.hosts) if host == h] for h in hosts}
-        return tuple(by_host[h][local] for h in hosts if local < len(by_host[h]))
+        return tuple(ranks[local] for ranks in self._by_host.values() if local < len(ranks))
 
-    def subset(self, members: Sequence[int]) -> Layout:
+    def subgroup(self, members: Sequence[int]) -> Layout:
         """The layout of a subgroup (members numbered 0..len-1 in the given order)."""
         return Layout(tuple(self.hosts[m] for m in members))
 
     @property
     def host_count(self) -> int:
         """How many hosts the ranks span."""
-        return len(set(self.hosts))
+        return len(self._by_host)
 
     @property
     def ranks_per_host(self) -> frozenset[int]:
         """The distinct numbers of ranks per host (one value when every host has as many)."""
-        return frozenset(self.hosts.count(host) for host in set(self.hosts))
+        return frozenset(len(ranks) for ranks in self._by_host.values())
 
 
 @dataclass(frozen=True)
@@ -123,7 +130,7 @@ class Machine:
         gpus = {self.placement[r] for r in (range(self.ranks) if ranks is None else ranks)}
         return next((s for s in self.reducing_switches if gpus <= s.gpus), None)
 
-    def subset(self, ranks: Sequence[int]) -> Machine:
+    def subgroup(self, ranks: Sequence[int]) -> Machine:
         """The same machine seen by a subgroup (ranks renumbered 0..len-1 in the given order)."""
         return replace(self, placement=tuple(self.placement[r] for r in ranks),
-                       layout=self.layout.subset(ranks))
+                       layout=self.layout.subgroup(ranks))

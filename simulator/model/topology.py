@@ -205,10 +205,15 @@ class Builder:
         return kinds
 
     @property
+    def defaults(self) -> dict[str, ParamValue]:
+        """The optional parameters and their default values."""
+        return {name: p.default for name, p in inspect.signature(self.build).parameters.items()
+                if p.default is not inspect.Parameter.empty}
+
+    @property
     def optional(self) -> frozenset[str]:
         """Parameters with a default value."""
-        return frozenset(name for name, p in inspect.signature(self.build).parameters.items()
-                         if p.default is not inspect.Parameter.empty)
+        return frozenset(self.defaults)
 
 
 def _count(params: Mapping[str, ParamValue], key: str) -> int:

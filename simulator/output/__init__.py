@@ -2,7 +2,7 @@
 and the files (CSV, JSON settings, PNG figures) written through one registry of writers.
 
 May import: :mod:`simulator.scenario` (to describe the settings), :mod:`simulator.algorithms`
-(their names), :mod:`simulator.model`, :mod:`simulator.units`, :mod:`simulator.errors`, the
-package's version, pandas and matplotlib. Never the engine: output only formats what a run
-computed.
+(their names), :mod:`simulator.model`, :mod:`simulator.units`, :mod:`simulator.limits`,
+:mod:`simulator.errors`, the package's version, pandas and matplotlib. Never the engine: output
+only formats what a run computed.
 """

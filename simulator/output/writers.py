@@ -17,12 +17,13 @@ from typing import Any
 import pandas as pd
 
 from simulator import __version__
-from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.algorithm import Algorithm, NoOptions
+from simulator.algorithms.registry import REGISTRY
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.output.files import write_atomically
 from simulator.output.plots import plot_results
 from simulator.output.results import RESULT_COLUMNS, RunSettings
-from simulator.scenario.spec import Scenario, option_kinds
+from simulator.scenario.spec import ALL, Scenario, option_kinds
 from simulator.units import format_bandwidth, format_time
 
 
@@ -32,7 +33,6 @@ class Writer:
 
     suffix: str
     write: Callable[[pd.DataFrame, Scenario, RunSettings, Path], None]
-    help: str
 
 
 def write_csv(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
@@ -56,13 +56,13 @@ def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path:
 
 
 WRITERS: dict[str, Writer] = {
-    "csv": Writer(".csv", write_csv, "results, one row per (algorithm, size)"),
-    "json": Writer(".json", write_settings, "the resolved settings and simulator version"),
-    "png": Writer(".png", write_png, "bus bandwidth and time against size"),
+    "csv": Writer(".csv", write_csv),        # results, one row per (algorithm, size)
+    "json": Writer(".json", write_settings),  # the resolved settings and the simulator's version
+    "png": Writer(".png", write_png),         # bus bandwidth and time against size
 }
 """Every output format by name; ``--format`` takes a comma-separated list of these."""
 
-DEFAULT_FORMATS = ("csv", "json", "png")
+DEFAULT_FORMATS = tuple(WRITERS)
 
 
 def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, directory: Path,
@@ -79,10 +79,12 @@ def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, d
 
 def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
     """The scenario's resolved settings (units written out, presets expanded into their builder's
-    parameters, every default made explicit) and how it was run, as plain JSON data.
+    parameters, every default made explicit: builder parameters, GPU costs, the options of every
+    algorithm that has some) and how it was run, as plain JSON data.
 
     Its ``scenario`` part is itself a valid scenario mapping: ``scenario_from_dict`` of it gives
-    the same scenario back, topology label aside.
+    the same scenario back, but for its topology label and source (kept beside it) and the
+    ``output`` directory, which is where the files went.
     """
     gpu: dict[str, str] = {"launch_latency": format_time(scenario.gpu.launch_latency_s)}
     if scenario.gpu.reduce_bandwidth_Bps is not None:
@@ -93,12 +95,14 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
             key: _param(BUILDERS[scenario.topology.kind].params[key], value)
             for key, value in scenario.topology.params.items()}},
         "collective": scenario.collective.value,
-        "algorithms": "all" if scenario.algorithms is None else list(scenario.algorithms),
+        "algorithms": ALL if scenario.algorithms is None else list(scenario.algorithms),
         "sizes": list(scenario.sizes),
         "dtype": scenario.dtype.name,
         "op": scenario.reduce_op.value,
         "gpu": gpu,
-        "algorithm_options": {name: _options(value) for name, value in scenario.options.items()},
+        "algorithm_options": {name: _options(scenario.algorithm(name))
+                              for name, algorithm in REGISTRY[scenario.collective].items()
+                              if algorithm.Options is not NoOptions},
         "verify": scenario.verify,
         "output": str(run.output if run.output is not None else scenario.output_dir),
     }
@@ -122,7 +126,7 @@ def _param(kind: Param, value: ParamValue) -> Any:
     return value
 
 
-def _options(options: Any) -> dict[str, Any]:
+def _options(algorithm: Algorithm) -> dict[str, Any]:
     return {key: (value.name if isinstance(value, Algorithm) else value)
-            for key in option_kinds(type(options))
-            for value in [getattr(options, key)]}
+            for key in option_kinds(type(algorithm.options))
+            for value in [getattr(algorithm.options, key)]}

@@ -76,6 +76,14 @@ def did_you_mean(word: object, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
+def choice_problem(value: object, choices: Iterable[str], what: str) -> str | None:
+    """What is wrong with ``value`` as one of ``choices``, naming them, or None."""
+    choices = list(choices)
+    if isinstance(value, str) and value in choices:
+        return None
+    return f"expected {what} ({', '.join(choices)}), got {value!r}{did_you_mean(value, choices)}"
+
+
 class FieldReader:
     """Collects the problems of one file while its fields are read."""
 
@@ -114,11 +122,11 @@ class FieldReader:
 
     def choice(self, field: str, value: object, choices: Iterable[str], what: str) -> str | None:
         """``value`` if it is one of ``choices``; otherwise a problem naming them."""
-        choices = list(choices)
-        if isinstance(value, str) and value in choices:
+        problem = choice_problem(value, choices, what)
+        if problem is None:
+            assert isinstance(value, str)
             return value
-        hint = did_you_mean(value, choices)
-        self.problem(field, f"expected {what} ({', '.join(choices)}), got {value!r}{hint}")
+        self.problem(field, problem)
         return None
 
     def mapping(self, field: str, value: object) -> Mapping[str, object] | None:

@@ -25,6 +25,7 @@ from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
 from simulator.scenario.presets import preset_names, preset_text
 from simulator.scenario.spec import (
+    ALL,
     Scenario,
     TopologySpec,
     duplicate_problem,
@@ -37,7 +38,6 @@ from simulator.scenario.spec import (
 )
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
-ALL = "all"
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "piece_size", "chunk_size", "algorithm_options", "verify", "output")
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
@@ -89,16 +89,16 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
     gpu = _gpu(reader, data.get("gpu", {}))
     piece_bytes = _piece_bytes(reader, data, dtype, sizes)
     options = _options(reader, data.get("algorithm_options", {}), collective)
-    output = data.get("output", f"results/{name}")
-    if not isinstance(output, str) or not output.strip():
+    output = data.get("output")
+    if output is not None and (not isinstance(output, str) or not output.strip()):
         reader.problem("output", f"expected a directory path, got {output!r}")
-        output = f"results/{name}"
     reader.raise_if_any()
     assert topology is not None and gpu is not None and options is not None
     return Scenario(name=name, source=source, topology=topology, collective=collective,
                     algorithms=algorithms, sizes=sizes, dtype=dtype,
                     reduce_op=ReduceOp(op_name), gpu=gpu, verify=bool(verify),
-                    output=Path(output), piece_bytes=piece_bytes, options=options)
+                    output=None if output is None else Path(output), piece_bytes=piece_bytes,
+                    algorithm_options=options)
 
 
 def load_preset(name: str) -> TopologySpec:

@@ -10,6 +10,7 @@ the file spells it, so both paths give the same messages.
 from __future__ import annotations
 
 import math
+import operator
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
@@ -27,23 +28,18 @@ from simulator.model.collective import Collective
 from simulator.model.machine import GpuSpec
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, ParamValue
-from simulator.scenario.fields import did_you_mean
+from simulator.scenario.fields import choice_problem, did_you_mean
 
 Issue = tuple[str, str]
 """A problem before it is tied to a file: (field path, what was expected)."""
+
+ALL = "all"
+"""The ``algorithms`` value meaning every algorithm that applies (None in a Scenario)."""
 
 CODE = "<code>"
 """The ``source`` of a scenario or topology built in Python rather than read from a file."""
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
-
-
-def choice_problem(value: object, choices: Iterable[str], what: str) -> str | None:
-    """What is wrong with ``value`` as one of ``choices``, naming them, or None."""
-    choices = list(choices)
-    if isinstance(value, str) and value in choices:
-        return None
-    return f"expected {what} ({', '.join(choices)}), got {value!r}{did_you_mean(value, choices)}"
 
 
 def name_problem(name: object) -> str | None:
@@ -125,11 +121,11 @@ def inner_of(hint: Any) -> Inner | None:
 
 def options_issues(collective: Collective, options: Mapping[str, object]) -> list[Issue]:
     """What is wrong with typed algorithm options: known algorithms, options of the right type,
-    and inner algorithms that may compose."""
+    and inner algorithms that are registered, of the marked collective, and composable."""
     issues = []
     for name, value in options.items():
         where = f"algorithm_options.{name}"
-        algorithm = REGISTRY[collective].get(name)
+        algorithm = REGISTRY[collective].get(name) if isinstance(name, str) else None
         if algorithm is None:
             issues.append((where, choice_problem(name, REGISTRY[collective],
                                                  f"an algorithm for {collective.value}") or ""))
@@ -139,27 +135,46 @@ def options_issues(collective: Collective, options: Mapping[str, object]) -> lis
             for key, hint in option_kinds(algorithm.Options).items():
                 inner = inner_of(hint)
                 chosen = getattr(value, key)
-                names = composable_names(inner.collective) if inner else []
-                if inner and (not isinstance(chosen, Algorithm) or chosen.name not in names):
-                    issues.append((f"{where}.{key}", choice_problem(getattr(chosen, "name", chosen),
-                                                                    names, inner.what) or ""))
+                if inner is not None and not _registered_inner(chosen, inner):
+                    names = composable_names(inner.collective)
+                    described = (f"the {chosen.collective.value} {chosen.name!r}"
+                                 if isinstance(chosen, Algorithm) else repr(chosen))
+                    issues.append((f"{where}.{key}", f"expected {inner.what} "
+                                                     f"({', '.join(names)}), got {described}"))
     return issues
+
+
+def _registered_inner(chosen: object, inner: Inner) -> bool:
+    """Whether ``chosen`` is the registered, composable algorithm of ``inner.collective`` that
+    its name says (a ring allgather named "ring" is not the ring allreduce)."""
+    if not isinstance(chosen, Algorithm) or chosen.name not in composable_names(inner.collective):
+        return False
+    return type(chosen) is type(REGISTRY[inner.collective][chosen.name])
 
 
 def gpu_issues(gpu: GpuSpec) -> list[Issue]:
     """A reduction bandwidth that is positive (or unset) and a launch latency ≥ 0, both finite."""
     issues = []
-    bandwidth = gpu.reduce_bandwidth_Bps
-    if bandwidth is not None and not (math.isfinite(bandwidth) and bandwidth > 0):
-        issues.append(("gpu.reduce_bandwidth", f"expected a positive bandwidth, got {bandwidth!r}"))
-    if not (math.isfinite(gpu.launch_latency_s) and gpu.launch_latency_s >= 0):
-        issues.append(("gpu.launch_latency", f"expected a time ≥ 0, got {gpu.launch_latency_s!r}"))
+    bandwidth, launch = gpu.reduce_bandwidth_Bps, gpu.launch_latency_s
+    if bandwidth is not None and not (_is_real(bandwidth) and bandwidth > 0):
+        issues.append(("gpu.reduce_bandwidth", f"expected a positive bandwidth in bytes/s, got "
+                                               f"{bandwidth!r}"))
+    if not (_is_real(launch) and launch >= 0):
+        issues.append(("gpu.launch_latency", f"expected a time ≥ 0 in seconds, got {launch!r}"))
     return issues
+
+
+def _is_real(value: object) -> bool:
+    """A finite number (not a bool)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
 
 
 @dataclass(frozen=True)
 class TopologySpec:
     """A builder and its parameters (SI units), labelled by the preset or kind it came from.
+    Parameters left out take the builder's defaults, which are filled in, so ``params`` always
+    holds every parameter the graph is built with.
 
     >>> TopologySpec("switch", {"ranks": 4, "bandwidth": 25e9, "latency": 5e-7}).ranks
     4
@@ -170,11 +185,19 @@ class TopologySpec:
     label: str = ""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "params", MappingProxyType(dict(self.params)))
-        object.__setattr__(self, "label", self.label or self.kind)
+        if not isinstance(self.params, Mapping):
+            raise InputError([Problem(CODE, "topology", f"expected a mapping of parameters, "
+                                                        f"got {self.params!r}")])
         issues = topology_issues(self.kind, self.params)
+        if not isinstance(self.label, str):
+            issues.append(("topology.label", f"expected a name, got {self.label!r}"))
         if issues:
             raise InputError([Problem(CODE, where, message) for where, message in issues])
+        builder = BUILDERS[self.kind]
+        given = {**builder.defaults, **self.params}
+        object.__setattr__(self, "params", MappingProxyType({key: given[key]
+                                                             for key in builder.params}))
+        object.__setattr__(self, "label", self.label or self.kind)
 
     @property
     def ranks(self) -> int:
@@ -190,9 +213,11 @@ class TopologySpec:
 class Scenario:
     """One experiment: a topology, a collective, the algorithms and sizes to run, the data.
 
-    ``algorithms`` None means every algorithm that applies (``all``); ``options`` maps an
-    algorithm's name to an instance of its ``Options``; ``piece_bytes`` is the pipeline piece
-    size (``piece_size``; None: each algorithm's own). Invalid values raise
+    ``algorithms`` None means every algorithm that applies (``all``; one name means a list of
+    one); ``algorithm_options`` maps an algorithm's name to an instance of its ``Options``;
+    ``piece_bytes`` is the pipeline piece size (``piece_size``; None: each algorithm's own);
+    ``output`` None means ``results/<name>``. Enum fields and ``dtype`` also take their names,
+    and ``output`` a string. Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
 
@@ -205,27 +230,68 @@ class Scenario:
     reduce_op: ReduceOp = ReduceOp.SUM
     gpu: GpuSpec = field(default_factory=GpuSpec)
     piece_bytes: int | None = None
-    options: Mapping[str, Any] = field(default_factory=dict)
+    algorithm_options: Mapping[str, Any] = field(default_factory=dict)
     verify: bool = True
     output: Path | None = None
     source: str = CODE
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sizes", tuple(self.sizes))
-        object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
-        if self.algorithms is not None:
-            object.__setattr__(self, "algorithms", tuple(self.algorithms))
-        if self.output is None:
-            object.__setattr__(self, "output", Path("results") / str(self.name))
-        issues = self._issues()
+        issues = self._coerce()
+        if not issues:
+            issues = self._issues()
         if issues:
-            raise InputError([Problem(self.source, where, message) for where, message in issues])
+            raise InputError([Problem(str(self.source), where, message)
+                              for where, message in issues])
+
+    def _coerce(self) -> list[Issue]:
+        """Accept names for enums and dtype, a string for output, one name for algorithms and
+        any integers for sizes; say what is wrong with any other type."""
+        issues: list[tuple[str, str | None]] = []
+
+        def set_(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)
+
+        for name, enum in (("collective", Collective), ("reduce_op", ReduceOp)):
+            value = getattr(self, name)
+            if not isinstance(value, enum):
+                what = f"a {enum.__name__} or one of {', '.join(e.value for e in enum)}"
+                try:
+                    set_(name, enum(value))
+                except ValueError:
+                    issues.append((name, f"expected {what}, got {value!r}"))
+        if not isinstance(self.dtype, np.dtype) or self.dtype.name not in DTYPES:
+            problem = choice_problem(getattr(self.dtype, "name", self.dtype), DTYPES, "a dtype")
+            issues.append(("dtype", problem))
+            if problem is None:
+                set_("dtype", np.dtype(str(self.dtype)))
+        sizes = self.sizes if isinstance(self.sizes, (tuple, list)) else None
+        if sizes is None or not all(_is_int(size) for size in sizes):
+            issues.append(("sizes", f"expected a sequence of whole numbers of bytes, got {self.sizes!r}"))
+        else:
+            set_("sizes", tuple(operator.index(size) for size in sizes))
+        if isinstance(self.algorithms, str):
+            set_("algorithms", (self.algorithms,))
+        elif self.algorithms is not None:
+            set_("algorithms", tuple(self.algorithms))
+        if self.piece_bytes is not None:
+            if _is_int(self.piece_bytes):
+                set_("piece_bytes", operator.index(self.piece_bytes))
+            else:
+                issues.append(("piece_size", f"expected a whole number of bytes, got "
+                                             f"{self.piece_bytes!r}"))
+        if isinstance(self.output, str):
+            set_("output", Path(self.output))
+        typed = (("name", str), ("topology", TopologySpec), ("gpu", GpuSpec), ("verify", bool),
+                 ("source", str), ("algorithm_options", Mapping), ("output", (Path, type(None))))
+        for name, kind in typed:
+            if not isinstance(getattr(self, name), kind):
+                issues.append((name, f"expected {_kind_name(kind)}, got {getattr(self, name)!r}"))
+        if isinstance(self.algorithm_options, Mapping):
+            set_("algorithm_options", MappingProxyType(dict(self.algorithm_options)))
+        return _present(issues)
 
     def _issues(self) -> list[Issue]:
         issues: list[tuple[str, str | None]] = [("name", name_problem(self.name))]
-        if not isinstance(self.dtype, np.dtype) or self.dtype.name not in DTYPES:
-            return [*_present(issues), ("dtype", choice_problem(str(self.dtype), DTYPES, "a dtype")
-                                        or "")]
         issues.append(("sizes", None if self.sizes else "expected at least one size"))
         issues += [(f"sizes[{i}]", size_problem(size, self.dtype)) for i, size in enumerate(self.sizes)]
         issues.append(("sizes", duplicate_problem(self.sizes, "size")))
@@ -237,20 +303,31 @@ class Scenario:
         issues.append(("algorithms", duplicate_problem(self.algorithms or (), "algorithm")))
         if self.piece_bytes is not None:
             issues.append(("piece_size", piece_problem(self.piece_bytes, self.dtype, self.sizes)))
-        issues += options_issues(self.collective, self.options)
+        issues += options_issues(self.collective, self.algorithm_options)
         issues += gpu_issues(self.gpu)
-        issues.append(("output", None if str(self.output).strip() else "expected a directory path"))
+        issues.append(("output", None if self.output is None or str(self.output).strip()
+                       else "expected a directory path"))
         return _present(issues)
 
     @property
     def output_dir(self) -> Path:
-        """Where results go (``output``; default ``results/<name>``)."""
+        """Where results go: ``output``, or ``results/<name>`` when it is not set."""
         return self.output if self.output is not None else Path("results") / self.name
 
     def algorithm(self, name: str) -> Algorithm:
         """Registered algorithm ``name`` of this scenario's collective, with its options."""
         algorithm = REGISTRY[self.collective][name]
-        return algorithm.configured(self.options.get(name, algorithm.Options()))
+        return algorithm.configured(self.algorithm_options.get(name, algorithm.Options()))
+
+
+def _is_int(value: object) -> bool:
+    """A whole number: an int or a numpy integer, not a bool or a float."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join("None" if k is type(None) else f"a {k.__name__}" for k in kinds)
 
 
 def _present(issues: list[tuple[str, str | None]]) -> list[Issue]:

@@ -64,7 +64,7 @@ def all_pairs(p: int) -> list[Pair]:
     return [(a, b) for a in range(p) for b in range(p) if a != b]
 
 
-def shard_bytes(cost: CostInputs, count: int) -> int:
+def largest_chunk_bytes(cost: CostInputs, count: int) -> int:
     """Bytes of the largest of the p chunks (⌈count/p⌉ elements)."""
     return cost.nbytes(math.ceil(count / cost.ranks))
 
@@ -76,7 +76,7 @@ def direct_reduce_scatter_s(cost: CostInputs, count: int) -> float:
     p = cost.ranks
     if p == 1:
         return 0.0
-    pairs, c = all_pairs(p), shard_bytes(cost, count)
+    pairs, c = all_pairs(p), largest_chunk_bytes(cost, count)
     return cost.alpha(pairs) + c * cost.shared_beta(pairs) + (p - 1) * cost.reduce_s(c)
 
 
@@ -85,4 +85,4 @@ def direct_allgather_s(cost: CostInputs, count: int) -> float:
     if cost.ranks == 1:
         return 0.0
     pairs = all_pairs(cost.ranks)
-    return cost.alpha(pairs) + shard_bytes(cost, count) * cost.shared_beta(pairs)
+    return cost.alpha(pairs) + largest_chunk_bytes(cost, count) * cost.shared_beta(pairs)

@@ -21,7 +21,7 @@ from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import recv_pieces, send_pieces, swap
 from simulator.model.span import Span
 
-Inner = Callable[[Comm], Program]
+SurvivorProgram = Callable[[Comm], Program]
 """A power-of-two program, run on the survivors' communicator."""
 
 
@@ -73,7 +73,7 @@ def halves(buffer: Span, parts: int) -> list[Span]:
 
 # ---- programs -------------------------------------------------------------------------------
 
-def folded(comm: Comm, inner: Inner, *, hand_in: Callable[[int], list[Span]],
+def folded(comm: Comm, inner: SurvivorProgram, *, hand_in: Callable[[int], list[Span]],
            combine: Combine, hand_back: Callable[[int], list[Span]]) -> Program:
     """Run ``inner`` on the q = 2^⌊log2 p⌋ survivors of the fold (Thakur et al. 2005 §4).
 

@@ -121,7 +121,8 @@ def chain(comm: Comm, order: Sequence[int], *, reduce: bool,
             comm.send(order[position + 1], piece)
 
 
-def chain_s(cost: CostInputs, count: int, reduce: bool) -> float:
+def chain_s(cost: CostInputs, count: int, reduce: bool,
+            default_bytes: int | None = PIPELINE_BYTES) -> float:
     """Closed form of :func:`chain` along ranks 0 → 1 → … → p-1 (in either direction: every
     hop has the same alpha and beta where the closed form is exact).
 
@@ -134,7 +135,7 @@ def chain_s(cost: CostInputs, count: int, reduce: bool) -> float:
         return 0.0
     hops = ring_pairs(p)[:-1]
     alpha, beta = cost.alpha(hops), cost.beta(hops)
-    pieces = cost.pieces(count, PIPELINE_BYTES)
+    pieces = cost.pieces(count, default_bytes)
     if not reduce:
         return proportionate_pipeline_s((p - 1) * alpha, p - 1,
                                         [cost.nbytes(n) * beta for n in pieces])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
@@ -26,12 +27,13 @@ class TreeNode:
     children: tuple[int, ...]
 
 
-Shape = Callable[[int, int], TreeNode]
-"""A tree shape: (rank, p) -> that rank's node, e.g. ``binary_tree`` or ``binomial_tree``."""
+Node = TypeVar("Node")
 
 
-def tree_of(shape: Shape, p: int) -> list[TreeNode]:
-    """Every rank's node of the tree ``shape`` builds over p ranks (what closed forms walk)."""
+def tree_of(shape: Callable[[int, int], Node], p: int) -> list[Node]:
+    """Every rank's node of the tree ``shape`` builds over p ranks (what closed forms walk):
+    ``shape(rank, p)`` gives one rank's :class:`TreeNode` (``binary_tree``, ``binomial_tree``),
+    or a tuple of them for several trees (``double_binary_tree``)."""
     return [shape(rank, p) for rank in range(p)]
 
 
