@@ -1,0 +1,291 @@
+"""NCCL's own cost model: the time NCCL predicts for each algorithm and protocol, from which it
+picks what to run (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, NVIDIA/nccl tag
+v2.30.7-1, commit 73cf1122, ``src/graph/tuning.cc``).
+
+Every constant is taken from docs/reference/nccl-model.md (§1.1 latencies, §1.2 bandwidth caps,
+§1.3-§1.5 the formulas), which summarises that file; tests/test_nccl.py checks the tables here
+against the CSV files beside it, and the predicted times against the worked examples there.
+The model needs what NCCL's topology search found (:class:`Graph`: channels and per-channel
+bandwidth per algorithm), which is not in the topology graph: a :class:`System` states it.
+
+Scope: AllReduce with Ring, Tree, NVLS and NVLSTree, the algorithms a node of NVLink GPUs with a
+NIC each can run; CollNet (in-network reduction by SHARP switches) and PAT (one GPU per node, no
+AllReduce) are not modelled. Times are in µs and bandwidths in GB/s (10^9 B/s) as in tuning.cc.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class NcclAlgorithm(Enum):
+    """NCCL's algorithms, in tuning.cc's index order (``nccl_tuner.h``)."""
+
+    TREE = "Tree"
+    RING = "Ring"
+    COLLNET_DIRECT = "CollNetDirect"
+    COLLNET_CHAIN = "CollNetChain"
+    NVLS = "NVLS"
+    NVLS_TREE = "NVLSTree"
+    PAT = "PAT"
+
+
+class Protocol(Enum):
+    """NCCL's protocols: LL (8 data bytes per 16-byte line with its flag), LL128 (120 of every
+    128 bytes), Simple (all bytes, with a synchronisation per step)."""
+
+    LL = "LL"
+    LL128 = "LL128"
+    SIMPLE = "Simple"
+
+
+class Hardware(Enum):
+    """The kind of path a step crosses, which sets its latency (tuning.cc ``hwLat``)."""
+
+    NVLINK = "NVLink"
+    PCI = "PCI"
+    NET = "NET"
+
+
+class Arch(Enum):
+    """GPU generation (compute capability), which selects rows of the caps."""
+
+    VOLTA = 70
+    AMPERE = 80
+    HOPPER = 90
+    BLACKWELL = 100
+
+
+class CpuVendor(Enum):
+    """The host CPU, which selects the multi-node LL cap and the network overhead."""
+
+    INTEL = "intel"  # and any other non-AMD CPU
+    AMD = "amd"
+
+
+_T, _R, _N, _NT = NcclAlgorithm.TREE, NcclAlgorithm.RING, NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE
+_LL, _LL128, _S = Protocol.LL, Protocol.LL128, Protocol.SIMPLE
+
+BASE_LATENCY_US: Mapping[tuple[NcclAlgorithm, Protocol], float] = {
+    (_T, _LL): 6.8, (_T, _LL128): 14.0, (_T, _S): 8.4,
+    (_R, _LL): 6.6, (_R, _LL128): 14.0, (_R, _S): 8.4,
+    (_N, _S): 0.0, (_NT, _S): 0.0,
+}
+"""``baseLat``: a collective's fixed cost per algorithm and protocol (nccl-model.md §1.1)."""
+
+HW_LATENCY_US: Mapping[tuple[Hardware, NcclAlgorithm, Protocol], float] = {
+    (Hardware.NVLINK, _T, _LL): 0.6, (Hardware.NVLINK, _T, _LL128): 1.25, (Hardware.NVLINK, _T, _S): 4.0,
+    (Hardware.NVLINK, _R, _LL): 0.6, (Hardware.NVLINK, _R, _LL128): 1.9, (Hardware.NVLINK, _R, _S): 3.4,
+    (Hardware.NVLINK, _N, _S): 25.0, (Hardware.NVLINK, _NT, _S): 25.0,
+    (Hardware.PCI, _T, _LL): 1.0, (Hardware.PCI, _T, _LL128): 1.9, (Hardware.PCI, _T, _S): 4.0,
+    (Hardware.PCI, _R, _LL): 1.0, (Hardware.PCI, _R, _LL128): 2.5, (Hardware.PCI, _R, _S): 5.7,
+    (Hardware.PCI, _N, _S): 0.0, (Hardware.PCI, _NT, _S): 0.0,
+    (Hardware.NET, _T, _LL): 5.0, (Hardware.NET, _T, _LL128): 8.5, (Hardware.NET, _T, _S): 14.0,
+    (Hardware.NET, _R, _LL): 2.7, (Hardware.NET, _R, _LL128): 4.0, (Hardware.NET, _R, _S): 14.0,
+    (Hardware.NET, _N, _S): 18.0, (Hardware.NET, _NT, _S): 20.9,
+}
+"""``hwLat``: the latency of one step over each kind of path (nccl-model.md §1.1)."""
+
+_NODES = (1, 2, 3)
+"""Column of the caps: one node, two nodes, three or more."""
+
+LL_MAX_BW_GBPS: Mapping[Arch | CpuVendor, tuple[float, float, float]] = {
+    Arch.VOLTA: (39.0, 39.0, 20.4), Arch.AMPERE: (87.7, 22.5, 19.0),
+    Arch.HOPPER: (141.0, 45.0, 35.0), Arch.BLACKWELL: (282.0, 90.0, 70.0),
+    CpuVendor.INTEL: (39.0, 39.0, 20.4), CpuVendor.AMD: (87.7, 22.5, 19.0),
+}
+"""``llMaxBws``, a total (not per channel) cap on LL. On one node its row is the GPU
+generation; on several it is the CPU vendor, read off the Volta (Intel or other) and Ampere
+(AMD) rows (nccl-model.md §1.2, "the llMaxBws row choice is a trap")."""
+
+PER_CHANNEL_MAX_RING_LL128_GBPS: Mapping[Arch, tuple[float, float, float]] = {
+    Arch.VOLTA: (20.0, 20.0, 20.0), Arch.AMPERE: (20.0, 20.0, 20.0),
+    Arch.HOPPER: (36.7, 36.7, 36.7), Arch.BLACKWELL: (40.0, 40.0, 40.0),
+}
+PER_CHANNEL_MAX_TREE_LL128_GBPS: Mapping[Arch, tuple[float, float, float]] = {
+    Arch.VOLTA: (20.0, 20.0, 20.0), Arch.AMPERE: (20.0, 20.0, 20.0),
+    Arch.HOPPER: (36.7, 36.7, 29.0), Arch.BLACKWELL: (55.6, 31.67, 20.0),
+}
+PER_CHANNEL_MAX_TREE_GBPS: Mapping[Arch, tuple[float, float, float]] = {
+    Arch.VOLTA: (26.5, 18.5, 10.0), Arch.AMPERE: (24.0, 23.6, 17.8),
+    Arch.HOPPER: (38.7, 41.4, 36.0), Arch.BLACKWELL: (70.0, 42.8, 24.0),
+}
+PER_CHANNEL_MAX_NVLS_TREE_GBPS: Mapping[Arch, tuple[float, float, float]] = {
+    Arch.VOLTA: (26.5, 18.5, 10.0), Arch.AMPERE: (24.0, 23.6, 17.8),
+    Arch.HOPPER: (0.0, 57.7, 45.5), Arch.BLACKWELL: (0.0, 96.0, 80.0),
+}
+"""Per-channel caps, multiplied by the channel count (nccl-model.md §1.2)."""
+
+NVLS_EFFICIENCY: Mapping[Arch, float] = {
+    Arch.VOLTA: 0.0, Arch.AMPERE: 0.0, Arch.HOPPER: 0.85, Arch.BLACKWELL: 0.74,
+}
+"""``nvlsEfficiency``: the share of the NVLS graph's bandwidth in-switch reduction achieves."""
+
+TREE_CORRECTION: Mapping[Protocol, tuple[float, ...]] = {
+    _LL: (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
+          1.0, 1.0, 1.0, 1.0),
+    _LL128: (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9,
+             .9, 1.0, 1.0, 1.0),
+    _S: (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9,
+         .9, .9),
+}
+"""``treeCorrectionFactor[3][24]`` of v2.30.7: Tree AllReduce's bandwidth is multiplied by entry
+log2(nBytes / 64) (entries 0..22, so 64 B up to 512 MiB) "because trees are not perfectly
+sticking to the model for medium sizes"."""
+
+NET_OVERHEAD_US: Mapping[CpuVendor, float] = {CpuVendor.INTEL: 1.0, CpuVendor.AMD: 2.0}
+"""``getNetOverhead``: a network step's CPU cost on several nodes (×3 for Simple)."""
+
+RING_PLATEAU = {Arch.VOLTA: 1.9, Arch.AMPERE: 1.4, Arch.HOPPER: 1.4, Arch.BLACKWELL: 1.4}
+"""Multi-node Ring Simple AllReduce latency factor (the "plateau effect of ring": 1.9 before
+SM80, 1.4 from it), applied once a rank's share per channel reaches 64 bytes."""
+
+
+@dataclass(frozen=True)
+class Graph:
+    """What NCCL's topology search found for one algorithm: its channels, each channel's bandwidth
+    inside a node and across nodes (GB/s), the kind of path inside a node, the NIC's advertised
+    latency, and whether a tree uses the plain TREE pattern (Tree bandwidth ×0.85)."""
+
+    channels: int
+    bw_intra_GBps: float
+    bw_inter_GBps: float
+    intra: Hardware = Hardware.NVLINK
+    latency_inter_us: float = 0.0
+    plain_tree: bool = False
+
+
+@dataclass(frozen=True)
+class System:
+    """NCCL's view of a communicator: ranks, nodes, GPU generation, host CPU, and the graph it
+    found for each algorithm it may run (an algorithm without a graph is not available)."""
+
+    ranks: int
+    nodes: int
+    arch: Arch
+    graphs: Mapping[NcclAlgorithm, Graph] = field(default_factory=dict)
+    cpu: CpuVendor = CpuVendor.INTEL
+    ll128: bool = True  # enabled by default where the intra path is NVLink and the NIC close
+
+    @property
+    def per_node(self) -> float:
+        """Ranks per node (``ppn``)."""
+        return self.ranks / self.nodes
+
+    def _column(self) -> int:
+        return min(self.nodes, 3) - 1
+
+
+@dataclass(frozen=True)
+class Choice:
+    """An algorithm and protocol, and the time NCCL's model predicts for them (µs)."""
+
+    algorithm: NcclAlgorithm
+    protocol: Protocol
+    time_us: float
+
+
+ALLREDUCE_CANDIDATES = (*((a, p) for a in (_T, _R) for p in Protocol), (_N, _S), (_NT, _S))
+"""AllReduce's (algorithm, protocol) pairs this model covers; NVLS runs Simple only."""
+
+
+def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol) -> float:
+    """The algorithm bandwidth NCCL's model gives an AllReduce (0 when it cannot run), per
+    nccl-model.md §1.3: the graph's bus bandwidth, its refinements, then algbw."""
+    graph = system.graphs.get(algorithm)
+    if graph is None or (algorithm, protocol) not in ALLREDUCE_CANDIDATES:
+        return 0.0
+    if algorithm in (_N, _NT) and not _nvls_enabled(system, algorithm, graph):
+        return 0.0
+    if protocol is _LL128 and not system.ll128:
+        return 0.0
+    column, arch, channels = system._column(), system.arch, graph.channels
+    bw = graph.bw_intra_GBps if system.nodes <= 2 else graph.bw_inter_GBps
+    if algorithm in (_N, _NT):
+        intra = graph.bw_intra_GBps * NVLS_EFFICIENCY[arch] * (channels - 1) / channels
+        intra *= 2.0  # AllReduce pipelines two operations
+        inter = graph.bw_inter_GBps * (2 if algorithm is _NT and system.nodes <= 2 else 1)
+        bw = min(intra, inter, PER_CHANNEL_MAX_NVLS_TREE_GBPS[arch][column]
+                 if algorithm is _NT else math.inf)
+    bus = channels * bw
+    ll_max = LL_MAX_BW_GBPS[arch if system.nodes == 1 else system.cpu][column]
+    if algorithm is _R and protocol is _LL:
+        bus = min(ll_max, 0.5 * bus)
+    if algorithm is _R and protocol is _LL128:
+        bus = min(0.92 * bus, channels * PER_CHANNEL_MAX_RING_LL128_GBPS[arch][column])
+    if algorithm is _T:
+        bus = min(0.92 * bus, channels * PER_CHANNEL_MAX_TREE_GBPS[arch][column])
+        if protocol is _LL:
+            bus = min(bus / 3.8, ll_max)
+        if protocol is _LL128:
+            bus = min(bus * (7 / 9 if system.nodes == 1 else 120 / 128),
+                      channels * PER_CHANNEL_MAX_TREE_LL128_GBPS[arch][column])
+        if graph.plain_tree:
+            bus *= 0.85
+        return bus * 0.5
+    return bus * system.ranks / (2 * (system.ranks - 1))  # Ring, NVLS, NVLSTree: × nRanks/nsteps
+
+
+def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol) -> float:
+    """The latency NCCL's model charges an AllReduce, per nccl-model.md §1.4."""
+    graph = system.graphs[algorithm]
+    intra = HW_LATENCY_US[graph.intra, algorithm, protocol]
+    net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R) else algorithm
+    inter = HW_LATENCY_US[Hardware.NET, net_algorithm, protocol] + graph.latency_inter_us
+    if protocol is _S:
+        inter += graph.latency_inter_us  # the flush
+    base = BASE_LATENCY_US[algorithm, protocol]
+    levels = system.nodes.bit_length() - 1  # log2i: floor of log2
+    if algorithm is _R:
+        steps, inter_steps = 2 * (system.ranks - 1), 2 * (system.nodes - 1)
+        overhead = 0.0
+        if system.nodes > 1:
+            overhead = NET_OVERHEAD_US[system.cpu] * (3 if protocol is _S else 1)
+        return base + (steps - inter_steps) * max(intra, overhead) + inter_steps * inter
+    if algorithm is _T:
+        return base + 2 * ((system.per_node - 1) * intra + levels * inter)
+    if algorithm is _N:
+        return intra + (inter if system.nodes > 1 else 0.0)
+    return base + intra + 2 * levels * inter  # NVLSTree
+
+
+def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
+                      size_bytes: int) -> float | None:
+    """``ncclTopoGetAlgoTime`` for one AllReduce of ``size_bytes`` (None: not available):
+    latency + bytes / bandwidth, with the Tree correction and the Ring plateau (§1.5)."""
+    bw = bandwidth_GBps(system, algorithm, protocol)
+    if bw <= 0:
+        return None
+    lat = latency_us(system, algorithm, protocol)
+    log_size = (size_bytes >> 6).bit_length() - 1  # log2i(nBytes >> 6); -1 below 64 bytes
+    if algorithm is _T and 0 <= log_size < 23:
+        bw *= TREE_CORRECTION[protocol][log_size]
+    graph = system.graphs[algorithm]
+    if (algorithm is _R and protocol is _S and system.nodes > 1
+            and size_bytes / (graph.channels * system.ranks) >= 64):
+        lat *= RING_PLATEAU[system.arch]
+    return lat + size_bytes / (1000 * bw)
+
+
+def choose(system: System, size_bytes: int) -> Choice:
+    """The (algorithm, protocol) with the lowest predicted time, as NCCL picks it by default;
+    ties go to the earlier pair in tuning.cc's order (Tree before Ring, LL before Simple)."""
+    best: Choice | None = None
+    for algorithm, protocol in ALLREDUCE_CANDIDATES:
+        time = predicted_time_us(system, algorithm, protocol, size_bytes)
+        if time is not None and (best is None or time < best.time_us):
+            best = Choice(algorithm, protocol, time)
+    if best is None:
+        raise ValueError("no NCCL algorithm is available on this system")
+    return best
+
+
+def _nvls_enabled(system: System, algorithm: NcclAlgorithm, graph: Graph) -> bool:
+    """NVLS needs a reducing switch (an efficiency above 0) and two channels; NVLSTree is off on
+    one node, and NVLS across nodes needs CollNet, which is not modelled (§1.5)."""
+    if NVLS_EFFICIENCY[system.arch] <= 0 or graph.channels < 2:
+        return False
+    return system.nodes > 1 if algorithm is _NT else system.nodes == 1
