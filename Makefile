@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench fidelity clean
 
 run: $(STAMP)
 	$(PY) -m simulator run scenarios/dgx.yaml
@@ -19,6 +19,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/ring_scaling.py
+
+fidelity: $(STAMP)
+	$(PY) bench/fidelity.py --write docs/fidelity.md
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)

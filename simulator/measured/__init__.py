@@ -1,0 +1,5 @@
+"""Measurements: what real machines did, read in to be set beside the simulation (nccl-tests
+output, or CSV files of the same numbers).
+
+May import: :mod:`simulator.errors`. Nothing of the simulation: a measurement is plain data.
+"""
