@@ -23,7 +23,8 @@ from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.output.files import write_atomically
 from simulator.output.plots import plot_results
 from simulator.output.results import RESULT_COLUMNS, RunSettings
-from simulator.scenario.spec import ALL, Scenario, option_kinds
+from simulator.scenario.rules import option_kinds
+from simulator.scenario.spec import ALL, Scenario
 from simulator.units import format_bandwidth, format_time
 
 

@@ -24,10 +24,7 @@ from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
 from simulator.scenario.presets import preset_names, preset_text
-from simulator.scenario.spec import (
-    ALL,
-    Scenario,
-    TopologySpec,
+from simulator.scenario.rules import (
     duplicate_problem,
     inner_of,
     name_problem,
@@ -36,6 +33,7 @@ from simulator.scenario.spec import (
     size_problem,
     topology_issues,
 )
+from simulator.scenario.spec import ALL, Scenario, TopologySpec
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",

@@ -1,0 +1,155 @@
+"""The rules a scenario's values must follow, each a function saying what is wrong with a value
+(or None). :mod:`.spec` asks them when a Scenario is made, and :mod:`.parse` asks the same ones
+while it reads a file, naming the field as the file spells it, so both give the same messages.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import Annotated, Any, get_args, get_origin, get_type_hints
+
+import numpy as np
+
+from simulator.algorithms.algorithm import Algorithm, Inner
+from simulator.algorithms.registry import REGISTRY, composable_names
+from simulator.limits import MAX_PIECES, MAX_SIZE_BYTES
+from simulator.model.collective import Collective
+from simulator.model.machine import GpuSpec
+from simulator.model.topology import BUILDERS, ParamValue
+from simulator.scenario.fields import choice_problem, did_you_mean
+
+Issue = tuple[str, str]
+"""A problem before it is tied to a file: (field path, what was expected)."""
+
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def name_problem(name: object) -> str | None:
+    """A scenario (or preset) name: letters, digits, '.', '_' or '-'."""
+    if isinstance(name, str) and _NAME.fullmatch(name):
+        return None
+    return f"expected a name of letters, digits, '.', '_' or '-', got {name!r}"
+
+
+def size_problem(size: int, dtype: np.dtype[Any]) -> str | None:
+    """A per-rank buffer size: a positive whole number of elements, at most 1 TiB."""
+    if size <= 0 or size % dtype.itemsize:
+        return (f"expected a positive multiple of the {dtype.name} element size "
+                f"({dtype.itemsize} bytes), got {size}")
+    if size > MAX_SIZE_BYTES:
+        return f"expected at most 1TiB per rank, got {size} bytes"
+    return None
+
+
+def duplicate_problem(values: Iterable[object], what: str) -> str | None:
+    """Every value once: a repeated size or algorithm would give duplicate result rows."""
+    seen: set[object] = set()
+    for value in values:
+        if value in seen:
+            return f"expected each {what} once, got {value!r} twice"
+        seen.add(value)
+    return None
+
+
+def piece_problem(piece_bytes: int, dtype: np.dtype[Any], sizes: tuple[int, ...]) -> str | None:
+    """A pipeline piece size: at least one element, and at most MAX_PIECES pieces per buffer."""
+    if piece_bytes < dtype.itemsize:
+        return (f"expected at least one {dtype.name} element ({dtype.itemsize} bytes), "
+                f"got {piece_bytes}")
+    if sizes and max(sizes) // piece_bytes > MAX_PIECES:
+        return (f"expected at most {MAX_PIECES} pieces per buffer, got "
+                f"{max(sizes) // piece_bytes} ({max(sizes)} / {piece_bytes} bytes); use a "
+                "larger piece_size")
+    return None
+
+
+def topology_issues(kind: str, params: Mapping[str, ParamValue], prefix: str = "topology") -> list[Issue]:
+    """What is wrong with builder ``kind`` and its parameters (SI values), rank limit included."""
+    problem = choice_problem(kind, BUILDERS, "a topology kind")
+    if problem:
+        return [(f"{prefix}.kind", problem)]
+    builder = BUILDERS[kind]
+    kinds = builder.params
+    issues = [(f"{prefix}.{key}", f"unknown key{did_you_mean(key, kinds)}")
+              for key in params if key not in kinds]
+    issues += [(f"{prefix}.{key}", "required but missing")
+               for key in kinds if key not in params and key not in builder.optional]
+    for key, value in params.items():
+        if key in kinds:
+            try:
+                kinds[key].check(value)
+            except ValueError as error:
+                issues.append((f"{prefix}.{key}", str(error)))
+    if not issues:
+        ranks = builder.rank_count(params)
+        if ranks > builder.max_ranks:
+            issues.append((prefix, f"expected at most {builder.max_ranks} GPUs for kind {kind}, "
+                                   f"got {ranks}"))
+    return issues
+
+
+def option_kinds(options: type) -> dict[str, Any]:
+    """Each field of an algorithm's options dataclass and its type hint (``Annotated`` kept)."""
+    hints = get_type_hints(options, include_extras=True)
+    return {f.name: hints[f.name] for f in fields(options)}
+
+
+def inner_of(hint: Any) -> Inner | None:
+    """The :class:`Inner` marker of an option's type hint, if it names another algorithm."""
+    if get_origin(hint) is Annotated:
+        return next((arg for arg in get_args(hint)[1:] if isinstance(arg, Inner)), None)
+    return None
+
+
+def options_issues(collective: Collective, options: Mapping[str, object]) -> list[Issue]:
+    """What is wrong with typed algorithm options: known algorithms, options of the right type,
+    and inner algorithms that are registered, of the marked collective, and composable."""
+    issues = []
+    for name, value in options.items():
+        where = f"algorithm_options.{name}"
+        algorithm = REGISTRY[collective].get(name) if isinstance(name, str) else None
+        if algorithm is None:
+            issues.append((where, choice_problem(name, REGISTRY[collective],
+                                                 f"an algorithm for {collective.value}") or ""))
+        elif not isinstance(value, algorithm.Options):
+            issues.append((where, f"expected {algorithm.Options.__name__}, got {value!r}"))
+        else:
+            for key, hint in option_kinds(algorithm.Options).items():
+                inner = inner_of(hint)
+                chosen = getattr(value, key)
+                if inner is not None and not _registered_inner(chosen, inner):
+                    names = composable_names(inner.collective)
+                    described = (f"the {chosen.collective.value} {chosen.name!r}"
+                                 if isinstance(chosen, Algorithm) else repr(chosen))
+                    issues.append((f"{where}.{key}", f"expected {inner.what} "
+                                                     f"({', '.join(names)}), got {described}"))
+    return issues
+
+
+def _registered_inner(chosen: object, inner: Inner) -> bool:
+    """Whether ``chosen`` is the registered, composable algorithm of ``inner.collective`` that
+    its name says (a ring allgather named "ring" is not the ring allreduce)."""
+    if not isinstance(chosen, Algorithm) or chosen.name not in composable_names(inner.collective):
+        return False
+    return type(chosen) is type(REGISTRY[inner.collective][chosen.name])
+
+
+def gpu_issues(gpu: GpuSpec) -> list[Issue]:
+    """A reduction bandwidth that is positive (or unset) and a launch latency ≥ 0, both finite."""
+    issues = []
+    bandwidth, launch = gpu.reduce_bandwidth_Bps, gpu.launch_latency_s
+    if bandwidth is not None and not (_is_real(bandwidth) and bandwidth > 0):
+        issues.append(("gpu.reduce_bandwidth", f"expected a positive bandwidth in bytes/s, got "
+                                               f"{bandwidth!r}"))
+    if not (_is_real(launch) and launch >= 0):
+        issues.append(("gpu.launch_latency", f"expected a time ≥ 0 in seconds, got {launch!r}"))
+    return issues
+
+
+def _is_real(value: object) -> bool:
+    """A finite number (not a bool)."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value))
