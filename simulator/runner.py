@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,9 @@ from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
+from simulator.model.execution import Execution, Plan, apply, nccl_plan, system_of
 from simulator.model.machine import Machine
+from simulator.model.nccl import best_protocol
 from simulator.output.results import RESULT_COLUMNS, Result
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario
@@ -134,28 +136,50 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
                                   f"{algorithm.name!r} cannot run on topology "
                                   f"{scenario.topology.label}: {reason}")])
     ranks = setup.machine.ranks
+    machine, cost, plan = _executed(scenario, setup, algorithm, size_bytes)
     payload = _payload(scenario, size_bytes, ranks, proxy_elements)
     buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload,
                           scenario.reduce_op)
     collective = scenario.collective
     expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks))
                 if scenario.verify else None)
-    timing = run_collective(algorithm, setup.machine,
+    timing = run_collective(algorithm, machine,
                             RunSpec(payload, scenario.reduce_op, scenario.piece_bytes), buffers)
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
-    model = algorithm.model_s(setup.cost, payload.count)
-    algbw = size_bytes / timing.time_s / 1e9 if timing.time_s > 0 else math.nan
+    start = plan.base_latency_s if plan is not None and ranks > 1 else 0.0
+    model = algorithm.model_s(cost, payload.count) + start
+    time_s = timing.time_s + start
+    algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     return Result(
         scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
         collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
-        dtype=scenario.dtype.name, op=scenario.reduce_op.value, sim_time_s=timing.time_s,
+        dtype=scenario.dtype.name, op=scenario.reduce_op.value, sim_time_s=time_s,
         model_time_s=model, algbw_GBps=algbw,
         busbw_GBps=algbw * collective.busbw_factor(ranks), verified=verified,
         max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
-        messages=timing.messages, events=timing.events,
+        messages=timing.messages, events=timing.events, execution=scenario.execution.value,
+        protocol=plan.protocol.value if plan is not None else "",
     )
+
+
+def _executed(scenario: Scenario, setup: Setup, algorithm: Algorithm,
+              size_bytes: int) -> tuple[Machine, CostInputs, Plan | None]:
+    """The machine and closed-form inputs as the scenario's execution model times them, and the
+    NCCL plan (None on the ideal wire): the protocol is the scenario's, or the one NCCL's model
+    picks for this algorithm's family at this size."""
+    if scenario.execution is Execution.IDEAL:
+        return setup.machine, setup.cost, None
+    family = algorithm.nccl_family
+    protocol = scenario.protocol or best_protocol(system_of(setup.machine), family, size_bytes)
+    try:
+        plan = nccl_plan(setup.machine, family, protocol)
+    except ValueError as error:
+        raise InputError([Problem(scenario.source, "protocol", f"{algorithm.name!r}: {error}")]
+                         ) from None
+    machine = apply(plan, setup.machine)
+    return machine, replace(setup.cost, machine=machine), plan
 
 
 def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,

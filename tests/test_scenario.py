@@ -89,8 +89,8 @@ BAD = [
      "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx), got 'torus'"),
     ("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s}\nsizes: [1KiB]\n",
      "topology.latency: required but missing"),
-    ("topology: {preset: dgx_h100, nvlink_bw: 1GB/s}\nsizes: [1KiB]\n",
-     "topology.nvlink_bw: unknown key; did you mean 'nvlink_bandwidth'?"),
+    ("topology: {preset: dgx_h100, nvlink_bandwith: 1GB/s}\nsizes: [1KiB]\n",
+     "topology.nvlink_bandwith: unknown key; did you mean 'nvlink_bandwidth'?"),
     (TOPO + "sizes: [1KiB]\ndtype: bfloat16\n",
      "dtype: bfloat16 is not supported (numpy has no bfloat16 type); use one of float16, float32, "
      "float64, int32, int64"),

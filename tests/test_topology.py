@@ -12,7 +12,7 @@ def test_switch_gives_each_gpu_its_own_full_duplex_link():
     assert graph.number_of_nodes() == 5 and graph.number_of_edges() == 8
     for r in range(4):
         for edge in ((f"gpu{r}", "switch"), ("switch", f"gpu{r}")):
-            assert graph.edges[edge] == {"bandwidth": 25e9, "latency": 5e-7}
+            assert graph.edges[edge] == {"bandwidth": 25e9, "latency": 5e-7, "link": "nvlink"}
     assert graph.nodes["switch"]["kind"] == "switch"
     assert Machine.of(graph).placement == ("gpu0", "gpu1", "gpu2", "gpu3")
 
@@ -41,6 +41,8 @@ def test_dgx_structure():
     assert graph.edges["n0.gpu0", "n0.nvswitch"]["bandwidth"] == 450e9
     assert graph.edges["n0.gpu0", "n0.nic0"]["bandwidth"] == 63e9
     assert graph.edges["n0.nic0", "leaf"]["bandwidth"] == 50e9
+    assert [graph.edges[e]["link"] for e in (("n0.gpu0", "n0.nvswitch"), ("n0.gpu0", "n0.nic0"),
+                                             ("n0.nic0", "leaf"))] == ["nvlink", "pcie", "net"]
     assert Machine.of(graph).placement[8] == "n1.gpu0"
 
 

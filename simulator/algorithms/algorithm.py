@@ -18,6 +18,7 @@ from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
+from simulator.model.nccl import NcclAlgorithm
 
 
 class RankCounts(Enum):
@@ -81,6 +82,9 @@ class Algorithm(ABC):
     """Where the closed form equals the simulation (checked by tests/test_contract.py)."""
     composable: ClassVar[bool] = False
     """Whether another algorithm may run this one on any subgroup (no topology needs of its own)."""
+    nccl_family: ClassVar[NcclAlgorithm] = NcclAlgorithm.RING
+    """The NCCL algorithm whose kernels' costs the NCCL execution model charges this one: Tree
+    for trees, NVLS for in-switch reduction, Ring (point-to-point steps) for the others."""
 
     def __eq__(self, other: object) -> bool:
         """Algorithms are values: equal when of the same class with the same options."""

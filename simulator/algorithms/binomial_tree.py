@@ -24,6 +24,7 @@ from simulator.algorithms.phases.tree import (
     tree_of,
 )
 from simulator.model.collective import ROOT, Collective
+from simulator.model.nccl import NcclAlgorithm
 
 _FULLY_CONNECTED = (ExactOn("fully_connected"),)
 """Every tree edge is its own cable there."""
@@ -63,6 +64,7 @@ class BinomialTreeAllreduce(Algorithm):
 
     name = "binomial_tree"
     collective = Collective.ALLREDUCE
+    nccl_family = NcclAlgorithm.TREE
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:
@@ -86,6 +88,7 @@ class BinomialTreeBroadcast(Algorithm):
 
     name = "binomial_tree"
     collective = Collective.BROADCAST
+    nccl_family = NcclAlgorithm.TREE
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:
@@ -107,6 +110,7 @@ class BinomialTreeReduce(Algorithm):
 
     name = "binomial_tree"
     collective = Collective.REDUCE
+    nccl_family = NcclAlgorithm.TREE
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:

@@ -26,6 +26,7 @@ from simulator.algorithms.phases.tree import (
 )
 from simulator.algorithms.tree import binary_tree
 from simulator.model.collective import ROOT, Collective
+from simulator.model.nccl import NcclAlgorithm
 from simulator.model.span import Span
 
 
@@ -65,6 +66,7 @@ class DoubleBinaryTreeAllreduce(Algorithm):
 
     name = "double_binary_tree"
     collective = Collective.ALLREDUCE
+    nccl_family = NcclAlgorithm.TREE
     exact_on = (ExactOn("fully_connected"),)
 
     def program(self, comm: Comm) -> Program:

@@ -15,6 +15,7 @@ from simulator.algorithms.cost import CostInputs, proportionate_pipeline_s
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
+from simulator.model.nccl import NcclAlgorithm
 
 
 class Nvls(Algorithm):
@@ -27,6 +28,7 @@ class Nvls(Algorithm):
 
     name = "nvls"
     collective = Collective.ALLREDUCE
+    nccl_family = NcclAlgorithm.NVLS
 
     def unsupported(self, machine: Machine) -> str | None:
         if machine.reducing_switch() is None:

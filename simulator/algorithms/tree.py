@@ -33,6 +33,7 @@ from simulator.algorithms.phases.tree import (
     tree_of,
 )
 from simulator.model.collective import ROOT, Collective
+from simulator.model.nccl import NcclAlgorithm
 
 _FULLY_CONNECTED = (ExactOn("fully_connected"),)
 """Every tree edge is its own cable there, its two directions carrying up and down traffic."""
@@ -141,6 +142,7 @@ class TreeAllreduce(Algorithm):
 
     name = "tree"
     collective = Collective.ALLREDUCE
+    nccl_family = NcclAlgorithm.TREE
     exact_on = _FULLY_CONNECTED
     composable = True
 
@@ -161,6 +163,7 @@ class TreeBroadcast(Algorithm):
 
     name = "tree"
     collective = Collective.BROADCAST
+    nccl_family = NcclAlgorithm.TREE
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:
@@ -178,6 +181,7 @@ class TreeReduce(Algorithm):
 
     name = "tree"
     collective = Collective.REDUCE
+    nccl_family = NcclAlgorithm.TREE
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:

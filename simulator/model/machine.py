@@ -92,6 +92,10 @@ class Machine:
     gpu: GpuSpec
     routing: Routing
     reducing_switches: tuple[ReducingSwitch, ...] = ()
+    compute_capability: int = 0
+    """The GPUs' compute capability (e.g. 90 for H100); 0 when the topology does not say."""
+    nvlinks: int = 0
+    """NVLink links per GPU; 0 when the topology does not say."""
 
     @classmethod
     def of(cls, graph: nx.DiGraph, gpu: GpuSpec = GpuSpec()) -> Machine:
@@ -113,7 +117,8 @@ class Machine:
                                      if graph.has_edge(g, node) and graph.has_edge(node, g)))
             for node, data in sorted(graph.nodes(data=True))
             if data.get("kind") == SWITCH and data.get("reduction"))
-        return cls(placement, Layout(hosts), gpu, Routing(graph), switches)
+        return cls(placement, Layout(hosts), gpu, Routing(graph), switches,
+                   int(graph.graph.get("compute_capability", 0)), int(graph.graph.get("nvlinks", 0)))
 
     @property
     def ranks(self) -> int:

@@ -192,6 +192,17 @@ ALLREDUCE_CANDIDATES = (*((a, p) for a in (_T, _R) for p in Protocol), (_N, _S),
 """AllReduce's (algorithm, protocol) pairs this model covers; NVLS runs Simple only."""
 
 
+DEFAULT_GRAPHS: Mapping[Arch, Mapping[NcclAlgorithm, Graph]] = {
+    Arch.HOPPER: {_R: Graph(12, 30.0, 30.0), _T: Graph(12, 30.0, 30.0), _N: Graph(16, 24.0, 24.0)},
+    Arch.AMPERE: {_R: Graph(12, 20.0, 20.0), _T: Graph(12, 20.0, 20.0)},
+}
+"""ASSUMED graphs of NCCL's topology search on a node of 8 GPUs on NVSwitch: no published log
+states them (docs/reference/published-measurements.md §2.4). Ring and tree: 12 channels ×
+30 GB/s (Hopper, 18 × 20.6 = 370.8 GB/s of NVLink) or × 20 GB/s (Ampere, 12 × 20), search.cc's
+speeds after channel duplication; NVLS: 16 channels (NCCL_NVLS_NCHANNELS) × 24 GB/s. With them
+the model picks what NCCL is reported to pick (tests/test_fidelity.py)."""
+
+
 def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol) -> float:
     """The algorithm bandwidth NCCL's model gives an AllReduce (0 when it cannot run), per
     nccl-model.md §1.3: the graph's bus bandwidth, its refinements, then algbw."""
@@ -281,6 +292,15 @@ def choose(system: System, size_bytes: int) -> Choice:
     if best is None:
         raise ValueError("no NCCL algorithm is available on this system")
     return best
+
+
+def best_protocol(system: System, algorithm: NcclAlgorithm, size_bytes: int) -> Protocol:
+    """The protocol NCCL's model picks for ``algorithm`` at ``size_bytes`` (as when NCCL_ALGO
+    forces the algorithm); Simple when the model has nothing to say for it."""
+    times = {protocol: predicted_time_us(system, algorithm, protocol, size_bytes)
+             for protocol in Protocol if (algorithm, protocol) in ALLREDUCE_CANDIDATES}
+    known = {protocol: time for protocol, time in times.items() if time is not None}
+    return min(known, key=lambda protocol: known[protocol]) if known else _S
 
 
 def _nvls_enabled(system: System, algorithm: NcclAlgorithm, graph: Graph) -> bool:

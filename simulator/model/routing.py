@@ -50,6 +50,14 @@ class Routing:
         """The bandwidth of every directed link (bytes/s)."""
         return {(u, v): float(bw) for u, v, bw in self._graph.edges(data="bandwidth")}
 
+    def link_kind(self, link: LinkId) -> str:
+        """What a link is (``nvlink``, ``pcie`` or ``net``; ``nvlink`` when unstated)."""
+        return str(self._graph.edges[link].get("link", "nvlink"))
+
+    def is_gpu(self, node: str) -> bool:
+        """Whether ``node`` is a GPU (a rank's endpoint) rather than a NIC or a switch."""
+        return bool(self._graph.nodes[node].get("kind") == "gpu")
+
     def _shortest(self, src: str, dst: str) -> Route:
         graph = self._graph
         node_latency = graph.nodes(data="latency", default=0.0)

@@ -79,10 +79,16 @@ _PARSE: dict[Param, Callable[[object], ParamValue]] = {
 }
 
 
-def _cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float) -> None:
-    """Add a full-duplex cable: two directed edges with the same bandwidth and latency."""
-    graph.add_edge(a, b, bandwidth=float(bandwidth), latency=float(latency))
-    graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency))
+NVLINK, PCIE, NET_LINK = "nvlink", "pcie", "net"
+"""What a link is (edge attribute ``link``): GPU interconnect, PCIe, or the network. The ideal
+model ignores it; the NCCL execution model times each path by the slowest kind it crosses."""
+
+
+def _cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
+           link: str = NVLINK) -> None:
+    """Add a full-duplex cable: two directed edges with the same bandwidth, latency and kind."""
+    graph.add_edge(a, b, bandwidth=float(bandwidth), latency=float(latency), link=link)
+    graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency), link=link)
 
 
 def _gpus(graph: nx.DiGraph, ranks: int) -> list[str]:
@@ -149,6 +155,8 @@ def dgx(
     nic_message_latency: Time = 0.0,
     nvswitch_reduction: Flag = False,
     nvswitch_reduction_latency: Time = 0.0,
+    compute_capability: Count = 0,
+    nvlinks: Count = 0,
 ) -> nx.DiGraph:
     """``nodes`` DGX-style machines joined by one leaf switch.
 
@@ -160,13 +168,16 @@ def dgx(
     ``nvswitch_reduction`` marks the NVSwitches as able to reduce in the switch (NVLink SHARP,
     node attribute ``reduction``), which the ``nvls`` algorithm needs; each in-switch reduction
     then waits ``nvswitch_reduction_latency`` (node attribute ``reduction_latency``) before its
-    result is multicast.
+    result is multicast. ``compute_capability`` (e.g. 90 for H100) and ``nvlinks`` (NVLink links
+    per GPU) say what the NCCL execution model needs to know of the GPUs (graph attributes of
+    the same names; 0: not stated).
 
     >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
     (8, 1)
     """
-    graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})")
+    graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})",
+                       compute_capability=int(compute_capability), nvlinks=int(nvlinks))
     graph.add_node("leaf", kind=SWITCH)
     for host in range(nodes):
         nvswitch = f"n{host}.nvswitch"
@@ -176,9 +187,9 @@ def dgx(
             gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
             graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host)
             graph.add_node(nic, kind=NIC, latency=float(nic_message_latency))
-            _cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency)
-            _cable(graph, gpu, nic, pcie_bandwidth, pcie_latency)
-            _cable(graph, nic, "leaf", nic_bandwidth, nic_latency)
+            _cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency, NVLINK)
+            _cable(graph, gpu, nic, pcie_bandwidth, pcie_latency, PCIE)
+            _cable(graph, nic, "leaf", nic_bandwidth, nic_latency, NET_LINK)
     return graph
 
 

@@ -17,6 +17,8 @@ class Result:
     (allreduce: 2(p-1)/p), in GB/s of 10^9 bytes; both are NaN when the time is zero (p = 1).
     ``verified`` is None when verification was off. ``verified_elements`` is how many elements
     per rank the numpy check covered: ``count`` itself, or a proxy with the same partitioning.
+    ``execution`` is the model that timed the run and ``protocol`` NCCL's protocol under the
+    ``nccl`` model (empty under ``ideal``).
     """
 
     scenario: str
@@ -37,6 +39,8 @@ class Result:
     verified_elements: int
     messages: int
     events: int
+    execution: str = "ideal"
+    protocol: str = ""
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))

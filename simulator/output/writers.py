@@ -104,6 +104,8 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "algorithm_options": {name: _options(scenario.algorithm(name))
                               for name, algorithm in REGISTRY[scenario.collective].items()
                               if algorithm.Options is not NoOptions},
+        "execution": scenario.execution.value,
+        "protocol": "auto" if scenario.protocol is None else scenario.protocol.value,
         "verify": scenario.verify,
         "output": str(run.output if run.output is not None else scenario.output_dir),
     }

@@ -19,7 +19,9 @@ from simulator.algorithms.registry import REGISTRY, composable_names
 from simulator.errors import InputError, Problem
 from simulator.limits import MAX_SIZE_BYTES
 from simulator.model.collective import Collective
+from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
+from simulator.model.nccl import Protocol
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
@@ -37,7 +39,9 @@ from simulator.scenario.spec import ALL, Scenario, TopologySpec
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
-         "piece_size", "chunk_size", "algorithm_options", "verify", "output")
+         "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "verify",
+         "output")
+AUTO = "auto"
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -87,6 +91,10 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
     gpu = _gpu(reader, data.get("gpu", {}))
     piece_bytes = _piece_bytes(reader, data, dtype, sizes)
     options = _options(reader, data.get("algorithm_options", {}), collective)
+    execution = reader.choice("execution", data.get("execution", Execution.IDEAL.value),
+                              [e.value for e in Execution], "an execution model")
+    protocol = reader.choice("protocol", data.get("protocol", AUTO),
+                             [AUTO, *(p.value for p in Protocol)], "a protocol")
     output = data.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
         reader.problem("output", f"expected a directory path, got {output!r}")
@@ -96,7 +104,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     algorithms=algorithms, sizes=sizes, dtype=dtype,
                     reduce_op=ReduceOp(op_name), gpu=gpu, verify=bool(verify),
                     output=None if output is None else Path(output), piece_bytes=piece_bytes,
-                    algorithm_options=options)
+                    algorithm_options=options, execution=Execution(execution or "ideal"),
+                    protocol=None if protocol in (None, AUTO) else Protocol(protocol))
 
 
 def load_preset(name: str) -> TopologySpec:

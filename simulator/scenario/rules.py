@@ -17,6 +17,7 @@ from simulator.algorithms.algorithm import Algorithm, Inner
 from simulator.algorithms.registry import REGISTRY, composable_names
 from simulator.limits import MAX_PIECES, MAX_SIZE_BYTES
 from simulator.model.collective import Collective
+from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
 from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import choice_problem, did_you_mean
@@ -153,3 +154,14 @@ def _is_real(value: object) -> bool:
     """A finite number (not a bool)."""
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(value))
+
+
+def execution_problem(execution: Execution, topology: Any) -> str | None:
+    """The NCCL execution model needs the GPUs' generation and NVLink links from the topology."""
+    params = topology.params
+    if execution is Execution.NCCL and not (params.get("compute_capability")
+                                            and params.get("nvlinks")):
+        return (f"expected a topology that states compute_capability and nvlinks for "
+                f"execution: nccl (the dgx_h100 and dgx_a100 presets do), got kind "
+                f"{topology.kind}")
+    return None

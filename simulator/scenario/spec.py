@@ -21,13 +21,16 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.registry import REGISTRY
 from simulator.errors import InputError, Problem
 from simulator.model.collective import Collective
+from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
+from simulator.model.nccl import Protocol
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.rules import (
     Issue,
     duplicate_problem,
+    execution_problem,
     gpu_issues,
     name_problem,
     options_issues,
@@ -89,7 +92,9 @@ class Scenario:
     ``algorithms`` None means every algorithm that applies (``all``; one name means a list of
     one); ``algorithm_options`` maps an algorithm's name to an instance of its ``Options``;
     ``piece_bytes`` is the pipeline piece size (``piece_size``; None: each algorithm's own);
-    ``output`` None means ``results/<name>``. Enum fields and ``dtype`` also take their names,
+    ``output`` None means ``results/<name>``; ``execution`` is how messages are timed (the ideal
+    wire, or NCCL's kernels), with NCCL's ``protocol`` (None: the one NCCL's model picks per
+    size and algorithm). Enum fields and ``dtype`` also take their names,
     and ``output`` a string. Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
@@ -107,6 +112,8 @@ class Scenario:
     verify: bool = True
     output: Path | None = None
     source: str = CODE
+    execution: Execution = Execution.IDEAL
+    protocol: Protocol | None = None
 
     def __post_init__(self) -> None:
         issues = self._coerce()
@@ -124,7 +131,15 @@ class Scenario:
         def set_(name: str, value: object) -> None:
             object.__setattr__(self, name, value)
 
-        for name, enum in (("collective", Collective), ("reduce_op", ReduceOp)):
+        if self.protocol is not None and not isinstance(self.protocol, Protocol):
+            try:
+                set_("protocol", Protocol(self.protocol))
+            except ValueError:
+                issues.append(("protocol", f"expected a Protocol, one of "
+                                           f"{', '.join(p.value for p in Protocol)} or None, got "
+                                           f"{self.protocol!r}"))
+        for name, enum in (("collective", Collective), ("reduce_op", ReduceOp),
+                           ("execution", Execution)):
             value = getattr(self, name)
             if not isinstance(value, enum):
                 what = f"a {enum.__name__} or one of {', '.join(e.value for e in enum)}"
@@ -178,6 +193,10 @@ class Scenario:
             issues.append(("piece_size", piece_problem(self.piece_bytes, self.dtype, self.sizes)))
         issues += options_issues(self.collective, self.algorithm_options)
         issues += gpu_issues(self.gpu)
+        issues.append(("execution", execution_problem(self.execution, self.topology)))
+        if self.protocol is not None and self.execution is Execution.IDEAL:
+            issues.append(("protocol", "expected no protocol with execution: ideal (protocols "
+                                       "are NCCL's: set execution: nccl)"))
         issues.append(("output", None if self.output is None or str(self.output).strip()
                        else "expected a directory path"))
         return _present(issues)

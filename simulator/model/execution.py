@@ -1,0 +1,167 @@
+"""Execution models: what a collective's messages cost beyond the wire the topology describes.
+
+``ideal`` is the graph as it stands: every closed form is exact where no link is shared. ``nccl``
+is what NCCL's kernels achieve on that wire, applied in one place, as a transform of the
+:class:`~simulator.model.machine.Machine` (:func:`apply`), so the engine and every closed form
+get it without a special case:
+
+- a collective starts after NCCL's base latency for its algorithm and protocol (``baseLat``);
+- a message between two ranks pays the step latency of the slowest kind of path it crosses
+  (``hwLat``: NVLink, PCI or NET), in place of the graph's wire latencies;
+- links carry data at what NCCL achieves on them: NVLink at NCCL's own per-link bandwidth
+  (``topo.h``: 20.0 GB/s on SM80, 20.6 on SM90) times the links per GPU, the network at 12 GB/s
+  per 100 Gb/s of wire (``NET_BW``); each times the protocol's share (LL 0.5 of 16-byte lines,
+  LL128 0.92, Simple 1; tuning.cc's refinements), LL capped at ``llMaxBw``; NVLink SHARP at the
+  share :data:`NVLS_SHARE` fitted to measurements;
+- reductions happen inside the copy (``recvReduceSend``) and cost no time of their own: the GPU's
+  memory bandwidth (1.1 TB/s usable on H100, 0.68 on A100) exceeds the links' rate.
+
+Constants: docs/reference/nccl-model.md (§1.1 latencies, §1.2 caps and topo.h bandwidths).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from simulator.model.machine import GpuSpec, Machine
+from simulator.model.nccl import (
+    BASE_LATENCY_US,
+    DEFAULT_GRAPHS,
+    HW_LATENCY_US,
+    LL_MAX_BW_GBPS,
+    Arch,
+    CpuVendor,
+    Hardware,
+    NcclAlgorithm,
+    Protocol,
+    System,
+)
+from simulator.model.routing import LinkId, Route, Routing
+from simulator.model.topology import NET_LINK, NVLINK, PCIE
+
+
+class Execution(Enum):
+    """How messages are timed: on the ideal wire, or as NCCL's kernels run them."""
+
+    IDEAL = "ideal"
+    NCCL = "nccl"
+
+
+NVLINK_GBPS_PER_LINK: Mapping[Arch, float] = {
+    Arch.VOLTA: 20.0, Arch.AMPERE: 20.0, Arch.HOPPER: 20.6, Arch.BLACKWELL: 40.1}
+"""NCCL's bandwidth of one NVLink link, per direction (``topo.h`` SM70-SM100; nccl-model.md §1.2:
+"NCCL's bw per link already includes the ~80% protocol efficiency")."""
+
+NET_SHARE = 12.0 / 12.5
+"""NCCL's ``NET_BW`` of 12 GB/s for a 100 Gb/s (12.5 GB/s) NIC (``topo.h``)."""
+
+PROTOCOL_SHARE: Mapping[Protocol, float] = {Protocol.LL: 0.5, Protocol.LL128: 0.92,
+                                            Protocol.SIMPLE: 1.0}
+"""The share of a link's rate each protocol moves as data: LL's 8 data bytes per 16-byte line
+(tuning.cc: Ring LL busBw × 0.5), LL128's 120 of 128 (tuning.cc uses 0.92), Simple all."""
+
+NVLS_SHARE = 0.741
+"""The share of the NVLink rate (links × NCCL's per-link bandwidth) that NVLS's in-switch
+reduction moves, FITTED to docs/reference/nccl-tests-h200.csv: the measured algbw at 1 GiB and
+above (264-275 GB/s) over 18 × 20.6 GB/s = 370.8 GB/s, at 16 GiB (274.69 / 370.8 = 0.741). NCCL's
+own nvlsEfficiency (0.85) applies to its graph's bandwidth, which no published log states."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What NCCL's execution of one algorithm and protocol changes: a start delay, the latency of
+    a step by kind of path, and each kind of link's rate (None: the graph's)."""
+
+    protocol: Protocol
+    base_latency_s: float
+    step_latency_s: Mapping[Hardware, float]
+    link_rate_Bps: Mapping[str, float | None]
+    free_reductions: bool = True
+
+
+def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
+              cpu: CpuVendor = CpuVendor.INTEL) -> Plan:
+    """The plan of NCCL algorithm ``family`` with ``protocol`` on ``machine``; ValueError when the
+    machine does not state its GPUs (compute capability and NVLink links) or the pair does not
+    exist (NVLS runs Simple only)."""
+    if machine.compute_capability == 0 or machine.nvlinks == 0:
+        raise ValueError("needs a topology that states compute_capability and nvlinks, as the "
+                         "dgx_h100 and dgx_a100 presets do")
+    if (family, protocol) not in BASE_LATENCY_US:
+        raise ValueError(f"NCCL runs {family.value} with the Simple protocol only")
+    arch = _arch(machine.compute_capability)
+    nodes = machine.layout.host_count
+    share = NVLS_SHARE if family is NcclAlgorithm.NVLS else PROTOCOL_SHARE[protocol]
+    nvlink = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9 * share
+    cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9
+    rates: dict[str, float | None] = {NVLINK: nvlink, PCIE: None, NET_LINK: None}
+    if protocol is Protocol.LL:
+        rates[NVLINK] = min(nvlink, cap)
+    return Plan(protocol, BASE_LATENCY_US[family, protocol] * 1e-6,
+                {hw: HW_LATENCY_US[hw, family, protocol] * 1e-6 for hw in Hardware},
+                rates)
+
+
+def apply(plan: Plan, machine: Machine) -> Machine:
+    """``machine`` as the plan times it: its routes through :class:`PlannedRouting`, and its
+    GPU's reductions free when they happen inside the copy."""
+    gpu = GpuSpec() if plan.free_reductions else machine.gpu
+    return replace(machine, routing=PlannedRouting(machine.routing, plan), gpu=gpu)
+
+
+class PlannedRouting(Routing):
+    """The routes of a topology as a plan times them: the same paths, rank-to-rank latencies by
+    the kind of path, and link rates by the kind of link (network and PCIe links keep their
+    rate times NET_SHARE and the protocol's share)."""
+
+    def __init__(self, base: Routing, plan: Plan) -> None:
+        super().__init__(base._graph)
+        self._base = base
+        self._plan = plan
+
+    def route(self, src: str, dst: str) -> Route:
+        key = (src, dst)
+        if key not in self._cache:
+            base = self._base.route(src, dst)
+            latency = base.latency_s
+            if self._base.is_gpu(src) and self._base.is_gpu(dst) and src != dst:
+                latency = self._plan.step_latency_s[self.hardware(base)]
+            bottleneck = min((self.capacity_Bps(link) for link in base.links), default=float("inf"))
+            self._cache[key] = Route(base.nodes, base.links, latency, bottleneck)
+        return self._cache[key]
+
+    def capacity_Bps(self, link: LinkId) -> float:
+        kind = self.link_kind(link)
+        rate = self._plan.link_rate_Bps.get(kind)
+        if rate is not None:
+            return rate
+        share = PROTOCOL_SHARE[self._plan.protocol] * (NET_SHARE if kind == NET_LINK else 1.0)
+        return self._base.capacity_Bps(link) * share
+
+    def capacities(self) -> dict[LinkId, float]:
+        return {link: self.capacity_Bps(link) for link in self._base.capacities()}
+
+    def hardware(self, route: Route) -> Hardware:
+        """The slowest kind of path a route crosses: the network, else PCIe, else NVLink."""
+        kinds = {self.link_kind(link) for link in route.links}
+        if NET_LINK in kinds:
+            return Hardware.NET
+        return Hardware.PCI if PCIE in kinds else Hardware.NVLINK
+
+
+def system_of(machine: Machine) -> System:
+    """NCCL's view of ``machine`` for its cost model: ranks, hosts, GPU generation, and the
+    graphs its search is assumed to find there (:data:`~simulator.model.nccl.DEFAULT_GRAPHS`)."""
+    arch = _arch(machine.compute_capability)
+    return System(ranks=machine.ranks, nodes=machine.layout.host_count, arch=arch,
+                  graphs=DEFAULT_GRAPHS.get(arch, {}))
+
+
+def _arch(compute_capability: int) -> Arch:
+    """The generation of a compute capability (80-89 Ampere, 90-99 Hopper, ...)."""
+    for arch in sorted(Arch, key=lambda a: -a.value):
+        if compute_capability >= arch.value:
+            return arch
+    raise ValueError(f"compute capability {compute_capability} is older than Volta (70)")
