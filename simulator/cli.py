@@ -1,4 +1,4 @@
-"""Command line: ``python -m simulator run FILE.yaml``.
+"""Command line: ``python -m simulator run FILE.yaml`` and ``calibrate LOG --preset NAME``.
 
 The only module that prints or exits. Exit codes (docs/design.md §3): 0 success; 2 bad input (one
 line per problem on stderr: file, field, what was expected); 1 when a run fails verification;
@@ -46,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"comma-separated files to write, of {', '.join(FORMATS)} "
                           "(default: all)")
     run.add_argument("--no-plot", action="store_true", help="skip the PNG figure")
+    fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
+                                                "nccl-tests log and write the calibrated preset")
+    fit.add_argument("log", type=Path, help="all_reduce_perf output, or a CSV with size_bytes, "
+                                            "time_us and busbw_GBps")
+    fit.add_argument("--preset", required=True, help="the preset of the measured machine "
+                                                     "(e.g. dgx_h100)")
+    fit.add_argument("--output", type=Path, help="where to write the calibrated preset "
+                                                 "(default results/calibrated/<preset>.yaml)")
     return parser
 
 
@@ -53,17 +61,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
     try:
-        return _run(args)
+        return _run(args) if args.command == "run" else _calibrate(args)
     except InputError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
-        print(f"{args.scenario}: algorithm failed: {error}", file=sys.stderr)
+        print(f"{_input(args)}: algorithm failed: {error}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:  # every file is written atomically: nothing is left half-written
-        print(f"{args.scenario}: interrupted; files already written are complete", file=sys.stderr)
+        print(f"{_input(args)}: interrupted; files already written are complete", file=sys.stderr)
         return EXIT_INTERRUPTED
+
+
+def _input(args: argparse.Namespace) -> Path:
+    """The file a command works on, to name it in messages."""
+    return Path(args.scenario if args.command == "run" else args.log)
+
+
+def _calibrate(args: argparse.Namespace) -> int:
+    from simulator.calibration import calibrate, preset_yaml
+    from simulator.measured.nccl_tests import load_measurements
+    from simulator.output.files import write_atomically
+    from simulator.scenario.presets import preset_text
+
+    series = load_measurements(args.log)
+    result = calibrate(series, args.preset)
+    output = args.output or Path("results") / "calibrated" / f"{args.preset}.yaml"
+    _check_writable("command line", output.parent)
+    lines = [f"# calibrate {args.log} --preset {args.preset}",
+             f"#{'size(B)':>11} {'pick':>12} {'measured(us)':>13} {'before(us)':>11} "
+             f"{'err(%)':>7} {'after(us)':>11} {'err(%)':>7}"]
+    for p in result.points:
+        lines.append(f"{p.size_bytes:>12} {p.pick:>12} {p.measured_us:>13.2f} {p.before_us:>11.2f} "
+                     f"{100 * (p.before_us / p.measured_us - 1):>+7.1f} {p.after_us:>11.2f} "
+                     f"{100 * (p.after_us / p.measured_us - 1):>+7.1f}")
+    before, after = result.before, result.after
+    lines += [f"# geometric mean |error|: before {100 * result.geomean_error('before'):.1f} %, "
+              f"after {100 * result.geomean_error('after'):.1f} %",
+              f"# fitted: nccl_nvlink_bandwidth {before.nvlink_Bps / 1e9:.2f} -> "
+              f"{after.nvlink_Bps / 1e9:.2f} GB/s, nccl_nvls_bandwidth {before.nvls_Bps / 1e9:.2f} "
+              f"-> {after.nvls_Bps / 1e9:.2f} GB/s, nccl_launch_latency 0 -> "
+              f"{after.launch_s * 1e6:.2f} us"
+              + (f" (not constrained by this log, left as derived: {', '.join(result.fixed)})"
+                 if result.fixed else "")]
+    _print("\n".join(lines) + "\n")
+    text = preset_yaml(result, preset_text(args.preset) or "")
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8")
+
+    write_atomically(output, write)
+    _print(f"# calibrated preset: {output} (use it as topology: {{preset: {output}}})\n")
+    return EXIT_OK
 
 
 def _formats(text: str, no_plot: bool) -> tuple[str, ...]:

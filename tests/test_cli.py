@@ -89,9 +89,8 @@ def test_golden_settings_file_says_how_the_results_were_made(golden):
     assert described["topology"] == {
         "kind": "dgx", "nodes": 1, "gpus_per_node": 8, "nvlink_bandwidth": "450GB/s",
         "nvlink_latency": "300ns", "pcie_bandwidth": "63GB/s", "pcie_latency": "500ns",
-        "nic_bandwidth": "50GB/s", "nic_latency": "850ns", "nic_message_latency": "0s",
-        "nvswitch_reduction": True, "nvswitch_reduction_latency": "25us",
-        "compute_capability": 90, "nvlinks": 18}
+        "nic_bandwidth": "50GB/s", "nic_latency": "850ns", "nvswitch_reduction": True,
+        "nvswitch_reduction_latency": "25us", "compute_capability": 90, "nvlinks": 18}
     assert (described["execution"], described["protocol"]) == ("ideal", "auto")
     assert described["algorithm_options"] == {"hierarchical": {"inter": "ring"}}  # defaults too
     assert described["sizes"] == [1 << 10, 1 << 20, 64 << 20]

@@ -91,15 +91,19 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
                          "dgx_h100 and dgx_a100 presets do")
     if (family, protocol) not in BASE_LATENCY_US:
         raise ValueError(f"NCCL runs {family.value} with the Simple protocol only")
-    arch = _arch(machine.compute_capability)
+    arch = arch_of(machine.compute_capability)
     nodes = machine.layout.host_count
-    share = NVLS_SHARE if family is NcclAlgorithm.NVLS else PROTOCOL_SHARE[protocol]
-    nvlink = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9 * share
+    facts = machine.nccl
+    achieved = facts.nvlink_Bps or machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9
+    if family is NcclAlgorithm.NVLS:
+        nvlink = facts.nvls_Bps or NVLS_SHARE * achieved
+    else:
+        nvlink = achieved * PROTOCOL_SHARE[protocol]
     cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9
     rates: dict[str, float | None] = {NVLINK: nvlink, PCIE: None, NET_LINK: None}
     if protocol is Protocol.LL:
         rates[NVLINK] = min(nvlink, cap)
-    return Plan(protocol, BASE_LATENCY_US[family, protocol] * 1e-6,
+    return Plan(protocol, BASE_LATENCY_US[family, protocol] * 1e-6 + facts.launch_s,
                 {hw: HW_LATENCY_US[hw, family, protocol] * 1e-6 for hw in Hardware},
                 rates)
 
@@ -154,12 +158,12 @@ class PlannedRouting(Routing):
 def system_of(machine: Machine) -> System:
     """NCCL's view of ``machine`` for its cost model: ranks, hosts, GPU generation, and the
     graphs its search is assumed to find there (:data:`~simulator.model.nccl.DEFAULT_GRAPHS`)."""
-    arch = _arch(machine.compute_capability)
+    arch = arch_of(machine.compute_capability)
     return System(ranks=machine.ranks, nodes=machine.layout.host_count, arch=arch,
                   graphs=DEFAULT_GRAPHS.get(arch, {}))
 
 
-def _arch(compute_capability: int) -> Arch:
+def arch_of(compute_capability: int) -> Arch:
     """The generation of a compute capability (80-89 Ampere, 90-99 Hopper, ...)."""
     for arch in sorted(Arch, key=lambda a: -a.value):
         if compute_capability >= arch.value:

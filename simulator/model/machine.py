@@ -83,6 +83,17 @@ class ReducingSwitch:
 
 
 @dataclass(frozen=True)
+class NcclFacts:
+    """What NCCL achieves on a machine, as measured or fitted (0: let the NCCL execution model
+    derive it): the NVLink rate per GPU and direction, the rate of NVLS, and a launch latency
+    beyond NCCL's base latency."""
+
+    nvlink_Bps: float = 0.0
+    nvls_Bps: float = 0.0
+    launch_s: float = 0.0
+
+
+@dataclass(frozen=True)
 class Machine:
     """Ranks placed on a topology: the GPU node of each rank, their hosts, the GPU's reduction
     engine, the routes between nodes and the switches that can reduce."""
@@ -96,6 +107,8 @@ class Machine:
     """The GPUs' compute capability (e.g. 90 for H100); 0 when the topology does not say."""
     nvlinks: int = 0
     """NVLink links per GPU; 0 when the topology does not say."""
+    nccl: NcclFacts = NcclFacts()
+    """What NCCL achieves here, where the topology states it (calibrated presets do)."""
 
     @classmethod
     def of(cls, graph: nx.DiGraph, gpu: GpuSpec = GpuSpec()) -> Machine:
@@ -117,8 +130,12 @@ class Machine:
                                      if graph.has_edge(g, node) and graph.has_edge(node, g)))
             for node, data in sorted(graph.nodes(data=True))
             if data.get("kind") == SWITCH and data.get("reduction"))
+        facts = NcclFacts(float(graph.graph.get("nccl_nvlink_bandwidth", 0.0)),
+                          float(graph.graph.get("nccl_nvls_bandwidth", 0.0)),
+                          float(graph.graph.get("nccl_launch_latency", 0.0)))
         return cls(placement, Layout(hosts), gpu, Routing(graph), switches,
-                   int(graph.graph.get("compute_capability", 0)), int(graph.graph.get("nvlinks", 0)))
+                   int(graph.graph.get("compute_capability", 0)), int(graph.graph.get("nvlinks", 0)),
+                   facts)
 
     @property
     def ranks(self) -> int:

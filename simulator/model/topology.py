@@ -157,6 +157,9 @@ def dgx(
     nvswitch_reduction_latency: Time = 0.0,
     compute_capability: Count = 0,
     nvlinks: Count = 0,
+    nccl_nvlink_bandwidth: Bandwidth = 0.0,
+    nccl_nvls_bandwidth: Bandwidth = 0.0,
+    nccl_launch_latency: Time = 0.0,
 ) -> nx.DiGraph:
     """``nodes`` DGX-style machines joined by one leaf switch.
 
@@ -170,14 +173,19 @@ def dgx(
     then waits ``nvswitch_reduction_latency`` (node attribute ``reduction_latency``) before its
     result is multicast. ``compute_capability`` (e.g. 90 for H100) and ``nvlinks`` (NVLink links
     per GPU) say what the NCCL execution model needs to know of the GPUs (graph attributes of
-    the same names; 0: not stated).
+    the same names; 0: not stated). The ``nccl_*`` parameters override what that model derives
+    (0: derive): the NVLink rate NCCL achieves per GPU, the rate of NVLS, and a launch latency
+    added to NCCL's base latency; ``python -m simulator calibrate`` fits them to measurements.
 
     >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
     (8, 1)
     """
     graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})",
-                       compute_capability=int(compute_capability), nvlinks=int(nvlinks))
+                       compute_capability=int(compute_capability), nvlinks=int(nvlinks),
+                       nccl_nvlink_bandwidth=float(nccl_nvlink_bandwidth),
+                       nccl_nvls_bandwidth=float(nccl_nvls_bandwidth),
+                       nccl_launch_latency=float(nccl_launch_latency))
     graph.add_node("leaf", kind=SWITCH)
     for host in range(nodes):
         nvswitch = f"n{host}.nvswitch"

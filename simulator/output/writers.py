@@ -80,8 +80,9 @@ def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, d
 
 def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
     """The scenario's resolved settings (units written out, presets expanded into their builder's
-    parameters, every default made explicit: builder parameters, GPU costs, the options of every
-    algorithm that has some) and how it was run, as plain JSON data.
+    parameters, every default made explicit but a builder parameter's, which its kind implies:
+    GPU costs, the options of every algorithm that has some, the execution model) and how it was
+    run, as plain JSON data.
 
     Its ``scenario`` part is itself a valid scenario mapping: ``scenario_from_dict`` of it gives
     the same scenario back, but for its topology label and source (kept beside it) and the
@@ -92,9 +93,7 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         gpu = {"reduce_bandwidth": format_bandwidth(scenario.gpu.reduce_bandwidth_Bps), **gpu}
     described: dict[str, Any] = {
         "name": scenario.name,
-        "topology": {"kind": scenario.topology.kind, **{
-            key: _param(BUILDERS[scenario.topology.kind].params[key], value)
-            for key, value in scenario.topology.params.items()}},
+        "topology": _topology(scenario),
         "collective": scenario.collective.value,
         "algorithms": ALL if scenario.algorithms is None else list(scenario.algorithms),
         "sizes": list(scenario.sizes),
@@ -118,6 +117,15 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "topology_label": scenario.topology.label,
         "scenario": described,
     }
+
+
+def _topology(scenario: Scenario) -> dict[str, Any]:
+    """The builder and every parameter that is not at the builder's default."""
+    builder = BUILDERS[scenario.topology.kind]
+    defaults = builder.defaults
+    return {"kind": scenario.topology.kind, **{
+        key: _param(builder.params[key], value) for key, value in scenario.topology.params.items()
+        if not (key in defaults and value == defaults[key])}}
 
 
 def _param(kind: Param, value: ParamValue) -> Any:

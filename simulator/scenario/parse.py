@@ -110,12 +110,28 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
 
 def load_preset(name: str) -> TopologySpec:
     """Topology preset ``name``: ``kind`` plus every required parameter of that builder;
-    InputError if there is no such preset or it is malformed."""
+    KeyError if there is no such preset, InputError if it is malformed."""
     text = preset_text(name)
     if text is None:
         raise KeyError(name)
-    file = f"topologies/{name}.yaml"
-    data = parse_yaml_mapping(text, file)
+    return _preset(parse_yaml_mapping(text, f"topologies/{name}.yaml"), name)
+
+
+def load_preset_file(path: Path) -> TopologySpec:
+    """A preset kept in a file of its own, such as one ``calibrate`` wrote."""
+    return _preset(load_yaml_mapping(path), path.stem, str(path))
+
+
+def _preset_path(name: str, scenario_file: str) -> Path | None:
+    """A preset file named in a scenario: as given, else beside the scenario file."""
+    for path in (Path(name), Path(scenario_file).parent / name):
+        if path.is_file():
+            return path
+    return None
+
+
+def _preset(data: Mapping[str, Any], name: str, file: str | None = None) -> TopologySpec:
+    file = file or f"topologies/{name}.yaml"
     reader = FieldReader(file)
     kind = reader.choice("kind", data.get("kind"), BUILDERS, "a topology kind")
     params = _builder_params(reader, "", kind, data, skip="kind", require=True) if kind else None
@@ -146,14 +162,23 @@ def _topology(reader: FieldReader, value: object) -> TopologySpec | None:
                   if kind else None)
         return _checked(reader, kind, params, kind) if kind and params is not None else None
     preset = spec["preset"]
-    if name_problem(preset):
-        reader.problem("topology.preset", f"expected a preset name such as 'dgx_h100', got {preset!r}")
+    if isinstance(preset, str) and preset.endswith(".yaml"):
+        path = _preset_path(preset, reader.file)
+        if path is None:
+            reader.problem("topology.preset", f"no such preset file {preset!r}")
+            return None
+        base = load_preset_file(path)
+        preset = path.stem
+    elif name_problem(preset):
+        reader.problem("topology.preset", f"expected a preset name such as 'dgx_h100', or a "
+                                          f".yaml file, got {preset!r}")
         return None
-    if preset_text(str(preset)) is None:
+    elif preset_text(str(preset)) is None:
         reader.problem("topology.preset", f"no preset {preset!r}; expected one of "
-                                          f"{', '.join(preset_names())}")
+                                          f"{', '.join(preset_names())} or a .yaml file")
         return None
-    base = load_preset(str(preset))
+    else:
+        base = load_preset(str(preset))
     overrides = _builder_params(reader, "topology", base.kind, spec, skip="preset", require=False)
     if overrides is None:
         return None

@@ -78,8 +78,9 @@ def topology_issues(kind: str, params: Mapping[str, ParamValue], prefix: str = "
               for key in params if key not in kinds]
     issues += [(f"{prefix}.{key}", "required but missing")
                for key in kinds if key not in params and key not in builder.optional]
+    defaults = builder.defaults
     for key, value in params.items():
-        if key in kinds:
+        if key in kinds and not (key in defaults and value == defaults[key]):  # a default is valid
             try:
                 kinds[key].check(value)
             except ValueError as error:

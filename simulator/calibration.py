@@ -1,0 +1,233 @@
+"""Calibration: fit the NCCL execution model's free parameters to a user's own nccl-tests log.
+
+Three parameters are free, the ones measurements pin down best (``dgx`` builder parameters):
+``nccl_nvlink_bandwidth``, the NVLink rate NCCL achieves per GPU (large ring sizes);
+``nccl_nvls_bandwidth``, the rate of NVLS (large sizes where NCCL picks NVLS); and
+``nccl_launch_latency``, a launch cost beyond NCCL's base latency (small sizes). At every measured
+size the model is the closed form of what NCCL's cost model picks there, under the ``nccl``
+execution model: the simulation meets it exactly for the ring and NVLS on one node, so the fit
+needs no simulation. The fit minimises Σ (log modelled time − log measured time)² by the
+Nelder-Mead simplex (Nelder & Mead, The Computer Journal 7(4), 1965) over the logarithms of the
+two rates and the launch latency in µs, from the model's own values.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.registry import REGISTRY
+from simulator.errors import InputError, Problem
+from simulator.measured.nccl_tests import MeasuredSeries
+from simulator.model.collective import Collective
+from simulator.model.execution import (
+    NVLINK_GBPS_PER_LINK,
+    NVLS_SHARE,
+    apply,
+    arch_of,
+    nccl_plan,
+    system_of,
+)
+from simulator.model.machine import Machine, NcclFacts
+from simulator.model.nccl import NcclAlgorithm, choose
+from simulator.scenario.parse import load_preset
+
+SMALLEST = 32 << 10
+"""Sizes below 32 KiB are latency alone, and nccl-tests' own noise; the fit starts here."""
+
+SIMULATED = {NcclAlgorithm.RING: "ring", NcclAlgorithm.TREE: "tree", NcclAlgorithm.NVLS: "nvls"}
+"""The registry algorithm that runs each NCCL algorithm's schedule."""
+
+ITEMSIZE = 4
+"""nccl-tests' default type is float (4 bytes); only the byte count matters to the model."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One measured size: NCCL's pick there, the measured time, and the model's before and after."""
+
+    size_bytes: int
+    pick: str
+    measured_us: float
+    before_us: float
+    after_us: float
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The fitted parameters, the preset they calibrate, and the fit size by size."""
+
+    preset: str
+    source: str
+    before: NcclFacts
+    after: NcclFacts
+    points: tuple[Point, ...]
+    fixed: tuple[str, ...] = ()
+    """Parameters this log cannot pin down (no measured size depends on them), left as derived."""
+
+    def geomean_error(self, which: str) -> float:
+        """exp(mean |log(model / measured)|) − 1 of the model ``before`` or ``after`` the fit."""
+        logs = [abs(math.log(getattr(p, f"{which}_us") / p.measured_us)) for p in self.points]
+        return math.exp(sum(logs) / len(logs)) - 1
+
+
+def calibrate(series: MeasuredSeries, preset: str) -> Calibration:
+    """Fit the free parameters of ``preset`` to the measured AllReduce ``series``; InputError if
+    the preset cannot run the NCCL execution model or no size is large enough."""
+    machine = _machine(preset, series.source)
+    points = [m for m in series.rows if m.size_bytes >= SMALLEST]
+    if not points:
+        raise InputError([Problem(series.source, "", f"expected sizes of {SMALLEST} bytes or "
+                                                     "more to fit, found none")])
+    sizes = [m.size_bytes for m in points]
+    measured = np.array([m.time_us for m in points])
+    before = derived(machine)
+    model = _model(machine, sizes)
+    start = np.array([math.log(before.nvlink_Bps), math.log(before.nvls_Bps), 0.0])
+    free = [i for i in range(3) if _matters(model, start, i)]
+
+    def full(x: np.ndarray) -> np.ndarray:
+        point = start.copy()
+        point[free] = x
+        return point
+
+    def objective(x: np.ndarray) -> float:
+        return float(np.sum((np.log(model(_facts(full(x)))) - np.log(measured)) ** 2))
+
+    fitted = _facts(full(nelder_mead(objective, start[free]))) if free else before
+    after = NcclFacts(*(getattr(fitted if i in free else before, name)
+                        for i, name in enumerate(("nvlink_Bps", "nvls_Bps", "launch_s"))))
+    picks = [_pick(machine, size) for size in sizes]
+    return Calibration(preset, series.source, before, after, tuple(
+        Point(size, f"{pick.value}/{protocol}", float(m), b, a)
+        for size, (pick, protocol), m, b, a in zip(
+            sizes, picks, measured, model(before), model(after), strict=True)),
+        tuple(PARAMETERS[i] for i in range(3) if i not in free))
+
+
+PARAMETERS = ("nccl_nvlink_bandwidth", "nccl_nvls_bandwidth", "nccl_launch_latency")
+"""The free parameters, in the order of the fit's coordinates."""
+
+
+def _matters(model: Callable[[NcclFacts], np.ndarray], start: np.ndarray, i: int) -> bool:
+    """Whether some measured size's modelled time moves with parameter ``i`` (the LL cap can make
+    the NVLink rate irrelevant, and a log without NVLS sizes the NVLS rate)."""
+    moved = start.copy()
+    moved[i] += 0.1
+    return not np.allclose(model(_facts(start)), model(_facts(moved)), rtol=1e-12, atol=0.0)
+
+
+def derived(machine: Machine) -> NcclFacts:
+    """The parameters as the execution model derives them when the topology states none."""
+    nvlink = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch_of(machine.compute_capability)] * 1e9
+    return NcclFacts(nvlink, NVLS_SHARE * nvlink, 0.0)
+
+
+def modelled_us(machine: Machine, facts: NcclFacts, sizes: Sequence[int]) -> list[float]:
+    """The closed-form time (µs) of NCCL's pick at each size, with ``facts`` in force."""
+    return [float(t) for t in _model(machine, sizes)(facts)]
+
+
+def nelder_mead(f: Callable[[np.ndarray], float], start: np.ndarray, *, step: float = 0.1,
+                tolerance: float = 1e-12, iterations: int = 4000) -> np.ndarray:
+    """A minimum of ``f`` near ``start`` by the Nelder-Mead simplex (reflection 1, expansion 2,
+    contraction 1/2, shrink 1/2), stopping when the simplex's values agree within
+    ``tolerance``."""
+    n = len(start)
+    simplex = [start] + [start + step * np.eye(n)[i] for i in range(n)]
+    values = [f(x) for x in simplex]
+    for _ in range(iterations):
+        order = np.argsort(values)
+        simplex, values = [simplex[i] for i in order], [values[i] for i in order]
+        if values[-1] - values[0] <= tolerance:
+            break
+        centroid = np.mean(simplex[:-1], axis=0)
+        reflected = centroid + (centroid - simplex[-1])
+        fr = f(reflected)
+        if fr < values[0]:
+            expanded = centroid + 2 * (centroid - simplex[-1])
+            fe = f(expanded)
+            simplex[-1], values[-1] = (expanded, fe) if fe < fr else (reflected, fr)
+        elif fr < values[-2]:
+            simplex[-1], values[-1] = reflected, fr
+        else:
+            contracted = centroid + 0.5 * (simplex[-1] - centroid)
+            fc = f(contracted)
+            if fc < values[-1]:
+                simplex[-1], values[-1] = contracted, fc
+            else:
+                simplex = [simplex[0] + 0.5 * (x - simplex[0]) for x in simplex]
+                values = [f(x) for x in simplex]
+    best: np.ndarray = simplex[int(np.argmin(values))]
+    return best
+
+
+def preset_yaml(calibration: Calibration, preset_text: str) -> str:
+    """The preset's YAML with the fitted parameters appended, and comments that record the log,
+    the fit and its residuals, size by size."""
+    after, before = calibration.after, calibration.before
+    lines = [preset_text.rstrip(), "",
+             f"# Calibrated by `python -m simulator calibrate {calibration.source} --preset "
+             f"{calibration.preset}`: a least-squares fit on log time (Nelder-Mead) of the",
+             "# closed form of NCCL's pick at each size under execution: nccl, from the derived "
+             "values:",
+             f"#   nccl_nvlink_bandwidth {before.nvlink_Bps / 1e9:.2f} GB/s, nccl_nvls_bandwidth "
+             f"{before.nvls_Bps / 1e9:.2f} GB/s, nccl_launch_latency 0 us.",
+             f"# Geometric mean |error| before {100 * calibration.geomean_error('before'):.1f} %, "
+             f"after {100 * calibration.geomean_error('after'):.1f} %. Residuals (model / "
+             "measured - 1):",
+             "#   size(B)     pick            measured(us)    before     after"]
+    for p in calibration.points:
+        lines.append(f"#   {p.size_bytes:<11} {p.pick:<15} {p.measured_us:>12.2f} "
+                     f"{100 * (p.before_us / p.measured_us - 1):>+8.1f}% "
+                     f"{100 * (p.after_us / p.measured_us - 1):>+8.1f}%")
+    note = {name: "# derived: this log does not depend on it" if name in calibration.fixed
+            else "# fitted" for name in PARAMETERS}
+    lines += [f"nccl_nvlink_bandwidth: {after.nvlink_Bps / 1e9:.4f}GB/s  "
+              f"{note['nccl_nvlink_bandwidth']}",
+              f"nccl_nvls_bandwidth: {after.nvls_Bps / 1e9:.4f}GB/s    {note['nccl_nvls_bandwidth']}",
+              f"nccl_launch_latency: {after.launch_s * 1e6:.4f}us        "
+              f"{note['nccl_launch_latency']}", ""]
+    return "\n".join(lines)
+
+
+def _machine(preset: str, source: str) -> Machine:
+    try:
+        topology = load_preset(preset)
+    except KeyError:
+        raise InputError([Problem(source, "--preset", f"no preset {preset!r}")]) from None
+    machine = Machine.of(topology.build())
+    if not (machine.compute_capability and machine.nvlinks):
+        raise InputError([Problem(source, "--preset", f"{preset!r} states no compute_capability "
+                                                      "and nvlinks, which execution: nccl needs")])
+    return machine
+
+
+def _pick(machine: Machine, size: int) -> tuple[NcclAlgorithm, str]:
+    choice = choose(system_of(machine), size)
+    return choice.algorithm, choice.protocol.value
+
+
+def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.ndarray]:
+    """The closed-form times (µs) of NCCL's picks at ``sizes`` as a function of the facts."""
+    picks = [choose(system_of(machine), size) for size in sizes]
+
+    def times(facts: NcclFacts) -> np.ndarray:
+        tuned = replace(machine, nccl=facts)
+        result = []
+        for size, pick in zip(sizes, picks, strict=True):
+            plan = nccl_plan(tuned, pick.algorithm, pick.protocol)
+            cost = CostInputs(apply(plan, tuned), itemsize=ITEMSIZE)
+            algorithm = REGISTRY[Collective.ALLREDUCE][SIMULATED[pick.algorithm]]
+            result.append((algorithm.model_s(cost, size // ITEMSIZE) + plan.base_latency_s) * 1e6)
+        return np.asarray(result, dtype=np.float64)
+
+    return times
+
+
+def _facts(x: np.ndarray) -> NcclFacts:
+    return NcclFacts(math.exp(x[0]), math.exp(x[1]), abs(float(x[2])) * 1e-6)

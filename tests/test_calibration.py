@@ -1,0 +1,103 @@
+"""Calibration from an nccl-tests log: a log made from known parameters is fitted back, the
+shipped H200 data calibrate and the result runs as a preset, and bad input is one line."""
+
+import numpy as np
+import pytest
+
+from simulator import simulate
+from simulator.calibration import calibrate, derived, modelled_us, nelder_mead
+from simulator.cli import main
+from simulator.measured.nccl_tests import parse_csv
+from simulator.model.machine import Machine, NcclFacts
+from simulator.scenario.parse import load_preset
+from tests.conftest import REPO
+
+SIZES = [2**k for k in range(15, 34, 2)]  # 32 KiB .. 8 GiB
+
+
+def test_nelder_mead_finds_a_quadratics_minimum():
+    minimum = nelder_mead(lambda x: float((x[0] - 3) ** 2 + 10 * (x[1] + 1) ** 2), np.zeros(2))
+    assert minimum == pytest.approx([3.0, -1.0], abs=1e-5)
+
+
+def synthetic(preset: str, truth: NcclFacts) -> str:
+    """A CSV log of the modelled times with ``truth`` in force, as a measurement would give."""
+    machine = Machine.of(load_preset(preset).build())
+    times = modelled_us(machine, truth, SIZES)
+    return "size_bytes,time_us,busbw_GBps\n" + "".join(
+        f"{size},{time!r},{size / time / 1e3 * 1.75!r}\n" for size, time in zip(SIZES, times,
+                                                                              strict=True))
+
+
+def test_a_log_made_from_known_parameters_is_fitted_back_within_1_percent():
+    # A100: NCCL's picks are rings at every size (LL, LL128, Simple): the NVLink rate and the
+    # launch latency are both pinned down; no size runs NVLS, so its rate stays as derived
+    truth = NcclFacts(nvlink_Bps=220e9, nvls_Bps=1.0, launch_s=3e-6)
+    result = calibrate(parse_csv(synthetic("dgx_a100", truth), "synthetic.csv"), "dgx_a100")
+    machine = Machine.of(load_preset("dgx_a100").build())
+    assert result.before == derived(machine)
+    assert result.after.nvlink_Bps == pytest.approx(220e9, rel=0.01)
+    assert result.after.launch_s == pytest.approx(3e-6, rel=0.01)
+    assert result.fixed == ("nccl_nvls_bandwidth",)
+    assert result.after.nvls_Bps == result.before.nvls_Bps
+    assert result.geomean_error("after") < 1e-3 < result.geomean_error("before")
+
+
+def test_on_h100_the_ll_cap_leaves_the_nvlink_rate_to_the_model():
+    # H100: rings run LL up to 1 MiB, capped at llMaxBw (141 GB/s) below 0.5 × the NVLink rate,
+    # then NVLS: the NVLink rate moves no modelled time, and is reported so
+    truth = NcclFacts(nvlink_Bps=330e9, nvls_Bps=250e9, launch_s=3e-6)
+    result = calibrate(parse_csv(synthetic("dgx_h100", truth), "synthetic.csv"), "dgx_h100")
+    assert result.fixed == ("nccl_nvlink_bandwidth",)
+    assert result.after.nvls_Bps == pytest.approx(250e9, rel=0.01)
+    assert result.after.launch_s == pytest.approx(3e-6, rel=0.01)
+
+
+def test_the_h200_data_calibrate_and_the_preset_runs(tmp_path, capsys):
+    output = tmp_path / "h100.yaml"
+    log = REPO / "docs" / "reference" / "nccl-tests-h200.csv"
+    assert main(["calibrate", str(log), "--preset", "dgx_h100", "--output", str(output)]) == 0
+    out = capsys.readouterr().out
+    before, after = (float(part.split()[1]) for part in out.split("geometric mean |error|: ")[1]
+                     .split("\n")[0].split(", "))
+    assert after < before == pytest.approx(12.4, abs=0.05)  # the fidelity table's figure
+    text = output.read_text()
+    assert text.startswith(load_preset_text("dgx_h100"))
+    assert "# Calibrated by `python -m simulator calibrate" in text
+    fitted = {line.split(":")[0]: line.split(":")[1].split("#")[0].strip()
+              for line in text.splitlines() if line.startswith("nccl_")}
+    assert set(fitted) == {"nccl_nvlink_bandwidth", "nccl_nvls_bandwidth", "nccl_launch_latency"}
+    # the calibrated preset as a scenario's topology: ring Simple at 1 GiB moves at its rate
+    [row] = simulate({"topology": {"preset": str(output)}, "execution": "nccl",
+                      "protocol": "Simple", "algorithms": ["ring"], "sizes": ["1GiB"]}).itertuples()
+    rate = float(fitted["nccl_nvlink_bandwidth"].removesuffix("GB/s")) * 1e9
+    launch = float(fitted["nccl_launch_latency"].removesuffix("us")) * 1e-6
+    assert row.sim_time_s == pytest.approx(8.4e-6 + launch + 14 * (3.4e-6 + (1 << 30) / 8 / rate),
+                                           rel=1e-9)
+    assert row.topology == "h100"
+
+
+def load_preset_text(name):
+    from simulator.scenario.presets import preset_text
+
+    return preset_text(name).rstrip()
+
+
+@pytest.mark.parametrize("text, args, message", [
+    ("not a log\n", ["--preset", "dgx_h100"],
+     "line 1: expected nccl-tests output (a '#  size  count  type ...' header line), found none"),
+    ("size_bytes,time_us,busbw_GBps\n8,10.0,0\n", ["--preset", "dgx_h100"],
+     ": expected sizes of 32768 bytes or more to fit, found none"),
+])
+def test_bad_logs_are_one_line_errors(tmp_path, capsys, text, args, message):
+    log = tmp_path / ("m.csv" if text.startswith("size") else "m.log")
+    log.write_text(text)
+    assert main(["calibrate", str(log), *args, "--output", str(tmp_path / "o.yaml")]) == 2
+    assert capsys.readouterr().err == f"{log}{'' if message.startswith(':') else ': '}{message}\n"
+    assert not (tmp_path / "o.yaml").exists()
+
+
+def test_a_preset_without_gpu_facts_is_refused(tmp_path, capsys):
+    log = REPO / "docs" / "reference" / "nccl-tests-h200.csv"
+    assert main(["calibrate", str(log), "--preset", "nope", "--output", str(tmp_path / "o")]) == 2
+    assert capsys.readouterr().err == f"{log}: --preset: no preset 'nope'\n"
