@@ -101,11 +101,11 @@ def calibrate(series: MeasuredSeries, preset: str) -> Calibration:
     fitted = _facts(full(nelder_mead(objective, start[free]))) if free else before
     after = NcclFacts(*(getattr(fitted if i in free else before, name)
                         for i, name in enumerate(("nvlink_Bps", "nvls_Bps", "launch_s"))))
-    picks = [_pick(machine, size) for size in sizes]
+    picks = [choose(system_of(machine), size) for size in sizes]
     return Calibration(preset, series.source, before, after, tuple(
-        Point(size, f"{pick.value}/{protocol}", float(m), b, a)
-        for size, (pick, protocol), m, b, a in zip(
-            sizes, picks, measured, model(before), model(after), strict=True)),
+        Point(size, f"{pick.algorithm.value}/{pick.protocol.value}", float(m), b, a)
+        for size, pick, m, b, a in zip(sizes, picks, measured, model(before), model(after),
+                                       strict=True)),
         tuple(PARAMETERS[i] for i in range(3) if i not in free))
 
 
@@ -205,11 +205,6 @@ def _machine(preset: str, source: str) -> Machine:
         raise InputError([Problem(source, "--preset", f"{preset!r} states no compute_capability "
                                                       "and nvlinks, which execution: nccl needs")])
     return machine
-
-
-def _pick(machine: Machine, size: int) -> tuple[NcclAlgorithm, str]:
-    choice = choose(system_of(machine), size)
-    return choice.algorithm, choice.protocol.value
 
 
 def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.ndarray]:

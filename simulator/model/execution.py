@@ -78,7 +78,6 @@ class Plan:
     base_latency_s: float
     step_latency_s: Mapping[Hardware, float]
     link_rate_Bps: Mapping[str, float | None]
-    free_reductions: bool = True
 
 
 def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
@@ -110,9 +109,8 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
 
 def apply(plan: Plan, machine: Machine) -> Machine:
     """``machine`` as the plan times it: its routes through :class:`PlannedRouting`, and its
-    GPU's reductions free when they happen inside the copy."""
-    gpu = GpuSpec() if plan.free_reductions else machine.gpu
-    return replace(machine, routing=PlannedRouting(machine.routing, plan), gpu=gpu)
+    GPU's reductions free, as they happen inside the copy."""
+    return replace(machine, routing=PlannedRouting(machine.routing, plan), gpu=GpuSpec())
 
 
 class PlannedRouting(Routing):
