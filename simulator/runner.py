@@ -73,12 +73,16 @@ def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
     for i, name in enumerate(scenario.algorithms):
         reason = scenario.algorithm(name).unsupported(machine)
         if reason:
-            problems.append(Problem(scenario.source, f"algorithms[{i}]",
-                                    f"{name!r} cannot run on topology "
-                                    f"{scenario.topology.label}: {reason}"))
+            problems.append(_cannot_run(scenario, f"algorithms[{i}]", name, reason))
     if problems:
         raise InputError(problems)
     return tuple(scenario.algorithm(name) for name in scenario.algorithms)
+
+
+def _cannot_run(scenario: Scenario, field: str, name: str, reason: str) -> Problem:
+    """The problem of an algorithm the scenario's topology cannot run, and why."""
+    return Problem(scenario.source, field, f"{name!r} cannot run on topology "
+                                           f"{scenario.topology.label}: {reason}")
 
 
 def _payload(scenario: Scenario, size_bytes: int, ranks: int, proxy_elements: int) -> Payload:
@@ -132,9 +136,7 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
         algorithm = scenario.algorithm(algorithm)
     reason = algorithm.unsupported(setup.machine)
     if reason:
-        raise InputError([Problem(scenario.source, "algorithm",
-                                  f"{algorithm.name!r} cannot run on topology "
-                                  f"{scenario.topology.label}: {reason}")])
+        raise InputError([_cannot_run(scenario, "algorithm", algorithm.name, reason)])
     ranks = setup.machine.ranks
     machine, cost, plan = _executed(scenario, setup, algorithm, size_bytes)
     payload = _payload(scenario, size_bytes, ranks, proxy_elements)
