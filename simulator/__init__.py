@@ -36,6 +36,7 @@ _EXPORTS = {
     "algorithm_names": "simulator.algorithms.registry",
     "best_per_size": "simulator.output.table",
     "format_table": "simulator.output.table",
+    "nccl_choice_per_size": "simulator.output.table",
     "get_algorithm": "simulator.algorithms.registry",
     "load_scenario": "simulator.scenario.parse",
     "run_point": "simulator.runner",
@@ -63,6 +64,7 @@ __all__ = [
     "format_table",
     "get_algorithm",
     "load_scenario",
+    "nccl_choice_per_size",
     "run_point",
     "scenario_from_dict",
     "simulate",
@@ -76,7 +78,7 @@ if TYPE_CHECKING:
     from simulator.model.machine import GpuSpec
     from simulator.model.reduction import ReduceOp
     from simulator.output.results import RESULT_COLUMNS, Result
-    from simulator.output.table import best_per_size, format_table
+    from simulator.output.table import best_per_size, format_table, nccl_choice_per_size
     from simulator.runner import run_point, simulate
     from simulator.scenario.parse import load_scenario, scenario_from_dict
     from simulator.scenario.spec import Scenario, TopologySpec

@@ -168,7 +168,7 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
     results = simulate(scenario, seed=args.seed, proxy_elements=args.proxy_elements)
-    _print(format_table(results))
+    _print(format_table(results, picks_only=scenario.nccl_choice))
     try:
         paths = write_results(results, scenario,
                               RunSettings(args.seed, args.proxy_elements, output), output, formats)

@@ -27,7 +27,7 @@ from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
 from simulator.model.execution import Execution, Plan, apply, nccl_plan, system_of
 from simulator.model.machine import Machine
-from simulator.model.nccl import best_protocol
+from simulator.model.nccl import Protocol, best_protocol, choose, predicted_time_us
 from simulator.output.results import RESULT_COLUMNS, Result
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario
@@ -154,6 +154,8 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     model = algorithm.model_s(cost, payload.count) + start
     time_s = timing.time_s + start
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
+    nccl_time_s, nccl_pick = (_nccl_view(setup.machine, algorithm, plan.protocol, size_bytes)
+                              if plan is not None else (math.nan, None))
     return Result(
         scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
         collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
@@ -162,8 +164,25 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
         busbw_GBps=algbw * collective.busbw_factor(ranks), verified=verified,
         max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
         messages=timing.messages, events=timing.events, execution=scenario.execution.value,
-        protocol=plan.protocol.value if plan is not None else "",
+        protocol=plan.protocol.value if plan is not None else "", nccl_time_s=nccl_time_s,
+        nccl_pick=nccl_pick,
     )
+
+
+def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol,
+               size_bytes: int) -> tuple[float, bool]:
+    """What NCCL's own cost model says of a point: its predicted time for the algorithm's NCCL
+    family and protocol (NaN where the model has none), and whether the point is NCCL's pick
+    at this size (the family and protocol NCCL's tuner chooses, run by NCCL's own kernel)."""
+    system = system_of(machine)
+    predicted = predicted_time_us(system, algorithm.nccl_family, protocol, size_bytes)
+    try:
+        pick = choose(system, size_bytes)
+    except ValueError:  # no NCCL algorithm is modelled on this system
+        return math.nan if predicted is None else predicted * 1e-6, False
+    picked = (algorithm.nccl_kernel and pick.algorithm is algorithm.nccl_family
+              and pick.protocol is protocol)
+    return math.nan if predicted is None else predicted * 1e-6, picked
 
 
 def _executed(scenario: Scenario, setup: Setup, algorithm: Algorithm,

@@ -85,6 +85,9 @@ class Algorithm(ABC):
     nccl_family: ClassVar[NcclAlgorithm] = NcclAlgorithm.RING
     """The NCCL algorithm whose kernels' costs the NCCL execution model charges this one: Tree
     for trees, NVLS for in-switch reduction, Ring (point-to-point steps) for the others."""
+    nccl_kernel: ClassVar[bool] = False
+    """Whether this is the schedule NCCL's own kernels run for :attr:`nccl_family` (ring, the
+    double binary tree, NVLS): the algorithm that stands for NCCL's pick (``algorithms: auto``)."""
 
     def __eq__(self, other: object) -> bool:
         """Algorithms are values: equal when of the same class with the same options."""

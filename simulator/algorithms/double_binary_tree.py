@@ -67,6 +67,7 @@ class DoubleBinaryTreeAllreduce(Algorithm):
     name = "double_binary_tree"
     collective = Collective.ALLREDUCE
     nccl_family = NcclAlgorithm.TREE
+    nccl_kernel = True
     exact_on = (ExactOn("fully_connected"),)
 
     def program(self, comm: Comm) -> Program:

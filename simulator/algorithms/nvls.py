@@ -29,6 +29,7 @@ class Nvls(Algorithm):
     name = "nvls"
     collective = Collective.ALLREDUCE
     nccl_family = NcclAlgorithm.NVLS
+    nccl_kernel = True
 
     def unsupported(self, machine: Machine) -> str | None:
         if machine.reducing_switch() is None:

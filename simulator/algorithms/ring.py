@@ -31,6 +31,7 @@ class RingAllreduce(Algorithm):
     collective = Collective.ALLREDUCE
     exact_on = _FLAT
     composable = True
+    nccl_kernel = True
 
     def program(self, comm: Comm) -> Program:
         p = comm.size

@@ -3,6 +3,7 @@ the results file (the first 14 columns are the public contract, docs/results.md)
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from pathlib import Path
 
@@ -18,7 +19,9 @@ class Result:
     ``verified`` is None when verification was off. ``verified_elements`` is how many elements
     per rank the numpy check covered: ``count`` itself, or a proxy with the same partitioning.
     ``execution`` is the model that timed the run and ``protocol`` NCCL's protocol under the
-    ``nccl`` model (empty under ``ideal``).
+    ``nccl`` model (empty under ``ideal``). Under ``nccl``, ``nccl_time_s`` is the time NCCL's
+    own cost model predicts for the row's NCCL algorithm and protocol, and ``nccl_pick`` whether
+    the row is what NCCL would run at this size (both empty under ``ideal``).
     """
 
     scenario: str
@@ -41,6 +44,8 @@ class Result:
     events: int
     execution: str = "ideal"
     protocol: str = ""
+    nccl_time_s: float = math.nan
+    nccl_pick: bool | None = None
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))

@@ -1,4 +1,5 @@
-"""The nccl-tests-style table of a results frame, and the best algorithm per size.
+"""The nccl-tests-style table of a results frame, the best algorithm per size, and NCCL's
+choice per size beside the fastest simulated alternative.
 
 Table code only formats what a run computed; it never runs a simulation.
 """
@@ -18,17 +19,21 @@ _HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm'
            f"{'dev(%)':>7} {'verified':>8}")
 
 
-def format_table(results: pd.DataFrame) -> str:
+def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
     """nccl-tests-like text: one line per (algorithm, size), then footnotes and averages.
 
-    ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model.
+    ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model. With
+    ``picks_only`` (``algorithms: auto``) the lines are those of NCCL's pick at each size only,
+    as nccl-tests would print NCCL's default choice; the choice block lists the alternatives.
     """
     if results.empty:
         return "# no results\n"
+    choice = nccl_choice_per_size(results)
+    table = results[results.nccl_pick.fillna(False).astype(bool)] if picks_only else results
     first = results.iloc[0]
     lines = [f"# allreduce-sim · scenario {first['scenario']} · topology {first['topology']} · "
              f"{first['ranks']} ranks · {first['collective']}", "#", "#" + _HEADER[1:]]
-    rows: Iterable[Any] = results.itertuples(index=False)
+    rows: Iterable[Any] = table.itertuples(index=False)
     for row in rows:
         redop = row.op if Collective(row.collective).reduces else "none"  # as nccl-tests prints
         lines.append(
@@ -38,13 +43,54 @@ def format_table(results: pd.DataFrame) -> str:
     if (results.verified_elements < results["count"]).any():
         lines.append("# * verified on a proxy payload (column verified_elements of the CSV: "
                      "elements per rank, same partitioning); timed at the nominal size")
-    for algorithm, group in results.groupby("algorithm", sort=False):
+    for algorithm, group in table.groupby("algorithm", sort=False):
         busbw = group.busbw_GBps.dropna()
         average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
         lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
-    if results.algorithm.nunique() > 1:
+    if not choice.empty:
+        lines.extend(_choice_table(choice))
+    elif results.algorithm.nunique() > 1:
         lines.extend(_best_table(best_per_size(results)))
     return "\n".join(lines) + "\n"
+
+
+def nccl_choice_per_size(results: pd.DataFrame) -> pd.DataFrame:
+    """For each size where NCCL's pick was simulated (``execution: nccl``): the pick, NCCL's
+    model time for it, its simulated time, and the fastest simulated point (ties: the pick).
+
+    Columns: size_bytes, pick, protocol, nccl_time_s, sim_time_s, fastest, fastest_protocol,
+    fastest_time_s, best (whether NCCL's pick is the fastest simulated). Empty when no row is
+    NCCL's pick (the ``ideal`` model, or NCCL's pick not among the algorithms run).
+    """
+    rows = []
+    picked = results.nccl_pick.fillna(False).astype(bool)
+    for size, group in results[picked].groupby("size_bytes", sort=True):
+        pick = group.iloc[0]
+        same = results[results.size_bytes == size]
+        fastest = same.iloc[int(same.sim_time_s.to_numpy().argmin())]
+        if fastest.sim_time_s >= pick.sim_time_s:
+            fastest = pick
+        rows.append((size, pick.algorithm, pick.protocol, pick.nccl_time_s, pick.sim_time_s,
+                     fastest.algorithm, fastest.protocol, fastest.sim_time_s,
+                     fastest.algorithm == pick.algorithm))
+    return pd.DataFrame(rows, columns=["size_bytes", "pick", "protocol", "nccl_time_s",
+                                       "sim_time_s", "fastest", "fastest_protocol",
+                                       "fastest_time_s", "best"])
+
+
+def _choice_table(choice: pd.DataFrame) -> list[str]:
+    lines = ["#", "# NCCL's choice per size (its tuner's pick and model time; the fastest "
+             "simulated point beside it)",
+             f"#{'size(B)':>11} {'NCCL pick':>24} {'NCCL(us)':>11} {'sim(us)':>11} "
+             f"{'fastest simulated':>24} {'time(us)':>11} {'best':>4}"]
+    rows: Iterable[Any] = choice.itertuples(index=False)
+    for row in rows:
+        pick = f"{row.pick}/{row.protocol}"
+        fastest = "(the pick)" if row.best else f"{row.fastest}/{row.fastest_protocol}"
+        lines.append(f"{row.size_bytes:>12} {pick:>24} {row.nccl_time_s * 1e6:>11.2f} "
+                     f"{row.sim_time_s * 1e6:>11.2f} {fastest:>24} "
+                     f"{row.fastest_time_s * 1e6:>11.2f} {'yes' if row.best else 'NO':>4}")
+    return lines
 
 
 def best_per_size(results: pd.DataFrame) -> pd.DataFrame:

@@ -35,13 +35,12 @@ from simulator.scenario.rules import (
     size_problem,
     topology_issues,
 )
-from simulator.scenario.spec import ALL, Scenario, TopologySpec
+from simulator.scenario.spec import ALL, AUTO, Scenario, TopologySpec
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "verify",
          "output")
-AUTO = "auto"
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -105,7 +104,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     reduce_op=ReduceOp(op_name), gpu=gpu, verify=bool(verify),
                     output=None if output is None else Path(output), piece_bytes=piece_bytes,
                     algorithm_options=options, execution=Execution(execution or "ideal"),
-                    protocol=None if protocol in (None, AUTO) else Protocol(protocol))
+                    protocol=None if protocol in (None, AUTO) else Protocol(protocol),
+                    nccl_choice=data.get("algorithms") == AUTO)
 
 
 def load_preset(name: str) -> TopologySpec:
@@ -214,12 +214,13 @@ def _builder_params(reader: FieldReader, prefix: str, kind: str, spec: Mapping[s
 
 def _algorithms(reader: FieldReader, value: object, collective: Collective) -> tuple[str, ...] | None:
     known = list(REGISTRY[collective])
-    if value == ALL:
+    if value in (ALL, AUTO):
         return None
     names = [value] if isinstance(value, str) else value
     if not isinstance(names, list) or not names:
         reader.problem("algorithms", f"expected 'all' or a list of algorithm names "
-                                     f"({', '.join(known)}), got {value!r}")
+                                     f"({', '.join(known)}), or 'auto' (NCCL's choice), got "
+                                     f"{value!r}")
         return None
     for i, name in enumerate(names):
         reader.choice(f"algorithms[{i}]", name, known, f"an algorithm for {collective.value}")

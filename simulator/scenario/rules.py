@@ -166,3 +166,18 @@ def execution_problem(execution: Execution, topology: Any) -> str | None:
                 f"execution: nccl (the dgx_h100 and dgx_a100 presets do), got kind "
                 f"{topology.kind}")
     return None
+
+
+def nccl_choice_problem(nccl_choice: bool, execution: Execution,
+                        collective: Collective) -> str | None:
+    """NCCL's choice (``algorithms: auto``) comes from NCCL's cost model of allreduce, which
+    only the ``nccl`` execution model states."""
+    if not nccl_choice:
+        return None
+    if collective is not Collective.ALLREDUCE:
+        return (f"expected 'all' or a list of algorithm names for {collective.value}: 'auto' "
+                "(NCCL's choice) is modelled for allreduce only")
+    if execution is not Execution.NCCL:
+        return ("expected 'all' or a list of algorithm names with execution: ideal: 'auto' "
+                "(NCCL's choice) needs execution: nccl")
+    return None

@@ -33,6 +33,7 @@ from simulator.scenario.rules import (
     execution_problem,
     gpu_issues,
     name_problem,
+    nccl_choice_problem,
     options_issues,
     piece_problem,
     size_problem,
@@ -41,6 +42,8 @@ from simulator.scenario.rules import (
 
 ALL = "all"
 """The ``algorithms`` value meaning every algorithm that applies (None in a Scenario)."""
+AUTO = "auto"
+"""The ``algorithms`` value meaning NCCL's choice (``nccl_choice`` in a Scenario)."""
 
 CODE = "<code>"
 """The ``source`` of a scenario or topology built in Python rather than read from a file."""
@@ -94,7 +97,9 @@ class Scenario:
     ``piece_bytes`` is the pipeline piece size (``piece_size``; None: each algorithm's own);
     ``output`` None means ``results/<name>``; ``execution`` is how messages are timed (the ideal
     wire, or NCCL's kernels), with NCCL's ``protocol`` (None: the one NCCL's model picks per
-    size and algorithm). Enum fields and ``dtype`` also take their names,
+    size and algorithm). ``nccl_choice`` (``algorithms: auto``) runs every algorithm that
+    applies and reports, per size, what NCCL's tuner would run beside the fastest simulated
+    alternative; it needs the ``nccl`` execution model. Enum fields and ``dtype`` also take their names,
     and ``output`` a string. Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
@@ -114,6 +119,7 @@ class Scenario:
     source: str = CODE
     execution: Execution = Execution.IDEAL
     protocol: Protocol | None = None
+    nccl_choice: bool = False
 
     def __post_init__(self) -> None:
         issues = self._coerce()
@@ -157,7 +163,10 @@ class Scenario:
             issues.append(("sizes", f"expected a sequence of whole numbers of bytes, got {self.sizes!r}"))
         else:
             set_("sizes", tuple(operator.index(size) for size in sizes))
-        if isinstance(self.algorithms, str):
+        if isinstance(self.algorithms, str) and self.algorithms == AUTO:
+            set_("algorithms", None)
+            set_("nccl_choice", True)
+        elif isinstance(self.algorithms, str):
             set_("algorithms", (self.algorithms,))
         elif self.algorithms is not None:
             set_("algorithms", tuple(self.algorithms))
@@ -170,6 +179,7 @@ class Scenario:
         if isinstance(self.output, str):
             set_("output", Path(self.output))
         typed = (("name", str), ("topology", TopologySpec), ("gpu", GpuSpec), ("verify", bool),
+                 ("nccl_choice", bool),
                  ("source", str), ("algorithm_options", Mapping), ("output", (Path, type(None))))
         for name, kind in typed:
             if not isinstance(getattr(self, name), kind):
@@ -194,6 +204,8 @@ class Scenario:
         issues += options_issues(self.collective, self.algorithm_options)
         issues += gpu_issues(self.gpu)
         issues.append(("execution", execution_problem(self.execution, self.topology)))
+        issues.append(("algorithms", nccl_choice_problem(self.nccl_choice, self.execution,
+                                                         self.collective)))
         if self.protocol is not None and self.execution is Execution.IDEAL:
             issues.append(("protocol", "expected no protocol with execution: ideal (protocols "
                                        "are NCCL's: set execution: nccl)"))

@@ -1,0 +1,72 @@
+"""NCCL's choice (``algorithms: auto``): every row states NCCL's model time for its NCCL
+algorithm and protocol, the row NCCL's tuner would run is marked, and the report sets it beside
+the fastest simulated alternative; by hand on one DGX H100."""
+
+import math
+
+import pytest
+
+from simulator import InputError, format_table, nccl_choice_per_size, simulate
+from simulator.scenario import scenario_from_dict
+
+H100 = {"topology": {"preset": "dgx_h100"}, "execution": "nccl"}
+
+
+def test_every_row_carries_nccl_model_time_and_the_pick_is_marked():
+    frame = simulate({**H100, "algorithms": "auto", "sizes": ["32KiB", "8MiB"]})
+    assert set(frame.algorithm) == {"ring", "direct", "halving_doubling", "recursive_doubling",
+                                    "binomial_tree", "tree", "double_binary_tree", "nvls"}
+    picks = frame[frame.nccl_pick.astype(bool)]
+    assert list(zip(picks.size_bytes, picks.algorithm, picks.protocol, strict=True)) == [
+        (32768, "ring", "LL"), (8388608, "nvls", "Simple")]
+    # Ring LL at 32 KiB (nccl-model.md §1.4-1.5): 6.6 + 14 × 0.6 µs, then 32768 B at
+    # min(llMaxBw 141, 0.5 × 12 × 30) GB/s of busbw × 8/14
+    ring = picks.iloc[0]
+    assert ring.nccl_time_s == pytest.approx((15.0 + 32768 / (1000 * 141 * 8 / 14)) * 1e-6)
+    # NVLS at 8 MiB: hwLat 25 µs, then 16 channels × min(24 × 0.85 × 15/16 × 2, bwInter 24)
+    # GB/s of busbw, × 8/14
+    nvls = picks.iloc[1]
+    assert nvls.nccl_time_s == pytest.approx((25.0 + 8388608 / (1000 * 16 * 24 * 8 / 14)) * 1e-6)
+    # every other family's row states its own prediction; schedules NCCL lacks are never picked
+    direct = frame[(frame.algorithm == "direct") & (frame.size_bytes == 32768)].iloc[0]
+    assert direct.nccl_time_s == pytest.approx(ring.nccl_time_s)  # Ring LL's model, same family
+    assert not direct.nccl_pick
+
+
+def test_choice_block_names_the_fastest_alternative():
+    frame = simulate({**H100, "algorithms": "auto", "sizes": ["32KiB", "8MiB"]})
+    choice = nccl_choice_per_size(frame)
+    first, second = choice.itertuples(index=False)
+    # at 32 KiB the direct exchange beats NCCL's ring on this model: 2 LL steps, not 14, each
+    # rank's link carrying its 7 chunks of 4 KiB at the LL cap, 141 GB/s
+    assert (first.pick, first.protocol, first.fastest, first.best) == ("ring", "LL", "direct", False)
+    assert first.fastest_time_s == pytest.approx(6.6e-6 + 2 * (0.6e-6 + 7 * 4096 / 141e9), rel=1e-9)
+    assert (second.pick, second.fastest, second.best) == ("nvls", "nvls", True)
+    text = format_table(frame, picks_only=True)
+    lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert [line.split()[4] for line in lines[:2]] == ["ring", "nvls"]  # only the picks
+    assert "# NCCL's choice per size" in text
+    assert lines[2].split()[:2] == ["32768", "ring/LL"] and lines[2].split()[-1] == "NO"
+    sim = f"{second.sim_time_s * 1e6:.2f}"
+    assert lines[3].split() == ["8388608", "nvls/Simple", f"{second.nccl_time_s * 1e6:.2f}", sim,
+                                "(the", "pick)", sim, "yes"]
+
+
+def test_ideal_rows_have_no_nccl_view():
+    frame = simulate({"topology": {"preset": "dgx_h100"}, "algorithms": ["ring"], "sizes": [4096]})
+    assert math.isnan(frame.nccl_time_s[0]) and frame.nccl_pick.isna().all()
+    assert nccl_choice_per_size(frame).empty
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"topology": {"preset": "dgx_h100"}},
+     "algorithms: expected 'all' or a list of algorithm names with execution: ideal: 'auto' "
+     "(NCCL's choice) needs execution: nccl"),
+    ({**H100, "collective": "allgather"},
+     "algorithms: expected 'all' or a list of algorithm names for allgather: 'auto' (NCCL's "
+     "choice) is modelled for allreduce only"),
+])
+def test_auto_needs_nccl_allreduce(fields, message):
+    with pytest.raises(InputError) as error:
+        scenario_from_dict({**fields, "algorithms": "auto", "sizes": [4096]}, source="s.yaml")
+    assert str(error.value) == f"s.yaml: {message}"
