@@ -2,6 +2,7 @@
 algorithm and protocol, the row NCCL's tuner would run is marked, and the report sets it beside
 the fastest simulated alternative; by hand on one DGX H100."""
 
+import json
 import math
 
 import pytest
@@ -70,3 +71,13 @@ def test_auto_needs_nccl_allreduce(fields, message):
     with pytest.raises(InputError) as error:
         scenario_from_dict({**fields, "algorithms": "auto", "sizes": [4096]}, source="s.yaml")
     assert str(error.value) == f"s.yaml: {message}"
+
+
+def test_settings_record_auto(tmp_path):
+    from simulator.output.results import RunSettings
+    from simulator.output.writers import write_settings
+
+    scenario = scenario_from_dict({**H100, "algorithms": "auto", "sizes": [4096]})
+    frame = simulate(scenario)
+    write_settings(frame, scenario, RunSettings(), tmp_path / "s.json")
+    assert json.loads((tmp_path / "s.json").read_text())["algorithms"] == "auto"

@@ -24,7 +24,7 @@ from simulator.output.files import write_atomically
 from simulator.output.plots import plot_results
 from simulator.output.results import RESULT_COLUMNS, RunSettings
 from simulator.scenario.rules import option_kinds
-from simulator.scenario.spec import ALL, Scenario
+from simulator.scenario.spec import ALL, AUTO, Scenario
 from simulator.units import format_bandwidth, format_time
 
 
@@ -95,7 +95,8 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "name": scenario.name,
         "topology": _topology(scenario),
         "collective": scenario.collective.value,
-        "algorithms": ALL if scenario.algorithms is None else list(scenario.algorithms),
+        "algorithms": (AUTO if scenario.nccl_choice else ALL) if scenario.algorithms is None
+                      else list(scenario.algorithms),
         "sizes": list(scenario.sizes),
         "dtype": scenario.dtype.name,
         "op": scenario.reduce_op.value,
