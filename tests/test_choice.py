@@ -80,4 +80,4 @@ def test_settings_record_auto(tmp_path):
     scenario = scenario_from_dict({**H100, "algorithms": "auto", "sizes": [4096]})
     frame = simulate(scenario)
     write_settings(frame, scenario, RunSettings(), tmp_path / "s.json")
-    assert json.loads((tmp_path / "s.json").read_text())["algorithms"] == "auto"
+    assert json.loads((tmp_path / "s.json").read_text())["scenario"]["algorithms"] == "auto"
