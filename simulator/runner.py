@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.channels import on_channels_s
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.registry import algorithm_names
@@ -25,6 +26,7 @@ from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
+from simulator.model.collective import Collective
 from simulator.model.execution import Execution, Plan, apply, nccl_plan, system_of
 from simulator.model.machine import Machine
 from simulator.model.nccl import Protocol, best_protocol, choose, predicted_time_us
@@ -85,15 +87,41 @@ def _cannot_run(scenario: Scenario, field: str, name: str, reason: str) -> Probl
                                            f"{scenario.topology.label}: {reason}")
 
 
-def _payload(scenario: Scenario, size_bytes: int, ranks: int, proxy_elements: int) -> Payload:
+def _payload(scenario: Scenario, size_bytes: int, ranks: int, proxy_elements: int,
+             channels: int = 1) -> Payload:
     return Payload.for_size(size_bytes, scenario.dtype, ranks, proxy_elements,
-                            scenario.piece_bytes or PIPELINE_BYTES)
+                            scenario.piece_bytes or PIPELINE_BYTES, channels)
 
 
-def check_memory(scenario: Scenario, ranks: int, proxy_elements: int) -> None:
+def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
+                 size_bytes: int) -> int:
+    """The channels an allreduce of ``size_bytes`` runs on: the scenario's ``channels``, or with
+    ``auto`` one per GPU of a host where the ranks span several hosts under ``execution: nccl``
+    (each GPU's NIC then carries one channel's crossing, as NCCL's rings use every rail) and one
+    otherwise (on one host, on the ideal wire, or for a schedule that spreads over the rails
+    itself). Never more than leave each channel an element per rank: NCCL too runs fewer
+    channels on small buffers."""
+    if scenario.collective is not Collective.ALLREDUCE:
+        return 1
+    wanted = scenario.channels
+    if wanted is None and algorithm.rail_aware:
+        wanted = 1
+    if wanted is None:
+        per_host = machine.layout.ranks_per_host
+        several = machine.layout.host_count > 1 and len(per_host) == 1
+        nccl = scenario.execution is Execution.NCCL
+        wanted = next(iter(per_host)) if several and nccl else 1
+    count = size_bytes // scenario.dtype.itemsize
+    return max(1, min(wanted, count // machine.ranks))
+
+
+def check_memory(scenario: Scenario, setup: Setup, proxy_elements: int) -> None:
     """InputError, naming what would help, if a size's proxy buffers exceed the budget."""
+    ranks = setup.machine.ranks
     for size in scenario.sizes:
-        payload = _payload(scenario, size, ranks, proxy_elements)
+        channels = max((channels_for(scenario, setup.machine, algorithm, size)
+                        for algorithm in setup.algorithms), default=1)
+        payload = _payload(scenario, size, ranks, proxy_elements, channels)
         need = ranks * payload.proxy_count * scenario.dtype.itemsize
         if need > PROXY_BUDGET_BYTES:
             pieces_bound = payload.proxy_count > max(proxy_elements, 8 * ranks)
@@ -139,19 +167,21 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
         raise InputError([_cannot_run(scenario, "algorithm", algorithm.name, reason)])
     ranks = setup.machine.ranks
     machine, cost, plan = _executed(scenario, setup, algorithm, size_bytes)
-    payload = _payload(scenario, size_bytes, ranks, proxy_elements)
+    channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
+    payload = _payload(scenario, size_bytes, ranks, proxy_elements, channels)
     buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload,
                           scenario.reduce_op)
     collective = scenario.collective
     expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks))
                 if scenario.verify else None)
     timing = run_collective(algorithm, machine,
-                            RunSpec(payload, scenario.reduce_op, scenario.piece_bytes), buffers)
+                            RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels),
+                            buffers)
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
     start = plan.base_latency_s if plan is not None and ranks > 1 else 0.0
-    model = algorithm.model_s(cost, payload.count) + start
+    model = on_channels_s(algorithm, cost, payload.count, channels) + start
     time_s = timing.time_s + start
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl_time_s, nccl_pick = (_nccl_view(setup.machine, algorithm, plan.protocol, size_bytes)
@@ -165,7 +195,7 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
         max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
         messages=timing.messages, events=timing.events, execution=scenario.execution.value,
         protocol=plan.protocol.value if plan is not None else "", nccl_time_s=nccl_time_s,
-        nccl_pick=nccl_pick,
+        nccl_pick=nccl_pick, channels=channels,
     )
 
 
@@ -221,7 +251,7 @@ def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int =
     scenario = as_scenario(scenario)
     check_run(scenario.source, seed, proxy_elements)
     setup = prepare(scenario)
-    check_memory(scenario, setup.machine.ranks, proxy_elements)
+    check_memory(scenario, setup, proxy_elements)
     rows = [astuple(run_point(scenario, algorithm, size, seed=seed, proxy_elements=proxy_elements,
                               setup=setup))
             for algorithm in setup.algorithms for size in scenario.sizes]

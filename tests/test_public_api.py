@@ -28,8 +28,8 @@ def test_exported_names_are_pinned():
         "REGISTRY", "RESULT_COLUMNS", "Algorithm", "AlgorithmError", "Collective", "GpuSpec",
         "InputError", "Problem", "ReduceOp", "Result", "Scenario", "SimulatorError",
         "TopologySpec", "__version__", "algorithm_names", "best_per_size", "format_table",
-        "nccl_choice_per_size",
-        "get_algorithm", "load_scenario", "run_point", "scenario_from_dict", "simulate"]
+        "get_algorithm", "load_scenario", "nccl_choice_per_size", "run_point",
+        "scenario_from_dict", "simulate"]
     for name in simulator.__all__:
         assert getattr(simulator, name) is not None
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):

@@ -85,6 +85,10 @@ class Algorithm(ABC):
     nccl_family: ClassVar[NcclAlgorithm] = NcclAlgorithm.RING
     """The NCCL algorithm whose kernels' costs the NCCL execution model charges this one: Tree
     for trees, NVLS for in-switch reduction, Ring (point-to-point steps) for the others."""
+    rail_aware: ClassVar[bool] = False
+    """Whether the schedule itself spreads its traffic between hosts over every GPU's NIC (as
+    ``hierarchical`` does, one rail per local rank), so that NCCL's channels would add nothing:
+    ``channels: auto`` then runs it on one channel."""
     nccl_kernel: ClassVar[bool] = False
     """Whether this is the schedule NCCL's own kernels run for :attr:`nccl_family` (ring, the
     double binary tree, NVLS): the algorithm that stands for NCCL's pick (``algorithms: auto``)."""

@@ -36,11 +36,11 @@ COPY, REDUCE = Combine.COPY, Combine.REDUCE
 @dataclass(frozen=True)
 class Send:
     """A posted message: ``span`` of the sender's buffer goes to ``peer`` (a global rank) on
-    ``channel``."""
+    ``channel`` (its path: the channel inside each enclosing channel, outermost first)."""
 
     peer: int
     span: Span
-    channel: int = 0
+    channel: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Recv:
     peer: int
     into: Span
     combine: Combine
-    channel: int = 0
+    channel: tuple[int, ...] = (0,)
 
 
 @dataclass(frozen=True)
@@ -131,6 +131,7 @@ class Comm:
         self.members: tuple[int, ...] = tuple(range(size))
         """The global rank of each member of this group."""
         self.channel = 0
+        self._enclosing: tuple[int, ...] = ()
         self._outbox = outbox if outbox is not None else Outbox()
 
     def chunks(self, parts: int) -> list[Span]:
@@ -148,11 +149,11 @@ class Comm:
 
     def send(self, peer: int, span: Span) -> None:
         """Post ``span`` to ``peer``; returns at once (data are taken as they are now)."""
-        self._outbox.post(Send(self._global(peer), span, self.channel))
+        self._outbox.post(Send(self._global(peer), span, (*self._enclosing, self.channel)))
 
     def recv(self, peer: int, into: Span, combine: Combine = REDUCE) -> Recv:
         """The request to yield to receive ``peer``'s next message into ``into``."""
-        return Recv(self._global(peer), into, combine, self.channel)
+        return Recv(self._global(peer), into, combine, (*self._enclosing, self.channel))
 
     def parallel(self, *programs: Program) -> Parallel:
         """The request to yield to run ``programs`` at once (each its own thread of this rank,
@@ -164,6 +165,16 @@ class Comm:
         FIFO and message matching), as NCCL runs each tree or ring on its own channel."""
         view = self._view(self.rank, self.size, self.buffer, self.layout, self.members)
         view.channel = channel
+        return view
+
+    def within_channel(self, channel: int) -> Comm:
+        """This communicator inside channel ``channel``: every channel a program running on it
+        opens (channel 0 first, then its :meth:`on_channel` numbers) lies inside that one, so
+        whole algorithms can run side by side on their own connections, as NCCL runs one ring
+        or tree per channel."""
+        view = self._view(self.rank, self.size, self.buffer, self.layout, self.members)
+        view._enclosing = (*self._enclosing, self.channel, channel)
+        view.channel = 0
         return view
 
     def reduce(self, into: Span, source: Span) -> LocalReduce:
@@ -197,6 +208,7 @@ class Comm:
                     layout=layout, outbox=self._outbox)
         view.members = members
         view.channel = self.channel
+        view._enclosing = self._enclosing
         return view
 
     def _global(self, peer: int) -> int:

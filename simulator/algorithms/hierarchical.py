@@ -49,6 +49,7 @@ class Hierarchical(Algorithm):
     name = "hierarchical"
     collective = Collective.ALLREDUCE
     Options = HierarchicalOptions
+    rail_aware = True
     options: HierarchicalOptions = field(default_factory=HierarchicalOptions)
 
     def unsupported(self, machine: Machine) -> str | None:

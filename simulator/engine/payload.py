@@ -31,17 +31,19 @@ class Payload:
     @classmethod
     def for_size(cls, size_bytes: int, dtype: np.dtype, ranks: int,
                  proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
-                 piece_bytes: int | None = None) -> Payload:
+                 piece_bytes: int | None = None, channels: int = 1) -> Payload:
         """The payload of a ``size_bytes`` buffer.
 
-        The proxy keeps at least 8 elements per chunk and, when the buffer moves in pipeline
-        pieces of ``piece_bytes``, 2 elements per piece (pieces of the p chunks included), so
-        that no piece maps to an empty slice and escapes the check.
+        The proxy keeps at least 8 elements per chunk (p chunks on each of the ``channels``)
+        and, when the buffer moves in pipeline pieces of ``piece_bytes``, 2 elements per piece
+        (pieces of the chunks included), so that no piece maps to an empty slice and escapes
+        the check.
         """
         count = size_bytes // dtype.itemsize
-        needed = max(proxy_elements, 8 * ranks)
+        chunks = ranks * channels
+        needed = max(proxy_elements, 8 * chunks)
         if piece_bytes is not None:
-            pieces = -(-count // max(1, piece_bytes // dtype.itemsize)) + ranks
+            pieces = -(-count // max(1, piece_bytes // dtype.itemsize)) + chunks
             needed = max(needed, 2 * pieces)
         return cls(count, min(count, needed), dtype)
 

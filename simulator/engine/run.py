@@ -24,6 +24,7 @@ import numpy as np
 import simpy
 
 from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.channels import on_channels
 from simulator.algorithms.comm import (
     COPY,
     Comm,
@@ -43,18 +44,20 @@ from simulator.model.machine import GpuSpec, Machine
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 
-_Connection = tuple[int, int, int]  # (sender, receiver, channel)
-_Key = tuple[int, int, int, int]     # a connection and a message's sequence number on it
+_Connection = tuple[int, int, tuple[int, ...]]  # (sender, receiver, channel path)
+_Key = tuple[int, int, tuple[int, ...], int]     # a connection and a message's sequence number
 
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What one run moves: the payload, the reduction operator, and the scenario's pipeline
-    ``piece_size`` (None: each algorithm's default)."""
+    """What one run moves: the payload, the reduction operator, the scenario's pipeline
+    ``piece_size`` (None: each algorithm's default), and the channels the buffer is split over
+    (:mod:`simulator.algorithms.channels`)."""
 
     payload: Payload
     reduce_op: ReduceOp
     piece_bytes: int | None = None
+    channels: int = 1
 
 
 @dataclass(frozen=True)
@@ -111,6 +114,7 @@ class _Run:
         self.fabric = Fabric(self.env, machine.routing)
         self.gpus = [_Gpu(self.env, machine.gpu) for _ in machine.placement]
         self.payload = spec.payload
+        self.channels = spec.channels
         self.buffers = buffers
         self.reduce_op = spec.reduce_op
         self.in_switch = InSwitchReductions(self.env, self.fabric, machine, spec.payload,
@@ -147,7 +151,7 @@ class _Run:
                       messages=self.fabric.stats.transfers, events=events)
 
     def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
-        yield from self._steps(rank, self.algorithm.program(self.comms[rank]))
+        yield from self._steps(rank, on_channels(self.algorithm, self.comms[rank], self.channels))
         self.finished[rank] = self.env.now
 
     def _steps(self, rank: int, program: Program) -> Generator[simpy.Event, object, None]:

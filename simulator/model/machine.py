@@ -57,6 +57,16 @@ class Layout:
         local = self.host_ranks(rank).index(rank)
         return tuple(ranks[local] for ranks in self._by_host.values() if local < len(ranks))
 
+    def channel_order(self, channel: int) -> tuple[int, ...]:
+        """Every rank, hosts in order, each host's ranks rotated left by ``channel``: the order
+        of NCCL's channel ``channel``, whose ring or tree enters and leaves each host through
+        other GPUs (and so other NICs, one rail each) than channel 0's."""
+        order: list[int] = []
+        for ranks in self._by_host.values():
+            shift = channel % len(ranks)
+            order.extend(ranks[shift:] + ranks[:shift])
+        return tuple(order)
+
     def subgroup(self, members: Sequence[int]) -> Layout:
         """The layout of a subgroup (members numbered 0..len-1 in the given order)."""
         return Layout(tuple(self.hosts[m] for m in members))

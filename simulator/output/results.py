@@ -21,7 +21,8 @@ class Result:
     ``execution`` is the model that timed the run and ``protocol`` NCCL's protocol under the
     ``nccl`` model (empty under ``ideal``). Under ``nccl``, ``nccl_time_s`` is the time NCCL's
     own cost model predicts for the row's NCCL algorithm and protocol, and ``nccl_pick`` whether
-    the row is what NCCL would run at this size (both empty under ``ideal``).
+    the row is what NCCL would run at this size (both empty under ``ideal``). ``channels`` is
+    how many channels the buffer was split over.
     """
 
     scenario: str
@@ -46,6 +47,7 @@ class Result:
     protocol: str = ""
     nccl_time_s: float = math.nan
     nccl_pick: bool | None = None
+    channels: int = 1
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))

@@ -27,6 +27,7 @@ from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
 from simulator.scenario.presets import preset_names, preset_text
 from simulator.scenario.rules import (
+    MAX_CHANNELS,
     duplicate_problem,
     inner_of,
     name_problem,
@@ -39,8 +40,8 @@ from simulator.scenario.spec import ALL, AUTO, Scenario, TopologySpec
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
-         "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "verify",
-         "output")
+         "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "channels",
+         "verify", "output")
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -94,6 +95,11 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                               [e.value for e in Execution], "an execution model")
     protocol = reader.choice("protocol", data.get("protocol", AUTO),
                              [AUTO, *(p.value for p in Protocol)], "a protocol")
+    channels = data.get("channels", AUTO)
+    if channels != AUTO and (isinstance(channels, bool) or not isinstance(channels, int)):
+        reader.problem("channels", f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, "
+                                   f"got {channels!r}")
+        channels = AUTO
     output = data.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
         reader.problem("output", f"expected a directory path, got {output!r}")
@@ -105,7 +111,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     output=None if output is None else Path(output), piece_bytes=piece_bytes,
                     algorithm_options=options, execution=Execution(execution or "ideal"),
                     protocol=None if protocol in (None, AUTO) else Protocol(protocol),
-                    nccl_choice=data.get("algorithms") == AUTO)
+                    nccl_choice=data.get("algorithms") == AUTO,
+                    channels=None if channels == AUTO else channels)
 
 
 def load_preset(name: str) -> TopologySpec:

@@ -181,3 +181,20 @@ def nccl_choice_problem(nccl_choice: bool, execution: Execution,
         return ("expected 'all' or a list of algorithm names with execution: ideal: 'auto' "
                 "(NCCL's choice) needs execution: nccl")
     return None
+
+
+MAX_CHANNELS = 64
+"""The most channels a collective may use (NCCL's ``MAXCHANNELS``, src/include/device.h)."""
+
+
+def channels_problem(channels: int | None, collective: Collective) -> str | None:
+    """Channels: auto (None) or 1..MAX_CHANNELS; more than one splits an allreduce only, whose
+    every rank ends with the whole buffer (a reduce-scatter's chunks would move)."""
+    if channels is None:
+        return None
+    if isinstance(channels, bool) or not 1 <= channels <= MAX_CHANNELS:
+        return f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, got {channels!r}"
+    if channels > 1 and collective is not Collective.ALLREDUCE:
+        return (f"expected 'auto' or 1 for {collective.value}: channels split an allreduce's "
+                f"buffer only, got {channels}")
+    return None

@@ -29,6 +29,7 @@ from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.rules import (
     Issue,
+    channels_problem,
     duplicate_problem,
     execution_problem,
     gpu_issues,
@@ -99,8 +100,9 @@ class Scenario:
     wire, or NCCL's kernels), with NCCL's ``protocol`` (None: the one NCCL's model picks per
     size and algorithm). ``nccl_choice`` (``algorithms: auto``) runs every algorithm that
     applies and reports, per size, what NCCL's tuner would run beside the fastest simulated
-    alternative; it needs the ``nccl`` execution model. Enum fields and ``dtype`` also take their names,
-    and ``output`` a string. Anything else invalid raises
+    alternative; it needs the ``nccl`` execution model. ``channels`` splits an allreduce's
+    buffer over that many channels (None: ``auto``, see ``simulator.runner.channels_for``).
+    Enum fields and ``dtype`` also take their names, and ``output`` a string. Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
 
@@ -120,6 +122,7 @@ class Scenario:
     execution: Execution = Execution.IDEAL
     protocol: Protocol | None = None
     nccl_choice: bool = False
+    channels: int | None = None
 
     def __post_init__(self) -> None:
         issues = self._coerce()
@@ -179,7 +182,7 @@ class Scenario:
         if isinstance(self.output, str):
             set_("output", Path(self.output))
         typed = (("name", str), ("topology", TopologySpec), ("gpu", GpuSpec), ("verify", bool),
-                 ("nccl_choice", bool),
+                 ("nccl_choice", bool), ("channels", (int, type(None))),
                  ("source", str), ("algorithm_options", Mapping), ("output", (Path, type(None))))
         for name, kind in typed:
             if not isinstance(getattr(self, name), kind):
@@ -204,6 +207,7 @@ class Scenario:
         issues += options_issues(self.collective, self.algorithm_options)
         issues += gpu_issues(self.gpu)
         issues.append(("execution", execution_problem(self.execution, self.topology)))
+        issues.append(("channels", channels_problem(self.channels, self.collective)))
         issues.append(("algorithms", nccl_choice_problem(self.nccl_choice, self.execution,
                                                          self.collective)))
         if self.protocol is not None and self.execution is Execution.IDEAL:

@@ -1,0 +1,42 @@
+"""Channels: one algorithm run on several slices of the buffer at once, as NCCL runs a
+collective on ``nChannels`` rings or trees side by side.
+
+Channel c takes the c-th of C near-equal slices of every rank's buffer and runs the algorithm on
+it over its own connections (:meth:`~simulator.algorithms.comm.Comm.within_channel`), with the
+ranks of each host in an order rotated by c (:meth:`~simulator.model.machine.Layout.channel_order`).
+A flat ring or tree therefore leaves and enters each host through a different GPU on every
+channel: where every GPU has its own NIC (a rail), C channels cross between hosts on C NICs at
+once, where one channel crosses on one. Inside a host the channels share each GPU's links.
+
+Any allreduce runs on channels unchanged: its program never learns that its buffer is a slice
+and its group a rotation.
+"""
+
+from __future__ import annotations
+
+import math
+
+from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.comm import Comm, Program
+from simulator.algorithms.cost import CostInputs
+
+
+def on_channels(algorithm: Algorithm, comm: Comm, channels: int) -> Program:
+    """Rank ``comm.rank``'s program for ``algorithm`` split over ``channels`` channels."""
+    if channels == 1:
+        yield from algorithm.program(comm)
+        return
+    slices = comm.buffer.split(channels)
+    yield comm.parallel(*(
+        algorithm.program(comm.subgroup(comm.layout.channel_order(c), slices[c]).within_channel(c))
+        for c in range(channels)))
+
+
+def on_channels_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: int) -> float:
+    """The closed form of one channel alone: ``algorithm`` on ⌈count / channels⌉ elements.
+
+    Exact with one channel, and wherever the channels share no link; where they do (every GPU's
+    link inside a host carries all of them), a lower bound, as each channel is charged the
+    whole of each link it crosses.
+    """
+    return algorithm.model_s(cost, math.ceil(count / channels))
