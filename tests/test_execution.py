@@ -105,3 +105,17 @@ def test_nvls_with_another_protocol_is_refused_when_run():
                                          r"Simple protocol only$"):
         simulate(scenario_from_dict({**H100, "algorithms": ["nvls"], "sizes": ["1MiB"],
                                      "protocol": "LL"}, source="x.yaml"))
+
+
+def test_per_channel_caps_bound_a_calibrated_nvlink_rate():
+    # a calibrated 1 TB/s of NVLink: Ring LL128 moves min(0.92 × 1000, 12 channels × 36.7) GB/s
+    # (perChMaxRingLL128Bw, Hopper) and Tree Simple min(1000, 12 × 38.7) (perChMaxTreeBw)
+    machine = Machine.of(scenario_from_dict({
+        "topology": {"preset": "dgx_h100", "nccl_nvlink_bandwidth": "1TB/s"},
+        "sizes": [4096]}).topology.build())
+    ring = nccl_plan(machine, NcclAlgorithm.RING, Protocol.LL128)
+    tree = nccl_plan(machine, NcclAlgorithm.TREE, Protocol.SIMPLE)
+    assert ring.link_rate_Bps["nvlink"] == pytest.approx(12 * 36.7e9)
+    assert tree.link_rate_Bps["nvlink"] == pytest.approx(12 * 38.7e9)
+    simple = nccl_plan(machine, NcclAlgorithm.RING, Protocol.SIMPLE)
+    assert simple.link_rate_Bps["nvlink"] == pytest.approx(1e12)  # Ring Simple has no cap

@@ -31,6 +31,9 @@ from simulator.model.nccl import (
     DEFAULT_GRAPHS,
     HW_LATENCY_US,
     LL_MAX_BW_GBPS,
+    PER_CHANNEL_MAX_RING_LL128_GBPS,
+    PER_CHANNEL_MAX_TREE_GBPS,
+    PER_CHANNEL_MAX_TREE_LL128_GBPS,
     Arch,
     CpuVendor,
     Hardware,
@@ -61,6 +64,17 @@ PROTOCOL_SHARE: Mapping[Protocol, float] = {Protocol.LL: 0.5, Protocol.LL128: 0.
                                             Protocol.SIMPLE: 1.0}
 """The share of a link's rate each protocol moves as data: LL's 8 data bytes per 16-byte line
 (tuning.cc: Ring LL busBw × 0.5), LL128's 120 of 128 (tuning.cc uses 0.92), Simple all."""
+
+PER_CHANNEL_CAPS: Mapping[tuple[NcclAlgorithm, Protocol], Mapping[Arch, tuple[float, ...]]] = {
+    (NcclAlgorithm.RING, Protocol.LL128): PER_CHANNEL_MAX_RING_LL128_GBPS,
+    (NcclAlgorithm.TREE, Protocol.LL128): PER_CHANNEL_MAX_TREE_LL128_GBPS,
+    (NcclAlgorithm.TREE, Protocol.LL): PER_CHANNEL_MAX_TREE_GBPS,
+    (NcclAlgorithm.TREE, Protocol.SIMPLE): PER_CHANNEL_MAX_TREE_GBPS,
+}
+"""NCCL's per-channel bandwidth caps (tuning.cc ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``,
+``perChMaxTreeBws``; nccl-model.md §1.2), times the channels of NCCL's graph: a ceiling on the
+NVLink rate of those algorithms and protocols (binding only where a calibrated NVLink rate
+exceeds it; on the shipped presets the protocol's share is lower)."""
 
 NVLS_SHARE = 0.741
 """The share of the NVLink rate (links × NCCL's per-link bandwidth) that NVLS's in-switch
@@ -99,6 +113,10 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     else:
         nvlink = achieved * PROTOCOL_SHARE[protocol]
     cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9
+    per_channel = PER_CHANNEL_CAPS.get((family, protocol))
+    graph = DEFAULT_GRAPHS.get(arch, {}).get(family)
+    if per_channel is not None and graph is not None:
+        nvlink = min(nvlink, graph.channels * per_channel[arch][min(nodes, 3) - 1] * 1e9)
     rates: dict[str, float | None] = {NVLINK: nvlink, PCIE: None, NET_LINK: None}
     if protocol is Protocol.LL:
         rates[NVLINK] = min(nvlink, cap)
