@@ -27,7 +27,14 @@ from simulator.engine.run import RunSpec, run_collective
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
-from simulator.model.execution import Execution, Plan, apply, nccl_plan, system_of
+from simulator.model.execution import (
+    Execution,
+    Plan,
+    apply,
+    nccl_plan,
+    stream_choices,
+    system_of,
+)
 from simulator.model.machine import Machine
 from simulator.model.nccl import Protocol, best_protocol, choose, predicted_time_us
 from simulator.output.results import RESULT_COLUMNS, Result
@@ -175,8 +182,8 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks))
                 if scenario.verify else None)
     timing = run_collective(algorithm, machine,
-                            RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels),
-                            buffers)
+                            RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels,
+                                    cost.stream_bytes), buffers)
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
@@ -230,7 +237,12 @@ def _executed(scenario: Scenario, setup: Setup, algorithm: Algorithm,
         raise InputError([Problem(scenario.source, "protocol", f"{algorithm.name!r}: {error}")]
                          ) from None
     machine = apply(plan, setup.machine)
-    return machine, replace(setup.cost, machine=machine), plan
+    cost = replace(setup.cost, machine=machine)
+    count = size_bytes // scenario.dtype.itemsize
+    channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
+    streamed = [replace(cost, stream_bytes=piece) for piece in stream_choices(size_bytes)]
+    fastest = min(streamed, key=lambda c: on_channels_s(algorithm, c, count, channels))
+    return machine, fastest, plan
 
 
 def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,

@@ -8,7 +8,7 @@ from simulator.errors import InputError
 from simulator.model.collective import Collective
 from simulator.model.machine import GpuSpec
 from simulator.model.reduction import ReduceOp
-from simulator.runner import prepare, run_point
+from simulator.runner import prepare, run_point, simulate
 from simulator.scenario import Scenario, TopologySpec
 from simulator.scenario.parse import load_preset
 from tests.conftest import flat_scenario, inter_options
@@ -117,3 +117,33 @@ def test_all_runs_every_algorithm_that_applies():
     assert "nvls" in names_one and "hierarchical" not in names_one
     assert "hierarchical" in names_two and "nvls" not in names_two
     assert get_algorithm(Collective.ALLREDUCE, "ring").name in names_one
+
+
+def test_hierarchical_streams_its_phases_under_nccl_by_hand():
+    # 2 × DGX A100 under nccl, Simple: NVLink 12 × 20 GB/s, each NIC 25 GB/s × 0.96 (NET_BW);
+    # step latencies 3.4 µs (NVLink) and 14 µs (NET), base 8.4 µs. In k pieces, a piece's chunk
+    # is S/(8k) on each of the 8 GPUs of a host; tick t reduce-scatters piece t, runs the
+    # 2-rank ring across hosts on piece t-1 and allgathers piece t-2.
+    size = 1 << 30
+
+    def by_hand(k):
+        c = size / 8 / k
+        one_phase = 7 * (3.4e-6 + c / 240e9)    # reduce-scatter or allgather of one piece
+        both = 7 * (3.4e-6 + 2 * c / 240e9)     # the two side by side on the same links
+        inter = 2 * (14e-6 + c / 2 / 24e9)      # 2-rank ring across hosts on the chunk
+        if k == 1:
+            return 2 * one_phase + inter
+        middle = [max(both, inter)] * (k - 2)
+        return (one_phase + max(one_phase, inter) + sum(middle) + max(one_phase, inter)
+                + one_phase)
+
+    frame = simulate({"topology": {"preset": "dgx_a100", "nodes": 2}, "execution": "nccl",
+                      "protocol": "Simple", "algorithms": ["hierarchical"], "sizes": [size]})
+    row = frame.iloc[0]
+    times = {k: by_hand(k) for k in (1, 2, 4, 8, 16, 32, 64)}
+    assert min(times, key=times.__getitem__) == 16  # the runner streams the fastest piece count
+    assert row.sim_time_s == pytest.approx(8.4e-6 + times[16], rel=1e-9)
+    assert row.model_time_s == pytest.approx(row.sim_time_s, rel=1e-9)
+    assert bool(row.verified)
+    # one phase after another (k = 1) takes 59 % longer
+    assert times[1] / times[16] == pytest.approx(1.59, abs=0.01)

@@ -121,12 +121,15 @@ class Comm:
 
     def __init__(self, rank: int, size: int, buffer: Span, *, itemsize: int = 1,
                  piece_bytes: int | None = None, layout: Layout | None = None,
-                 outbox: Outbox | None = None) -> None:
+                 outbox: Outbox | None = None, stream_bytes: int | None = None) -> None:
         self.rank = rank
         self.size = size
         self.buffer = buffer
         self.itemsize = itemsize
         self.piece_bytes = piece_bytes
+        self.stream_bytes = stream_bytes
+        """The pieces the execution model streams a multi-phase schedule in (None: every phase
+        moves its whole span before the next starts, as on the ideal wire)."""
         self.layout = layout if layout is not None else Layout((0,) * size)
         self.members: tuple[int, ...] = tuple(range(size))
         """The global rank of each member of this group."""
@@ -146,6 +149,11 @@ class Comm:
         default), or the whole span when that is None too. Always at least one piece.
         """
         return span.cut(piece_sizes(span.count, self.itemsize, self.piece_bytes, default_bytes))
+
+    def streams(self, span: Span) -> list[Span]:
+        """``span`` cut into the pieces the execution model streams phases in
+        (:attr:`stream_bytes`): one piece on the ideal wire."""
+        return span.cut(piece_sizes(span.count, self.itemsize, None, self.stream_bytes))
 
     def send(self, peer: int, span: Span) -> None:
         """Post ``span`` to ``peer``; returns at once (data are taken as they are now)."""
@@ -205,7 +213,7 @@ class Comm:
     def _view(self, rank: int, size: int, buffer: Span, layout: Layout,
               members: tuple[int, ...]) -> Comm:
         view = Comm(rank, size, buffer, itemsize=self.itemsize, piece_bytes=self.piece_bytes,
-                    layout=layout, outbox=self._outbox)
+                    layout=layout, outbox=self._outbox, stream_bytes=self.stream_bytes)
         view.members = members
         view.channel = self.channel
         view._enclosing = self._enclosing

@@ -37,11 +37,13 @@ class InSwitchCosts:
 @dataclass(frozen=True)
 class CostInputs:
     """What a closed form may use: the machine (ranks, routes between them, the GPU, where ranks
-    sit), the element size and the scenario's pipeline ``piece_size``."""
+    sit), the element size, the scenario's pipeline ``piece_size``, and the pieces the execution
+    model streams phases in (``stream_bytes``, as :attr:`Comm.stream_bytes`)."""
 
     machine: Machine
     itemsize: int = 4
     piece_bytes: int | None = None
+    stream_bytes: int | None = None
 
     @property
     def ranks(self) -> int:
@@ -61,6 +63,10 @@ class CostInputs:
         """Element counts of the pipeline pieces a program's ``comm.pieces`` makes of ``count``
         elements (same rule, so the closed form counts the pieces the simulation moves)."""
         return piece_sizes(count, self.itemsize, self.piece_bytes, default_bytes)
+
+    def streams(self, count: int) -> list[int]:
+        """Element counts of the pieces ``comm.streams`` makes of ``count`` elements."""
+        return piece_sizes(count, self.itemsize, None, self.stream_bytes)
 
     def nbytes(self, count: int) -> int:
         """Bytes of ``count`` elements."""

@@ -20,6 +20,7 @@ from simulator.algorithms.phases.ring import ring_pass, ring_pass_s
 from simulator.algorithms.ring import RingAllreduce
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
+from simulator.model.span import Span
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,19 @@ class Hierarchical(Algorithm):
 
     with ``inter`` chosen by the scenario (``algorithm_options: {hierarchical: {inter: NAME}}``).
     Exact where the inter-host algorithm is.
+
+    Where the execution model streams phases (``comm.streams``: under NCCL's, in the number of
+    pieces k ≤ 64 this closed form finds fastest), the buffer flows through the three phases as
+    a pipeline of k pieces, each phase on its own channel: at tick t a rank reduce-scatters
+    piece t, runs ``inter`` on piece t-1 and allgathers piece t-2 at once. Then
+
+    T = Σ_t max(T_pass(piece t + piece t-2) + G(piece t), T_inter(piece t-1)),  t = 0 .. k+1,
+
+    the two intra-host phases sharing each GPU's links as one ring pass moving both chunks at
+    every step (plus the reduce-scatter's reductions G), the inter-host phase on the NICs beside
+    them. It holds the phases of a tick in lockstep; so does the simulation where the inter-host
+    algorithm's closed form is exact (2 × DGX A100 by hand: tests/test_two_level.py). One piece
+    is the formula above.
     """
 
     name = "hierarchical"
@@ -64,17 +78,49 @@ class Hierarchical(Algorithm):
         me = comm.rank
         host_ranks = comm.layout.host_ranks(me)      # the L ranks of my host
         rail = comm.layout.rail(me)                  # my local index on every host
-        chunks = comm.chunks(len(host_ranks))
-        mine = chunks[host_ranks.index(me)]
         steps = len(host_ranks) - 1
-        yield from ring_pass(comm, host_ranks, chunks, start=-1, steps=steps, reducing_steps=steps)
-        yield from self.options.inter.program(comm.subgroup(rail, mine))
-        yield from ring_pass(comm, host_ranks, chunks, start=0, steps=steps, reducing_steps=0)
+        lanes = [comm.within_channel(phase) for phase in range(3)] if len(comm.streams(
+            comm.buffer)) > 1 else [comm] * 3
+
+        def reduce_scatter(piece: Span) -> Program:
+            yield from ring_pass(lanes[0], host_ranks, piece.split(len(host_ranks)), start=-1,
+                                 steps=steps, reducing_steps=steps)
+
+        def across_hosts(piece: Span) -> Program:
+            mine = piece.split(len(host_ranks))[host_ranks.index(me)]
+            yield from self.options.inter.program(lanes[1].subgroup(rail, mine))
+
+        def allgather(piece: Span) -> Program:
+            yield from ring_pass(lanes[2], host_ranks, piece.split(len(host_ranks)), start=0,
+                                 steps=steps, reducing_steps=0)
+
+        pieces = comm.streams(comm.buffer)
+        for tick in range(len(pieces) + 2):
+            now = [phase(pieces[tick - i]) for i, phase in
+                   enumerate((reduce_scatter, across_hosts, allgather))
+                   if 0 <= tick - i < len(pieces)]
+            if len(now) == 1:
+                yield from now[0]
+            else:
+                yield comm.parallel(*now)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         host_ranks, rail = cost.layout.host_ranks(0), cost.layout.rail(0)
-        intra = cost.subgroup(host_ranks)
+        intra, across = cost.subgroup(host_ranks), cost.subgroup(rail)
         steps = len(host_ranks) - 1
-        return (ring_pass_s(intra, count, steps=steps, reducing_steps=steps)
-                + self.options.inter.model_s(cost.subgroup(rail), math.ceil(count / len(host_ranks)))
-                + ring_pass_s(intra, count, steps=steps, reducing_steps=0))
+        pieces = cost.streams(count)
+        k = len(pieces)
+
+        def intra_s(tick: int) -> float:
+            """Reduce-scatter of piece ``tick`` beside allgather of piece ``tick - 2``: one ring
+            pass moving both chunks at each step, plus the reduce-scatter's reductions."""
+            rs, ag = (pieces[tick] if tick < k else 0), (pieces[tick - 2] if tick >= 2 else 0)
+            reductions = (ring_pass_s(intra, rs, steps=steps, reducing_steps=steps)
+                          - ring_pass_s(intra, rs, steps=steps, reducing_steps=0)) if rs else 0.0
+            return ring_pass_s(intra, rs + ag, steps=steps, reducing_steps=0) + reductions
+
+        def inter_s(piece: int) -> float:
+            return (self.options.inter.model_s(across, math.ceil(pieces[piece] / len(host_ranks)))
+                    if 0 <= piece < k else 0.0)
+
+        return sum(max(intra_s(t), inter_s(t - 1)) for t in range(k + 2))

@@ -51,13 +51,15 @@ _Key = tuple[int, int, tuple[int, ...], int]     # a connection and a message's 
 @dataclass(frozen=True)
 class RunSpec:
     """What one run moves: the payload, the reduction operator, the scenario's pipeline
-    ``piece_size`` (None: each algorithm's default), and the channels the buffer is split over
-    (:mod:`simulator.algorithms.channels`)."""
+    ``piece_size`` (None: each algorithm's default), the channels the buffer is split over
+    (:mod:`simulator.algorithms.channels`), and the pieces the execution model streams phases
+    in (``Comm.stream_bytes``)."""
 
     payload: Payload
     reduce_op: ReduceOp
     piece_bytes: int | None = None
     channels: int = 1
+    stream_bytes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -123,7 +125,8 @@ class _Run:
         self.outboxes = [Outbox() for _ in range(ranks)]
         self.comms = [Comm(rank, ranks, Span(0, spec.payload.count),
                            itemsize=spec.payload.dtype.itemsize, piece_bytes=spec.piece_bytes,
-                           layout=machine.layout, outbox=self.outboxes[rank])
+                           layout=machine.layout, outbox=self.outboxes[rank],
+                           stream_bytes=spec.stream_bytes)
                       for rank in range(ranks)]
         self.finished: dict[int, float] = {}
         self._slots: dict[_Key, simpy.Event] = {}

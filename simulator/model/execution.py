@@ -83,6 +83,25 @@ above (264-275 GB/s) over 18 × 20.6 GB/s = 370.8 GB/s, at 16 GiB (274.69 / 370.
 own nvlsEfficiency (0.85) applies to its graph's bandwidth, which no published log states."""
 
 
+MAX_STREAM_PIECES = 64
+"""The most pieces a multi-phase schedule (``hierarchical``) streams a buffer in under NCCL's
+execution: its fill and drain then cost about 2/64 of its time, and the simulation stays small."""
+
+
+def stream_choices(size_bytes: int) -> tuple[int, ...]:
+    """The piece sizes a buffer of ``size_bytes`` may stream through phases in under ``nccl``:
+    the whole buffer, halves, quarters, ... down to 1/:data:`MAX_STREAM_PIECES`. The runner takes
+    the one the algorithm's closed form finds fastest, as NCCL sizes its chunks per message
+    (``calcCollChunking`` in src/enqueue.cc shrinks them for smaller messages): more pieces
+    overlap the phases better, each costs its steps' latencies again."""
+    pieces = 1
+    choices = []
+    while pieces <= MAX_STREAM_PIECES:
+        choices.append(-(-size_bytes // pieces))
+        pieces *= 2
+    return tuple(dict.fromkeys(choices))
+
+
 @dataclass(frozen=True)
 class Plan:
     """What NCCL's execution of one algorithm and protocol changes: a start delay, the latency of
