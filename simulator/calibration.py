@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.registry import REGISTRY
+from simulator.algorithms.registry import nccl_kernel
 from simulator.errors import InputError, Problem
 from simulator.measured.nccl_tests import MeasuredSeries
 from simulator.model.collective import Collective
@@ -33,14 +33,11 @@ from simulator.model.execution import (
     system_of,
 )
 from simulator.model.machine import Machine, NcclFacts
-from simulator.model.nccl import NcclAlgorithm, choose
+from simulator.model.nccl import choose
 from simulator.scenario.parse import load_preset
 
 SMALLEST = 32 << 10
 """Sizes below 32 KiB are latency alone, and nccl-tests' own noise; the fit starts here."""
-
-SIMULATED = {NcclAlgorithm.RING: "ring", NcclAlgorithm.TREE: "tree", NcclAlgorithm.NVLS: "nvls"}
-"""The registry algorithm that runs each NCCL algorithm's schedule."""
 
 ITEMSIZE = 4
 """nccl-tests' default type is float (4 bytes); only the byte count matters to the model."""
@@ -215,10 +212,10 @@ def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.n
         tuned = replace(machine, nccl=facts)
         result = []
         for size, pick in zip(sizes, picks, strict=True):
-            plan = nccl_plan(tuned, pick.algorithm, pick.protocol)
+            plan = nccl_plan(tuned, pick.algorithm, pick.protocol, size)
             cost = CostInputs(apply(plan, tuned), itemsize=ITEMSIZE)
-            algorithm = REGISTRY[Collective.ALLREDUCE][SIMULATED[pick.algorithm]]
-            result.append((algorithm.model_s(cost, size // ITEMSIZE) + plan.base_latency_s) * 1e6)
+            algorithm = nccl_kernel(Collective.ALLREDUCE, pick.algorithm)
+            result.append((algorithm.model_s(cost, size // ITEMSIZE) + plan.start_s) * 1e6)
         return np.asarray(result, dtype=np.float64)
 
     return times

@@ -187,7 +187,7 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
-    start = plan.base_latency_s if plan is not None and ranks > 1 else 0.0
+    start = plan.start_s if plan is not None and ranks > 1 else 0.0
     model = on_channels_s(algorithm, cost, payload.count, channels) + start
     time_s = timing.time_s + start
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
@@ -232,7 +232,7 @@ def _executed(scenario: Scenario, setup: Setup, algorithm: Algorithm,
     family = algorithm.nccl_family
     protocol = scenario.protocol or best_protocol(system_of(setup.machine), family, size_bytes)
     try:
-        plan = nccl_plan(setup.machine, family, protocol)
+        plan = nccl_plan(setup.machine, family, protocol, size_bytes)
     except ValueError as error:
         raise InputError([Problem(scenario.source, "protocol", f"{algorithm.name!r}: {error}")]
                          ) from None

@@ -35,7 +35,7 @@ def test_every_row_carries_nccl_model_time_and_the_pick_is_marked():
 
 
 def test_choice_block_names_the_fastest_alternative():
-    frame = simulate({**H100, "algorithms": "auto", "sizes": ["32KiB", "8MiB"]})
+    frame = simulate({**H100, "algorithms": "auto", "sizes": ["32KiB", "64MiB"]})
     choice = nccl_choice_per_size(frame)
     first, second = choice.itertuples(index=False)
     # at 32 KiB the direct exchange beats NCCL's ring on this model: 2 LL steps, not 14, each
@@ -49,7 +49,7 @@ def test_choice_block_names_the_fastest_alternative():
     assert "# NCCL's choice per size" in text
     assert lines[2].split()[:2] == ["32768", "ring/LL"] and lines[2].split()[-1] == "NO"
     sim = f"{second.sim_time_s * 1e6:.2f}"
-    assert lines[3].split() == ["8388608", "nvls/Simple", f"{second.nccl_time_s * 1e6:.2f}", sim,
+    assert lines[3].split() == ["67108864", "nvls/Simple", f"{second.nccl_time_s * 1e6:.2f}", sim,
                                 "(the", "pick)", sim, "yes"]
 
 

@@ -2,11 +2,16 @@
 NCCL's cost model pick what NCCL is reported to pick there (bench/fidelity.py)."""
 
 import math
+from pathlib import Path
 
 import pytest
 
 from bench.fidelity import Row, geomean_error
+from simulator.calibration import derived, modelled_us
+from simulator.measured.nccl_tests import load_measurements
+from simulator.model.machine import Machine
 from simulator.model.nccl import DEFAULT_GRAPHS, Arch, NcclAlgorithm, Protocol, System, choose
+from simulator.scenario.parse import load_preset
 
 RING, NVLS = NcclAlgorithm.RING, NcclAlgorithm.NVLS
 
@@ -38,3 +43,43 @@ def test_the_a100_picks_are_ring_as_nccl_runs_there():
     protocols = [pick.protocol for pick in picks]
     assert protocols == sorted(protocols, key=[Protocol.LL, Protocol.LL128, Protocol.SIMPLE].index)
     assert protocols[0] is Protocol.LL and protocols[-1] is Protocol.SIMPLE
+
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def errors(preset, log):
+    """size → closed-form time of NCCL's pick under the nccl model / measured time − 1, from
+    32 KiB up (the closed forms equal the simulation for ring and NVLS on one node:
+    tests/test_execution.py); the busbw error is the inverse."""
+    machine = Machine.of(load_preset(preset).build())
+    rows = [m for m in load_measurements(REPO / "docs" / "reference" / log).rows
+            if m.size_bytes >= 32 << 10]
+    times = modelled_us(machine, derived(machine), [m.size_bytes for m in rows])
+    return {m.size_bytes: m.time_us / t - 1 for m, t in zip(rows, times, strict=True)}
+
+
+def geomean(errs):
+    return math.exp(sum(abs(math.log1p(e)) for e in errs) / len(errs)) - 1
+
+
+def test_the_h200_sweep_meets_the_fidelity_targets():
+    # the regression test of docs/fidelity.md's nccl column: the sweep's geometric mean error
+    # (target ≤ 15 %), NVLS within 5 % from 1 GiB (target), and NCCL's reported picks
+    errs = errors("dgx_h100", "nccl-tests-h200.csv")
+    assert len(errs) == 20
+    assert geomean(errs.values()) == pytest.approx(0.058, abs=0.001)
+    assert max(abs(e) for size, e in errs.items() if size >= 1 << 30) < 0.02
+    h100 = System(ranks=8, nodes=1, arch=Arch.HOPPER, graphs=DEFAULT_GRAPHS[Arch.HOPPER])
+    reported = [(RING, Protocol.LL) if size <= 1 << 20 else (NVLS, Protocol.SIMPLE) for size in errs]
+    picked = [(choose(h100, size).algorithm, choose(h100, size).protocol) for size in errs]
+    assert picked == reported  # 20 of 20 sizes (target: 80 %)
+
+
+def test_the_a100_ring_meets_the_large_size_target():
+    # ring busbw within 5 % of nccl-tests from 256 MiB (target); the whole sweep is off by the
+    # ~35 µs floor of this log's one process driving 8 GPUs, which `calibrate` fits (8 %)
+    errs = errors("dgx_a100", "nccl-tests-a100.log")
+    large = [e for size, e in errs.items() if size >= 256 << 20]
+    assert len(large) == 6 and max(abs(e) for e in large) < 0.035
+    assert geomean(errs.values()) == pytest.approx(0.44, abs=0.01)

@@ -39,6 +39,7 @@ from simulator.algorithms.ring import (
 )
 from simulator.algorithms.tree import TreeAllreduce, TreeBroadcast, TreeReduce
 from simulator.model.collective import Collective
+from simulator.model.nccl import NcclAlgorithm
 
 _ALGORITHMS: tuple[Algorithm, ...] = (
     RingAllreduce(),
@@ -79,6 +80,15 @@ def algorithm_names(collective: Collective) -> list[str]:
 def get_algorithm(collective: Collective, name: str) -> Algorithm:
     """The registered algorithm ``name`` for ``collective``; KeyError if there is none."""
     return REGISTRY[collective][name]
+
+
+def nccl_kernel(collective: Collective, family: NcclAlgorithm) -> Algorithm:
+    """The registered schedule NCCL's own kernels run for ``family`` (``Algorithm.nccl_kernel``);
+    KeyError if none is registered."""
+    for algorithm in REGISTRY[collective].values():
+        if algorithm.nccl_kernel and algorithm.nccl_family is family:
+            return algorithm
+    raise KeyError(f"no registered {collective.value} runs NCCL's {family.value}")
 
 
 def composable_names(collective: Collective) -> list[str]:
