@@ -200,7 +200,7 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
         model_time_s=model, algbw_GBps=algbw,
         busbw_GBps=algbw * collective.busbw_factor(ranks), verified=verified,
         max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
-        messages=timing.messages, events=timing.events, execution=scenario.execution.value,
+        messages=timing.messages, events=timing.events, execution=Execution(scenario.execution).value,
         protocol=plan.protocol.value if plan is not None else "", nccl_time_s=nccl_time_s,
         nccl_pick=nccl_pick, channels=channels,
     )

@@ -54,13 +54,14 @@ def test_choice_block_names_the_fastest_alternative():
 
 
 def test_ideal_rows_have_no_nccl_view():
-    frame = simulate({"topology": {"preset": "dgx_h100"}, "algorithms": ["ring"], "sizes": [4096]})
+    frame = simulate({"topology": {"preset": "dgx_h100"}, "execution": "ideal",
+                      "algorithms": ["ring"], "sizes": [4096]})
     assert math.isnan(frame.nccl_time_s[0]) and frame.nccl_pick.isna().all()
     assert nccl_choice_per_size(frame).empty
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    ({"topology": {"preset": "dgx_h100"}},
+    ({"topology": {"preset": "dgx_h100"}, "execution": "ideal"},
      "algorithms: expected 'all' or a list of algorithm names with execution: ideal: 'auto' "
      "(NCCL's choice) needs execution: nccl"),
     ({**H100, "collective": "allgather"},

@@ -4,8 +4,8 @@ DGX H100, with the simulation equal to the closed form as on the ideal wire."""
 
 import pytest
 
-from simulator import InputError, simulate
-from simulator.model.execution import NVLS_SHARE, PlannedRouting, apply, nccl_plan
+from simulator import InputError, Scenario, simulate
+from simulator.model.execution import NVLS_SHARE, Execution, PlannedRouting, apply, nccl_plan
 from simulator.model.machine import Machine
 from simulator.model.nccl import Hardware, NcclAlgorithm, Protocol
 from simulator.scenario import scenario_from_dict
@@ -74,12 +74,13 @@ def test_steps_across_the_network_pay_the_net_latency():
     assert plan.step_latency_s[Hardware.PCI] == pytest.approx(5.7e-6)
 
 
-def test_ideal_is_unchanged_and_the_default():
+def test_ideal_is_unchanged_and_presets_of_real_machines_default_to_nccl():
     nccl = run(algorithms=["ring"], sizes=["1MiB"])
     ideal = simulate({**H100, "execution": "ideal", "algorithms": ["ring"], "sizes": ["1MiB"]})
     default = simulate({k: v for k, v in H100.items() if k != "execution"}
                        | {"algorithms": ["ring"], "sizes": ["1MiB"]})
-    assert ideal.equals(default) and (ideal.execution == "ideal").all()
+    assert nccl.equals(default) and (default.execution == "nccl").all()
+    assert (ideal.execution == "ideal").all()
     assert (ideal.protocol == "").all()
     # 1 MiB on the ideal wire: 14 × (600 ns + c / 450 GB/s) + 7 × c / 1.1 TB/s, c = 1 MiB / 8
     c = (1 << 20) / 8
@@ -87,8 +88,20 @@ def test_ideal_is_unchanged_and_the_default():
     assert nccl.sim_time_s[0] > ideal.sim_time_s[0]
 
 
+def test_abstract_builders_default_to_the_ideal_wire():
+    fields = {"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"},
+              "sizes": [4096]}
+    assert scenario_from_dict(fields).execution is Execution.IDEAL
+    assert scenario_from_dict({**fields, "topology": {"preset": "dgx_a100"}}).execution \
+        is Execution.NCCL
+    # the library API resolves the default the same way
+    spec = scenario_from_dict({**fields, "topology": {"preset": "dgx_a100"}}).topology
+    assert Scenario(name="a100", topology=spec, sizes=(4096,)).execution is Execution.NCCL
+
+
 @pytest.mark.parametrize("fields, message", [
-    ({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}},
+    ({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"},
+      "execution": "nccl"},
      "execution: expected a topology that states compute_capability and nvlinks for execution: "
      "nccl (the dgx_h100 and dgx_a100 presets do), got kind switch"),
     ({"execution": "ideal", "protocol": "LL"},

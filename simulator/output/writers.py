@@ -19,6 +19,7 @@ import pandas as pd
 from simulator import __version__
 from simulator.algorithms.algorithm import Algorithm, NoOptions
 from simulator.algorithms.registry import REGISTRY
+from simulator.model.execution import Execution
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.output.files import write_atomically
 from simulator.output.plots import plot_results
@@ -104,7 +105,7 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "algorithm_options": {name: _options(scenario.algorithm(name))
                               for name, algorithm in REGISTRY[scenario.collective].items()
                               if algorithm.Options is not NoOptions},
-        "execution": scenario.execution.value,
+        "execution": Execution(scenario.execution).value,
         "protocol": "auto" if scenario.protocol is None else scenario.protocol.value,
         "verify": scenario.verify,
         "output": str(run.output if run.output is not None else scenario.output_dir),

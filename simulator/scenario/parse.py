@@ -91,8 +91,9 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
     gpu = _gpu(reader, data.get("gpu", {}))
     piece_bytes = _piece_bytes(reader, data, dtype, sizes)
     options = _options(reader, data.get("algorithm_options", {}), collective)
-    execution = reader.choice("execution", data.get("execution", Execution.IDEAL.value),
-                              [e.value for e in Execution], "an execution model")
+    execution = reader.choice("execution", data.get("execution"),
+                              [e.value for e in Execution], "an execution model") \
+        if "execution" in data else None
     protocol = reader.choice("protocol", data.get("protocol", AUTO),
                              [AUTO, *(p.value for p in Protocol)], "a protocol")
     channels = data.get("channels", AUTO)
@@ -109,7 +110,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     algorithms=algorithms, sizes=sizes, dtype=dtype,
                     reduce_op=ReduceOp(op_name), gpu=gpu, verify=bool(verify),
                     output=None if output is None else Path(output), piece_bytes=piece_bytes,
-                    algorithm_options=options, execution=Execution(execution or "ideal"),
+                    algorithm_options=options, execution=None if execution is None else Execution(execution),
                     protocol=None if protocol in (None, AUTO) else Protocol(protocol),
                     nccl_choice=data.get("algorithms") == AUTO,
                     channels=None if channels == AUTO else channels)

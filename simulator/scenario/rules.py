@@ -157,18 +157,30 @@ def _is_real(value: object) -> bool:
             and math.isfinite(value))
 
 
-def execution_problem(execution: Execution, topology: Any) -> str | None:
-    """The NCCL execution model needs the GPUs' generation and NVLink links from the topology."""
+def states_gpus(topology: Any) -> bool:
+    """Whether ``topology`` states its GPUs' generation and NVLink links, as the presets of real
+    machines (dgx_h100, dgx_a100) do and the abstract builders (ring, torus, ...) do not."""
     params = topology.params
-    if execution is Execution.NCCL and not (params.get("compute_capability")
-                                            and params.get("nvlinks")):
+    return bool(params.get("compute_capability") and params.get("nvlinks"))
+
+
+def default_execution(topology: Any) -> Execution:
+    """The execution model a scenario gets when it names none: NCCL's kernels on a topology that
+    states its GPUs (a real machine, whose NCCL the prediction is about), the ideal wire on an
+    abstract one (no GPUs to look NCCL's constants up for)."""
+    return Execution.NCCL if states_gpus(topology) else Execution.IDEAL
+
+
+def execution_problem(execution: Execution | None, topology: Any) -> str | None:
+    """The NCCL execution model needs the GPUs' generation and NVLink links from the topology."""
+    if execution is Execution.NCCL and not states_gpus(topology):
         return (f"expected a topology that states compute_capability and nvlinks for "
                 f"execution: nccl (the dgx_h100 and dgx_a100 presets do), got kind "
                 f"{topology.kind}")
     return None
 
 
-def nccl_choice_problem(nccl_choice: bool, execution: Execution,
+def nccl_choice_problem(nccl_choice: bool, execution: Execution | None,
                         collective: Collective) -> str | None:
     """NCCL's choice (``algorithms: auto``) comes from NCCL's cost model of allreduce, which
     only the ``nccl`` execution model states."""

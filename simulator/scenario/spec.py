@@ -30,6 +30,7 @@ from simulator.scenario.fields import choice_problem
 from simulator.scenario.rules import (
     Issue,
     channels_problem,
+    default_execution,
     duplicate_problem,
     execution_problem,
     gpu_issues,
@@ -96,13 +97,16 @@ class Scenario:
     ``algorithms`` None means every algorithm that applies (``all``; one name means a list of
     one); ``algorithm_options`` maps an algorithm's name to an instance of its ``Options``;
     ``piece_bytes`` is the pipeline piece size (``piece_size``; None: each algorithm's own);
-    ``output`` None means ``results/<name>``; ``execution`` is how messages are timed (the ideal
-    wire, or NCCL's kernels), with NCCL's ``protocol`` (None: the one NCCL's model picks per
-    size and algorithm). ``nccl_choice`` (``algorithms: auto``) runs every algorithm that
-    applies and reports, per size, what NCCL's tuner would run beside the fastest simulated
-    alternative; it needs the ``nccl`` execution model. ``channels`` splits an allreduce's
-    buffer over that many channels (None: ``auto``, see ``simulator.runner.channels_for``).
-    Enum fields and ``dtype`` also take their names, and ``output`` a string. Anything else invalid raises
+    ``output`` None means ``results/<name>``; ``execution`` is how messages are timed: the ideal
+    wire or NCCL's kernels (None: ``nccl`` on a topology that states its GPUs, as the presets of
+    real machines do, ``ideal`` on the abstract builders; see
+    :func:`~simulator.scenario.rules.default_execution`), with NCCL's ``protocol`` (None: the
+    one NCCL's model picks per size and algorithm). ``nccl_choice`` (``algorithms: auto``) runs
+    every algorithm that applies and reports, per size, what NCCL's tuner would run beside the
+    fastest simulated alternative; it needs the ``nccl`` execution model. ``channels`` splits an
+    allreduce's buffer over that many channels (None: ``auto``, see
+    ``simulator.runner.channels_for``). Enum fields and ``dtype`` also take their names, and
+    ``output`` a string. Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
 
@@ -119,7 +123,7 @@ class Scenario:
     verify: bool = True
     output: Path | None = None
     source: str = CODE
-    execution: Execution = Execution.IDEAL
+    execution: Execution | None = None
     protocol: Protocol | None = None
     nccl_choice: bool = False
     channels: int | None = None
@@ -140,6 +144,8 @@ class Scenario:
         def set_(name: str, value: object) -> None:
             object.__setattr__(self, name, value)
 
+        if self.execution is None and isinstance(self.topology, TopologySpec):
+            set_("execution", default_execution(self.topology))
         if self.protocol is not None and not isinstance(self.protocol, Protocol):
             try:
                 set_("protocol", Protocol(self.protocol))
@@ -150,6 +156,8 @@ class Scenario:
         for name, enum in (("collective", Collective), ("reduce_op", ReduceOp),
                            ("execution", Execution)):
             value = getattr(self, name)
+            if value is None and name == "execution":
+                continue  # the topology is not a TopologySpec: that is the problem to report
             if not isinstance(value, enum):
                 what = f"a {enum.__name__} or one of {', '.join(e.value for e in enum)}"
                 try:
