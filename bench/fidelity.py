@@ -5,7 +5,8 @@ every measured size from 32 KiB up: the algorithm and protocol NCCL's own cost m
 (:func:`simulator.model.nccl.choose`), the measured busbw, and the simulated busbw of that
 algorithm on the preset under each execution model (ideal, nccl) with its error. The summary
 line is the geometric mean of |simulated / measured| over those sizes, as the fidelity issue
-asks.
+asks. Then the single points published for fewer GPUs of a node and for two nodes, beside the
+simulated algorithm each is compared with.
 
     python bench/fidelity.py                          # print the tables
     python bench/fidelity.py --write docs/fidelity.md # and regenerate the committed page
@@ -19,7 +20,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulator.algorithms.registry import nccl_kernel
 from simulator.measured.nccl_tests import load_measurements
+from simulator.model.collective import Collective
 from simulator.model.execution import system_of
 from simulator.model.nccl import NcclAlgorithm, choose
 from simulator.runner import prepare, run_point
@@ -30,8 +33,13 @@ REPO = Path(__file__).resolve().parent.parent
 SMALLEST = 32 << 10
 """Sizes below 32 KiB are all latency; the issue's sweep starts here."""
 
-SIMULATED = {NcclAlgorithm.RING: "ring", NcclAlgorithm.TREE: "tree", NcclAlgorithm.NVLS: "nvls"}
-"""The registry algorithm that runs each NCCL algorithm's schedule."""
+FAMILIES = (NcclAlgorithm.RING, NcclAlgorithm.TREE, NcclAlgorithm.NVLS)
+"""The NCCL algorithms a single-node sweep may pick, each run by its registered kernel."""
+
+
+def kernel(family: NcclAlgorithm) -> str:
+    """The registry algorithm that runs NCCL's ``family`` schedule (``Algorithm.nccl_kernel``)."""
+    return nccl_kernel(Collective.ALLREDUCE, family).name
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,7 @@ def compare(dataset: Dataset) -> list[Row]:
     for execution in EXECUTIONS:
         scenario = scenario_from_dict({
             "name": f"fidelity-{dataset.preset}", "topology": {"preset": dataset.preset},
-            "sizes": [m.size_bytes for m in measured], "algorithms": sorted(SIMULATED.values()),
+            "sizes": [m.size_bytes for m in measured], "algorithms": [kernel(f) for f in FAMILIES],
             "gpu": {"reduce_bandwidth": dataset.reduce_bandwidth}, "execution": execution},
             source=dataset.measured)
         setup = prepare(scenario, select=False)
@@ -94,7 +102,7 @@ def compare(dataset: Dataset) -> list[Row]:
         for m in measured:
             pick = choose(system, m.size_bytes)
             picks.append(f"{pick.algorithm.value}/{pick.protocol.value}")
-            result = run_point(scenario, SIMULATED[pick.algorithm], m.size_bytes, setup=setup)
+            result = run_point(scenario, kernel(pick.algorithm), m.size_bytes, setup=setup)
             busbw[execution].append(result.busbw_GBps)
     return [Row(m.size_bytes, pick, m.busbw_GBps, {e: busbw[e][i] for e in EXECUTIONS})
             for i, (m, pick) in enumerate(zip(measured, picks, strict=True))]
@@ -121,6 +129,129 @@ def table(dataset: Dataset, rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Cluster:
+    """The machine a set of published points ran on: a preset, its node count and NIC rate."""
+
+    title: str
+    preset: str
+    nodes: int
+    nic_bandwidth: str | None
+    reduce_bandwidth: str
+    note: str
+
+
+@dataclass(frozen=True)
+class Point:
+    """One published measurement (its time, or the time the busbw quoted gives) and the
+    algorithm simulated beside it under ``execution: nccl``."""
+
+    cluster: Cluster
+    gpus: int
+    size_bytes: int
+    measured_time_us: float
+    algorithm: str
+    why: str
+
+    @property
+    def ranks(self) -> int:
+        """GPUs over all nodes."""
+        return self.cluster.nodes * self.gpus
+
+
+def _busbw_time_us(busbw_GBps: float, size_bytes: int, ranks: int) -> float:
+    """The allreduce time nccl-tests reports for a busbw: busbw = size / time · 2(n-1)/n."""
+    return size_bytes / (busbw_GBps * 1e3) * Collective.ALLREDUCE.busbw_factor(ranks)
+
+
+def _quoted(cluster: Cluster, gpus: int, size_bytes: int, busbw_GBps: float, algorithm: str,
+            why: str) -> Point:
+    """A point published as a busbw: its time is the one that busbw gives."""
+    time_us = _busbw_time_us(busbw_GBps, size_bytes, cluster.nodes * gpus)
+    return Point(cluster, gpus, size_bytes, time_us, algorithm, why)
+
+
+H200_ONE_NODE = Cluster(
+    "1 × 8 H200 (the DGX H100 fabric), 4 to 8 GPUs of one node", "dgx_h100", 1, None, "1.1TB/s",
+    "stas00/ml-engineering `network/README.md` (reference/published-measurements.md §1.2): "
+    "busbw at 8 GiB with `NCCL_NVLS_ENABLE=0` (Ring) and with NVLS, per GPU count, and at 16 "
+    "GiB on 8 GPUs. The NVLS share is fitted at 8 GPUs; fewer GPUs test the rest of the model.")
+A100_IB = Cluster(
+    "2 × DGX A100 (8 × 200 Gb/s InfiniBand per node)", "dgx_a100", 2, "200Gbps", "680GB/s",
+    "NVIDIA/nccl#812 (NCCL 2.16.5, Ring forced): a 256 B ring takes 93.99 µs; NVIDIA's reply: "
+    "\"on an Nvidia DGX-A100 system we have 8x200Gbit/s IB cards and we measure 192GB/s "
+    "AllReduce BusBW\" (size not stated; compared at 8 GiB, the time that busbw gives).")
+H100_TCPXO = Cluster(
+    "2 × 8 H100 (GCP A3 Mega: 8 × 200 Gb/s GPUDirect-TCPXO per node, not InfiniBand)",
+    "dgx_h100", 2, "200Gbps", "1.1TB/s",
+    "lessizzmore/create-a3mega-ztan-fork `ztan-NCCL-test-result` (NCCL version not stated, "
+    "default selection; reference/published-measurements.md §1.3a). On two nodes NCCL is said to "
+    "pick Tree or NVLSTree (nccl-tests#196), which this simulator does not model across nodes: "
+    "`ring` is what its tuner picks here, `hierarchical` (ring in each node, ring across, "
+    "streamed) the nearest schedule it has to NVLSTree.")
+
+ML_ENGINEERING_8GIB = {4: (363.3, None), 5: (364.4, 414.2), 6: (365.1, 435.6), 7: (365.7, 460.0),
+                       8: (365.6, 473.1)}
+"""GPUs -> (Ring, NVLS) busbw at 8 GiB on 8 x H200, as published (no NVLS figure for 4 GPUs)."""
+
+POINTS = (
+    *(_quoted(H200_ONE_NODE, gpus, 8 << 30, busbw, algorithm, f"{algorithm} on {gpus} GPUs")
+      for gpus, pair in ML_ENGINEERING_8GIB.items()
+      for algorithm, busbw in zip(("ring", "nvls"), pair, strict=True) if busbw is not None),
+    _quoted(H200_ONE_NODE, 8, 16 << 30, 367.2, "ring", "ring at 16 GiB"),
+    _quoted(H200_ONE_NODE, 8, 16 << 30, 480.0, "nvls", "nvls at 16 GiB"),
+    Point(A100_IB, 8, 256, 93.99, "ring", "latency floor"),
+    _quoted(A100_IB, 8, 8 << 30, 192.0, "ring", "NIC-bound ring"),
+    Point(H100_TCPXO, 8, 8, 135.8, "ring", "latency floor"),
+    Point(H100_TCPXO, 8, 1 << 20, 203.2, "ring", "latency and bandwidth"),
+    *(Point(H100_TCPXO, 8, size, time_us, algorithm, why)
+      for size, time_us in ((128 << 20, 1652.2), (1 << 30, 6759.0), (8 << 30, 47535.0))
+      for algorithm, why in (("ring", "the tuner's pick"), ("hierarchical", "nearest to NVLSTree"))),
+)
+"""Every published point of reference/published-measurements.md §1.2-1.3 with a size and a GPU
+count that a sweep above does not already hold."""
+
+
+def simulate_point(point: Point) -> tuple[float, float]:
+    """(simulated time in µs, simulated busbw in GB/s) of ``point`` under ``execution: nccl``."""
+    cluster = point.cluster
+    topology: dict[str, str | int] = {"preset": cluster.preset, "nodes": cluster.nodes,
+                                      "gpus_per_node": point.gpus}
+    if cluster.nic_bandwidth is not None:
+        topology["nic_bandwidth"] = cluster.nic_bandwidth
+    scenario = scenario_from_dict({
+        "name": "fidelity-points", "sizes": [point.size_bytes], "topology": topology,
+        "algorithms": [point.algorithm], "gpu": {"reduce_bandwidth": cluster.reduce_bandwidth},
+        "execution": "nccl"})
+    result = run_point(scenario, point.algorithm, point.size_bytes)
+    return result.sim_time_s * 1e6, result.busbw_GBps
+
+
+def points() -> str:
+    """Every published point beside its simulation; a markdown section."""
+    lines = ["### Published points: GPU counts and two nodes", "",
+             "Under `execution: nccl`, the default. Time in µs; busbw in GB/s (nccl-tests' "
+             "2(n−1)/n factor); the error is that of the simulated busbw. On two nodes the "
+             "bandwidth-bound points are NIC-bound and meet the measurements; small messages take "
+             "3–4× the simulated time, as they do NCCL's own cost model (about 40 µs here): the "
+             "network proxy's per-message costs, and TCPXO's host-side path on A3 Mega, are in "
+             "neither.", ""]
+    for cluster in (H200_ONE_NODE, A100_IB, H100_TCPXO):
+        lines += [f"**{cluster.title}.** {cluster.note}", "",
+                  "| GPUs | size (B) | algorithm | what it tests | measured (µs) | measured busbw | "
+                  "simulated (µs) | simulated busbw | error |",
+                  "|---:|---:|---|---|---:|---:|---:|---:|---:|"]
+        for point in (p for p in POINTS if p.cluster is cluster):
+            simulated_us, simulated_busbw = simulate_point(point)
+            measured_busbw = _busbw_time_us(1.0, point.size_bytes, point.ranks) / point.measured_time_us
+            lines.append(
+                f"| {point.ranks} | {point.size_bytes} | {point.algorithm} | {point.why} | "
+                f"{point.measured_time_us:.2f} | {measured_busbw:.2f} | {simulated_us:.2f} | "
+                f"{simulated_busbw:.2f} | {100 * (point.measured_time_us / simulated_us - 1):+.1f} % |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 PAGE_HEAD = """# Fidelity: simulated against measured
 
 Generated by `python bench/fidelity.py --write docs/fidelity.md` (`make fidelity`); do not edit
@@ -132,9 +263,10 @@ algorithm and protocol are the ones NCCL's own cost model picks there
 ([`simulator/model/nccl.py`](../simulator/model/nccl.py), NCCL 2.30.7's `tuning.cc`, with the
 graphs of `DEFAULT_GRAPHS`), and the error is simulated busbw / measured busbw − 1 (positive:
 the simulation is too fast). Two execution models: `ideal` (spec-sheet link rates, NCCL's LL
-per-hop latencies split over hops, no protocol, no launch latency) and `nccl` (base latency,
-per-step latency and link share of the protocol, NVLS at its fitted share;
-[model.md](model.md)). The data and their sources are in [reference/](reference/).
+per-hop latencies split over hops, no protocol, no launch latency) and `nccl`, the default on
+these presets (base latency, per-step latency and link share of the protocol, the Ring's and
+NVLS's pipeline fill, NVLS at its fitted share, channels across nodes; [model.md](model.md)).
+The data and their sources are in [reference/](reference/).
 
 """
 
@@ -148,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = compare(dataset)
         sections.append(table(dataset, rows))
         print(sections[-1], flush=True)
+    sections.append(points())
+    print(sections[-1], flush=True)
     if args.write:
         args.write.write_text(PAGE_HEAD + "\n".join(sections), encoding="utf-8")
         print(f"# wrote {args.write}")

@@ -14,7 +14,8 @@ from simulator.algorithms import REGISTRY, Collective
 from simulator.algorithms.comm import COPY
 from simulator.algorithms.ring import RingAllreduce
 from simulator.cli import main
-from simulator.output.results import RESULT_COLUMNS
+from simulator.output.results import RESULT_COLUMNS, RunSettings
+from simulator.output.writers import settings
 from simulator.scenario import scenario_from_dict
 from tests.conftest import REPO
 
@@ -91,7 +92,8 @@ def test_golden_settings_file_says_how_the_results_were_made(golden):
         "nvlink_latency": "300ns", "pcie_bandwidth": "63GB/s", "pcie_latency": "500ns",
         "nic_bandwidth": "50GB/s", "nic_latency": "850ns", "nvswitch_reduction": True,
         "nvswitch_reduction_latency": "25us", "compute_capability": 90, "nvlinks": 18}
-    assert (described["execution"], described["protocol"]) == ("ideal", "auto")
+    assert (described["execution"], described["protocol"], described["channels"]) == (
+        "ideal", "auto", "auto")
     assert described["algorithm_options"] == {"hierarchical": {"inter": "ring"}}  # defaults too
     assert described["sizes"] == [1 << 10, 1 << 20, 64 << 20]
     assert described["gpu"] == {"reduce_bandwidth": "1.1TB/s", "launch_latency": "0s"}
@@ -101,6 +103,18 @@ def test_golden_settings_file_says_how_the_results_were_made(golden):
     original = scenario_from_dict({**described, "topology": {"preset": "dgx_h100", "nodes": 1}})
     assert again.topology.params == original.topology.params
     assert (again.sizes, again.gpu, again.algorithms) == (original.sizes, original.gpu, None)
+
+
+def test_settings_record_what_a_scenario_sets_explicitly():
+    scenario = scenario_from_dict({
+        "topology": {"preset": "dgx_a100", "nodes": 2}, "sizes": ["1MiB"], "algorithms": ["ring"],
+        "channels": 4, "protocol": "LL128"})
+    described = settings(scenario, RunSettings())["scenario"]
+    assert (described["execution"], described["protocol"], described["channels"]) == (
+        "nccl", "LL128", 4)  # nccl: the default on a preset of real hardware
+    again = scenario_from_dict(described)
+    assert (again.execution, again.protocol, again.channels) == (
+        scenario.execution, scenario.protocol, scenario.channels)
 
 
 def test_rerun_gives_identical_results(golden, tmp_path):

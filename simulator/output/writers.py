@@ -82,8 +82,8 @@ def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, d
 def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
     """The scenario's resolved settings (units written out, presets expanded into their builder's
     parameters, every default made explicit but a builder parameter's, which its kind implies:
-    GPU costs, the options of every algorithm that has some, the execution model) and how it was
-    run, as plain JSON data.
+    GPU costs, the options of every algorithm that has some, the execution model, protocol and
+    channels) and how it was run, as plain JSON data.
 
     Its ``scenario`` part is itself a valid scenario mapping: ``scenario_from_dict`` of it gives
     the same scenario back, but for its topology label and source (kept beside it) and the
@@ -107,6 +107,7 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
                               if algorithm.Options is not NoOptions},
         "execution": Execution(scenario.execution).value,
         "protocol": "auto" if scenario.protocol is None else scenario.protocol.value,
+        "channels": AUTO if scenario.channels is None else scenario.channels,
         "verify": scenario.verify,
         "output": str(run.output if run.output is not None else scenario.output_dir),
     }
