@@ -18,12 +18,14 @@ import numpy as np
 import pandas as pd
 
 from simulator.algorithms.algorithm import Algorithm
-from simulator.algorithms.channels import on_channels_s
+from simulator.algorithms.channels import on_channels_s, schedule_on_channels
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.registry import algorithm_names
+from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload, make_inputs
-from simulator.engine.run import RunSpec, run_collective
+from simulator.engine.run import RunSpec, Timing, run_collective
+from simulator.engine.vector import run_schedule
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
@@ -37,9 +39,10 @@ from simulator.model.execution import (
 )
 from simulator.model.machine import Machine
 from simulator.model.nccl import Protocol, best_protocol, choose, predicted_time_us
+from simulator.model.span import Span
 from simulator.output.results import RESULT_COLUMNS, Result
 from simulator.scenario.parse import load_scenario, scenario_from_dict
-from simulator.scenario.spec import Scenario
+from simulator.scenario.spec import Engine, Scenario
 
 
 @dataclass(frozen=True)
@@ -181,9 +184,9 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     collective = scenario.collective
     expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks))
                 if scenario.verify else None)
-    timing = run_collective(algorithm, machine,
-                            RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels,
-                                    cost.stream_bytes), buffers)
+    timing, engine = _run(scenario, algorithm, machine, buffers,
+                          RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels,
+                                  cost.stream_bytes))
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
@@ -202,8 +205,35 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
         max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
         messages=timing.messages, events=timing.events, execution=Execution(scenario.execution).value,
         protocol=plan.protocol.value if plan is not None else "", nccl_time_s=nccl_time_s,
-        nccl_pick=nccl_pick, channels=channels,
+        nccl_pick=nccl_pick, channels=channels, engine=engine.value,
     )
+
+
+def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np.ndarray,
+         spec: RunSpec) -> tuple[Timing, Engine]:
+    """Simulate one point on the scenario's engine: the vectorised one where the algorithm has a
+    schedule (``auto``, ``vector``), else SimPy; InputError for ``vector`` without a schedule."""
+    schedule = None
+    if scenario.engine is not Engine.SIMPY:
+        group = Group(np.arange(machine.ranks, dtype=np.int64), Span(0, spec.payload.count),
+                      spec.payload.dtype.itemsize, spec.piece_bytes)
+        schedule = schedule_on_channels(algorithm, group, machine.layout, spec.channels)
+    if schedule is None:
+        if scenario.engine is Engine.VECTOR:
+            raise InputError([Problem(scenario.source, "engine", (
+                f"expected auto or simpy for {algorithm.name!r}: it has no schedule for the "
+                f"vector engine (those that do: {', '.join(scheduled_names(scenario))})"))])
+        return run_collective(algorithm, machine, spec, buffers), Engine.SIMPY
+    vector = run_schedule(schedule, machine, spec.payload, spec.reduce_op, buffers,
+                          algorithm.name)
+    return Timing(vector.time_s, vector.messages, vector.instants), Engine.VECTOR
+
+
+def scheduled_names(scenario: Scenario) -> list[str]:
+    """The algorithms of the scenario's collective that have a schedule."""
+    group = Group(np.arange(2, dtype=np.int64), Span(0, 2))
+    return [name for name in algorithm_names(scenario.collective)
+            if scenario.algorithm(name).scheduled(group) is not None]
 
 
 def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol,

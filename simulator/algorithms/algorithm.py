@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.nccl import NcclAlgorithm
@@ -116,6 +117,19 @@ class Algorithm(ABC):
     @abstractmethod
     def program(self, comm: Comm) -> Program:
         """The generator rank ``comm.rank`` runs on ``comm.buffer``."""
+
+    def schedule(self, group: Group) -> Schedule | None:
+        """The same program as a schedule of arrays (:mod:`simulator.algorithms.schedule`), for
+        the vectorised engine; None where there is none, and the SimPy engine runs it."""
+        return None
+
+    def scheduled(self, group: Group) -> Schedule | None:
+        """:meth:`schedule`, when it describes this class's :meth:`program`: a subclass that
+        rewrites the program but inherits the schedule has none, so no engine runs a schedule
+        that says something else than the program."""
+        def owner(method: str) -> type:
+            return next(k for k in type(self).__mro__ if method in vars(k))
+        return self.schedule(group) if owner("schedule") is owner("program") else None
 
     @abstractmethod
     def model_s(self, cost: CostInputs, count: int) -> float:

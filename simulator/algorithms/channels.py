@@ -19,6 +19,8 @@ import math
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.schedule import Group, Schedule
+from simulator.model.machine import Layout
 
 
 def on_channels(algorithm: Algorithm, comm: Comm, channels: int) -> Program:
@@ -40,3 +42,18 @@ def on_channels_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: 
     whole of each link it crosses.
     """
     return algorithm.model_s(cost, math.ceil(count / channels))
+
+
+def schedule_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
+                         channels: int) -> Schedule | None:
+    """:func:`on_channels` as a schedule: channel c runs ``algorithm``'s schedule on the c-th
+    slice of the buffer over the ranks in channel c's order, on connections of its own; None
+    when the algorithm has no schedule."""
+    if channels == 1:
+        return algorithm.scheduled(group)
+    slices = group.buffer.split(channels)
+    parts = [algorithm.scheduled(group.subgroup(layout.channel_order(c), slices[c]))
+             for c in range(channels)]
+    if any(part is None for part in parts):
+        return None
+    return Schedule.concat([part for part in parts if part is not None])

@@ -28,9 +28,11 @@ from simulator.algorithms.phases.direct import (
     direct_reduce_scatter,
     direct_reduce_scatter_s,
     exchange,
+    exchange_schedule,
     largest_chunk_bytes,
     peers,
 )
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
@@ -61,6 +63,10 @@ class DirectAllreduce(Algorithm):
         yield from direct_reduce_scatter(comm, chunks)
         yield from direct_allgather(comm, chunks)
 
+    def schedule(self, group: Group) -> Schedule:
+        return Schedule.sequence([exchange_schedule(group, reduce=True),
+                                  exchange_schedule(group, reduce=False)], _ranks(group))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
         if p == 1:
@@ -82,6 +88,9 @@ class DirectReduceScatter(Algorithm):
     def program(self, comm: Comm) -> Program:
         yield from direct_reduce_scatter(comm, comm.chunks(comm.size))
 
+    def schedule(self, group: Group) -> Schedule:
+        return Schedule.sequence([exchange_schedule(group, reduce=True)], _ranks(group))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return direct_reduce_scatter_s(cost, count)
 
@@ -98,6 +107,9 @@ class DirectAllgather(Algorithm):
 
     def program(self, comm: Comm) -> Program:
         yield from direct_allgather(comm, comm.chunks(comm.size))
+
+    def schedule(self, group: Group) -> Schedule:
+        return Schedule.sequence([exchange_schedule(group, reduce=False)], _ranks(group))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return direct_allgather_s(cost, count)
@@ -154,3 +166,8 @@ class DirectReduce(Algorithm):
         pairs = [(peer, ROOT) for peer in peers(ROOT, p)]
         n = cost.nbytes(count)
         return cost.alpha(pairs) + n * cost.shared_beta(pairs) + (p - 1) * cost.reduce_s(n)
+
+
+def _ranks(group: Group) -> int:
+    """Global ranks the schedule's per-rank arrays must cover."""
+    return int(group.members.max()) + 1

@@ -10,7 +10,14 @@ from __future__ import annotations
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.phases.ring import chain, chain_s, ring_pass, ring_pass_s
+from simulator.algorithms.phases.ring import (
+    chain,
+    chain_s,
+    ring_pass,
+    ring_pass_s,
+    ring_pass_schedule,
+)
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
@@ -38,6 +45,10 @@ class RingAllreduce(Algorithm):
         yield from ring_pass(comm, range(p), comm.chunks(p), start=0, steps=2 * (p - 1),
                              reducing_steps=p - 1)
 
+    def schedule(self, group: Group) -> Schedule:
+        p = group.size
+        return ring_pass_schedule(group, start=0, steps=2 * (p - 1), reducing_steps=p - 1)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
         return ring_pass_s(cost, count, steps=2 * (p - 1), reducing_steps=p - 1)
@@ -58,6 +69,10 @@ class RingReduceScatter(Algorithm):
         yield from ring_pass(comm, range(p), comm.chunks(p), start=-1, steps=p - 1,
                              reducing_steps=p - 1)
 
+    def schedule(self, group: Group) -> Schedule:
+        p = group.size
+        return ring_pass_schedule(group, start=-1, steps=p - 1, reducing_steps=p - 1)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return ring_pass_s(cost, count, steps=cost.ranks - 1, reducing_steps=cost.ranks - 1)
 
@@ -76,6 +91,9 @@ class RingAllgather(Algorithm):
         p = comm.size
         yield from ring_pass(comm, range(p), comm.chunks(p), start=0, steps=p - 1,
                              reducing_steps=0)
+
+    def schedule(self, group: Group) -> Schedule:
+        return ring_pass_schedule(group, start=0, steps=group.size - 1, reducing_steps=0)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return ring_pass_s(cost, count, steps=cost.ranks - 1, reducing_steps=0)

@@ -34,6 +34,7 @@ class Routing:
     def __init__(self, graph: nx.DiGraph) -> None:
         self._graph = graph
         self._cache: dict[tuple[str, str], Route] = {}
+        self._onward: dict[str, list[str]] = {}
 
     def route(self, src: str, dst: str) -> Route:
         """The route from node ``src`` to node ``dst``; raises ``nx.NetworkXNoPath`` if none."""
@@ -71,13 +72,25 @@ class Routing:
                 continue
             if node == dst:
                 return self._as_route(path, latency)
-            for succ, edge in graph.succ[node].items():
-                candidate = (latency + edge["latency"] + float(node_latency[succ]), hops + 1,
-                             (*path, succ))
+            onward = self._onward_from(node)
+            if dst in graph.succ[node] and dst not in onward:
+                onward = [*onward, dst]  # a dead end, but the one sought
+            for succ in onward:
+                candidate = (latency + graph.succ[node][succ]["latency"]
+                             + float(node_latency[succ]), hops + 1, (*path, succ))
                 if succ not in best or candidate < best[succ]:
                     best[succ] = candidate
                     heapq.heappush(heap, candidate)
         raise nx.NetworkXNoPath(f"no route from {src} to {dst}")
+
+    def _onward_from(self, node: str) -> list[str]:
+        """``node``'s successors that a route may cross: all but the dead ends whose only
+        successor is ``node`` itself (a GPU cabled to one switch), which a route can only end
+        at. Leaving them out keeps a search through a switch of n GPUs from touching all n."""
+        if node not in self._onward:
+            succ = self._graph.succ
+            self._onward[node] = [s for s in succ[node] if set(succ[s]) != {node}]
+        return self._onward[node]
 
     def _as_route(self, path: tuple[str, ...], latency: float) -> Route:
         links = tuple(itertools.pairwise(path))

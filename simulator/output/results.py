@@ -22,7 +22,8 @@ class Result:
     ``nccl`` model (empty under ``ideal``). Under ``nccl``, ``nccl_time_s`` is the time NCCL's
     own cost model predicts for the row's NCCL algorithm and protocol, and ``nccl_pick`` whether
     the row is what NCCL would run at this size (both empty under ``ideal``). ``channels`` is
-    how many channels the buffer was split over.
+    how many channels the buffer was split over, and ``engine`` which engine ran the point
+    (``simpy``, or ``vector`` where ``events`` counts the instants it processed).
     """
 
     scenario: str
@@ -48,6 +49,7 @@ class Result:
     nccl_time_s: float = math.nan
     nccl_pick: bool | None = None
     channels: int = 1
+    engine: str = "simpy"
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))

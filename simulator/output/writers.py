@@ -108,6 +108,7 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "execution": Execution(scenario.execution).value,
         "protocol": "auto" if scenario.protocol is None else scenario.protocol.value,
         "channels": AUTO if scenario.channels is None else scenario.channels,
+        "engine": scenario.engine.value,
         "verify": scenario.verify,
         "output": str(run.output if run.output is not None else scenario.output_dir),
     }

@@ -7,6 +7,6 @@ the engine or output.
 """
 
 from simulator.scenario.parse import load_scenario, scenario_from_dict
-from simulator.scenario.spec import Scenario, TopologySpec
+from simulator.scenario.spec import Engine, Scenario, TopologySpec
 
-__all__ = ["Scenario", "TopologySpec", "load_scenario", "scenario_from_dict"]
+__all__ = ["Engine", "Scenario", "TopologySpec", "load_scenario", "scenario_from_dict"]

@@ -36,12 +36,12 @@ from simulator.scenario.rules import (
     size_problem,
     topology_issues,
 )
-from simulator.scenario.spec import ALL, AUTO, Scenario, TopologySpec
+from simulator.scenario.spec import ALL, AUTO, Engine, Scenario, TopologySpec
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "channels",
-         "verify", "output")
+         "engine", "verify", "output")
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -96,6 +96,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
         if "execution" in data else None
     protocol = reader.choice("protocol", data.get("protocol", AUTO),
                              [AUTO, *(p.value for p in Protocol)], "a protocol")
+    engine = reader.choice("engine", data.get("engine", Engine.AUTO.value),
+                           [e.value for e in Engine], "an engine")
     channels = data.get("channels", AUTO)
     if channels != AUTO and (isinstance(channels, bool) or not isinstance(channels, int)):
         reader.problem("channels", f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, "
@@ -113,7 +115,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     algorithm_options=options, execution=None if execution is None else Execution(execution),
                     protocol=None if protocol in (None, AUTO) else Protocol(protocol),
                     nccl_choice=data.get("algorithms") == AUTO,
-                    channels=None if channels == AUTO else channels)
+                    channels=None if channels == AUTO else channels,
+                    engine=Engine(engine) if engine is not None else Engine.AUTO)
 
 
 def load_preset(name: str) -> TopologySpec:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -49,6 +50,15 @@ AUTO = "auto"
 
 CODE = "<code>"
 """The ``source`` of a scenario or topology built in Python rather than read from a file."""
+
+
+class Engine(Enum):
+    """Which engine runs a scenario's points (``engine:``): both give the same times and
+    buffers where both can run (tests/test_vector.py)."""
+
+    AUTO = "auto"      # the vectorised engine where the algorithm has a schedule, else SimPy
+    SIMPY = "simpy"    # the per-rank reference engine (simulator/engine/run.py)
+    VECTOR = "vector"  # the vectorised schedule engine (simulator/engine/vector.py)
 
 
 @dataclass(frozen=True)
@@ -105,7 +115,9 @@ class Scenario:
     every algorithm that applies and reports, per size, what NCCL's tuner would run beside the
     fastest simulated alternative; it needs the ``nccl`` execution model. ``channels`` splits an
     allreduce's buffer over that many channels (None: ``auto``, see
-    ``simulator.runner.channels_for``). Enum fields and ``dtype`` also take their names, and
+    ``simulator.runner.channels_for``). ``engine`` runs each point on the SimPy engine or the
+    vectorised one (``auto``: the vectorised one where the algorithm has a schedule). Enum
+    fields and ``dtype`` also take their names, and
     ``output`` a string. Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
@@ -127,6 +139,7 @@ class Scenario:
     protocol: Protocol | None = None
     nccl_choice: bool = False
     channels: int | None = None
+    engine: Engine = Engine.AUTO
 
     def __post_init__(self) -> None:
         issues = self._coerce()
@@ -154,7 +167,7 @@ class Scenario:
                                            f"{', '.join(p.value for p in Protocol)} or None, got "
                                            f"{self.protocol!r}"))
         for name, enum in (("collective", Collective), ("reduce_op", ReduceOp),
-                           ("execution", Execution)):
+                           ("execution", Execution), ("engine", Engine)):
             value = getattr(self, name)
             if value is None and name == "execution":
                 continue  # the topology is not a TopologySpec: that is the problem to report

@@ -22,8 +22,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from simulator.algorithms.comm import COPY, REDUCE, Combine, Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.schedule import BEFORE, Group, Schedule
 from simulator.model.span import Span
 
 Pair = tuple[int, int]
@@ -57,6 +60,26 @@ def direct_allgather(comm: Comm, chunks: Sequence[Span]) -> Program:
     me, others = comm.rank, peers(comm.rank, comm.size)
     yield from exchange(comm, [(peer, chunks[me]) for peer in others],
                         [(owner, chunks[owner]) for owner in others], COPY)
+
+
+def exchange_schedule(group: Group, *, reduce: bool) -> Schedule:
+    """:func:`direct_reduce_scatter` (``reduce``) or :func:`direct_allgather` as one phase of a
+    schedule (:meth:`Schedule.sequence`): message a·(p-1) + k-1 goes from position a to its k-th
+    peer d = a+k, every one posted at the phase's start; d receives from its peers d+1, d+2, …,
+    so the sender's k-th message is its receiver's (p-k)-th receive."""
+    p = group.size
+    sender = np.repeat(np.arange(p, dtype=np.int64), p - 1)
+    k = np.tile(np.arange(1, p, dtype=np.int64), p)
+    receiver = (sender + k) % p
+    order = p - k                                    # which receive of the receiver's it is
+    before = (receiver + order - 1) % p              # the sender of its previous receive
+    previous = np.where(order == 1, BEFORE, before * (p - 1) + (p - order))
+    starts, stops = group.chunks(p)
+    chunk = receiver if reduce else sender
+    return Schedule(group.members[sender], group.members[receiver], starts[chunk], stops[chunk],
+                    starts[chunk], stops[chunk], np.full(len(k), reduce),
+                    np.full(len(k), BEFORE, dtype=np.int64), np.full(len(k), BEFORE, dtype=np.int64),
+                    previous)
 
 
 def all_pairs(p: int) -> list[Pair]:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs, pipeline_s, proportionate_pipeline_s
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
+from simulator.algorithms.schedule import NONE, Group, Schedule, pieces_per_span
 from simulator.model.span import Span
 
 
@@ -38,6 +41,48 @@ def ring_pass(comm: Comm, ring: Sequence[int], chunks: Sequence[Span], *, start:
             yield comm.recv(left, into=piece, combine=combine)
             if step < steps - 1:
                 comm.send(right, piece)
+
+
+def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: int,
+                       default_bytes: int | None = None) -> Schedule:
+    """:func:`ring_pass` around the group's order 0 → 1 → … → n-1 → 0 on its n chunks, as a
+    schedule built in O(1) numpy operations.
+
+    Message (t, i, j) is the t-th send of position i, piece j of chunk (i + start - t) mod n:
+    posted at the start for t = 0, else after position i received piece j at step t-1, which is
+    message (t-1, i-1, j); it is received at step t of position i+1, reduced when
+    t < ``reducing_steps``. Messages are numbered in (t, i, j) order, so the message before one
+    on its connection, and the receive before it in its receiver's program, is the one before it
+    in (t, j) order at the same position.
+    """
+    n = group.size
+    if steps == 0 or n == 1:
+        return Schedule(*(np.zeros(0, dtype=np.int64),) * 6, np.zeros(0, dtype=bool),
+                        *(np.zeros(0, dtype=np.int64),) * 3)
+    starts, stops = group.chunks(n)
+    pieces, per_piece = pieces_per_span(stops - starts, group.itemsize,
+                                        group.piece_bytes if group.piece_bytes is not None
+                                        else default_bytes)
+    position = np.arange(n, dtype=np.int64)
+    sends = np.arange(steps, dtype=np.int64)[:, None]
+    chunk = ((position[None, :] + start - sends) % n).ravel()       # per block (t, i)
+    per_block = pieces[chunk]
+    block_start = np.cumsum(per_block) - per_block
+    block = np.repeat(np.arange(len(chunk), dtype=np.int64), per_block)
+    index = np.arange(len(block), dtype=np.int64)
+    piece = index - block_start[block]
+    send, where = np.divmod(block, n)
+    c = chunk[block]
+    first = starts[c] + piece * per_piece
+    last = np.minimum(first + per_piece, stops[c])
+    src, dst = group.members[where], group.members[(where + 1) % n]
+    earlier = np.where(send > 0, block - n, 0)                      # block (t-1, i)
+    left_earlier = np.where(send > 0, (send - 1) * n + (where - 1) % n, 0)  # block (t-1, i-1)
+    posted_after = np.where(send > 0, block_start[left_earlier] + piece, NONE)
+    previous = np.where(piece > 0, index - 1,
+                        np.where(send > 0, block_start[earlier] + per_block[earlier] - 1, NONE))
+    return Schedule(src, dst, first, last, first, last, send < reducing_steps, posted_after,
+                    previous, previous.copy())
 
 
 def ring_pairs(size: int) -> list[tuple[int, int]]:

@@ -1,0 +1,160 @@
+"""The vectorised engine (simulator.engine.vector) against the SimPy engine: every algorithm that
+has a schedule, on random scenarios with and without shared links, uneven sizes, pipeline
+pieces, GPU costs, channels and both execution models, gives the same time (1e-12 relative) and
+the same final buffers; and the engine's own parts by hand."""
+
+import numpy as np
+import pytest
+
+from simulator import simulate
+from simulator.algorithms import REGISTRY, Collective
+from simulator.algorithms.channels import schedule_on_channels
+from simulator.algorithms.ring import RingAllreduce
+from simulator.algorithms.schedule import Group
+from simulator.engine.payload import Payload, make_inputs
+from simulator.engine.run import RunSpec, run_collective
+from simulator.engine.sharing import max_min_rates as reference_rates
+from simulator.engine.vector import max_min_rates, ranges, run_schedule
+from simulator.errors import InputError
+from simulator.model.span import Span
+from simulator.runner import prepare, run_point
+from simulator.scenario import scenario_from_dict
+
+SCHEDULED = {collective: [name for name, algorithm in REGISTRY[collective].items()
+                          if algorithm.scheduled(Group(np.arange(2), Span(0, 2))) is not None]
+             for collective in Collective}
+
+
+def test_ring_and_direct_have_schedules_for_the_collectives_they_split():
+    assert SCHEDULED[Collective.ALLREDUCE] == ["ring", "direct"]
+    assert SCHEDULED[Collective.REDUCE_SCATTER] == ["ring", "direct"]
+    assert SCHEDULED[Collective.ALLGATHER] == ["ring", "direct"]
+    assert SCHEDULED[Collective.BROADCAST] == SCHEDULED[Collective.REDUCE] == []
+
+
+def random_topology(rng):
+    kind = rng.choice(["switch", "fully_connected", "ring", "dgx"])
+    if kind == "dgx":
+        return {"kind": "dgx", "nodes": int(rng.integers(1, 3)),
+                "gpus_per_node": int(rng.integers(2, 5)), "nvlink_bandwidth": "450GB/s",
+                "nvlink_latency": "300ns", "pcie_bandwidth": "63GB/s", "pcie_latency": "500ns",
+                "nic_bandwidth": "50GB/s", "nic_latency": "850ns"}
+    bandwidth = ["25GB/s", "10GB/s", "7GB/s"][int(rng.integers(3))]
+    return {"kind": str(kind), "ranks": int(rng.integers(2, 10)), "bandwidth": bandwidth,
+            "latency": ["500ns", "1us", "0s"][int(rng.integers(3))]}
+
+
+def random_scenario(seed):
+    rng = np.random.default_rng(seed)
+    collective = [Collective.ALLREDUCE, Collective.REDUCE_SCATTER,
+                  Collective.ALLGATHER][int(rng.integers(3))]
+    scenario = {
+        "topology": random_topology(rng), "collective": collective.value,
+        "algorithms": [str(rng.choice(SCHEDULED[collective]))],
+        "sizes": [int(rng.integers(1, 1 << 18)) * 4], "execution": "ideal",
+        "op": str(rng.choice(["sum", "max", "prod"]))}
+    if rng.random() < 0.5:
+        scenario["piece_size"] = int(rng.choice([64, 1000, 4096, 65536]))
+    if rng.random() < 0.5:
+        scenario["gpu"] = {"reduce_bandwidth": "40GB/s", "launch_latency": "1us"}
+    return scenario_from_dict(scenario)
+
+
+def both_engines(scenario, channels=1, proxy=4096):
+    """(SimPy timing, vectorised timing, their final buffers) of the scenario's one point."""
+    setup = prepare(scenario, select=False)
+    machine = setup.machine
+    [name], [size] = scenario.algorithms, scenario.sizes
+    algorithm = scenario.algorithm(name)
+    payload = Payload.for_size(size, scenario.dtype, machine.ranks, proxy, scenario.piece_bytes,
+                               channels)
+    inputs = make_inputs(np.random.default_rng(1), machine.ranks, payload, scenario.reduce_op)
+    simpy_buffers, vector_buffers = inputs.copy(), inputs.copy()
+    simpy = run_collective(algorithm, machine, RunSpec(payload, scenario.reduce_op,
+                                                       scenario.piece_bytes, channels),
+                           simpy_buffers)
+    group = Group(np.arange(machine.ranks), Span(0, payload.count), scenario.dtype.itemsize,
+                  scenario.piece_bytes)
+    schedule = schedule_on_channels(algorithm, group, machine.layout, channels)
+    vector = run_schedule(schedule, machine, payload, scenario.reduce_op, vector_buffers, name)
+    return simpy, vector, simpy_buffers, vector_buffers
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_both_engines_agree_on_random_scenarios(seed):
+    scenario = random_scenario(seed)
+    channels = 1 + seed % 3 if scenario.collective is Collective.ALLREDUCE else 1
+    simpy, vector, simpy_buffers, vector_buffers = both_engines(scenario, channels)
+    assert vector.time_s == pytest.approx(simpy.time_s, rel=1e-12, abs=0)
+    assert vector.messages == simpy.messages
+    np.testing.assert_array_equal(vector_buffers, simpy_buffers)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "direct"])
+def test_both_engines_agree_under_nccl_with_channels_across_nodes(algorithm):
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
+                "algorithms": [algorithm], "sizes": [4096, 3 << 20], "execution": "nccl"}
+    simpy = simulate({**scenario, "engine": "simpy"})
+    vector = simulate({**scenario, "engine": "vector"})
+    assert list(vector.engine) == ["vector"] * 2 and list(simpy.engine) == ["simpy"] * 2
+    assert list(vector.channels) == list(simpy.channels) == [4, 4]  # one per GPU of a host
+    np.testing.assert_allclose(vector.sim_time_s, simpy.sim_time_s, rtol=1e-12, atol=0)
+    assert vector.verified.all() and simpy.verified.all()
+
+
+def test_auto_runs_the_vector_engine_where_a_schedule_exists():
+    frame = simulate({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                                   "latency": "1us"}, "algorithms": ["ring", "tree"],
+                      "sizes": [4096]})
+    assert list(frame.engine) == ["vector", "simpy"]
+    # the ring by hand: 6 steps of two 1 us hops plus 1 KiB at 25 GB/s
+    assert frame.sim_time_s[0] == pytest.approx(6 * (2e-6 + 1024 / 25e9), rel=1e-12)
+
+
+def test_engine_vector_on_an_algorithm_without_schedule_is_an_input_error():
+    scenario = {"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                             "latency": "1us"}, "algorithms": ["tree"], "sizes": [4096],
+                "engine": "vector"}
+    with pytest.raises(InputError) as caught:
+        run_point(scenario, "tree", 4096)
+    assert str(caught.value) == (
+        "<dict>: engine: expected auto or simpy for 'tree': it has no schedule for the "
+        "vector engine (those that do: ring, direct)")
+
+
+def test_an_unknown_engine_is_named():
+    with pytest.raises(InputError) as caught:
+        scenario_from_dict({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                                         "latency": "1us"}, "sizes": [4096], "engine": "fast"})
+    assert str(caught.value) == ("<dict>: engine: expected an engine (auto, simpy, vector), "
+                                 "got 'fast'")
+
+
+def test_a_subclass_that_rewrites_the_program_does_not_inherit_the_schedule():
+    class Twice(RingAllreduce):
+        def program(self, comm):
+            yield from super().program(comm)
+            yield from super().program(comm)
+
+    group = Group(np.arange(4), Span(0, 8))
+    assert RingAllreduce().scheduled(group) is not None
+    assert Twice().scheduled(group) is None
+
+
+def test_ranges_concatenates_aranges():
+    assert ranges(np.array([5, 0, 9]), np.array([2, 3, 0])).tolist() == [5, 6, 0, 1, 2]
+    assert ranges(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_vectorised_progressive_filling_matches_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    flows, links = int(rng.integers(1, 30)), int(rng.integers(1, 12))
+    capacity = rng.choice([10.0, 25.0, 40.0, 7.5], size=links)
+    routes = {f: sorted(set(rng.choice(links, size=int(rng.integers(1, 4))).tolist()))
+              for f in range(flows)}
+    flow_of = np.array([f for f, route in routes.items() for _ in route])
+    link_of = np.array([link for route in routes.values() for link in route])
+    expected = reference_rates(routes, dict(enumerate(capacity.tolist())))
+    rates = max_min_rates(flow_of, link_of, flows, capacity)
+    np.testing.assert_allclose(rates, [expected[f] for f in range(flows)], rtol=1e-12)
