@@ -1,39 +1,38 @@
-"""Benchmark: how the simulator's cost grows with the rank count, on ring allreduce.
+"""Benchmark: how the simulator's cost grows with the rank count, on ring allreduce, per engine.
 
 Runs ring allreduce of ``--size`` bytes per rank (default 1GiB; float32, op sum, verified against
 numpy) on the ``switch`` topology (every rank on its own 25GB/s, 500ns full-duplex link to one
-non-blocking switch; no GPU reduction cost) for each ``--ranks`` value (default 64 256 1024), and
-prints a header (parameters, the simulator's git commit) and one line per rank count:
+non-blocking switch; no GPU reduction cost) for each ``--ranks`` value (default 64 256 1024), on
+the vectorised engine and, up to ``--simpy-max-ranks`` (default 1024), on the SimPy engine, and
+beside them a bare SimPy loop of one timeout per rank-step (2(p-1)·p timeouts: the least a
+per-message SimPy engine could do), because these machines are noisy and the ratio to that loop
+travels better than seconds. One line per (ranks, engine):
 
-- ``wall_s``: wall-clock seconds of :func:`simulator.runner.run_point` (inputs, simulation,
-  numpy check), measured with tracemalloc *off*. Building the topology is excluded; routes are
-  computed lazily on first use, so their cost is inside ``wall_s``;
-- ``py_peak_MiB``: peak of Python allocations (numpy arrays included) during the run, from
-  :mod:`tracemalloc`. Tracing every allocation slows the engine about fivefold, so this comes from
-  a second, traced run of the same point, which dominates the script's running time (at 1024 ranks
-  ~2.5 min untraced, ~10 min traced); skip it with ``--no-tracemalloc``;
-- ``maxrss_MiB``: the process's resident-set high-water mark so far
-  (``resource.getrusage(RUSAGE_SELF).ru_maxrss``): cumulative over the runs before it, so it is
-  per-run only when rank counts are given in increasing order;
-- ``sim_s`` / ``model_s``: simulated time and the closed form (docs/algorithms.md), which must agree
-  to 1e-9 relative, since on ``switch`` no two ring flows share a link;
-- ``messages``, ``events`` (SimPy events processed) and ``events_per_s`` (= events / wall_s).
+- ``wall_s``: wall-clock seconds of :func:`simulator.runner.run_point` (schedule, inputs,
+  simulation, numpy check), best of ``--repeat`` runs (default 3; the first run of a size also
+  pays the operating system's first touch of its memory), measured with tracemalloc *off*.
+  Building the topology is excluded; routes are computed lazily inside the run;
+- ``first_s``: the first of those runs;
+- ``loop_s`` and ``ratio``: the bare SimPy loop's wall time and wall_s / loop_s;
+- ``py_peak_MiB``: peak of Python allocations (numpy arrays included) during one more, traced
+  run (:mod:`tracemalloc`), skipped with ``--no-tracemalloc``;
+- ``sim_s`` / ``model_s`` / ``rel_err``: simulated time and the closed form, which must agree
+  to 1e-9 relative (on ``switch`` no two ring flows share a link);
+- ``messages`` and ``events`` (SimPy events, or instants for the vectorised engine).
 
-Exits 1 if a run fails verification, errs, or its simulated time leaves the closed form by more
-than 1e-9 relative; 2 on bad arguments. ``make bench`` runs it with the defaults; by hand::
+Exits 1 if a run fails verification, errs, or leaves the closed form by more than 1e-9
+relative; 2 on bad arguments. ``make bench`` runs the defaults; by hand::
 
-    .venv/bin/python bench/ring_scaling.py                       # 64 256 1024 ranks, 1GiB
-    .venv/bin/python bench/ring_scaling.py --ranks 64 256 --size 64MiB --no-tracemalloc
+    .venv/bin/python bench/ring_scaling.py --ranks 64 256 1024 4096 --simpy-max-ranks 256
+    .venv/bin/python bench/ring_scaling.py --ranks 256 --size 64MiB --no-tracemalloc
 
-To profile one point: ``python -m cProfile -s tottime bench/ring_scaling.py --ranks 256
---no-tracemalloc``.
+To profile one point: ``python -m cProfile -s tottime bench/ring_scaling.py --ranks 1024
+--simpy-max-ranks 0 --repeat 1 --no-tracemalloc``.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
-import resource
 import subprocess
 import sys
 import time
@@ -42,11 +41,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import simpy
 
 from simulator.errors import SimulatorError
 from simulator.output.results import Result
 from simulator.runner import prepare, run_point
-from simulator.scenario import Scenario, TopologySpec
+from simulator.scenario import Engine, Scenario, TopologySpec
 from simulator.units import parse_size
 
 BANDWIDTH_BPS = 25e9
@@ -54,9 +54,9 @@ LATENCY_S = 500e-9
 DTYPE = np.dtype("float32")
 REL_TOLERANCE = 1e-9
 
-COLUMNS = ("ranks", "wall_s", "py_peak_MiB", "maxrss_MiB", "sim_s", "model_s", "rel_err",
-           "messages", "events", "events_per_s", "status")
-_WIDTHS = (6, 9, 11, 10, 14, 14, 9, 9, 10, 12, 6)
+COLUMNS = ("ranks", "engine", "wall_s", "first_s", "loop_s", "ratio", "py_peak_MiB", "sim_s",
+           "model_s", "rel_err", "messages", "events", "status")
+_WIDTHS = (6, 7, 9, 9, 8, 7, 11, 15, 15, 8, 9, 9, 6)
 
 
 @dataclass(frozen=True)
@@ -64,9 +64,11 @@ class Measurement:
     """One benchmark point: the simulator's result and what it cost to get it."""
 
     result: Result
+    engine: Engine
     wall_s: float
+    first_s: float
+    loop_s: float
     py_peak_bytes: int | None
-    maxrss_bytes: int
 
     @property
     def rel_err(self) -> float:
@@ -79,23 +81,43 @@ class Measurement:
         return self.result.verified is True and self.rel_err <= REL_TOLERANCE
 
 
-def scenario_for(ranks: int, size_bytes: int) -> Scenario:
+def scenario_for(ranks: int, size_bytes: int, engine: Engine) -> Scenario:
     """Ring allreduce of ``size_bytes`` per rank on a ``ranks``-GPU switch."""
     topology = TopologySpec("switch", {"ranks": ranks, "bandwidth": BANDWIDTH_BPS,
                                        "latency": LATENCY_S})
     return Scenario(name=f"ring-scaling-{ranks}", source="bench/ring_scaling.py", topology=topology,
                     algorithms=("ring",), sizes=(size_bytes,), dtype=DTYPE,
-                    output=Path("/tmp/ring-scaling"))
+                    output=Path("/tmp/ring-scaling"), engine=engine)
 
 
-def measure(ranks: int, size_bytes: int, *, trace_memory: bool) -> Measurement:
-    """Time one point untraced; then, if asked, rerun it under tracemalloc for its peak."""
-    scenario = scenario_for(ranks, size_bytes)
+def bare_simpy_loop(ranks: int) -> float:
+    """Wall seconds of SimPy processing one timeout per rank-step of a ring allreduce:
+    ``ranks`` processes of 2(ranks-1) timeouts each."""
+    env = simpy.Environment()
+
+    def rank() -> simpy.events.ProcessGenerator:
+        for _ in range(2 * (ranks - 1)):
+            yield env.timeout(1.0)
+
+    for _ in range(ranks):
+        env.process(rank())
+    start = time.perf_counter()
+    env.run()
+    return time.perf_counter() - start
+
+
+def measure(ranks: int, size_bytes: int, engine: Engine, *, repeat: int, loop_s: float,
+            trace_memory: bool) -> Measurement:
+    """Time one point ``repeat`` times untraced; then, if asked, once more under tracemalloc."""
+    scenario = scenario_for(ranks, size_bytes, engine)
     setup = prepare(scenario)
     [algorithm] = setup.algorithms
-    start = time.perf_counter()
-    result = run_point(scenario, algorithm, size_bytes, setup=setup)
-    wall_s = time.perf_counter() - start
+    walls, result = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = run_point(scenario, algorithm, size_bytes, setup=setup)
+        walls.append(time.perf_counter() - start)
+    assert result is not None
     peak = None
     if trace_memory:
         tracemalloc.start()
@@ -106,13 +128,7 @@ def measure(ranks: int, size_bytes: int, *, trace_memory: bool) -> Measurement:
             tracemalloc.stop()
         if (traced.sim_time_s, traced.events) != (result.sim_time_s, result.events):
             raise SimulatorError(f"rerun of {ranks} ranks differs: {traced} vs {result}")
-    return Measurement(result, wall_s, peak, maxrss_bytes())
-
-
-def maxrss_bytes() -> int:
-    """The process's peak resident set so far (Linux reports KiB, macOS bytes)."""
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return rss if sys.platform == "darwin" else rss * 1024
+    return Measurement(result, engine, min(walls), walls[0], loop_s, peak)
 
 
 def code_version() -> str:
@@ -135,10 +151,9 @@ def row(cells: tuple[object, ...]) -> str:
 def format_measurement(m: Measurement) -> str:
     r = m.result
     peak = "-" if m.py_peak_bytes is None else f"{m.py_peak_bytes / 2**20:.1f}"
-    rate = r.events / m.wall_s if m.wall_s > 0 else math.nan
-    return row((r.ranks, f"{m.wall_s:.3f}", peak, f"{m.maxrss_bytes / 2**20:.1f}",
-                f"{r.sim_time_s:.9e}", f"{r.model_time_s:.9e}", f"{m.rel_err:.1e}",
-                r.messages, r.events, f"{rate:,.0f}", "ok" if m.ok else "FAIL"))
+    return row((r.ranks, m.engine.value, f"{m.wall_s:.3f}", f"{m.first_s:.3f}", f"{m.loop_s:.3f}",
+                f"{m.wall_s / m.loop_s:.2f}", peak, f"{r.sim_time_s:.9e}", f"{r.model_time_s:.9e}",
+                f"{m.rel_err:.1e}", r.messages, r.events, "ok" if m.ok else "FAIL"))
 
 
 def _size(text: str) -> int:
@@ -152,26 +167,33 @@ def _size(text: str) -> int:
     return size
 
 
-def _ranks(text: str) -> int:
+def _count(text: str) -> int:
     try:
-        ranks = int(text)
+        count = int(text)
     except ValueError:
-        ranks = 0
-    if ranks < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive rank count, got {text!r}")
-    return ranks
+        count = -1
+    if count < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number ≥ 0, got {text!r}")
+    return count
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ranks", type=_ranks, nargs="+", default=[64, 256, 1024],
+    parser.add_argument("--ranks", type=_count, nargs="+", default=[64, 256, 1024],
                         help="rank counts to run (default: 64 256 1024)")
     parser.add_argument("--size", type=_size, default=1 << 30,
                         help="bytes per rank, e.g. 1GiB, 64MiB, 4096 (default: 1GiB)")
+    parser.add_argument("--simpy-max-ranks", type=_count, default=1024,
+                        help="run the SimPy engine too up to this many ranks (default 1024)")
+    parser.add_argument("--repeat", type=_count, default=3,
+                        help="untraced runs per point; wall_s is the best (default 3)")
     parser.add_argument("--no-tracemalloc", dest="trace_memory", action="store_false",
-                        help="skip the traced rerun that measures py_peak_MiB")
-    return parser.parse_args(argv)
+                        help="skip the traced run that measures py_peak_MiB")
+    args = parser.parse_args(argv)
+    if args.repeat < 1 or min(args.ranks) < 2:
+        parser.error("expected --repeat ≥ 1 and every --ranks ≥ 2")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -179,24 +201,30 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# ring allreduce, {args.size} bytes/rank ({DTYPE.name}, sum), switch "
           f"{BANDWIDTH_BPS / 1e9:g}GB/s {LATENCY_S * 1e9:g}ns, no GPU reduction cost; "
           f"simulator {code_version()}, python {sys.version.split()[0]}")
-    print("# wall_s: run_point without tracemalloc; py_peak_MiB: tracemalloc peak of a traced rerun "
-          "('-' = skipped); maxrss_MiB: getrusage(RUSAGE_SELF).ru_maxrss, process high-water mark so far")
+    print(f"# wall_s: best of {args.repeat} run_point calls (first_s: the first); loop_s: a bare "
+          "SimPy loop of one timeout per rank-step; ratio = wall_s / loop_s; py_peak_MiB: "
+          "tracemalloc peak of one more run ('-' = skipped)")
     print(row(COLUMNS), flush=True)
     failures = 0
     for ranks in args.ranks:
-        try:
-            measurement = measure(ranks, args.size, trace_memory=args.trace_memory)
-        except SimulatorError as error:
-            print(row((ranks, *["-"] * (len(COLUMNS) - 2), "FAIL")), flush=True)
-            print(f"#   {ranks} ranks: {error}", file=sys.stderr)
-            failures += 1
-            continue
-        print(format_measurement(measurement), flush=True)
-        if not measurement.ok:
-            failures += 1
-            r = measurement.result
-            print(f"#   {ranks} ranks: verified={r.verified} (max abs error {r.max_abs_error:g}), "
-                  f"sim {r.sim_time_s!r} s vs closed form {r.model_time_s!r} s", file=sys.stderr)
+        loop_s = bare_simpy_loop(ranks)
+        engines = [Engine.VECTOR] + ([Engine.SIMPY] if ranks <= args.simpy_max_ranks else [])
+        for engine in engines:
+            try:
+                measurement = measure(ranks, args.size, engine, repeat=args.repeat,
+                                      loop_s=loop_s, trace_memory=args.trace_memory)
+            except SimulatorError as error:
+                print(row((ranks, engine.value, *["-"] * (len(COLUMNS) - 3), "FAIL")), flush=True)
+                print(f"#   {ranks} ranks: {error}", file=sys.stderr)
+                failures += 1
+                continue
+            print(format_measurement(measurement), flush=True)
+            if not measurement.ok:
+                failures += 1
+                r = measurement.result
+                print(f"#   {ranks} ranks: verified={r.verified} (max abs error "
+                      f"{r.max_abs_error:g}), sim {r.sim_time_s!r} s vs closed form "
+                      f"{r.model_time_s!r} s", file=sys.stderr)
     return 1 if failures else 0
 
 

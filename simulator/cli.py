@@ -1,4 +1,5 @@
-"""Command line: ``python -m simulator run FILE.yaml`` and ``calibrate LOG --preset NAME``.
+"""Command line: ``python -m simulator run FILE.yaml``, ``sweep FILE.yaml ...`` (every point on
+a Dask cluster) and ``calibrate LOG --preset NAME``.
 
 The only module that prints or exits. Exit codes (docs/design.md §3): 0 success; 2 bad input (one
 line per problem on stderr: file, field, what was expected); 1 when a run fails verification;
@@ -46,6 +47,20 @@ def _parser() -> argparse.ArgumentParser:
                      help=f"comma-separated files to write, of {', '.join(FORMATS)} "
                           "(default: all)")
     run.add_argument("--no-plot", action="store_true", help="skip the PNG figure")
+    sweep = commands.add_parser("sweep", help="run every point of scenario files in parallel on a "
+                                              "Dask cluster and write each one's results")
+    sweep.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files")
+    sweep.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
+                                           "tcp://host:8786 (default: a local cluster)")
+    sweep.add_argument("--workers", type=int, help="worker processes of the local cluster "
+                                                   "(default: one per core)")
+    sweep.add_argument("--seed", type=int, default=0, help="seed of the input data (default 0)")
+    sweep.add_argument("--proxy-elements", type=int, default=DEFAULT_PROXY_ELEMENTS,
+                       help=f"as for run (default {DEFAULT_PROXY_ELEMENTS})")
+    sweep.add_argument("--format", default=",".join(FORMATS),
+                       help=f"files to write per scenario, of {', '.join(FORMATS)} (default: all)")
+    sweep.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
+    sweep.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
                                                 "nccl-tests log and write the calibrated preset")
     fit.add_argument("log", type=Path, help="all_reduce_perf output, or a CSV with size_bytes, "
@@ -61,7 +76,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
     try:
-        return _run(args) if args.command == "run" else _calibrate(args)
+        commands = {"run": _run, "sweep": _sweep, "calibrate": _calibrate}
+        return commands[args.command](args)
     except InputError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
@@ -76,6 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _input(args: argparse.Namespace) -> Path:
     """The file a command works on, to name it in messages."""
+    if args.command == "sweep":
+        return Path(args.scenarios[0])
     return Path(args.scenario if args.command == "run" else args.log)
 
 
@@ -178,6 +196,43 @@ def _run(args: argparse.Namespace) -> int:
                          ) from None
     _print(f"# results: {', '.join(str(path) for path in paths)}\n")
     return _verification(scenario.source, results)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    """Every point of every scenario on Dask; each scenario's table and files as ``run`` writes
+    them; failed points one line each on stderr (exit 1), the others kept."""
+    _check_options(args)
+    formats = _formats(args.format, args.no_plot)
+    from simulator.output.results import RunSettings
+    from simulator.output.table import format_table
+    from simulator.output.writers import write_results
+    from simulator.scenario.parse import load_scenario
+    from simulator.sweep import sweep
+
+    scenarios = [load_scenario(path) for path in args.scenarios]
+    outputs: dict[Path, str] = {}
+    for scenario in scenarios:
+        _check_writable(scenario.source, scenario.output_dir)
+        if scenario.output_dir in outputs:
+            raise InputError([Problem(scenario.source, "output", (
+                f"expected its own directory, but {outputs[scenario.output_dir]} also writes to "
+                f"{scenario.output_dir}"))])
+        outputs[scenario.output_dir] = scenario.source
+    if args.workers is not None and args.workers < 1:
+        raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
+                                                               f"got {args.workers}")])
+    done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
+                 proxy_elements=args.proxy_elements, progress=not args.no_progress)
+    status = EXIT_OK
+    for scenario, results in zip(scenarios, done.frames, strict=True):
+        _print(format_table(results, picks_only=scenario.nccl_choice))
+        paths = write_results(results, scenario, RunSettings(args.seed, args.proxy_elements),
+                              scenario.output_dir, formats)
+        _print(f"# results: {', '.join(str(path) for path in paths)}\n")
+        status = max(status, _verification(scenario.source, results))
+    for failure in done.failures:
+        print(failure, file=sys.stderr)
+    return EXIT_FAILED if done.failures else status
 
 
 def _verification(source: str, results: pd.DataFrame) -> int:

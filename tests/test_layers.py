@@ -24,8 +24,9 @@ ALLOWED: dict[str, set[str]] = {
                "__init__"},
     "runner": {"scenario", "algorithms", "model", "engine", "output", "units", "limits", "errors",
                "measured"},
+    "sweep": {"errors", "limits", "output", "runner", "scenario"},
     "cli": {"__init__", "errors", "limits", "output", "runner", "scenario", "calibration",
-            "measured"},
+            "measured", "sweep"},
     "calibration": {"algorithms", "errors", "measured", "model", "scenario"},
     "__main__": {"cli"},
     "__init__": set(),  # re-exports lazily, by name (PEP 562), and imports nothing eagerly

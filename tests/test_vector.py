@@ -25,10 +25,11 @@ SCHEDULED = {collective: [name for name, algorithm in REGISTRY[collective].items
              for collective in Collective}
 
 
-def test_ring_and_direct_have_schedules_for_the_collectives_they_split():
-    assert SCHEDULED[Collective.ALLREDUCE] == ["ring", "direct"]
-    assert SCHEDULED[Collective.REDUCE_SCATTER] == ["ring", "direct"]
-    assert SCHEDULED[Collective.ALLGATHER] == ["ring", "direct"]
+def test_which_algorithms_have_schedules():
+    assert SCHEDULED[Collective.ALLREDUCE] == ["ring", "direct", "halving_doubling",
+                                              "recursive_doubling"]
+    assert SCHEDULED[Collective.REDUCE_SCATTER] == ["ring", "direct", "halving_doubling"]
+    assert SCHEDULED[Collective.ALLGATHER] == ["ring", "direct", "recursive_doubling"]
     assert SCHEDULED[Collective.BROADCAST] == SCHEDULED[Collective.REDUCE] == []
 
 
@@ -80,7 +81,7 @@ def both_engines(scenario, channels=1, proxy=4096):
     return simpy, vector, simpy_buffers, vector_buffers
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_both_engines_agree_on_random_scenarios(seed):
     scenario = random_scenario(seed)
     channels = 1 + seed % 3 if scenario.collective is Collective.ALLREDUCE else 1
@@ -90,7 +91,7 @@ def test_both_engines_agree_on_random_scenarios(seed):
     np.testing.assert_array_equal(vector_buffers, simpy_buffers)
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "direct"])
+@pytest.mark.parametrize("algorithm", ["ring", "direct", "halving_doubling", "recursive_doubling"])
 def test_both_engines_agree_under_nccl_with_channels_across_nodes(algorithm):
     scenario = {"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
                 "algorithms": [algorithm], "sizes": [4096, 3 << 20], "execution": "nccl"}
@@ -119,7 +120,7 @@ def test_engine_vector_on_an_algorithm_without_schedule_is_an_input_error():
         run_point(scenario, "tree", 4096)
     assert str(caught.value) == (
         "<dict>: engine: expected auto or simpy for 'tree': it has no schedule for the "
-        "vector engine (those that do: ring, direct)")
+        "vector engine (those that do: ring, direct, halving_doubling, recursive_doubling)")
 
 
 def test_an_unknown_engine_is_named():

@@ -11,21 +11,31 @@ retraces the steps in reverse. Other p use the fold. The phases and their closed
 
 from __future__ import annotations
 
+import numpy as np
+
 from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
 from simulator.algorithms.comm import REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.recursive import (
+    Bounds,
     doubling_gather,
     doubling_gather_s,
+    doubling_gather_schedule,
     fold_pairs,
     fold_s,
     folded,
+    folded_schedule,
     halves,
+    halves_bounds,
     halving_scatter,
     halving_scatter_s,
+    halving_scatter_schedule,
     power_of_two_below,
     survivor_blocks,
+    survivor_bounds,
+    whole_buffer,
 )
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import Collective
 from simulator.model.span import Span
 
@@ -69,6 +79,14 @@ class HalvingDoublingAllreduce(Algorithm):
         yield from folded(comm, reduce_scatter_allgather, hand_in=lambda _: [comm.buffer],
                           combine=REDUCE, hand_back=lambda _: [comm.buffer])
 
+    def schedule(self, group: Group) -> Schedule:
+        def reduce_scatter_allgather(survivors: Group) -> list[Schedule]:
+            blocks = halves_bounds(survivors.buffer, survivors.size)
+            return (halving_scatter_schedule(survivors, blocks)
+                    + doubling_gather_schedule(survivors, blocks))
+        return folded_schedule(group, reduce_scatter_allgather, hand_in=whole_buffer(group),
+                               reduce=True, hand_back=whole_buffer(group))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         before, after = fold_s(cost, count, True, count)
         blocks = halves(Span(0, count), power_of_two_below(cost.ranks))
@@ -104,6 +122,16 @@ class HalvingDoublingReduceScatter(Algorithm):
 
         yield from folded(comm, scatter, hand_in=lambda _: [comm.buffer], combine=REDUCE,
                           hand_back=lambda rank: [chunk[rank]])
+
+    def schedule(self, group: Group) -> Schedule:
+        chunks = group.chunks(group.size)
+        blocks = survivor_bounds(group.buffer, group.size)
+
+        def own_chunk(out: np.ndarray) -> tuple[np.ndarray, Bounds]:
+            return np.arange(len(out), dtype=np.int64), (chunks[0][out], chunks[1][out])
+
+        return folded_schedule(group, lambda survivors: halving_scatter_schedule(survivors, blocks),
+                               hand_in=whole_buffer(group), reduce=True, hand_back=own_chunk)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         chunk = Span(0, count).split(cost.ranks)

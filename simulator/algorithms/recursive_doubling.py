@@ -5,19 +5,28 @@ Gropp, IJHPCA 19(1), 2005), on any p through the fold of
 
 from __future__ import annotations
 
+import numpy as np
+
 from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.recursive import (
+    Bounds,
     doubling_gather,
     doubling_gather_s,
+    doubling_gather_schedule,
     fold_pairs,
     fold_s,
     folded,
+    folded_schedule,
     survivor_blocks,
+    survivor_bounds,
     swap_whole,
     swap_whole_s,
+    swap_whole_schedule,
+    whole_buffer,
 )
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import Collective
 from simulator.model.span import Span
 
@@ -51,6 +60,10 @@ class RecursiveDoublingAllreduce(Algorithm):
     def program(self, comm: Comm) -> Program:
         yield from folded(comm, swap_whole, hand_in=lambda _: [comm.buffer], combine=REDUCE,
                           hand_back=lambda _: [comm.buffer])
+
+    def schedule(self, group: Group) -> Schedule:
+        return folded_schedule(group, swap_whole_schedule, hand_in=whole_buffer(group),
+                               reduce=True, hand_back=whole_buffer(group))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         before, after = fold_s(cost, count, True, count)
@@ -94,6 +107,24 @@ class RecursiveDoublingAllgather(Algorithm):
 
         yield from folded(comm, gather, hand_in=lambda rank: [chunk[rank]], combine=COPY,
                           hand_back=rest)
+
+    def schedule(self, group: Group) -> Schedule:
+        chunks = group.chunks(group.size)
+        blocks = survivor_bounds(group.buffer, group.size)
+
+        def own_chunk(out: np.ndarray) -> tuple[np.ndarray, Bounds]:
+            return np.arange(len(out), dtype=np.int64), (chunks[0][out], chunks[1][out])
+
+        def rest(out: np.ndarray) -> tuple[np.ndarray, Bounds]:  # before, then after, if any
+            start, stop = group.buffer.start, group.buffer.stop
+            row = np.repeat(np.arange(len(out), dtype=np.int64), 2)
+            starts = np.stack([np.full(len(out), start), chunks[1][out]], axis=1).ravel()
+            stops = np.stack([chunks[0][out], np.full(len(out), stop)], axis=1).ravel()
+            kept = stops > starts
+            return row[kept], (starts[kept], stops[kept])
+
+        return folded_schedule(group, lambda s: doubling_gather_schedule(s, blocks),
+                               hand_in=own_chunk, reduce=False, hand_back=rest)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         chunk = Span(0, count).split(cost.ranks)

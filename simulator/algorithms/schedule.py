@@ -66,6 +66,13 @@ class Schedule:
         return len(self.src)
 
     @staticmethod
+    def empty() -> Schedule:
+        """No message at all (one rank, or a phase with nothing to move)."""
+        none = np.zeros(0, dtype=np.int64)
+        return Schedule(none, none, none, none, none, none, np.zeros(0, dtype=bool), none, none,
+                        none)
+
+    @staticmethod
     def concat(parts: Sequence[Schedule]) -> Schedule:
         """The messages of ``parts`` side by side (pointers shifted to the joined numbering)."""
         if len(parts) == 1:
@@ -87,6 +94,8 @@ class Schedule:
         """Phases one after another in every rank's one thread: each phase's :data:`BEFORE`
         pointers resolve to the rank's last receive in the phases before it, and every
         connection's messages queue in phase order."""
+        if not phases:
+            return Schedule.empty()
         resolved = []
         offset = 0
         last = np.full(ranks, NONE, dtype=np.int64)
@@ -145,6 +154,29 @@ def pieces_per_span(counts: Index, itemsize: int, piece_bytes: int | None) -> tu
         return np.ones(len(counts), dtype=np.int64), max(1, int(counts.max(initial=1)))
     per_piece = max(1, piece_bytes // itemsize)
     return np.maximum(1, -(-counts // per_piece)), per_piece
+
+
+def transfers(group: Group, senders: Index, receivers: Index, starts: Index, stops: Index, *,
+              reduce: bool, default_bytes: int | None = None) -> Schedule:
+    """One phase of point-to-point moves, as :func:`~simulator.algorithms.phases.pieces.send_pieces`
+    and ``recv_pieces`` make them: row k sends elements [starts[k], stops[k]) from group position
+    ``senders[k]`` to ``receivers[k]`` as pipeline pieces, every piece posted at the phase's start
+    (after the sender's last receive before it), each receiver taking its rows' pieces in row
+    order. Rows of one sender to one receiver queue on their connection in row order."""
+    per_row, per_piece = pieces_per_span(stops - starts, group.itemsize,
+                                         group.piece_bytes if group.piece_bytes is not None
+                                         else default_bytes)
+    row = np.repeat(np.arange(len(starts), dtype=np.int64), per_row)
+    piece = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    first = starts[row] + piece * per_piece
+    last = np.minimum(first + per_piece, stops[row])
+    receiver = receivers[row]
+    previous = chain(receiver)
+    previous[previous == NONE] = BEFORE
+    src, dst = group.members[senders[row]], group.members[receiver]
+    return Schedule(src, dst, first, last, first, last, np.full(len(row), reduce),
+                    np.full(len(row), BEFORE, dtype=np.int64),
+                    np.full(len(row), BEFORE, dtype=np.int64), previous)
 
 
 def chain(keys: Index) -> Index:

@@ -54,6 +54,8 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
     [5, 6, 0, 1, 2]
     """
+    if len(lengths) and lengths[0] == lengths.min() == lengths.max():  # all alike: broadcast
+        return (starts[:, None] + np.arange(int(lengths[0]), dtype=np.int64)).ravel()
     total = int(lengths.sum())
     if total == 0:
         return np.zeros(0, dtype=np.int64)
@@ -72,13 +74,15 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
     >>> max_min_rates(np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1]), 3, np.array([10., 30.]))
     array([ 5.,  5., 25.])
     """
-    links, local = np.unique(link_of, return_inverse=True)
-    users = np.bincount(local, minlength=len(links))
-    left = capacity[links].astype(np.float64)
+    users = np.bincount(link_of, minlength=len(capacity))
     if users.max(initial=0) <= 1:  # no link shared: each flow at its bottleneck
         rates = np.full(flows, INF)
-        np.minimum.at(rates, flow_of, left[local])
+        np.minimum.at(rates, flow_of, capacity[link_of])
         return rates
+    links = np.flatnonzero(users)
+    local = np.searchsorted(links, link_of)
+    users = users[links]
+    left = capacity[links].astype(np.float64)
     rates = np.full(flows, np.nan)
     alive = np.ones(len(flow_of), dtype=bool)
     unfrozen = users.astype(np.float64)
@@ -119,16 +123,27 @@ class _Routes:
         latency: list[float] = []
         counts: list[int] = []
         links: list[int] = []
+        alone: list[float] = []
         for pair in pairs.tolist():
             src, dst = divmod(pair, ranks)
             route = machine.routing.route(machine.placement[src], machine.placement[dst])
             latency.append(route.latency_s)
+            alone.append(route.bottleneck_Bps)
             counts.append(len(route.links))
             links.extend(number[link] for link in route.links)
         self.latency = np.array(latency, dtype=np.float64)
         self.count = np.array(counts, dtype=np.int64)
         self.first = np.cumsum(self.count) - self.count
         self.links = np.array(links, dtype=np.int64)
+        self.alone = np.array(alone, dtype=np.float64)
+        """Each pair's rate alone on its route: the smallest capacity it crosses."""
+        self.users = np.zeros(len(self.capacity), dtype=np.int64)
+        """Active flows on each link, kept as flows join and leave."""
+
+    def links_of(self, pairs: np.ndarray) -> np.ndarray:
+        """The links of each pair's route, concatenated."""
+        links: np.ndarray = self.links[ranges(self.first[pairs], self.count[pairs])]
+        return links
 
 
 class _Snapshots:
@@ -148,21 +163,33 @@ class _Snapshots:
         self.arrays[key] = data
         self.pending[key] = len(messages)
         self.batch[messages] = key
-        self.offset[messages] = np.cumsum(lengths) - lengths
+        if lengths[0] == lengths.min() == lengths.max():
+            self.offset[messages] = np.arange(len(messages)) * lengths[0]
+        else:
+            self.offset[messages] = np.cumsum(lengths) - lengths
 
     def take(self, messages: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The data of ``messages``, concatenated in order."""
         batches = self.batch[messages]
+        first = int(batches[0])
+        if batches.min() == first == batches.max():  # all posted at one instant
+            data: np.ndarray = self.arrays[first][ranges(self.offset[messages], lengths)]
+            self._taken(first, len(messages))
+            return data
         parts = np.empty(int(lengths.sum()), dtype=next(iter(self.arrays.values())).dtype)
         at = np.cumsum(lengths) - lengths
         for key in np.unique(batches).tolist():
             mine = batches == key
             source = ranges(self.offset[messages[mine]], lengths[mine])
             parts[ranges(at[mine], lengths[mine])] = self.arrays[key][source]
-            self.pending[key] -= int(mine.sum())
-            if self.pending[key] == 0:
-                del self.arrays[key], self.pending[key]
+            self._taken(key, int(mine.sum()))
         return parts
+
+    def _taken(self, key: int, messages: int) -> None:
+        """Forget a posting instant's data once all its messages were received."""
+        self.pending[key] -= messages
+        if self.pending[key] == 0:
+            del self.arrays[key], self.pending[key]
 
 
 class _Run:
@@ -179,20 +206,21 @@ class _Run:
         m = schedule.size
         self.routes = _Routes(machine, schedule)
         itemsize = payload.dtype.itemsize
-        self.nbytes = ((schedule.send_stop - schedule.send_start) * itemsize).astype(np.float64)
-        self.latency = self.routes.latency[self.routes.pair]
-        self.moves = self.nbytes > 0
-        self.moves &= self.routes.count[self.routes.pair] > 0
+        self.itemsize = itemsize
         gpu = machine.gpu
         gamma = 0.0 if gpu.reduce_bandwidth_Bps is None else 1.0 / gpu.reduce_bandwidth_Bps
         # GpuSpec.reduce_s, element-wise with the same operations
-        self.reduce_s = np.where(schedule.reduce, gpu.launch_latency_s + self.nbytes * gamma, 0.0)
+        self.launch_s, self.gamma = gpu.launch_latency_s, gamma
         self.gpu_free = np.zeros(machine.ranks)
         self.send_view = self._view(schedule.send_start, schedule.send_stop)
-        self.recv_view = self._view(schedule.recv_start, schedule.recv_stop)
+        same = schedule.recv_start is schedule.send_start and schedule.recv_stop is schedule.send_stop
+        self.recv_view = self.send_view if same else self._view(schedule.recv_start,
+                                                                 schedule.recv_stop)
         self._check()
         self.next_on_connection = self._inverse(schedule.connection_previous)
-        self.next_receive = self._inverse(schedule.receive_previous)
+        self.next_receive = (self.next_on_connection
+                             if schedule.receive_previous is schedule.connection_previous
+                             else self._inverse(schedule.receive_previous))
         self.released_first, self.released = self._released(schedule.posted_after)
         self.posted = np.full(m, INF)
         self.arrived = np.full(m, INF)
@@ -211,6 +239,30 @@ class _Run:
         self.red_at = np.zeros(0)
         self.instants = 0
         self.sharing_wall_s = 0.0
+
+    def _nbytes(self, messages: np.ndarray) -> np.ndarray:
+        """Nominal bytes of ``messages`` (Payload.nbytes), as floats."""
+        s = self.s
+        counts: np.ndarray = (s.send_stop[messages] - s.send_start[messages]) * self.itemsize
+        return counts.astype(np.float64)
+
+    def _latency(self, messages: np.ndarray) -> np.ndarray:
+        """Each message's route latency."""
+        latency: np.ndarray = self.routes.latency[self.routes.pair[messages]]
+        return latency
+
+    def _moves(self, messages: np.ndarray) -> np.ndarray:
+        """Which messages move bytes over links (the others end when they start, as in the
+        fabric: no bytes, or no link between the two ranks)."""
+        moves: np.ndarray = (self._nbytes(messages) > 0) & (
+            self.routes.count[self.routes.pair[messages]] > 0)
+        return moves
+
+    def _reduce_s(self, messages: np.ndarray) -> np.ndarray:
+        """GpuSpec.reduce_s of each reducing receive, with the same operations (0 for copies)."""
+        duration: np.ndarray = np.where(self.s.reduce[messages],
+                                        self.launch_s + self._nbytes(messages) * self.gamma, 0.0)
+        return duration
 
     def _view(self, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         payload = self.payload
@@ -247,9 +299,13 @@ class _Run:
     def _released(self, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """CSR of the messages each receive posts: ``released[first[m]:first[m+1]]``."""
         has = after >= 0
-        order = np.flatnonzero(has)[np.argsort(after[has], kind="stable")]
         counts = np.bincount(after[has], minlength=len(after))
         first = np.concatenate([[0], np.cumsum(counts)])
+        if counts.max(initial=0) <= 1:  # each receive posts at most one message: no sort
+            order = np.empty(int(first[-1]), dtype=np.int64)
+            order[first[after[has]]] = np.flatnonzero(has)
+            return first, order
+        order = np.flatnonzero(has)[np.argsort(after[has], kind="stable")]
         return first, order
 
     # -- the run -------------------------------------------------------------------------------
@@ -283,7 +339,7 @@ class _Run:
         joined = False
         while len(starting) or len(ended) or len(completing):
             if len(starting):
-                instant = ~self.moves[starting]
+                instant = ~self._moves(starting)
                 ended = np.concatenate([ended, starting[instant]])
                 flows = starting[~instant]
                 if len(flows):
@@ -314,7 +370,7 @@ class _Run:
         following = self.next_on_connection[ended]
         following = following[(following >= 0)]
         following = following[self.posted[following] < INF]
-        ready = np.maximum(self.posted[following] + self.latency[following], now)
+        ready = np.maximum(self.posted[following] + self._latency(following), now)
         starting = self._schedule_starts(following, ready, now)
         previous = self.s.receive_previous[ended]
         can = (previous < 0)
@@ -326,7 +382,7 @@ class _Run:
         complete now."""
         if len(messages) == 0:
             return messages
-        duration = self.reduce_s[messages]
+        duration = self._reduce_s(messages)
         busy = duration > 0
         if busy.any():
             reducing = messages[busy]
@@ -350,7 +406,11 @@ class _Run:
         data = self.snapshots.take(messages, length)
         target = ranges(self.s.dst[messages] * self.width + start, length)
         reducing = self.s.reduce[messages]
-        if reducing.all():
+        receivers = self.s.dst[messages]
+        apart = len(messages) == 1 or np.bincount(receivers).max() == 1  # targets all distinct
+        if reducing.all() and apart:
+            self.flat[target] = self.ufunc(self.flat[target], data)
+        elif reducing.all():
             self.ufunc.at(self.flat, target, data)
         elif not reducing.any():
             self.flat[target] = data
@@ -378,7 +438,7 @@ class _Run:
         previous = self.s.connection_previous[messages]
         free = previous < 0
         free[~free] = self.arrived[previous[~free]] < INF
-        ready = now + self.latency[messages[free]]
+        ready = now + self._latency(messages[free])
         behind = previous[free]
         has = behind >= 0
         ready[has] = np.maximum(ready[has], self.arrived[behind[has]])
@@ -394,8 +454,10 @@ class _Run:
         return due_now
 
     def _join(self, flows: np.ndarray, now: float) -> None:
+        routes = self.routes
+        routes.users += np.bincount(routes.links_of(routes.pair[flows]), minlength=len(routes.users))
         self.active = np.concatenate([self.active, flows])
-        self.remaining = np.concatenate([self.remaining, self.nbytes[flows]])
+        self.remaining = np.concatenate([self.remaining, self._nbytes(flows)])
         self.rate = np.concatenate([self.rate, np.zeros(len(flows))])
         self.updated = np.concatenate([self.updated, np.full(len(flows), now)])
         self.ends = np.concatenate([self.ends, np.full(len(flows), INF)])
@@ -403,6 +465,9 @@ class _Run:
     def _keep_flows(self, keep: np.ndarray, now: float) -> None:
         if keep.all():
             return
+        routes = self.routes
+        routes.users -= np.bincount(routes.links_of(routes.pair[self.active[~keep]]),
+                                    minlength=len(routes.users))
         self.active, self.remaining = self.active[keep], self.remaining[keep]
         self.rate, self.updated, self.ends = self.rate[keep], self.updated[keep], self.ends[keep]
         self._left = True
@@ -414,10 +479,13 @@ class _Run:
         clock = time.perf_counter()
         routes = self.routes
         pair = routes.pair[self.active]
-        count = routes.count[pair]
-        link_of = routes.links[ranges(routes.first[pair], count)]
-        flow_of = np.repeat(np.arange(len(self.active)), count)
-        rates = max_min_rates(flow_of, link_of, len(self.active), routes.capacity)
+        if routes.users.max() <= 1:  # no link shared: every flow alone on its route
+            rates = routes.alone[pair]
+        else:
+            count = routes.count[pair]
+            link_of = routes.links[ranges(routes.first[pair], count)]
+            flow_of = np.repeat(np.arange(len(self.active)), count)
+            rates = max_min_rates(flow_of, link_of, len(self.active), routes.capacity)
         moved = rates != self.rate
         if moved.any():
             remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from types import MappingProxyType
@@ -90,6 +90,10 @@ class TopologySpec:
                                                              for key in builder.params}))
         object.__setattr__(self, "label", self.label or self.kind)
 
+    def __reduce__(self) -> tuple[Any, tuple[str, dict[str, ParamValue], str]]:
+        """Pickle with the parameters as a plain dict (a sweep sends scenarios to workers)."""
+        return TopologySpec, (self.kind, dict(self.params), self.label)
+
     @property
     def ranks(self) -> int:
         """How many GPUs (ranks) the topology has."""
@@ -140,6 +144,13 @@ class Scenario:
     nccl_choice: bool = False
     channels: int | None = None
     engine: Engine = Engine.AUTO
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickle as the fields (options as a plain dict), so a sweep can send a scenario to
+        its worker processes."""
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["algorithm_options"] = dict(self.algorithm_options)
+        return _rebuild, (values,)
 
     def __post_init__(self) -> None:
         issues = self._coerce()
@@ -261,3 +272,8 @@ def _kind_name(kind: type | tuple[type, ...]) -> str:
 
 def _present(issues: list[tuple[str, str | None]]) -> list[Issue]:
     return [(where, message) for where, message in issues if message]
+
+
+def _rebuild(values: dict[str, Any]) -> Scenario:
+    """A pickled scenario back from its fields (:meth:`Scenario.__reduce__`)."""
+    return Scenario(**values)

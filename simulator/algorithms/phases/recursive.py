@@ -16,9 +16,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from simulator.algorithms.comm import COPY, REDUCE, Combine, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import recv_pieces, send_pieces, swap
+from simulator.algorithms.schedule import Group, Schedule, transfers
 from simulator.model.span import Span
 
 SurvivorProgram = Callable[[Comm], Program]
@@ -128,6 +131,95 @@ def swap_whole(comm: Comm) -> Program:
     buffer with rank me XOR d, both partners reducing."""
     for d in distances(comm.size):
         yield from swap(comm, comm.rank ^ d, send=comm.buffer, into=comm.buffer, combine=REDUCE)
+
+
+# ---- schedules --------------------------------------------------------------------------------
+
+Bounds = tuple[np.ndarray, np.ndarray]
+"""(starts, stops) of several spans."""
+
+SurvivorSchedule = Callable[[Group], list[Schedule]]
+"""The phases of a power-of-two program, built on the survivors' group."""
+
+
+def halves_bounds(buffer: Span, parts: int) -> Bounds:
+    """:func:`halves` as arrays, one halving per level (the lower half takes the odd element)."""
+    starts, stops = np.array([buffer.start], dtype=np.int64), np.array([buffer.stop], dtype=np.int64)
+    while len(starts) < parts:
+        middle = starts + (stops - starts + 1) // 2
+        starts = np.stack([starts, middle], axis=1).ravel()
+        stops = np.stack([middle, stops], axis=1).ravel()
+    return starts, stops
+
+
+def group_bounds(blocks: Bounds, ranks: np.ndarray, size: int) -> Bounds:
+    """:func:`group` for each of ``ranks``: its aligned group of ``size`` blocks as one span."""
+    first = ranks - ranks % size
+    return blocks[0][first], blocks[1][first + size - 1]
+
+
+def survivor_bounds(buffer: Span, p: int) -> Bounds:
+    """:func:`survivor_blocks` as arrays."""
+    blocks = survivor_blocks(buffer, p)
+    return (np.array([b.start for b in blocks], dtype=np.int64),
+            np.array([b.stop for b in blocks], dtype=np.int64))
+
+
+def swap_schedule(survivors: Group, d: int, send: Bounds, *, reduce: bool) -> Schedule:
+    """One step of :func:`swap` at distance d: position j sends span ``send[j]`` to j XOR d,
+    which takes it into the same span."""
+    q = np.arange(survivors.size, dtype=np.int64)
+    return transfers(survivors, q, q ^ d, send[0], send[1], reduce=reduce)
+
+
+def halving_scatter_schedule(survivors: Group, blocks: Bounds) -> list[Schedule]:
+    """:func:`halving_scatter` as phases: at d = q/2, …, 1 send the partner's group."""
+    q = np.arange(survivors.size, dtype=np.int64)
+    return [swap_schedule(survivors, d, group_bounds(blocks, q ^ d, d), reduce=True)
+            for d in reversed(distances(survivors.size))]
+
+
+def doubling_gather_schedule(survivors: Group, blocks: Bounds) -> list[Schedule]:
+    """:func:`doubling_gather` as phases: at d = 1, …, q/2 send one's own group."""
+    q = np.arange(survivors.size, dtype=np.int64)
+    return [swap_schedule(survivors, d, group_bounds(blocks, q, d), reduce=False)
+            for d in distances(survivors.size)]
+
+
+def swap_whole_schedule(survivors: Group) -> list[Schedule]:
+    """:func:`swap_whole` as phases: the whole buffer, reduced, at every distance."""
+    whole = (np.full(survivors.size, survivors.buffer.start, dtype=np.int64),
+             np.full(survivors.size, survivors.buffer.stop, dtype=np.int64))
+    return [swap_schedule(survivors, d, whole, reduce=True) for d in distances(survivors.size)]
+
+
+def folded_schedule(group: Group, inner: SurvivorSchedule, *,
+                    hand_in: Callable[[np.ndarray], tuple[np.ndarray, Bounds]], reduce: bool,
+                    hand_back: Callable[[np.ndarray], tuple[np.ndarray, Bounds]]) -> Schedule:
+    """:func:`folded` as a schedule: the hand-in phase, ``inner``'s phases on the survivors, the
+    hand-back phase. ``hand_in(ranks)`` and ``hand_back(ranks)`` give, for the sitting-out ranks
+    2i, rows (index into ``ranks``, span bounds) in the order the program sends them."""
+    p = group.size
+    extra = p - power_of_two_below(p)
+    ranks = int(group.members.max()) + 1
+    if extra == 0:
+        return Schedule.sequence(inner(group), ranks)
+    out = np.arange(extra, dtype=np.int64) * 2
+    row, (starts, stops) = hand_in(out)
+    phases = [transfers(group, out[row], out[row] + 1, starts, stops, reduce=reduce)]
+    phases += inner(group.subgroup(survivors(p), group.buffer))
+    row, (starts, stops) = hand_back(out)
+    phases.append(transfers(group, out[row] + 1, out[row], starts, stops, reduce=False))
+    return Schedule.sequence(phases, ranks)
+
+
+def whole_buffer(group: Group) -> Callable[[np.ndarray], tuple[np.ndarray, Bounds]]:
+    """The rows of a hand-in or hand-back of the whole buffer, one per sitting-out rank."""
+    def rows(out: np.ndarray) -> tuple[np.ndarray, Bounds]:
+        return (np.arange(len(out), dtype=np.int64),
+                (np.full(len(out), group.buffer.start, dtype=np.int64),
+                 np.full(len(out), group.buffer.stop, dtype=np.int64)))
+    return rows
 
 
 # ---- closed forms ---------------------------------------------------------------------------

@@ -57,8 +57,7 @@ def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: 
     """
     n = group.size
     if steps == 0 or n == 1:
-        return Schedule(*(np.zeros(0, dtype=np.int64),) * 6, np.zeros(0, dtype=bool),
-                        *(np.zeros(0, dtype=np.int64),) * 3)
+        return Schedule.empty()
     starts, stops = group.chunks(n)
     pieces, per_piece = pieces_per_span(stops - starts, group.itemsize,
                                         group.piece_bytes if group.piece_bytes is not None
@@ -82,7 +81,7 @@ def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: 
     previous = np.where(piece > 0, index - 1,
                         np.where(send > 0, block_start[earlier] + per_block[earlier] - 1, NONE))
     return Schedule(src, dst, first, last, first, last, send < reducing_steps, posted_after,
-                    previous, previous.copy())
+                    previous, previous)
 
 
 def ring_pairs(size: int) -> list[tuple[int, int]]:
@@ -144,8 +143,10 @@ def _unpipelined_ring_s(cost: CostInputs, c: int, steps: int, reducing_steps: in
     steps·(alpha + c·beta) + reducing_steps·g and is exact.
     """
     p = cost.ranks
-    hop = [cost.alpha([pair]) + c * cost.beta([pair]) for pair in ring_pairs(p)]
-    longest = max(sum(hop[(i + s) % p] for s in range(steps)) for i in range(p))
+    hop = np.array([cost.alpha([pair]) + c * cost.beta([pair]) for pair in ring_pairs(p)])
+    laps, rest = divmod(steps, p)  # steps consecutive hops from i: whole laps, then a window
+    window = np.concatenate([[0.0], np.cumsum(np.concatenate([hop, hop]))])
+    longest = float((laps * hop.sum() + window[np.arange(p) + rest] - window[:p]).max())
     throughput = max(cost.alpha([pair]) + steps * c * cost.beta([pair]) for pair in ring_pairs(p))
     return max(longest + reducing_steps * cost.reduce_s(c), throughput)
 

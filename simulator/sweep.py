@@ -1,0 +1,145 @@
+"""Sweeps: every point of one or more scenarios, run in parallel on a Dask cluster.
+
+A point is one (scenario, algorithm, size): what :func:`simulator.runner.run_point` simulates.
+Points are independent and seeded by ``(seed, size)``, so running them on any number of worker
+processes, in any order, gives the very rows a serial :func:`~simulator.runner.simulate` gives;
+the frames are put back in serial order. By default a local cluster of one single-threaded
+worker process per core runs them (``LocalCluster``); ``scheduler`` names an existing Dask
+cluster instead (``tcp://host:8786``), whose workers need this package installed. A point that
+fails is reported with its parameters and the others are kept.
+
+Dask (``dask[distributed]``) and tqdm are the ``sweep`` extra, imported only here, only when a
+sweep runs (``pip install 'allreduce-sim[sweep]'``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import astuple, dataclass
+from typing import TYPE_CHECKING, Any
+
+from simulator.errors import InputError, Problem, SimulatorError
+from simulator.limits import DEFAULT_PROXY_ELEMENTS
+from simulator.output.results import RESULT_COLUMNS, Result
+from simulator.runner import check_memory, check_run, prepare, run_point
+from simulator.scenario.spec import Scenario
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A point that failed: its parameters and the one-line reason."""
+
+    scenario: str
+    algorithm: str
+    size_bytes: int
+    error: str
+
+    def __str__(self) -> str:
+        return (f"{self.scenario}: {self.algorithm} at {self.size_bytes} bytes failed: "
+                f"{self.error}")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """What a sweep gives back: one results frame per scenario, in the order given (rows in
+    :func:`~simulator.runner.simulate`'s order, failed points left out), and the failures."""
+
+    frames: tuple[pd.DataFrame, ...]
+    failures: tuple[Failure, ...]
+
+
+def points(scenario: Scenario) -> list[tuple[str, int]]:
+    """Every (algorithm, size) of ``scenario``, in the order :func:`simulate` runs them."""
+    setup = prepare(scenario)
+    return [(algorithm.name, size) for algorithm in setup.algorithms for size in scenario.sizes]
+
+
+def run_one(scenario: Scenario, algorithm: str, size_bytes: int, seed: int,
+            proxy_elements: int) -> Result | Failure:
+    """One point, on a worker: its result, or what went wrong (never an exception, so one
+    failed point cannot stop the others)."""
+    try:
+        return run_point(scenario, algorithm, size_bytes, seed=seed, proxy_elements=proxy_elements)
+    except InputError as error:
+        message = "; ".join(problem.message for problem in error.problems)
+    except SimulatorError as error:
+        message = str(error)
+    except Exception as error:  # a worker reports, never dies: the point says what broke
+        message = f"{type(error).__name__}: {error}"
+    return Failure(scenario.name, algorithm, size_bytes, message)
+
+
+def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
+          workers: int | None = None, seed: int = 0,
+          proxy_elements: int = DEFAULT_PROXY_ELEMENTS, progress: bool = True) -> Sweep:
+    """Run every point of ``scenarios`` on a Dask cluster (a local one of ``workers`` processes,
+    default one per core, unless ``scheduler`` gives an address); a progress bar on stderr
+    while it runs unless ``progress`` is False."""
+    import pandas as pd
+
+    client_type, cluster_type, as_completed, tqdm = _dask(scenarios)
+    for scenario in scenarios:
+        check_run(scenario.source, seed, proxy_elements)
+        check_memory(scenario, prepare(scenario), proxy_elements)
+    if workers is not None and workers < 1:
+        raise InputError([Problem("sweep", "workers", f"expected a whole number ≥ 1, got "
+                                                      f"{workers}")])
+    work = [(index, algorithm, size) for index, scenario in enumerate(scenarios)
+            for algorithm, size in points(scenario)]
+    if scheduler is None:
+        cluster = cluster_type(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
+                               processes=True, dashboard_address=None)
+        client = client_type(cluster)
+    else:
+        cluster = None
+        client = _connect(client_type, scheduler)
+    try:
+        futures = [client.submit(run_one, scenarios[index], algorithm, size, seed, proxy_elements,
+                                 pure=False) for index, algorithm, size in work]
+        bar = tqdm(total=len(futures), unit="point", disable=not progress, file=sys.stderr)
+        for _ in as_completed(futures):
+            bar.update(1)
+        bar.close()
+        outcomes = client.gather(futures)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    rows: list[list[tuple[Any, ...]]] = [[] for _ in scenarios]
+    failures = []
+    for (index, _, _), outcome in zip(work, outcomes, strict=True):
+        if isinstance(outcome, Failure):
+            failures.append(outcome)
+        else:
+            rows[index].append(astuple(outcome))
+    frames = tuple(pd.DataFrame(r, columns=list(RESULT_COLUMNS)).astype({"verified": "boolean"})
+                   for r in rows)
+    return Sweep(frames, tuple(failures))
+
+
+def _dask(scenarios: Sequence[Scenario]) -> tuple[Any, Any, Any, Any]:
+    """Dask's Client, LocalCluster and as_completed, and tqdm; an input error naming the extra
+    when they are not installed."""
+    try:
+        from dask.distributed import Client, LocalCluster, as_completed
+        from tqdm import tqdm
+    except ImportError as error:
+        where = scenarios[0].source if scenarios else "sweep"
+        raise InputError([Problem(where, "sweep", f"needs the 'sweep' extra ({error.name} is not "
+                                                  "installed): pip install 'allreduce-sim[sweep]'")]
+                         ) from None
+    return Client, LocalCluster, as_completed, tqdm
+
+
+def _connect(client_type: Any, scheduler: str) -> Any:
+    """A client of the Dask scheduler at ``scheduler``; an input error when none answers."""
+    try:
+        return client_type(scheduler, timeout="5s")
+    except (OSError, TimeoutError) as error:
+        raise InputError([Problem("sweep", "scheduler", f"no Dask scheduler answers at "
+                                                        f"{scheduler!r}: {error}")]) from None

@@ -1,0 +1,88 @@
+"""Sweeps on Dask (simulator.sweep): the same rows as a serial run, failed points reported with
+their parameters while the others are kept, and the command line around it."""
+
+import pandas as pd
+import pytest
+
+from simulator import simulate
+from simulator.cli import main
+from simulator.scenario import scenario_from_dict
+from simulator.sweep import Failure, sweep
+
+SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
+
+
+def test_a_sweep_gives_the_rows_of_serial_runs_in_their_order():
+    scenarios = [
+        scenario_from_dict({"name": "flat", "topology": SWITCH, "sizes": [4096, 1 << 20],
+                            "op": "max"}),
+        scenario_from_dict({"name": "dgx", "topology": {"preset": "dgx_h100", "nodes": 2,
+                                                        "gpus_per_node": 2},
+                            "algorithms": ["ring", "hierarchical"], "sizes": [65536]}),
+    ]
+    done = sweep(scenarios, workers=2, progress=False)
+    assert done.failures == ()
+    for scenario, frame in zip(scenarios, done.frames, strict=True):
+        pd.testing.assert_frame_equal(frame, simulate(scenario))
+    assert len(done.frames[0]) == 2 * 7  # every allreduce but hierarchical and nvls, 2 sizes
+
+
+def test_a_failed_point_is_reported_and_the_others_kept():
+    scenario = scenario_from_dict({"name": "mixed", "topology": SWITCH, "engine": "vector",
+                                   "algorithms": ["ring", "tree"], "sizes": [4096, 8192]})
+    done = sweep([scenario], workers=1, progress=False)
+    assert list(done.frames[0].algorithm) == ["ring", "ring"]
+    message = ("expected auto or simpy for 'tree': it has no schedule for the vector engine "
+               "(those that do: ring, direct, halving_doubling, recursive_doubling)")
+    assert done.failures == (Failure("mixed", "tree", 4096, message),
+                             Failure("mixed", "tree", 8192, message))
+    assert str(done.failures[0]) == f"mixed: tree at 4096 bytes failed: {message}"
+
+
+def test_the_sweep_command_writes_each_scenario_and_exits_1_on_a_failed_point(tmp_path, capsys):
+    good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
+    good.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
+                    f"algorithms: [ring]\nsizes: [4096]\noutput: {tmp_path / 'out-good'}\n")
+    bad.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
+                   f"algorithms: [ring, tree]\nsizes: [4096]\nengine: vector\n"
+                   f"output: {tmp_path / 'out-bad'}\n")
+    code = main(["sweep", str(good), str(bad), "--workers", "2", "--no-progress", "--no-plot"])
+    out, err = capsys.readouterr()
+    assert code == 1
+    assert err == ("bad: tree at 4096 bytes failed: expected auto or simpy for 'tree': it has no "
+                   "schedule for the vector engine (those that do: ring, direct, halving_doubling, "
+                   "recursive_doubling)\n")
+    assert len(pd.read_csv(tmp_path / "out-good" / "good.csv")) == 1
+    assert list(pd.read_csv(tmp_path / "out-bad" / "bad.csv").algorithm) == ["ring"]
+    assert out.count("# results: ") == 2
+
+
+def test_two_scenarios_writing_to_one_directory_are_refused_before_running(tmp_path, capsys):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    for path in (first, second):
+        path.write_text(f"name: same\ntopology: {{kind: switch, ranks: 2, bandwidth: 1GB/s, "
+                        f"latency: 1us}}\nsizes: [64]\noutput: {tmp_path / 'out'}\n")
+    assert main(["sweep", str(first), str(second), "--no-progress"]) == 2
+    assert capsys.readouterr().err == (f"{second}: output: expected its own directory, but "
+                                       f"{first} also writes to {tmp_path / 'out'}\n")
+
+
+def test_an_unreachable_scheduler_is_one_line(tmp_path, capsys):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("topology: {kind: switch, ranks: 2, bandwidth: 1GB/s, latency: 1us}\n"
+                        f"sizes: [64]\noutput: {tmp_path / 'out'}\n")
+    assert main(["sweep", str(scenario), "--scheduler", "tcp://127.0.0.1:9", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("sweep: scheduler: no Dask scheduler answers at 'tcp://127.0.0.1:9': ")
+    assert err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("workers", ["0", "-1"])
+def test_workers_must_be_positive(tmp_path, capsys, workers):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("topology: {kind: switch, ranks: 2, bandwidth: 1GB/s, latency: 1us}\n"
+                        f"sizes: [64]\noutput: {tmp_path / 'out'}\n")
+    assert main(["sweep", str(scenario), "--workers", workers]) == 2
+    assert capsys.readouterr().err == (f"command line: --workers: expected a whole number ≥ 1, "
+                                       f"got {workers}\n")
