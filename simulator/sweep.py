@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from collections.abc import Sequence
 from dataclasses import astuple, dataclass
 from typing import TYPE_CHECKING, Any
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.output.results import RESULT_COLUMNS, Result
-from simulator.runner import check_memory, check_run, prepare, run_point
+from simulator.runner import Setup, check_memory, check_run, prepare, run_point
 from simulator.scenario.spec import Scenario
 
 if TYPE_CHECKING:
@@ -59,12 +60,23 @@ def points(scenario: Scenario) -> list[tuple[str, int]]:
     return [(algorithm.name, size) for algorithm in setup.algorithms for size in scenario.sizes]
 
 
-def run_one(scenario: Scenario, algorithm: str, size_bytes: int, seed: int,
+_SETUPS: dict[str, Setup] = {}
+"""On a worker: the machine of each scenario of the current sweep, built once (routes are
+cached in it), as :func:`simulate` builds it once for all its points."""
+
+
+def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int, seed: int,
             proxy_elements: int) -> Result | Failure:
     """One point, on a worker: its result, or what went wrong (never an exception, so one
-    failed point cannot stop the others)."""
+    failed point cannot stop the others). ``token`` names the scenario within its sweep."""
     try:
-        return run_point(scenario, algorithm, size_bytes, seed=seed, proxy_elements=proxy_elements)
+        if token not in _SETUPS:
+            sweep_id = token.split("/")[0]
+            for stale in [key for key in _SETUPS if not key.startswith(f"{sweep_id}/")]:
+                del _SETUPS[stale]
+            _SETUPS[token] = prepare(scenario, select=False)
+        return run_point(scenario, algorithm, size_bytes, seed=seed, proxy_elements=proxy_elements,
+                         setup=_SETUPS[token])
     except InputError as error:
         message = "; ".join(problem.message for problem in error.problems)
     except SimulatorError as error:
@@ -99,8 +111,10 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
         cluster = None
         client = _connect(client_type, scheduler)
     try:
-        futures = [client.submit(run_one, scenarios[index], algorithm, size, seed, proxy_elements,
-                                 pure=False) for index, algorithm, size in work]
+        sweep_id = uuid.uuid4().hex
+        futures = [client.submit(run_one, f"{sweep_id}/{index}", scenarios[index], algorithm, size,
+                                 seed, proxy_elements, pure=False)
+                   for index, algorithm, size in work]
         bar = tqdm(total=len(futures), unit="point", disable=not progress, file=sys.stderr)
         for _ in as_completed(futures):
             bar.update(1)
