@@ -9,16 +9,20 @@ per-message SimPy engine could do), because these machines are noisy and the rat
 travels better than seconds. One line per (ranks, engine):
 
 - ``wall_s``: wall-clock seconds of :func:`simulator.runner.run_point` (schedule, inputs,
-  simulation, numpy check), best of ``--repeat`` runs (default 3; the first run of a size also
-  pays the operating system's first touch of its memory), measured with tracemalloc *off*.
+  simulation, numpy check), best of ``--repeat`` runs of the vectorised engine (default 3; the
+  first run of a size also pays the operating system's first touch of its memory) and of one run
+  of the SimPy engine, measured with tracemalloc *off*.
   Building the topology is excluded; routes are computed lazily inside the run;
 - ``first_s``: the first of those runs;
 - ``loop_s`` and ``ratio``: the bare SimPy loop's wall time and wall_s / loop_s;
 - ``py_peak_MiB``: peak of Python allocations (numpy arrays included) during one more, traced
-  run (:mod:`tracemalloc`), skipped with ``--no-tracemalloc``;
+  run of the vectorised engine (:mod:`tracemalloc`), skipped with ``--no-tracemalloc``;
 - ``sim_s`` / ``model_s`` / ``rel_err``: simulated time and the closed form, which must agree
   to 1e-9 relative (on ``switch`` no two ring flows share a link);
 - ``messages`` and ``events`` (SimPy events, or instants for the vectorised engine).
+
+It draws wall time against ranks, log-log, to ``--plot`` (default
+``results/bench/ring_scaling.png``).
 
 Exits 1 if a run fails verification, errs, or leaves the closed form by more than 1e-9
 relative; 2 on bad arguments. ``make bench`` runs the defaults; by hand::
@@ -190,6 +194,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="untraced runs per point; wall_s is the best (default 3)")
     parser.add_argument("--no-tracemalloc", dest="trace_memory", action="store_false",
                         help="skip the traced run that measures py_peak_MiB")
+    parser.add_argument("--plot", type=Path, default=Path("results/bench/ring_scaling.png"),
+                        help="where to draw wall time against ranks, log-log (default "
+                             "results/bench/ring_scaling.png)")
     args = parser.parse_args(argv)
     if args.repeat < 1 or min(args.ranks) < 2:
         parser.error("expected --repeat ≥ 1 and every --ranks ≥ 2")
@@ -206,26 +213,55 @@ def main(argv: list[str] | None = None) -> int:
           "tracemalloc peak of one more run ('-' = skipped)")
     print(row(COLUMNS), flush=True)
     failures = 0
+    measured: list[Measurement] = []
     for ranks in args.ranks:
         loop_s = bare_simpy_loop(ranks)
         engines = [Engine.VECTOR] + ([Engine.SIMPY] if ranks <= args.simpy_max_ranks else [])
         for engine in engines:
             try:
-                measurement = measure(ranks, args.size, engine, repeat=args.repeat,
-                                      loop_s=loop_s, trace_memory=args.trace_memory)
+                vector = engine is Engine.VECTOR  # SimPy, minutes a run, is timed once, untraced
+                measurement = measure(ranks, args.size, engine,
+                                      repeat=args.repeat if vector else 1, loop_s=loop_s,
+                                      trace_memory=args.trace_memory and vector)
             except SimulatorError as error:
                 print(row((ranks, engine.value, *["-"] * (len(COLUMNS) - 3), "FAIL")), flush=True)
                 print(f"#   {ranks} ranks: {error}", file=sys.stderr)
                 failures += 1
                 continue
             print(format_measurement(measurement), flush=True)
+            measured.append(measurement)
             if not measurement.ok:
                 failures += 1
                 r = measurement.result
                 print(f"#   {ranks} ranks: verified={r.verified} (max abs error "
                       f"{r.max_abs_error:g}), sim {r.sim_time_s!r} s vs closed form "
                       f"{r.model_time_s!r} s", file=sys.stderr)
+    if measured:
+        plot(measured, args.plot)
+        print(f"# plot: {args.plot}")
     return 1 if failures else 0
+
+
+def plot(measured: list[Measurement], path: Path) -> None:
+    """Wall time against ranks, log-log, per engine and for the bare SimPy loop."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 4))
+    for engine in Engine.VECTOR, Engine.SIMPY:
+        points = [(m.result.ranks, m.wall_s) for m in measured if m.engine is engine]
+        if points:
+            axes.plot(*zip(*points, strict=True), marker="o", label=f"{engine.value} engine")
+    loops = sorted({(m.result.ranks, m.loop_s) for m in measured})
+    axes.plot(*zip(*loops, strict=True), linestyle="--", color="grey",
+              label="bare SimPy loop (a timeout per rank-step)")
+    axes.set(xscale="log", yscale="log", xlabel="ranks", ylabel="wall time (s)",
+             title="ring allreduce, 1 GiB per rank, switch")
+    axes.legend()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
 
 
 if __name__ == "__main__":

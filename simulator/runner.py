@@ -25,7 +25,7 @@ from simulator.algorithms.registry import algorithm_names
 from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, Timing, run_collective
-from simulator.engine.vector import run_schedule
+from simulator.engine.vector import declines, run_schedule
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
@@ -213,16 +213,19 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
          spec: RunSpec) -> tuple[Timing, Engine]:
     """Simulate one point on the scenario's engine: the vectorised one where the algorithm has a
     schedule (``auto``, ``vector``), else SimPy; InputError for ``vector`` without a schedule."""
-    schedule = None
+    schedule, reason = None, "it has no schedule for the vector engine"
     if scenario.engine is not Engine.SIMPY:
         group = Group(np.arange(machine.ranks, dtype=np.int64), Span(0, spec.payload.count),
                       spec.payload.dtype.itemsize, spec.piece_bytes)
         schedule = schedule_on_channels(algorithm, group, machine.layout, spec.channels)
+        declined = None if schedule is None else declines(schedule, machine)
+        if declined is not None:
+            schedule, reason = None, declined
     if schedule is None:
         if scenario.engine is Engine.VECTOR:
             raise InputError([Problem(scenario.source, "engine", (
-                f"expected auto or simpy for {algorithm.name!r}: it has no schedule for the "
-                f"vector engine (those that do: {', '.join(scheduled_names(scenario))})"))])
+                f"expected auto or simpy for {algorithm.name!r}: {reason} (those with a "
+                f"schedule: {', '.join(scheduled_names(scenario))})"))])
         return run_collective(algorithm, machine, spec, buffers), Engine.SIMPY
     vector = run_schedule(schedule, machine, spec.payload, spec.reduce_op, buffers,
                           algorithm.name)

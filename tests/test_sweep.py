@@ -27,16 +27,21 @@ def test_a_sweep_gives_the_rows_of_serial_runs_in_their_order():
     assert len(done.frames[0]) == 2 * 7  # every allreduce but hierarchical and nvls, 2 sizes
 
 
+DECLINED = ("expected auto or simpy for 'double_binary_tree': its 2 threads per rank reduce at "
+            "once on a GPU with a reduction cost, whose queue only the SimPy engine orders (those "
+            "with a schedule: ring, direct, halving_doubling, recursive_doubling, binomial_tree, "
+            "tree, double_binary_tree)")
+
+
 def test_a_failed_point_is_reported_and_the_others_kept():
     scenario = scenario_from_dict({"name": "mixed", "topology": SWITCH, "engine": "vector",
-                                   "algorithms": ["ring", "tree"], "sizes": [4096, 8192]})
+                                   "algorithms": ["ring", "double_binary_tree"],
+                                   "gpu": {"reduce_bandwidth": "40GB/s"}, "sizes": [4096, 8192]})
     done = sweep([scenario], workers=1, progress=False)
     assert list(done.frames[0].algorithm) == ["ring", "ring"]
-    message = ("expected auto or simpy for 'tree': it has no schedule for the vector engine "
-               "(those that do: ring, direct, halving_doubling, recursive_doubling)")
-    assert done.failures == (Failure("mixed", "tree", 4096, message),
-                             Failure("mixed", "tree", 8192, message))
-    assert str(done.failures[0]) == f"mixed: tree at 4096 bytes failed: {message}"
+    assert done.failures == (Failure("mixed", "double_binary_tree", 4096, DECLINED),
+                             Failure("mixed", "double_binary_tree", 8192, DECLINED))
+    assert str(done.failures[0]) == f"mixed: double_binary_tree at 4096 bytes failed: {DECLINED}"
 
 
 def test_the_sweep_command_writes_each_scenario_and_exits_1_on_a_failed_point(tmp_path, capsys):
@@ -44,14 +49,12 @@ def test_the_sweep_command_writes_each_scenario_and_exits_1_on_a_failed_point(tm
     good.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
                     f"algorithms: [ring]\nsizes: [4096]\noutput: {tmp_path / 'out-good'}\n")
     bad.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
-                   f"algorithms: [ring, tree]\nsizes: [4096]\nengine: vector\n"
-                   f"output: {tmp_path / 'out-bad'}\n")
+                   f"algorithms: [ring, double_binary_tree]\nsizes: [4096]\nengine: vector\n"
+                   f"gpu: {{reduce_bandwidth: 40GB/s}}\noutput: {tmp_path / 'out-bad'}\n")
     code = main(["sweep", str(good), str(bad), "--workers", "2", "--no-progress", "--no-plot"])
     out, err = capsys.readouterr()
     assert code == 1
-    assert err == ("bad: tree at 4096 bytes failed: expected auto or simpy for 'tree': it has no "
-                   "schedule for the vector engine (those that do: ring, direct, halving_doubling, "
-                   "recursive_doubling)\n")
+    assert err == f"bad: double_binary_tree at 4096 bytes failed: {DECLINED}\n"
     assert len(pd.read_csv(tmp_path / "out-good" / "good.csv")) == 1
     assert list(pd.read_csv(tmp_path / "out-bad" / "bad.csv").algorithm) == ["ring"]
     assert out.count("# results: ") == 2

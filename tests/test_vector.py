@@ -14,7 +14,7 @@ from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.sharing import max_min_rates as reference_rates
-from simulator.engine.vector import max_min_rates, ranges, run_schedule
+from simulator.engine.vector import declines, max_min_rates, ranges, run_schedule
 from simulator.errors import InputError
 from simulator.model.span import Span
 from simulator.runner import prepare, run_point
@@ -25,12 +25,10 @@ SCHEDULED = {collective: [name for name, algorithm in REGISTRY[collective].items
              for collective in Collective}
 
 
-def test_which_algorithms_have_schedules():
-    assert SCHEDULED[Collective.ALLREDUCE] == ["ring", "direct", "halving_doubling",
-                                              "recursive_doubling"]
-    assert SCHEDULED[Collective.REDUCE_SCATTER] == ["ring", "direct", "halving_doubling"]
-    assert SCHEDULED[Collective.ALLGATHER] == ["ring", "direct", "recursive_doubling"]
-    assert SCHEDULED[Collective.BROADCAST] == SCHEDULED[Collective.REDUCE] == []
+def test_every_algorithm_but_nvls_and_hierarchical_has_a_schedule():
+    for collective in Collective:
+        expected = [name for name in REGISTRY[collective] if name not in ("nvls", "hierarchical")]
+        assert SCHEDULED[collective] == expected
 
 
 def random_topology(rng):
@@ -47,8 +45,7 @@ def random_topology(rng):
 
 def random_scenario(seed):
     rng = np.random.default_rng(seed)
-    collective = [Collective.ALLREDUCE, Collective.REDUCE_SCATTER,
-                  Collective.ALLGATHER][int(rng.integers(3))]
+    collective = list(Collective)[int(rng.integers(len(Collective)))]
     scenario = {
         "topology": random_topology(rng), "collective": collective.value,
         "algorithms": [str(rng.choice(SCHEDULED[collective]))],
@@ -77,21 +74,27 @@ def both_engines(scenario, channels=1, proxy=4096):
     group = Group(np.arange(machine.ranks), Span(0, payload.count), scenario.dtype.itemsize,
                   scenario.piece_bytes)
     schedule = schedule_on_channels(algorithm, group, machine.layout, channels)
+    if declines(schedule, machine):
+        return simpy, None, simpy_buffers, None
     vector = run_schedule(schedule, machine, payload, scenario.reduce_op, vector_buffers, name)
     return simpy, vector, simpy_buffers, vector_buffers
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(100))
 def test_both_engines_agree_on_random_scenarios(seed):
     scenario = random_scenario(seed)
     channels = 1 + seed % 3 if scenario.collective is Collective.ALLREDUCE else 1
     simpy, vector, simpy_buffers, vector_buffers = both_engines(scenario, channels)
+    if vector is None:  # reducing threads sharing a costly GPU: SimPy's alone (test below)
+        assert scenario.gpu.reduce_bandwidth_Bps is not None
+        assert channels > 1 or scenario.algorithms == ("double_binary_tree",)
+        return
     assert vector.time_s == pytest.approx(simpy.time_s, rel=1e-12, abs=0)
     assert vector.messages == simpy.messages
     np.testing.assert_array_equal(vector_buffers, simpy_buffers)
 
 
-@pytest.mark.parametrize("algorithm", ["ring", "direct", "halving_doubling", "recursive_doubling"])
+@pytest.mark.parametrize("algorithm", SCHEDULED[Collective.ALLREDUCE])
 def test_both_engines_agree_under_nccl_with_channels_across_nodes(algorithm):
     scenario = {"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
                 "algorithms": [algorithm], "sizes": [4096, 3 << 20], "execution": "nccl"}
@@ -103,24 +106,40 @@ def test_both_engines_agree_under_nccl_with_channels_across_nodes(algorithm):
     assert vector.verified.all() and simpy.verified.all()
 
 
+WITH_SCHEDULE = ("ring, direct, halving_doubling, recursive_doubling, binomial_tree, tree, "
+                 "double_binary_tree")
+
+
 def test_auto_runs_the_vector_engine_where_a_schedule_exists():
-    frame = simulate({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
-                                   "latency": "1us"}, "algorithms": ["ring", "tree"],
-                      "sizes": [4096]})
+    frame = simulate({"topology": {"preset": "dgx_h100"}, "algorithms": ["ring", "nvls"],
+                      "sizes": [4096], "execution": "ideal"})
     assert list(frame.engine) == ["vector", "simpy"]
-    # the ring by hand: 6 steps of two 1 us hops plus 1 KiB at 25 GB/s
-    assert frame.sim_time_s[0] == pytest.approx(6 * (2e-6 + 1024 / 25e9), rel=1e-12)
+    # the ring by hand: 14 steps of two 300 ns NVLink hops plus 512 B at 450 GB/s
+    assert frame.sim_time_s[0] == pytest.approx(14 * (600e-9 + 512 / 450e9), rel=1e-12)
 
 
 def test_engine_vector_on_an_algorithm_without_schedule_is_an_input_error():
-    scenario = {"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
-                             "latency": "1us"}, "algorithms": ["tree"], "sizes": [4096],
+    scenario = {"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"], "sizes": [4096],
                 "engine": "vector"}
     with pytest.raises(InputError) as caught:
-        run_point(scenario, "tree", 4096)
+        run_point(scenario, "nvls", 4096)
     assert str(caught.value) == (
-        "<dict>: engine: expected auto or simpy for 'tree': it has no schedule for the "
-        "vector engine (those that do: ring, direct, halving_doubling, recursive_doubling)")
+        "<dict>: engine: expected auto or simpy for 'nvls': it has no schedule for the vector "
+        f"engine (those with a schedule: {WITH_SCHEDULE})")
+
+
+def test_reducing_threads_on_a_costly_gpu_run_on_simpy():
+    scenario = {"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                             "latency": "1us"}, "algorithms": ["double_binary_tree"],
+                "sizes": [4096], "gpu": {"reduce_bandwidth": "40GB/s"}}
+    assert list(simulate(scenario).engine) == ["simpy"]
+    assert list(simulate({**scenario, "gpu": {}}).engine) == ["vector"]
+    with pytest.raises(InputError) as caught:
+        run_point({**scenario, "engine": "vector"}, "double_binary_tree", 4096)
+    assert str(caught.value) == (
+        "<dict>: engine: expected auto or simpy for 'double_binary_tree': its 2 threads per rank "
+        "reduce at once on a GPU with a reduction cost, whose queue only the SimPy engine orders "
+        f"(those with a schedule: {WITH_SCHEDULE})")
 
 
 def test_an_unknown_engine_is_named():

@@ -22,7 +22,9 @@ from simulator.algorithms.phases.tree import (
     reduce_up,
     reduce_up_s,
     tree_of,
+    tree_schedule,
 )
+from simulator.algorithms.schedule import BEFORE, Group, Schedule
 from simulator.model.collective import ROOT, Collective
 from simulator.model.nccl import NcclAlgorithm
 
@@ -72,6 +74,13 @@ class BinomialTreeAllreduce(Algorithm):
         yield from reduce_up(comm, node, comm.buffer, default_bytes=None)
         yield from broadcast_down(comm, node, comm.buffer, default_bytes=None)
 
+    def schedule(self, group: Group) -> Schedule:
+        tree = tree_of(binomial_tree, group.size)
+        return Schedule.sequence(
+            [tree_schedule(group, tree, group.buffer, None, down=False, start=BEFORE),
+             tree_schedule(group, tree, group.buffer, None, up=False, start=BEFORE)],
+            int(group.members.max()) + 1)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         tree = tree_of(binomial_tree, cost.ranks)
         return (reduce_up_s(cost, tree, count, default_bytes=None)
@@ -95,6 +104,10 @@ class BinomialTreeBroadcast(Algorithm):
         yield from broadcast_down(comm, binomial_tree(comm.rank, comm.size), comm.buffer,
                                   default_bytes=None)
 
+    def schedule(self, group: Group) -> Schedule:
+        return tree_schedule(group, tree_of(binomial_tree, group.size), group.buffer, None,
+                             up=False)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return broadcast_down_s(cost, tree_of(binomial_tree, cost.ranks), count,
                                 default_bytes=None)
@@ -116,6 +129,10 @@ class BinomialTreeReduce(Algorithm):
     def program(self, comm: Comm) -> Program:
         yield from reduce_up(comm, binomial_tree(comm.rank, comm.size), comm.buffer,
                              default_bytes=None)
+
+    def schedule(self, group: Group) -> Schedule:
+        return tree_schedule(group, tree_of(binomial_tree, group.size), group.buffer, None,
+                             down=False)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return reduce_up_s(cost, tree_of(binomial_tree, cost.ranks), count, default_bytes=None)

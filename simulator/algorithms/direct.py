@@ -18,6 +18,8 @@ Why the closed forms are upper bounds everywhere and exact on ``switch`` and
 
 from __future__ import annotations
 
+import numpy as np
+
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
@@ -32,7 +34,7 @@ from simulator.algorithms.phases.direct import (
     largest_chunk_bytes,
     peers,
 )
-from simulator.algorithms.schedule import Group, Schedule
+from simulator.algorithms.schedule import Group, Schedule, transfers
 from simulator.model.collective import ROOT, Collective
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
@@ -133,6 +135,9 @@ class DirectBroadcast(Algorithm):
         else:
             yield from exchange(comm, [], [(ROOT, whole)], COPY)
 
+    def schedule(self, group: Group) -> Schedule:
+        return _one_to_all(group, reduce=False)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         pairs = [(ROOT, peer) for peer in peers(ROOT, cost.ranks)]
         return cost.alpha(pairs) + cost.nbytes(count) * cost.shared_beta(pairs)
@@ -159,6 +164,9 @@ class DirectReduce(Algorithm):
         else:
             yield from exchange(comm, [(ROOT, whole)], [], REDUCE)
 
+    def schedule(self, group: Group) -> Schedule:
+        return _one_to_all(group, reduce=True)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
         if p == 1:
@@ -171,3 +179,16 @@ class DirectReduce(Algorithm):
 def _ranks(group: Group) -> int:
     """Global ranks the schedule's per-rank arrays must cover."""
     return int(group.members.max()) + 1
+
+
+def _one_to_all(group: Group, *, reduce: bool) -> Schedule:
+    """The flat tree as a schedule: the root sends the whole buffer to every other rank
+    (broadcast), or every other rank sends it to the root, which reduces them in the order
+    root+1, root+2, … (reduce); one message each, all posted at the start."""
+    others = np.array(peers(ROOT, group.size), dtype=np.int64)
+    root = np.full(len(others), ROOT, dtype=np.int64)
+    starts = np.full(len(others), group.buffer.start, dtype=np.int64)
+    stops = np.full(len(others), group.buffer.stop, dtype=np.int64)
+    senders, receivers = (others, root) if reduce else (root, others)
+    return Schedule.sequence([transfers(group, senders, receivers, starts, stops, reduce=reduce,
+                                        whole=True)], _ranks(group))

@@ -23,7 +23,9 @@ from simulator.algorithms.phases.tree import (
     tree_allreduce,
     tree_allreduce_s,
     tree_of,
+    tree_schedule,
 )
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.algorithms.tree import binary_tree
 from simulator.model.collective import ROOT, Collective
 from simulator.model.nccl import NcclAlgorithm
@@ -74,6 +76,12 @@ class DoubleBinaryTreeAllreduce(Algorithm):
         trees, halves = double_binary_tree(comm.rank, comm.size), comm.chunks(2)
         yield comm.parallel(*(tree_allreduce(comm.on_channel(comm.channel + 2 * i), node, half)
                               for i, (node, half) in enumerate(zip(trees, halves, strict=True))))
+
+    def schedule(self, group: Group) -> Schedule:
+        nodes = tree_of(double_binary_tree, group.size)  # per rank, its node in either tree
+        halves = group.buffer.split(2)
+        return Schedule.concat([tree_schedule(group, [pair[i] for pair in nodes], halves[i])
+                                for i in range(2)])
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         nodes = tree_of(double_binary_tree, cost.ranks)  # per rank, its node in either tree

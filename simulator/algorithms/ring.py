@@ -7,6 +7,8 @@ phases and their closed forms are in :mod:`simulator.algorithms.phases.ring`.
 
 from __future__ import annotations
 
+import itertools
+
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
@@ -17,6 +19,7 @@ from simulator.algorithms.phases.ring import (
     ring_pass_s,
     ring_pass_schedule,
 )
+from simulator.algorithms.phases.tree import TreeNode, tree_schedule
 from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
 
@@ -114,6 +117,10 @@ class RingBroadcast(Algorithm):
         p = comm.size
         yield from chain(comm, [(ROOT + i) % p for i in range(p)], reduce=False)
 
+    def schedule(self, group: Group) -> Schedule:
+        p = group.size
+        return chain_schedule(group, [(ROOT + i) % p for i in range(p)], reduce=False)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return chain_s(cost, count, reduce=False)
 
@@ -132,5 +139,20 @@ class RingReduce(Algorithm):
         p = comm.size
         yield from chain(comm, [(ROOT - i) % p for i in range(p - 1, -1, -1)], reduce=True)
 
+    def schedule(self, group: Group) -> Schedule:
+        p = group.size
+        return chain_schedule(group, [(ROOT - i) % p for i in range(p - 1, -1, -1)], reduce=True)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return chain_s(cost, count, reduce=True)
+
+
+def chain_schedule(group: Group, order: list[int], *, reduce: bool) -> Schedule:
+    """:func:`~simulator.algorithms.phases.ring.chain` as a schedule: a chain is a tree of one
+    child per rank, rooted at its first rank for a broadcast and at its last for a reduce."""
+    nodes = [TreeNode(None, ())] * group.size
+    for before, after in itertools.pairwise(order):
+        parent, child = (after, before) if reduce else (before, after)
+        nodes[child] = TreeNode(parent, nodes[child].children)
+        nodes[parent] = TreeNode(nodes[parent].parent, (child,))
+    return tree_schedule(group, nodes, group.buffer, up=reduce, down=not reduce)

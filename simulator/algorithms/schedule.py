@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -54,9 +55,13 @@ class Schedule:
     posted_after: Index
     connection_previous: Index
     receive_previous: Index
+    reducing_threads: int = 1
+    """How many threads of one rank may reduce at once (two for two trees side by side, C for
+    C channels): the vectorised engine queues such reductions on the GPU, but breaks ties
+    between same-instant requests its own way, so with a GPU cost it leaves them to SimPy."""
 
     def __post_init__(self) -> None:
-        sizes = {f.name: len(getattr(self, f.name)) for f in fields(self)}
+        sizes = {name: len(getattr(self, name)) for name in ARRAYS}
         if len(set(sizes.values())) > 1:
             raise AlgorithmError(f"schedule arrays differ in length: {sizes}")
 
@@ -79,14 +84,14 @@ class Schedule:
             return parts[0]
         offsets = np.cumsum([0, *(part.size for part in parts[:-1])])
         pointers = ("posted_after", "connection_previous", "receive_previous")
-        joined = {}
-        for f in fields(Schedule):
-            arrays = [getattr(part, f.name) for part in parts]
-            if f.name in pointers:
+        joined: dict[str, Any] = {}
+        for name in ARRAYS:
+            arrays = [getattr(part, name) for part in parts]
+            if name in pointers:
                 arrays = [np.where(a >= 0, a + offset, NONE) for a, offset in zip(arrays, offsets,
                                                                                     strict=True)]
-            joined[f.name] = np.concatenate(arrays)
-        return Schedule(**joined)
+            joined[name] = np.concatenate(arrays)
+        return Schedule(**joined, reducing_threads=sum(part.reducing_threads for part in parts))
 
 
     @staticmethod
@@ -100,7 +105,7 @@ class Schedule:
         offset = 0
         last = np.full(ranks, NONE, dtype=np.int64)
         for phase in phases:
-            shifted = {f.name: getattr(phase, f.name) for f in fields(Schedule)}
+            shifted = {name: getattr(phase, name) for name in ARRAYS}
             for name, rank in (("posted_after", phase.src), ("receive_previous", phase.dst)):
                 pointer = shifted[name]
                 shifted[name] = np.where(pointer == BEFORE, last[rank],
@@ -110,10 +115,15 @@ class Schedule:
             mine = last_receives(phase, ranks)  # BEFORE pointers are negative: not followers
             last = np.where(mine >= 0, mine + offset, last)
             offset += phase.size
-        joined = {f.name: np.concatenate([getattr(step, f.name) for step in resolved])
-                  for f in fields(Schedule)}
+        joined: dict[str, Any] = {name: np.concatenate([getattr(step, name) for step in resolved])
+                                  for name in ARRAYS}
+        joined["reducing_threads"] = max(phase.reducing_threads for phase in phases)
         joined["connection_previous"] = chain(joined["src"] * ranks + joined["dst"])
         return Schedule(**joined)
+
+
+ARRAYS = tuple(f.name for f in fields(Schedule) if f.name != "reducing_threads")
+"""The per-message arrays of a schedule."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -157,15 +167,16 @@ def pieces_per_span(counts: Index, itemsize: int, piece_bytes: int | None) -> tu
 
 
 def transfers(group: Group, senders: Index, receivers: Index, starts: Index, stops: Index, *,
-              reduce: bool, default_bytes: int | None = None) -> Schedule:
+              reduce: bool, default_bytes: int | None = None, whole: bool = False) -> Schedule:
     """One phase of point-to-point moves, as :func:`~simulator.algorithms.phases.pieces.send_pieces`
     and ``recv_pieces`` make them: row k sends elements [starts[k], stops[k]) from group position
     ``senders[k]`` to ``receivers[k]`` as pipeline pieces, every piece posted at the phase's start
     (after the sender's last receive before it), each receiver taking its rows' pieces in row
-    order. Rows of one sender to one receiver queue on their connection in row order."""
+    order. Rows of one sender to one receiver queue on their connection in row order. ``whole``
+    sends each row as one message, as ``comm.send`` does (direct schedules ignore pieces)."""
     per_row, per_piece = pieces_per_span(stops - starts, group.itemsize,
-                                         group.piece_bytes if group.piece_bytes is not None
-                                         else default_bytes)
+                                         None if whole else group.piece_bytes
+                                         if group.piece_bytes is not None else default_bytes)
     row = np.repeat(np.arange(len(starts), dtype=np.int64), per_row)
     piece = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
     first = starts[row] + piece * per_piece

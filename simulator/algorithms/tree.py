@@ -31,7 +31,9 @@ from simulator.algorithms.phases.tree import (
     tree_allreduce,
     tree_allreduce_s,
     tree_of,
+    tree_schedule,
 )
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
 from simulator.model.nccl import NcclAlgorithm
 
@@ -149,6 +151,9 @@ class TreeAllreduce(Algorithm):
     def program(self, comm: Comm) -> Program:
         yield from tree_allreduce(comm, binary_tree(comm.rank, comm.size), comm.buffer)
 
+    def schedule(self, group: Group) -> Schedule:
+        return tree_schedule(group, tree_of(binary_tree, group.size), group.buffer)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         tree = tree_of(binary_tree, cost.ranks)
         return max(tree_allreduce_s(cost, tree, count),
@@ -169,6 +174,9 @@ class TreeBroadcast(Algorithm):
     def program(self, comm: Comm) -> Program:
         yield from broadcast_down(comm, binary_tree(comm.rank, comm.size), comm.buffer)
 
+    def schedule(self, group: Group) -> Schedule:
+        return tree_schedule(group, tree_of(binary_tree, group.size), group.buffer, up=False)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return broadcast_down_s(cost, tree_of(binary_tree, cost.ranks), count)
 
@@ -186,6 +194,9 @@ class TreeReduce(Algorithm):
 
     def program(self, comm: Comm) -> Program:
         yield from reduce_up(comm, binary_tree(comm.rank, comm.size), comm.buffer)
+
+    def schedule(self, group: Group) -> Schedule:
+        return tree_schedule(group, tree_of(binary_tree, group.size), group.buffer, down=False)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return reduce_up_s(cost, tree_of(binary_tree, cost.ranks), count)

@@ -273,6 +273,12 @@ class _Run:
 
     def _check(self) -> None:
         s, count = self.s, self.payload.count
+        for name in ("posted_after", "connection_previous", "receive_previous"):
+            pointer = getattr(s, name)
+            if len(pointer) and (pointer.min() < NONE or pointer.max() >= s.size):
+                raise AlgorithmError(f"{self.name}: schedule field {name} points outside its "
+                                     f"{s.size} messages (a phase's BEFORE left unresolved? "
+                                     "chain phases with Schedule.sequence)")
         bad = np.flatnonzero((s.send_start < 0) | (s.send_stop > count) | (s.recv_start < 0)
                              | (s.recv_stop > count) | (s.send_start > s.send_stop))
         if len(bad):
@@ -503,6 +509,16 @@ class _Run:
                                  "that are never sent")
         return VectorTiming(time_s=float(self.done_at.max(initial=0.0)), messages=self.s.size,
                             instants=self.instants, sharing_wall_s=self.sharing_wall_s)
+
+
+def declines(schedule: Schedule, machine: Machine) -> str | None:
+    """Why the vectorised engine leaves ``schedule`` to SimPy on ``machine``, or None: several
+    threads of one rank reducing at once on a GPU whose reductions take time queue in an order
+    that same-instant ties decide, and SimPy's event order is the reference for those."""
+    if schedule.reducing_threads > 1 and machine.gpu.reduce_s(1.0) > 0:
+        return (f"its {schedule.reducing_threads} threads per rank reduce at once on a GPU with a "
+                "reduction cost, whose queue only the SimPy engine orders")
+    return None
 
 
 def run_schedule(schedule: Schedule, machine: Machine, payload: Payload, reduce_op: ReduceOp,

@@ -12,9 +12,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+import numpy as np
+
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
+from simulator.algorithms.schedule import NONE, Group, Schedule, pieces_per_span
 from simulator.model.span import Span
 
 
@@ -87,6 +90,68 @@ def tree_allreduce(comm: Comm, node: TreeNode, span: Span,
     else:
         yield comm.parallel(reduce_up(comm, node, span, default_bytes),
                             broadcast_down(down, node, span, default_bytes))
+
+
+def tree_schedule(group: Group, nodes: Sequence[TreeNode], span: Span,
+                  default_bytes: int | None = PIPELINE_BYTES, *, up: bool = True,
+                  down: bool = True, start: int = NONE) -> Schedule:
+    """:func:`reduce_up` (``up``), :func:`broadcast_down` (``down``), or both overlapped as
+    :func:`tree_allreduce` (the root turns each reduced piece around; the other ranks run the two
+    directions as two threads), as a schedule. ``start`` is the pointer of a thread's first
+    receive and of sends posted at its start (:data:`BEFORE` for a phase of a
+    :meth:`Schedule.sequence`, as the binomial allreduce chains its reduce and broadcast).
+
+    Up message (c, j) carries piece j from c to its parent, posted after c reduced piece j from
+    its last child (a leaf posts at the start); the parent takes its children's piece j in
+    order, then piece j+1. Down message (c, j) carries piece j from c's parent to c, posted
+    after the parent received it from above (the root: at the start, or after reducing it when
+    both directions run); c takes them in order.
+    """
+    per_span, per_piece = pieces_per_span(np.array([span.count], dtype=np.int64), group.itemsize,
+                                          group.piece_bytes if group.piece_bytes is not None
+                                          else default_bytes)
+    k = int(per_span[0])
+    piece = np.arange(k, dtype=np.int64)
+    first = span.start + piece * per_piece
+    last = np.minimum(first + per_piece, span.stop)
+    below = [rank for rank, node in enumerate(nodes) if node.parent is not None]
+    up_base = {rank: i * k for i, rank in enumerate(below)} if up else {}
+    down_offset = len(below) * k if up else 0
+    down_base = {rank: down_offset + i * k for i, rank in enumerate(below)} if down else {}
+    parts: list[tuple[np.ndarray, ...]] = []
+
+    def in_order(block: int) -> np.ndarray:  # piece j-1 of the same block, else the start
+        return np.where(piece > 0, block + piece - 1, start)
+
+    for rank in below if up else ():
+        parent = nodes[rank].parent
+        assert parent is not None
+        children, siblings = nodes[rank].children, nodes[parent].children
+        at = siblings.index(rank)
+        posted = up_base[children[-1]] + piece if children else np.full(k, start)
+        received_after = (up_base[siblings[at - 1]] + piece if at > 0
+                          else np.where(piece > 0, up_base[siblings[-1]] + piece - 1, start))
+        parts.append((np.full(k, rank), np.full(k, parent), np.ones(k, dtype=bool), posted,
+                      in_order(up_base[rank]), received_after))
+    for rank in below if down else ():
+        parent = nodes[rank].parent
+        assert parent is not None
+        above = nodes[parent]
+        if above.parent is not None:
+            posted = down_base[parent] + piece
+        elif up:
+            posted = up_base[above.children[-1]] + piece  # the root turns piece j around
+        else:
+            posted = np.full(k, start)
+        parts.append((np.full(k, parent), np.full(k, rank), np.zeros(k, dtype=bool), posted,
+                      in_order(down_base[rank]), in_order(down_base[rank])))
+    if not parts:
+        return Schedule.empty()
+    src, dst, reduce, posted_after, connection, receive = (np.concatenate(column)
+                                                           for column in zip(*parts, strict=True))
+    starts, stops = np.tile(first, len(parts)), np.tile(last, len(parts))
+    return Schedule(group.members[src], group.members[dst], starts, stops, starts, stops, reduce,
+                    posted_after, connection, receive)
 
 
 # ---------------------------------------------------------------------------------------------
