@@ -1,7 +1,7 @@
 """Benchmark: a sweep of many points on Dask against the same points run one after another.
 
 Builds ``--scenarios`` scenarios (default 4) of every allreduce algorithm that applies to 32 GPUs
-of a ``switch`` (25 GB/s, 500 ns links), at the sizes 16 KiB, 64 KiB, ... 16 MiB (6 sizes), each
+of a ``switch`` (25 GB/s, 500 ns links), at the sizes 1 MiB, 4 MiB, ... 1 GiB (6 sizes), each
 scenario on its own element type and operator, which is 4 × 7 × 6 = 168 points; runs them
 serially (:func:`simulator.runner.simulate`, one scenario after another) and as one sweep on a
 local Dask cluster of ``--workers`` processes (default: one per core), checks that the frames are
@@ -31,11 +31,11 @@ KINDS = (("float32", "sum"), ("float64", "max"), ("int32", "sum"), ("float16", "
 
 
 def scenarios(count: int) -> list[Scenario]:
-    """``count`` scenarios of every allreduce on 32 GPUs of a switch, 16 KiB to 16 MiB."""
+    """``count`` scenarios of every allreduce on 32 GPUs of a switch, 1 MiB to 1 GiB."""
     return [scenario_from_dict({
         "name": f"sweep-{i}", "topology": {"kind": "switch", "ranks": 32, "bandwidth": "25GB/s",
                                            "latency": "500ns"},
-        "sizes": {"from": "16KiB", "to": "16MiB", "factor": 4}, "dtype": KINDS[i % len(KINDS)][0],
+        "sizes": {"from": "1MiB", "to": "1GiB", "factor": 4}, "dtype": KINDS[i % len(KINDS)][0],
         "op": KINDS[i % len(KINDS)][1], "output": f"/tmp/sweep-bench/{i}"})
         for i in range(count)]
 

@@ -216,7 +216,8 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
     schedule, reason = None, "it has no schedule for the vector engine"
     if scenario.engine is not Engine.SIMPY:
         group = Group(np.arange(machine.ranks, dtype=np.int64), Span(0, spec.payload.count),
-                      spec.payload.dtype.itemsize, spec.piece_bytes)
+                      spec.payload.dtype.itemsize, spec.piece_bytes,
+                      np.array(machine.layout.hosts, dtype=np.int64), spec.stream_bytes)
         schedule = schedule_on_channels(algorithm, group, machine.layout, spec.channels)
         declined = None if schedule is None else declines(schedule, machine)
         if declined is not None:

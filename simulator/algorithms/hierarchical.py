@@ -13,14 +13,17 @@ import math
 from dataclasses import dataclass, field
 from typing import Annotated
 
+import numpy as np
+
 from simulator.algorithms.algorithm import Algorithm, Inner
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.phases.ring import ring_pass, ring_pass_s
+from simulator.algorithms.phases.ring import ring_pass, ring_pass_s, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
+from simulator.algorithms.schedule import Group, Schedule, Together
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
-from simulator.model.span import Span
+from simulator.model.span import Span, piece_sizes
 
 
 @dataclass(frozen=True)
@@ -103,6 +106,43 @@ class Hierarchical(Algorithm):
                 yield from now[0]
             else:
                 yield comm.parallel(*now)
+
+    def schedule(self, group: Group) -> Schedule | None:
+        hosts = group.hosts if group.hosts is not None else np.zeros(group.size, dtype=np.int64)
+        by_host = [np.flatnonzero(hosts == host) for host in np.unique(hosts)]  # rank order
+        local = len(by_host[0])
+        rails = [np.array([ranks[i] for ranks in by_host]) for i in range(local)]
+        pieces = group.buffer.cut(piece_sizes(group.buffer.count, group.itemsize, None,
+                                              group.stream_bytes))
+        lanes = (0, 1, 2) if len(pieces) > 1 else (0, 0, 0)
+        steps = local - 1
+
+        def reduce_scatter(piece: Span) -> Schedule | None:
+            return Schedule.apart([ring_pass_schedule(group.subgroup(ranks, piece), start=-1,
+                                                      steps=steps, reducing_steps=steps)
+                                   for ranks in by_host])
+
+        def across_hosts(piece: Span) -> Schedule | None:
+            parts = [self.options.inter.scheduled(group.subgroup(rail, mine))
+                     for rail, mine in zip(rails, piece.split(local), strict=True)]
+            return None if any(part is None for part in parts) else Schedule.apart(
+                [part for part in parts if part is not None])
+
+        def allgather(piece: Span) -> Schedule | None:
+            return Schedule.apart([ring_pass_schedule(group.subgroup(ranks, piece), start=0,
+                                                      steps=steps, reducing_steps=0)
+                                   for ranks in by_host])
+
+        ticks: list[Schedule | Together] = []
+        for tick in range(len(pieces) + 2):
+            now = [(phase(pieces[tick - i]), lanes[i]) for i, phase in
+                   enumerate((reduce_scatter, across_hosts, allgather))
+                   if 0 <= tick - i < len(pieces)]
+            if any(branch is None for branch, _ in now):
+                return None
+            ticks.append(Together(tuple(b for b, _ in now if b is not None),
+                                  tuple(lane for _, lane in now)))
+        return Schedule.sequence(ticks, int(group.members.max()) + 1)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         host_ranks, rail = cost.layout.host_ranks(0), cost.layout.rail(0)

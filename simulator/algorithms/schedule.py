@@ -22,7 +22,7 @@ every algorithm that has one through both engines and require equal times and bu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
@@ -78,8 +78,17 @@ class Schedule:
                         none)
 
     @staticmethod
+    def apart(parts: Sequence[Schedule]) -> Schedule:
+        """Schedules of disjoint sets of ranks side by side: one thread per rank still."""
+        joined = Schedule.concat(parts)
+        return replace(joined, reducing_threads=max((p.reducing_threads for p in parts),
+                                                    default=1))
+
+    @staticmethod
     def concat(parts: Sequence[Schedule]) -> Schedule:
         """The messages of ``parts`` side by side (pointers shifted to the joined numbering)."""
+        if not parts:
+            return Schedule.empty()
         if len(parts) == 1:
             return parts[0]
         offsets = np.cumsum([0, *(part.size for part in parts[:-1])])
@@ -95,31 +104,131 @@ class Schedule:
 
 
     @staticmethod
-    def sequence(phases: Sequence[Schedule], ranks: int) -> Schedule:
-        """Phases one after another in every rank's one thread: each phase's :data:`BEFORE`
-        pointers resolve to the rank's last receive in the phases before it, and every
-        connection's messages queue in phase order."""
-        if not phases:
-            return Schedule.empty()
-        resolved = []
-        offset = 0
+    def sequence(phases: Sequence[Schedule | Together], ranks: int) -> Schedule:
+        """Phases one after another in every rank's program. A phase's messages posted or
+        received at its start (pointers :data:`BEFORE` or :data:`NONE`) wait for the rank's last
+        receive before the phase; where a phase leaves a rank several threads (a
+        :class:`Together`, two trees), a chain of join markers (messages from a rank to itself,
+        which take no time and move nothing) waits for all of them, as ``comm.parallel`` returns
+        when every branch has. Each connection's first message in a phase queues behind its last
+        one in the phases before, on the same lane (a :class:`Together`'s branches run on lanes
+        of their own, as channels)."""
+        parts: list[Schedule] = []
+        offset, threads = 0, 1
         last = np.full(ranks, NONE, dtype=np.int64)
+        tails = _Tails()
         for phase in phases:
-            shifted = {name: getattr(phase, name) for name in ARRAYS}
-            for name, rank in (("posted_after", phase.src), ("receive_previous", phase.dst)):
-                pointer = shifted[name]
-                shifted[name] = np.where(pointer == BEFORE, last[rank],
-                                         np.where(pointer >= 0, pointer + offset, NONE))
-            shifted["connection_previous"] = np.full(phase.size, BEFORE, dtype=np.int64)
-            resolved.append(Schedule(**shifted))
-            mine = last_receives(phase, ranks)  # BEFORE pointers are negative: not followers
-            last = np.where(mine >= 0, mine + offset, last)
-            offset += phase.size
-        joined: dict[str, Any] = {name: np.concatenate([getattr(step, name) for step in resolved])
+            branches = phase.branches if isinstance(phase, Together) else (phase,)
+            lane_of = phase.lanes if isinstance(phase, Together) else (0,)
+            threads = max(threads, sum(b.reducing_threads for b in branches if b.reduce.any()))
+            ends = []
+            for branch, lane in zip(branches, lane_of, strict=True):
+                key = (lane * ranks + branch.src) * ranks + branch.dst
+                shifted = {name: getattr(branch, name) for name in ARRAYS}
+                for name, rank in (("posted_after", branch.src),
+                                   ("receive_previous", branch.dst)):
+                    pointer = shifted[name]
+                    shifted[name] = np.where(pointer < 0, last[rank], pointer + offset)
+                connection = branch.connection_previous
+                shifted["connection_previous"] = np.where(connection < 0, tails.behind(key),
+                                                          connection + offset)
+                followed = np.zeros(branch.size, dtype=bool)
+                followed[connection[connection >= 0]] = True
+                tails.update(key[~followed], np.flatnonzero(~followed) + offset)
+                ends.append(_ends(branch, offset))
+                parts.append(Schedule(**shifted))
+                offset += branch.size
+            joins, joined_last = _joins(np.concatenate(ends), offset)
+            parts.append(joins)
+            offset += joins.size
+            for finished in (*ends, joined_last):  # joins last: they win
+                last[finished[:, 0]] = finished[:, 1]
+        if offset == 0:
+            return Schedule.empty()
+        joined: dict[str, Any] = {name: np.concatenate([getattr(part, name) for part in parts])
                                   for name in ARRAYS}
-        joined["reducing_threads"] = max(phase.reducing_threads for phase in phases)
-        joined["connection_previous"] = chain(joined["src"] * ranks + joined["dst"])
-        return Schedule(**joined)
+        return Schedule(**joined, reducing_threads=threads)
+
+    @property
+    def markers(self) -> np.ndarray:
+        """Which messages are join markers (from a rank to itself): no time, no data."""
+        is_marker: np.ndarray = self.src == self.dst
+        return is_marker
+
+
+@dataclass(frozen=True)
+class Together:
+    """Phases run at once, each as its own thread of every rank in it (``comm.parallel``), on
+    lanes of their own (channels: separate connections); a :meth:`Schedule.sequence` step."""
+
+    branches: tuple[Schedule, ...]
+    lanes: tuple[int, ...]
+
+
+def _ends(schedule: Schedule, offset: int) -> np.ndarray:
+    """(rank, message index + offset) of every receive no other receive of its thread follows:
+    where each thread of each rank ends."""
+    if schedule.size == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    followed = np.zeros(schedule.size, dtype=bool)
+    previous = schedule.receive_previous
+    followed[previous[previous >= 0]] = True
+    last = np.flatnonzero(~followed)
+    return np.stack([schedule.dst[last], last + offset], axis=1)
+
+
+def _joins(ends: np.ndarray, offset: int) -> tuple[Schedule, np.ndarray]:
+    """For each rank that ends several threads, join markers numbered from ``offset``: marker i
+    is posted after the rank's thread end i (or its marker before) and received after thread end
+    i+1, so the rank's last marker completes when every thread has. Returns the markers and
+    (rank, last marker) of each joined rank."""
+    none = (Schedule.empty(), np.zeros((0, 2), dtype=np.int64))
+    if len(ends) == 0:
+        return none
+    ends = ends[np.lexsort((ends[:, 1], ends[:, 0]))]
+    rank, end = ends[:, 0], ends[:, 1]
+    first = np.r_[True, rank[1:] != rank[:-1]]
+    joined = np.flatnonzero(~first)  # every end but each rank's first gets a marker
+    if joined.size == 0:
+        return none
+    index = offset + np.arange(joined.size, dtype=np.int64)
+    chained = ~first[joined - 1]  # the end before was itself joined: follow its marker
+    posted = np.where(chained, index - 1, end[joined - 1])
+    who = rank[joined]
+    nothing = np.zeros(joined.size, dtype=np.int64)
+    markers = Schedule(who, who, nothing, nothing, nothing, nothing,
+                       np.zeros(joined.size, dtype=bool), posted,
+                       np.full(joined.size, NONE, dtype=np.int64), end[joined])
+    final = np.r_[who[1:] != who[:-1], True]
+    return markers, np.stack([who[final], index[final]], axis=1)
+
+
+class _Tails:
+    """The last message so far on each (lane, sender, receiver) key, kept as sorted arrays."""
+
+    def __init__(self) -> None:
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.index = np.zeros(0, dtype=np.int64)
+
+    def behind(self, keys: np.ndarray) -> np.ndarray:
+        """The last message on each of ``keys`` (-1 where none)."""
+        if len(self.keys) == 0:
+            return np.full(len(keys), NONE, dtype=np.int64)
+        at = np.searchsorted(self.keys, keys)
+        found = at < len(self.keys)
+        found[found] = self.keys[at[found]] == keys[found]
+        behind: np.ndarray = np.where(found, self.index[np.minimum(at, len(self.keys) - 1)], NONE)
+        return behind
+
+    def update(self, keys: np.ndarray, index: np.ndarray) -> None:
+        """Record ``index`` as the last message on each of ``keys`` (the largest wins)."""
+        keys, index = np.concatenate([self.keys, keys]), np.concatenate([self.index, index])
+        if len(keys) == 0:
+            return
+        order = np.lexsort((index, keys))
+        keys, index = keys[order], index[order]
+        latest = np.r_[keys[1:] != keys[:-1], True]
+        self.keys, self.index = keys[latest], index[latest]
 
 
 ARRAYS = tuple(f.name for f in fields(Schedule) if f.name != "reducing_threads")
@@ -129,13 +238,16 @@ ARRAYS = tuple(f.name for f in fields(Schedule) if f.name != "reducing_threads")
 @dataclass(frozen=True, eq=False)
 class Group:
     """What a schedule is built for, as a communicator is for a program: the global rank of each
-    member (in the group's numbering), the span of the buffer it works on, the element size and
-    the scenario's pipeline piece size (None: each algorithm's default)."""
+    member (in the group's numbering), the span of the buffer it works on, the element size, the
+    scenario's pipeline piece size (None: each algorithm's default), each member's host (None:
+    one host) and the pieces the execution model streams phases in (``Comm.stream_bytes``)."""
 
     members: Index
     buffer: Span
     itemsize: int = 1
     piece_bytes: int | None = None
+    hosts: Index | None = None
+    stream_bytes: int | None = None
 
     @property
     def size(self) -> int:
@@ -152,8 +264,9 @@ class Group:
 
     def subgroup(self, positions: Sequence[int] | Index, buffer: Span) -> Group:
         """The group of the members at ``positions`` (this group's numbering), on ``buffer``."""
-        return Group(self.members[np.asarray(positions, dtype=np.int64)], buffer, self.itemsize,
-                     self.piece_bytes)
+        chosen = np.asarray(positions, dtype=np.int64)
+        return Group(self.members[chosen], buffer, self.itemsize, self.piece_bytes,
+                     None if self.hosts is None else self.hosts[chosen], self.stream_bytes)
 
 
 def pieces_per_span(counts: Index, itemsize: int, piece_bytes: int | None) -> tuple[Index, int]:
@@ -181,13 +294,13 @@ def transfers(group: Group, senders: Index, receivers: Index, starts: Index, sto
     piece = np.arange(len(row), dtype=np.int64) - np.repeat(np.cumsum(per_row) - per_row, per_row)
     first = starts[row] + piece * per_piece
     last = np.minimum(first + per_piece, stops[row])
-    receiver = receivers[row]
+    sender, receiver = senders[row], receivers[row]
     previous = chain(receiver)
     previous[previous == NONE] = BEFORE
-    src, dst = group.members[senders[row]], group.members[receiver]
+    src, dst = group.members[sender], group.members[receiver]
     return Schedule(src, dst, first, last, first, last, np.full(len(row), reduce),
                     np.full(len(row), BEFORE, dtype=np.int64),
-                    np.full(len(row), BEFORE, dtype=np.int64), previous)
+                    chain(sender * group.size + receiver), previous)
 
 
 def chain(keys: Index) -> Index:
@@ -200,13 +313,3 @@ def chain(keys: Index) -> Index:
     return previous
 
 
-def last_receives(schedule: Schedule, ranks: int) -> Index:
-    """Each rank's last receive in program order (-1 where it receives nothing), for a schedule
-    with one thread per rank: the receive no other receive follows."""
-    followed = np.zeros(schedule.size, dtype=bool)
-    previous = schedule.receive_previous
-    followed[previous[previous >= 0]] = True
-    last = np.full(ranks, NONE, dtype=np.int64)
-    ends = np.flatnonzero(~followed)
-    last[schedule.dst[ends]] = ends
-    return last

@@ -126,6 +126,11 @@ class _Routes:
         alone: list[float] = []
         for pair in pairs.tolist():
             src, dst = divmod(pair, ranks)
+            if src == dst:  # a join marker: no route, no time (Schedule.markers)
+                latency.append(0.0)
+                alone.append(float("inf"))
+                counts.append(0)
+                continue
             route = machine.routing.route(machine.placement[src], machine.placement[dst])
             latency.append(route.latency_s)
             alone.append(route.bottleneck_Bps)
@@ -507,7 +512,8 @@ class _Run:
             ranks = np.unique(self.s.dst[stuck])[:8].tolist()
             raise AlgorithmError(f"{self.name}: deadlock: ranks {ranks} wait for messages "
                                  "that are never sent")
-        return VectorTiming(time_s=float(self.done_at.max(initial=0.0)), messages=self.s.size,
+        messages = self.s.size - int(self.s.markers.sum())
+        return VectorTiming(time_s=float(self.done_at.max(initial=0.0)), messages=messages,
                             instants=self.instants, sharing_wall_s=self.sharing_wall_s)
 
 
