@@ -5,7 +5,10 @@ limit is refused with an exit-2 error naming the field, before anything is simul
 """
 
 MAX_RANKS = 8192
-"""GPUs per topology: a per-rank ring of 8192 ranks is ~134 million messages, hours of work."""
+"""GPUs per topology. A ring allreduce of p ranks is 2p(p-1) messages: the vectorised engine
+holds every message of a schedule at once, ~170 bytes each (a 4096-rank ring, 33.5 million
+messages, peaked at 5.8 GB resident and took 51 s; docs/benchmark.md), so 8192 ranks (134
+million) is about what fits in 24 GiB; the SimPy engine would take days."""
 
 MAX_FULLY_CONNECTED = 1024
 """GPUs of ``fully_connected``, which has p(p-1) directed links: 1024 GPUs are a million."""
