@@ -218,7 +218,7 @@ def _sweep(args: argparse.Namespace) -> int:
                 f"expected its own directory, but {outputs[scenario.output_dir]} also writes to "
                 f"{scenario.output_dir}"))])
         outputs[scenario.output_dir] = scenario.source
-    if args.workers is not None and args.workers < 1:
+    if args.workers is not None and args.workers < 1:  # before the files: a command-line slip
         raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
                                                                f"got {args.workers}")])
     done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers, seed=args.seed,

@@ -213,7 +213,9 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
          spec: RunSpec) -> tuple[Timing, Engine]:
     """Simulate one point on the scenario's engine: the vectorised one where the algorithm has a
     schedule (``auto``, ``vector``), else SimPy; InputError for ``vector`` without a schedule."""
-    schedule, reason = None, "it has no schedule for the vector engine"
+    schedule = None
+    reason = (f"it has no schedule for the vector engine (those with one: "
+              f"{', '.join(scheduled_names(scenario))})")
     if scenario.engine is not Engine.SIMPY:
         group = Group(np.arange(machine.ranks, dtype=np.int64), Span(0, spec.payload.count),
                       spec.payload.dtype.itemsize, spec.piece_bytes,
@@ -224,9 +226,8 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
             schedule, reason = None, declined
     if schedule is None:
         if scenario.engine is Engine.VECTOR:
-            raise InputError([Problem(scenario.source, "engine", (
-                f"expected auto or simpy for {algorithm.name!r}: {reason} (those with a "
-                f"schedule: {', '.join(scheduled_names(scenario))})"))])
+            raise InputError([Problem(scenario.source, "engine",
+                                      f"expected auto or simpy for {algorithm.name!r}: {reason}")])
         return run_collective(algorithm, machine, spec, buffers), Engine.SIMPY
     vector = run_schedule(schedule, machine, spec.payload, spec.reduce_op, buffers,
                           algorithm.name)

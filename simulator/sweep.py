@@ -54,12 +54,6 @@ class Sweep:
     failures: tuple[Failure, ...]
 
 
-def points(scenario: Scenario) -> list[tuple[str, int]]:
-    """Every (algorithm, size) of ``scenario``, in the order :func:`simulate` runs them."""
-    setup = prepare(scenario)
-    return [(algorithm.name, size) for algorithm in setup.algorithms for size in scenario.sizes]
-
-
 _SETUPS: dict[str, Setup] = {}
 """On a worker: the machine of each scenario of the current sweep, built once (routes are
 cached in it), as :func:`simulate` builds it once for all its points."""
@@ -95,14 +89,16 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     import pandas as pd
 
     client_type, cluster_type, as_completed, tqdm = _dask(scenarios)
-    for scenario in scenarios:
-        check_run(scenario.source, seed, proxy_elements)
-        check_memory(scenario, prepare(scenario), proxy_elements)
     if workers is not None and workers < 1:
         raise InputError([Problem("sweep", "workers", f"expected a whole number ≥ 1, got "
                                                       f"{workers}")])
-    work = [(index, algorithm, size) for index, scenario in enumerate(scenarios)
-            for algorithm, size in points(scenario)]
+    work = []
+    for index, scenario in enumerate(scenarios):
+        check_run(scenario.source, seed, proxy_elements)
+        setup = prepare(scenario)
+        check_memory(scenario, setup, proxy_elements)
+        work += [(index, algorithm.name, size) for algorithm in setup.algorithms
+                 for size in scenario.sizes]
     if scheduler is None:
         cluster = cluster_type(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                                processes=True, dashboard_address=None)

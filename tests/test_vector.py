@@ -10,12 +10,13 @@ from simulator import simulate
 from simulator.algorithms import REGISTRY, Collective
 from simulator.algorithms.channels import schedule_on_channels
 from simulator.algorithms.ring import RingAllreduce
-from simulator.algorithms.schedule import Group
+from simulator.algorithms.schedule import Group, Schedule, Together, transfers
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
-from simulator.engine.sharing import max_min_rates as reference_rates
-from simulator.engine.vector import declines, max_min_rates, ranges, run_schedule
+from simulator.engine.sharing import max_min_rates
+from simulator.engine.vector import declines, progressive_filling, ranges, run_schedule
 from simulator.errors import InputError
+from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.runner import prepare, run_point
 from simulator.scenario import scenario_from_dict
@@ -125,7 +126,7 @@ def test_engine_vector_on_an_algorithm_without_schedule_is_an_input_error():
         run_point(scenario, "nvls", 4096)
     assert str(caught.value) == (
         "<dict>: engine: expected auto or simpy for 'nvls': it has no schedule for the vector "
-        f"engine (those with a schedule: {WITH_SCHEDULE})")
+        f"engine (those with one: {WITH_SCHEDULE})")
 
 
 def test_reducing_threads_on_a_costly_gpu_run_on_simpy():
@@ -138,8 +139,8 @@ def test_reducing_threads_on_a_costly_gpu_run_on_simpy():
         run_point({**scenario, "engine": "vector"}, "double_binary_tree", 4096)
     assert str(caught.value) == (
         "<dict>: engine: expected auto or simpy for 'double_binary_tree': its 2 threads per rank "
-        "reduce at once on a GPU with a reduction cost, whose queue only the SimPy engine orders "
-        f"(those with a schedule: {WITH_SCHEDULE})")
+        "reduce at once on a GPU with a reduction cost, whose queue only the SimPy engine "
+        "orders")
 
 
 def test_an_unknown_engine_is_named():
@@ -175,6 +176,32 @@ def test_vectorised_progressive_filling_matches_the_reference(seed):
               for f in range(flows)}
     flow_of = np.array([f for f, route in routes.items() for _ in route])
     link_of = np.array([link for route in routes.values() for link in route])
-    expected = reference_rates(routes, dict(enumerate(capacity.tolist())))
-    rates = max_min_rates(flow_of, link_of, flows, capacity)
+    expected = max_min_rates(routes, dict(enumerate(capacity.tolist())))
+    rates = progressive_filling(flow_of, link_of, flows, capacity)
     np.testing.assert_allclose(rates, [expected[f] for f in range(flows)], rtol=1e-12)
+
+
+def test_threads_that_start_after_one_receive_all_run():
+    # rank 0 receives from 1, then from 2 and 3 at once (comm.parallel): both threads follow
+    # the same receive. Every flow starts after the 2 us route latency and they share rank 0's
+    # downlink: the two 4-byte messages end at 2 us + 4 B / (25/3 GB/s), then the 4096-byte one
+    # has the link alone for its last 4092 bytes.
+    setup = prepare(scenario_from_dict({"topology": {"kind": "switch", "ranks": 4,
+                                                     "bandwidth": "25GB/s", "latency": "1us"},
+                                        "sizes": [4096], "execution": "ideal"}), select=False)
+    group = Group(np.arange(4), Span(0, 1024), 4)
+
+    def one(src, start, stop):
+        return transfers(group, np.array([src]), np.array([0]), np.array([start]),
+                         np.array([stop]), reduce=False, whole=True)
+
+    schedule = Schedule.sequence([one(1, 0, 1024), Together((one(2, 0, 1), one(3, 1, 2)), (0, 1))],
+                                 4)
+    assert schedule.markers.sum() == 1  # rank 0's two threads joined
+    buffers = np.arange(4 * 1024, dtype=np.float32).reshape(4, 1024)
+    timing = run_schedule(schedule, setup.machine, Payload(1024, 1024, np.dtype("float32")),
+                          ReduceOp.SUM, buffers, "threads")
+    small_end = 2e-6 + 4 / (25e9 / 3)
+    assert timing.time_s == pytest.approx(small_end + 4092 / 25e9, rel=1e-12)
+    assert timing.messages == 3  # the join marker is not a message
+    assert buffers[0, 0] == 2 * 1024 and buffers[0, 1] == 3 * 1024 + 1  # copied from 2, then 3

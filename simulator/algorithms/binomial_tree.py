@@ -79,7 +79,7 @@ class BinomialTreeAllreduce(Algorithm):
         return Schedule.sequence(
             [tree_schedule(group, tree, group.buffer, None, down=False, start=BEFORE),
              tree_schedule(group, tree, group.buffer, None, up=False, start=BEFORE)],
-            int(group.members.max()) + 1)
+            group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         tree = tree_of(binomial_tree, cost.ranks)

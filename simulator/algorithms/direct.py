@@ -67,7 +67,7 @@ class DirectAllreduce(Algorithm):
 
     def schedule(self, group: Group) -> Schedule:
         return Schedule.sequence([exchange_schedule(group, reduce=True),
-                                  exchange_schedule(group, reduce=False)], _ranks(group))
+                                  exchange_schedule(group, reduce=False)], group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
@@ -91,7 +91,7 @@ class DirectReduceScatter(Algorithm):
         yield from direct_reduce_scatter(comm, comm.chunks(comm.size))
 
     def schedule(self, group: Group) -> Schedule:
-        return Schedule.sequence([exchange_schedule(group, reduce=True)], _ranks(group))
+        return Schedule.sequence([exchange_schedule(group, reduce=True)], group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return direct_reduce_scatter_s(cost, count)
@@ -111,7 +111,7 @@ class DirectAllgather(Algorithm):
         yield from direct_allgather(comm, comm.chunks(comm.size))
 
     def schedule(self, group: Group) -> Schedule:
-        return Schedule.sequence([exchange_schedule(group, reduce=False)], _ranks(group))
+        return Schedule.sequence([exchange_schedule(group, reduce=False)], group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return direct_allgather_s(cost, count)
@@ -176,11 +176,6 @@ class DirectReduce(Algorithm):
         return cost.alpha(pairs) + n * cost.shared_beta(pairs) + (p - 1) * cost.reduce_s(n)
 
 
-def _ranks(group: Group) -> int:
-    """Global ranks the schedule's per-rank arrays must cover."""
-    return int(group.members.max()) + 1
-
-
 def _one_to_all(group: Group, *, reduce: bool) -> Schedule:
     """The flat tree as a schedule: the root sends the whole buffer to every other rank
     (broadcast), or every other rank sends it to the root, which reduces them in the order
@@ -191,4 +186,4 @@ def _one_to_all(group: Group, *, reduce: bool) -> Schedule:
     stops = np.full(len(others), group.buffer.stop, dtype=np.int64)
     senders, receivers = (others, root) if reduce else (root, others)
     return Schedule.sequence([transfers(group, senders, receivers, starts, stops, reduce=reduce,
-                                        whole=True)], _ranks(group))
+                                        whole=True)], group.ranks)

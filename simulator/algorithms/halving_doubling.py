@@ -11,13 +11,10 @@ retraces the steps in reverse. Other p use the fold. The phases and their closed
 
 from __future__ import annotations
 
-import numpy as np
-
 from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
 from simulator.algorithms.comm import REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.recursive import (
-    Bounds,
     doubling_gather,
     doubling_gather_s,
     doubling_gather_schedule,
@@ -30,6 +27,7 @@ from simulator.algorithms.phases.recursive import (
     halving_scatter,
     halving_scatter_s,
     halving_scatter_schedule,
+    own_chunk,
     power_of_two_below,
     survivor_blocks,
     survivor_bounds,
@@ -124,14 +122,10 @@ class HalvingDoublingReduceScatter(Algorithm):
                           hand_back=lambda rank: [chunk[rank]])
 
     def schedule(self, group: Group) -> Schedule:
-        chunks = group.chunks(group.size)
         blocks = survivor_bounds(group.buffer, group.size)
-
-        def own_chunk(out: np.ndarray) -> tuple[np.ndarray, Bounds]:
-            return np.arange(len(out), dtype=np.int64), (chunks[0][out], chunks[1][out])
-
         return folded_schedule(group, lambda survivors: halving_scatter_schedule(survivors, blocks),
-                               hand_in=whole_buffer(group), reduce=True, hand_back=own_chunk)
+                               hand_in=whole_buffer(group), reduce=True,
+                               hand_back=own_chunk(group))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         chunk = Span(0, count).split(cost.ranks)

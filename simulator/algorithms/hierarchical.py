@@ -117,7 +117,7 @@ class Hierarchical(Algorithm):
         lanes = (0, 1, 2) if len(pieces) > 1 else (0, 0, 0)
         steps = local - 1
 
-        def reduce_scatter(piece: Span) -> Schedule | None:
+        def reduce_scatter(piece: Span) -> Schedule:
             return Schedule.apart([ring_pass_schedule(group.subgroup(ranks, piece), start=-1,
                                                       steps=steps, reducing_steps=steps)
                                    for ranks in by_host])
@@ -128,7 +128,7 @@ class Hierarchical(Algorithm):
             return None if any(part is None for part in parts) else Schedule.apart(
                 [part for part in parts if part is not None])
 
-        def allgather(piece: Span) -> Schedule | None:
+        def allgather(piece: Span) -> Schedule:
             return Schedule.apart([ring_pass_schedule(group.subgroup(ranks, piece), start=0,
                                                       steps=steps, reducing_steps=0)
                                    for ranks in by_host])
@@ -142,7 +142,7 @@ class Hierarchical(Algorithm):
                 return None
             ticks.append(Together(tuple(b for b, _ in now if b is not None),
                                   tuple(lane for _, lane in now)))
-        return Schedule.sequence(ticks, int(group.members.max()) + 1)
+        return Schedule.sequence(ticks, group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         host_ranks, rail = cost.layout.host_ranks(0), cost.layout.rail(0)

@@ -19,6 +19,7 @@ from simulator.algorithms.phases.recursive import (
     fold_s,
     folded,
     folded_schedule,
+    own_chunk,
     survivor_blocks,
     survivor_bounds,
     swap_whole,
@@ -112,9 +113,6 @@ class RecursiveDoublingAllgather(Algorithm):
         chunks = group.chunks(group.size)
         blocks = survivor_bounds(group.buffer, group.size)
 
-        def own_chunk(out: np.ndarray) -> tuple[np.ndarray, Bounds]:
-            return np.arange(len(out), dtype=np.int64), (chunks[0][out], chunks[1][out])
-
         def rest(out: np.ndarray) -> tuple[np.ndarray, Bounds]:  # before, then after, if any
             start, stop = group.buffer.start, group.buffer.stop
             row = np.repeat(np.arange(len(out), dtype=np.int64), 2)
@@ -124,7 +122,7 @@ class RecursiveDoublingAllgather(Algorithm):
             return row[kept], (starts[kept], stops[kept])
 
         return folded_schedule(group, lambda s: doubling_gather_schedule(s, blocks),
-                               hand_in=own_chunk, reduce=False, hand_back=rest)
+                               hand_in=own_chunk(group), reduce=False, hand_back=rest)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         chunk = Span(0, count).split(cost.ranks)

@@ -1,12 +1,13 @@
 """Schedules: an algorithm's messages as numpy arrays, built for any p in O(steps) Python steps.
 
 A per-rank program (:mod:`simulator.algorithms.comm`) describes an algorithm one message at a
-time, which costs the SimPy engine several microseconds of Python per message. A schedule says
-the same thing as arrays, one entry per message, so that :mod:`simulator.engine.vector` can run
-a million messages with a few thousand numpy operations. Message m goes from global rank
-``src[m]`` to ``dst[m]``, reading ``[send_start, send_stop)`` of the sender's buffer as it is when
-the message is posted and copying or reducing it into ``[recv_start, recv_stop)`` of the
-receiver's. Three pointers (message indices, -1 for none) carry the programs' order:
+time, which costs the SimPy engine tens of microseconds of Python per message (7 events each).
+A schedule says the same thing as arrays, one entry per message, so that
+:mod:`simulator.engine.vector` can run a million messages with a few thousand numpy operations.
+Message m goes from global rank ``src[m]`` to ``dst[m]``, reading ``[send_start, send_stop)``
+of the sender's buffer as it is when the message is posted and copying or reducing it into
+``[recv_start, recv_stop)`` of the receiver's. Three pointers (message indices, -1 for none)
+carry the programs' order:
 
 - ``posted_after[m]``: the receive after whose completion the sender posts m (-1: at the start),
   as a program posts its next sends when its last ``recv`` returns;
@@ -59,6 +60,9 @@ class Schedule:
     """How many threads of one rank may reduce at once (two for two trees side by side, C for
     C channels): the vectorised engine queues such reductions on the GPU, but breaks ties
     between same-instant requests its own way, so with a GPU cost it leaves them to SimPy."""
+    thread: Index | None = None
+    """Which of the schedule's side-by-side threads each message belongs to (None: all one):
+    :meth:`sequence` keeps the connections of different threads apart, as channels do."""
 
     def __post_init__(self) -> None:
         sizes = {name: len(getattr(self, name)) for name in ARRAYS}
@@ -77,12 +81,19 @@ class Schedule:
         return Schedule(none, none, none, none, none, none, np.zeros(0, dtype=bool), none, none,
                         none)
 
+    @property
+    def threads(self) -> Index:
+        """:attr:`thread`, zeros where it is None."""
+        return self.thread if self.thread is not None else np.zeros(self.size, dtype=np.int64)
+
     @staticmethod
     def apart(parts: Sequence[Schedule]) -> Schedule:
         """Schedules of disjoint sets of ranks side by side: one thread per rank still."""
         joined = Schedule.concat(parts)
+        threads = [part.threads for part in parts]
         return replace(joined, reducing_threads=max((p.reducing_threads for p in parts),
-                                                    default=1))
+                                                    default=1),
+                       thread=np.concatenate(threads) if len(parts) > 1 else joined.thread)
 
     @staticmethod
     def concat(parts: Sequence[Schedule]) -> Schedule:
@@ -100,7 +111,13 @@ class Schedule:
                 arrays = [np.where(a >= 0, a + offset, NONE) for a, offset in zip(arrays, offsets,
                                                                                     strict=True)]
             joined[name] = np.concatenate(arrays)
-        return Schedule(**joined, reducing_threads=sum(part.reducing_threads for part in parts))
+        thread, base = [], 0
+        for part in parts:  # each part's threads numbered after the previous parts'
+            thread.append(part.threads + base)
+            base += int(part.threads.max(initial=0)) + 1
+        return Schedule(**joined, thread=np.concatenate(thread),
+                        reducing_threads=sum(part.reducing_threads for part in parts
+                                             if part.reduce.any()))
 
 
     @staticmethod
@@ -117,13 +134,15 @@ class Schedule:
         offset, threads = 0, 1
         last = np.full(ranks, NONE, dtype=np.int64)
         tails = _Tails()
+        steps = [step.branches if isinstance(step, Together) else (step,) for step in phases]
+        width = 1 + max((int(b.threads.max(initial=0)) for s in steps for b in s), default=0)
         for phase in phases:
             branches = phase.branches if isinstance(phase, Together) else (phase,)
             lane_of = phase.lanes if isinstance(phase, Together) else (0,)
             threads = max(threads, sum(b.reducing_threads for b in branches if b.reduce.any()))
             ends = []
             for branch, lane in zip(branches, lane_of, strict=True):
-                key = (lane * ranks + branch.src) * ranks + branch.dst
+                key = ((lane * width + branch.threads) * ranks + branch.src) * ranks + branch.dst
                 shifted = {name: getattr(branch, name) for name in ARRAYS}
                 for name, rank in (("posted_after", branch.src),
                                    ("receive_previous", branch.dst)):
@@ -231,7 +250,7 @@ class _Tails:
         self.keys, self.index = keys[latest], index[latest]
 
 
-ARRAYS = tuple(f.name for f in fields(Schedule) if f.name != "reducing_threads")
+ARRAYS = tuple(f.name for f in fields(Schedule) if f.name not in ("reducing_threads", "thread"))
 """The per-message arrays of a schedule."""
 
 
@@ -253,6 +272,11 @@ class Group:
     def size(self) -> int:
         """How many ranks."""
         return len(self.members)
+
+    @property
+    def ranks(self) -> int:
+        """How many global ranks per-rank arrays must cover (the largest member, plus one)."""
+        return int(self.members.max(initial=0)) + 1
 
     def chunks(self, parts: int) -> tuple[Index, Index]:
         """(starts, stops) of the buffer cut into ``parts`` chunks, as :meth:`Span.split`."""

@@ -17,7 +17,7 @@ message for message:
 At each instant the engine ends every flow due then, completes receives, posts the messages
 they release and starts those ready, cascading until nothing more happens at that instant, and
 only then re-shares the links, once, by vectorised progressive filling over every active flow
-(:func:`max_min_rates`). Times are computed with the same floating-point operations as the SimPy
+(:func:`progressive_filling`). Times are computed with the same floating-point operations as the SimPy
 engine's, so alone on their links the two agree to the last bit, and under sharing to rounding.
 """
 
@@ -65,13 +65,14 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return indices
 
 
-def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
-                  capacity: np.ndarray) -> np.ndarray:
+def progressive_filling(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
+                        capacity: np.ndarray) -> np.ndarray:
     """Max-min fair rate of ``flows`` flows, entry k saying flow ``flow_of[k]`` crosses link
     ``link_of[k]`` (links numbered 0..len(capacity)-1), by progressive filling
     (Bertsekas & Gallager, *Data Networks*, §6.5.2), every tightest link of a round at once.
 
-    >>> max_min_rates(np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1]), 3, np.array([10., 30.]))
+    >>> flow_of, link_of = np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1])
+    >>> progressive_filling(flow_of, link_of, 3, np.array([10., 30.]))
     array([ 5.,  5., 25.])
     """
     users = np.bincount(link_of, minlength=len(capacity))
@@ -197,6 +198,28 @@ class _Snapshots:
             del self.arrays[key], self.pending[key]
 
 
+class _Followers:
+    """The messages that name each message as their predecessor in one pointer array (several
+    may: threads that start after the same receive), as CSR: followers of m are
+    ``order[first[m]:first[m+1]]``."""
+
+    def __init__(self, previous: np.ndarray) -> None:
+        has = previous >= 0
+        counts = np.bincount(previous[has], minlength=len(previous))
+        self.first = np.concatenate([[0], np.cumsum(counts)])
+        if counts.max(initial=0) <= 1:  # one follower at most: place them without a sort
+            self.order = np.empty(int(self.first[-1]), dtype=np.int64)
+            self.order[self.first[previous[has]]] = np.flatnonzero(has)
+        else:
+            self.order = np.flatnonzero(has)[np.argsort(previous[has], kind="stable")]
+
+    def of(self, messages: np.ndarray) -> np.ndarray:
+        """Every follower of ``messages``, concatenated."""
+        first, stop = self.first[messages], self.first[messages + 1]
+        followers: np.ndarray = self.order[ranges(first, stop - first)]
+        return followers
+
+
 class _Run:
     """One schedule on one machine: the state of every message, advanced instant by instant."""
 
@@ -222,11 +245,11 @@ class _Run:
         self.recv_view = self.send_view if same else self._view(schedule.recv_start,
                                                                  schedule.recv_stop)
         self._check()
-        self.next_on_connection = self._inverse(schedule.connection_previous)
+        self.next_on_connection = _Followers(schedule.connection_previous)
         self.next_receive = (self.next_on_connection
                              if schedule.receive_previous is schedule.connection_previous
-                             else self._inverse(schedule.receive_previous))
-        self.released_first, self.released = self._released(schedule.posted_after)
+                             else _Followers(schedule.receive_previous))
+        self.released = _Followers(schedule.posted_after)
         self.posted = np.full(m, INF)
         self.arrived = np.full(m, INF)
         self.received = np.zeros(m, dtype=bool)
@@ -244,6 +267,7 @@ class _Run:
         self.red_at = np.zeros(0)
         self.instants = 0
         self.sharing_wall_s = 0.0
+        self._left = False  # a flow left since the last re-share
 
     def _nbytes(self, messages: np.ndarray) -> np.ndarray:
         """Nominal bytes of ``messages`` (Payload.nbytes), as floats."""
@@ -301,24 +325,6 @@ class _Run:
             raise AlgorithmError(f"{self.name}: the proxy payload cannot represent a move of "
                                  f"message {int(bad[0])}; rerun with a larger proxy")
 
-    def _inverse(self, previous: np.ndarray) -> np.ndarray:
-        following = np.full(len(previous), NONE, dtype=np.int64)
-        has = previous >= 0
-        following[previous[has]] = np.flatnonzero(has)
-        return following
-
-    def _released(self, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """CSR of the messages each receive posts: ``released[first[m]:first[m+1]]``."""
-        has = after >= 0
-        counts = np.bincount(after[has], minlength=len(after))
-        first = np.concatenate([[0], np.cumsum(counts)])
-        if counts.max(initial=0) <= 1:  # each receive posts at most one message: no sort
-            order = np.empty(int(first[-1]), dtype=np.int64)
-            order[first[after[has]]] = np.flatnonzero(has)
-            return first, order
-        order = np.flatnonzero(has)[np.argsort(after[has], kind="stable")]
-        return first, order
-
     # -- the run -------------------------------------------------------------------------------
 
     def run(self) -> VectorTiming:
@@ -338,7 +344,7 @@ class _Run:
             self.pend_ids, self.pend_at = self.pend_ids[~due], self.pend_at[~due]
             over = self.ends == now
             ended = self.active[over]
-            self._keep_flows(~over, now)
+            self._keep_flows(~over)
             due = self.red_at == now
             completing = self.red_ids[due]
             self.red_ids, self.red_at = self.red_ids[~due], self.red_at[~due]
@@ -374,12 +380,9 @@ class _Run:
             self._reshare(now)
         self._left = False
 
-    _left = False
-
     def _arrive(self, ended: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
         """Messages whose bytes all arrived: free their connection, request their receive."""
-        following = self.next_on_connection[ended]
-        following = following[(following >= 0)]
+        following = self.next_on_connection.of(ended)
         following = following[self.posted[following] < INF]
         ready = np.maximum(self.posted[following] + self._latency(following), now)
         starting = self._schedule_starts(following, ready, now)
@@ -396,13 +399,16 @@ class _Run:
         duration = self._reduce_s(messages)
         busy = duration > 0
         if busy.any():
-            reducing = messages[busy]
-            order = np.argsort(self.s.dst[reducing], kind="stable")
-            finish = np.empty(len(reducing))
-            for k in order.tolist():  # first come, first served on each GPU
-                gpu = self.s.dst[reducing[k]]
-                finish[k] = max(now, self.gpu_free[gpu]) + duration[busy][k]
-                self.gpu_free[gpu] = finish[k]
+            reducing, duration = messages[busy], duration[busy]
+            gpus = self.s.dst[reducing]
+            if len(gpus) == 1 or np.bincount(gpus).max() == 1:  # one request per GPU
+                finish = np.maximum(now, self.gpu_free[gpus]) + duration
+                self.gpu_free[gpus] = finish
+            else:  # several on one GPU (parallel reducing threads): first come, first served
+                finish = np.empty(len(reducing))
+                for k in np.argsort(gpus, kind="stable").tolist():
+                    finish[k] = max(now, self.gpu_free[gpus[k]]) + duration[k]
+                    self.gpu_free[gpus[k]] = finish[k]
             self.red_ids = np.concatenate([self.red_ids, reducing])
             self.red_at = np.concatenate([self.red_at, finish])
         now_done: np.ndarray = messages[~busy]
@@ -429,11 +435,8 @@ class _Run:
             per = np.repeat(reducing, length)
             self.ufunc.at(self.flat, target[per], data[per])
             self.flat[target[~per]] = data[~per]
-        first, stop = self.released_first[messages], self.released_first[messages + 1]
-        released = self.released[ranges(first, stop - first)]
-        starting = self._post(released, now)
-        following = self.next_receive[messages]
-        following = following[following >= 0]
+        starting = self._post(self.released.of(messages), now)
+        following = self.next_receive.of(messages)
         following = following[self.arrived[following] < INF]
         return starting, self._request(following, now)
 
@@ -473,7 +476,7 @@ class _Run:
         self.updated = np.concatenate([self.updated, np.full(len(flows), now)])
         self.ends = np.concatenate([self.ends, np.full(len(flows), INF)])
 
-    def _keep_flows(self, keep: np.ndarray, now: float) -> None:
+    def _keep_flows(self, keep: np.ndarray) -> None:
         if keep.all():
             return
         routes = self.routes
@@ -496,7 +499,7 @@ class _Run:
             count = routes.count[pair]
             link_of = routes.links[ranges(routes.first[pair], count)]
             flow_of = np.repeat(np.arange(len(self.active)), count)
-            rates = max_min_rates(flow_of, link_of, len(self.active), routes.capacity)
+            rates = progressive_filling(flow_of, link_of, len(self.active), routes.capacity)
         moved = rates != self.rate
         if moved.any():
             remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])

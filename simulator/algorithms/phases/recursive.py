@@ -201,7 +201,7 @@ def folded_schedule(group: Group, inner: SurvivorSchedule, *,
     2i, rows (index into ``ranks``, span bounds) in the order the program sends them."""
     p = group.size
     extra = p - power_of_two_below(p)
-    ranks = int(group.members.max()) + 1
+    ranks = group.ranks
     if extra == 0:
         return Schedule.sequence(inner(group), ranks)
     out = np.arange(extra, dtype=np.int64) * 2
@@ -211,6 +211,15 @@ def folded_schedule(group: Group, inner: SurvivorSchedule, *,
     row, (starts, stops) = hand_back(out)
     phases.append(transfers(group, out[row] + 1, out[row], starts, stops, reduce=False))
     return Schedule.sequence(phases, ranks)
+
+
+def own_chunk(group: Group) -> Callable[[np.ndarray], tuple[np.ndarray, Bounds]]:
+    """The rows of a hand-in or hand-back of each sitting-out rank's own chunk."""
+    chunks = group.chunks(group.size)
+
+    def rows(out: np.ndarray) -> tuple[np.ndarray, Bounds]:
+        return np.arange(len(out), dtype=np.int64), (chunks[0][out], chunks[1][out])
+    return rows
 
 
 def whole_buffer(group: Group) -> Callable[[np.ndarray], tuple[np.ndarray, Bounds]]:
