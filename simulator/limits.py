@@ -10,6 +10,11 @@ holds every message of a schedule at once, ~170 bytes each (a 4096-rank ring, 33
 messages, peaked at 5.8 GB resident and took 51 s; docs/benchmark.md), so 8192 ranks (134
 million) is about what fits in 24 GiB; the SimPy engine would take days."""
 
+MAX_MESSAGES = 120_000_000
+"""Messages of one schedule on the vectorised engine, which holds them all at once at ~170 bytes
+each (5.8 GB for a 4096-rank ring's 33.5 million): 120 million is ~20 GB of the 24 GiB. Pipeline
+pieces multiply a schedule's messages, so this is checked on the built schedule, before the run."""
+
 MAX_FULLY_CONNECTED = 1024
 """GPUs of ``fully_connected``, which has p(p-1) directed links: 1024 GPUs are a million."""
 

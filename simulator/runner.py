@@ -27,7 +27,7 @@ from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, Timing, run_collective
 from simulator.engine.vector import declines, run_schedule
 from simulator.errors import InputError, Problem
-from simulator.limits import DEFAULT_PROXY_ELEMENTS, PROXY_BUDGET_BYTES
+from simulator.limits import DEFAULT_PROXY_ELEMENTS, MAX_MESSAGES, PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
 from simulator.model.execution import (
     Execution,
@@ -212,23 +212,28 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
 def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np.ndarray,
          spec: RunSpec) -> tuple[Timing, Engine]:
     """Simulate one point on the scenario's engine: the vectorised one where the algorithm has a
-    schedule (``auto``, ``vector``), else SimPy; InputError for ``vector`` without a schedule."""
-    schedule = None
-    reason = (f"it has no schedule for the vector engine (those with one: "
-              f"{', '.join(scheduled_names(scenario))})")
+    schedule (``auto``, ``vector``), else SimPy; InputError for ``vector`` without a schedule,
+    and for a schedule of more messages than the vectorised engine can hold."""
+    schedule, declined = None, None
     if scenario.engine is not Engine.SIMPY:
         group = Group(np.arange(machine.ranks, dtype=np.int64), Span(0, spec.payload.count),
                       spec.payload.dtype.itemsize, spec.piece_bytes,
                       np.array(machine.layout.hosts, dtype=np.int64), spec.stream_bytes)
         schedule = schedule_on_channels(algorithm, group, machine.layout, spec.channels)
         declined = None if schedule is None else declines(schedule, machine)
-        if declined is not None:
-            schedule, reason = None, declined
-    if schedule is None:
+    if schedule is None or declined is not None:
         if scenario.engine is Engine.VECTOR:
+            reason = declined or (f"it has no schedule for the vector engine (those with one: "
+                                  f"{', '.join(scheduled_names(scenario))})")
             raise InputError([Problem(scenario.source, "engine",
                                       f"expected auto or simpy for {algorithm.name!r}: {reason}")])
         return run_collective(algorithm, machine, spec, buffers), Engine.SIMPY
+    if schedule.size > MAX_MESSAGES:
+        raise InputError([Problem(scenario.source, "sizes", (
+            f"{spec.payload.count * spec.payload.dtype.itemsize} bytes with {algorithm.name} on "
+            f"{machine.ranks} ranks is {schedule.size:,} messages, more than the "
+            f"{MAX_MESSAGES:,} the vectorised engine holds at once; use fewer ranks or a "
+            "larger piece_size"))])
     vector = run_schedule(schedule, machine, spec.payload, spec.reduce_op, buffers,
                           algorithm.name)
     return Timing(vector.time_s, vector.messages, vector.instants), Engine.VECTOR
