@@ -27,7 +27,6 @@ from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.vector import run_schedule
-from simulator.model.span import Span
 from simulator.runner import prepare, simulate
 from simulator.scenario import Scenario, scenario_from_dict
 
@@ -62,7 +61,7 @@ def one_point(title: str, scenario: Scenario, size: int, with_simpy: bool) -> No
     payload = Payload.for_size(size, scenario.dtype, machine.ranks)
     inputs = make_inputs(np.random.default_rng(0), machine.ranks, payload, scenario.reduce_op)
     start = time.perf_counter()
-    group = Group(np.arange(machine.ranks), Span(0, payload.count), scenario.dtype.itemsize)
+    group = Group.whole(machine, payload.count, scenario.dtype.itemsize)
     schedule = schedule_on_channels(algorithm, group, machine.layout, 1)
     assert schedule is not None
     timing = run_schedule(schedule, machine, payload, scenario.reduce_op, inputs.copy(), name)

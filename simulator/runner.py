@@ -216,9 +216,8 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
     and for a schedule of more messages than the vectorised engine can hold."""
     schedule, declined = None, None
     if scenario.engine is not Engine.SIMPY:
-        group = Group(np.arange(machine.ranks, dtype=np.int64), Span(0, spec.payload.count),
-                      spec.payload.dtype.itemsize, spec.piece_bytes,
-                      np.array(machine.layout.hosts, dtype=np.int64), spec.stream_bytes)
+        group = Group.whole(machine, spec.payload.count, spec.payload.dtype.itemsize,
+                            spec.piece_bytes, spec.stream_bytes)
         schedule = schedule_on_channels(algorithm, group, machine.layout, spec.channels)
         declined = None if schedule is None else declines(schedule, machine)
     if schedule is None or declined is not None:
@@ -301,11 +300,22 @@ def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int =
     (12.24576, True)
     """
     scenario = as_scenario(scenario)
+    setup = checked_setup(scenario, seed, proxy_elements)
+    return results_frame([run_point(scenario, algorithm, size, seed=seed,
+                                    proxy_elements=proxy_elements, setup=setup)
+                          for algorithm in setup.algorithms for size in scenario.sizes])
+
+
+def checked_setup(scenario: Scenario, seed: int, proxy_elements: int) -> Setup:
+    """The scenario's machine and algorithms, after the checks every run of it needs (run
+    settings, the proxy's memory): InputError before anything is simulated."""
     check_run(scenario.source, seed, proxy_elements)
     setup = prepare(scenario)
     check_memory(scenario, setup, proxy_elements)
-    rows = [astuple(run_point(scenario, algorithm, size, seed=seed, proxy_elements=proxy_elements,
-                              setup=setup))
-            for algorithm in setup.algorithms for size in scenario.sizes]
-    frame = pd.DataFrame(rows, columns=list(RESULT_COLUMNS))
+    return setup
+
+
+def results_frame(results: list[Result]) -> pd.DataFrame:
+    """Result rows as the results file's frame (columns RESULT_COLUMNS)."""
+    frame = pd.DataFrame([astuple(result) for result in results], columns=list(RESULT_COLUMNS))
     return frame.astype({"verified": "boolean"})

@@ -18,13 +18,13 @@ import os
 import sys
 import uuid
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
-from simulator.output.results import RESULT_COLUMNS, Result
-from simulator.runner import Setup, check_memory, check_run, prepare, run_point
+from simulator.output.results import Result
+from simulator.runner import Setup, checked_setup, prepare, results_frame, run_point
 from simulator.scenario.spec import Scenario
 
 if TYPE_CHECKING:
@@ -86,17 +86,13 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     """Run every point of ``scenarios`` on a Dask cluster (a local one of ``workers`` processes,
     default one per core, unless ``scheduler`` gives an address); a progress bar on stderr
     while it runs unless ``progress`` is False."""
-    import pandas as pd
-
     client_type, cluster_type, as_completed, tqdm = _dask(scenarios)
     if workers is not None and workers < 1:
         raise InputError([Problem("sweep", "workers", f"expected a whole number ≥ 1, got "
                                                       f"{workers}")])
     work = []
     for index, scenario in enumerate(scenarios):
-        check_run(scenario.source, seed, proxy_elements)
-        setup = prepare(scenario)
-        check_memory(scenario, setup, proxy_elements)
+        setup = checked_setup(scenario, seed, proxy_elements)
         work += [(index, algorithm.name, size) for algorithm in setup.algorithms
                  for size in scenario.sizes]
     if scheduler is None:
@@ -120,16 +116,14 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
         client.close()
         if cluster is not None:
             cluster.close()
-    rows: list[list[tuple[Any, ...]]] = [[] for _ in scenarios]
+    rows: list[list[Result]] = [[] for _ in scenarios]
     failures = []
     for (index, _, _), outcome in zip(work, outcomes, strict=True):
         if isinstance(outcome, Failure):
             failures.append(outcome)
         else:
-            rows[index].append(astuple(outcome))
-    frames = tuple(pd.DataFrame(r, columns=list(RESULT_COLUMNS)).astype({"verified": "boolean"})
-                   for r in rows)
-    return Sweep(frames, tuple(failures))
+            rows[index].append(outcome)
+    return Sweep(tuple(results_frame(r) for r in rows), tuple(failures))
 
 
 def _dask(scenarios: Sequence[Scenario]) -> tuple[Any, Any, Any, Any]:

@@ -71,8 +71,7 @@ def both_engines(scenario, channels=1, proxy=4096):
     simpy = run_collective(algorithm, machine, RunSpec(payload, scenario.reduce_op,
                                                        scenario.piece_bytes, channels),
                            simpy_buffers)
-    group = Group(np.arange(machine.ranks), Span(0, payload.count), scenario.dtype.itemsize,
-                  scenario.piece_bytes, np.array(machine.layout.hosts))
+    group = Group.whole(machine, payload.count, scenario.dtype.itemsize, scenario.piece_bytes)
     schedule = schedule_on_channels(algorithm, group, machine.layout, channels)
     if declines(schedule, machine):
         return simpy, None, simpy_buffers, None

@@ -24,7 +24,7 @@ from simulator.algorithms.phases.tree import (
     tree_of,
     tree_schedule,
 )
-from simulator.algorithms.schedule import BEFORE, Group, Schedule
+from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
 from simulator.model.nccl import NcclAlgorithm
 
@@ -77,8 +77,8 @@ class BinomialTreeAllreduce(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         tree = tree_of(binomial_tree, group.size)
         return Schedule.sequence(
-            [tree_schedule(group, tree, group.buffer, None, down=False, start=BEFORE),
-             tree_schedule(group, tree, group.buffer, None, up=False, start=BEFORE)],
+            [tree_schedule(group, tree, group.buffer, None, down=False),
+             tree_schedule(group, tree, group.buffer, None, up=False)],
             group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:

@@ -29,14 +29,13 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import AlgorithmError
+from simulator.model.machine import Machine
 from simulator.model.span import Span
 
 NONE = -1
-"""The pointer of a message that has no predecessor of that kind."""
-
-BEFORE = -2
-"""In one phase of a :meth:`Schedule.sequence`: the thread's last receive before the phase (for
-``posted_after`` and ``receive_previous``), or the connection's last message before it."""
+"""The pointer of a message that has no predecessor of that kind: it is posted, or received,
+at its thread's start (in a phase of a :meth:`Schedule.sequence`, after the rank's last receive
+before the phase), or is the first on its connection."""
 
 Index = np.ndarray
 """An int64 array of message indices or ranks."""
@@ -123,7 +122,7 @@ class Schedule:
     @staticmethod
     def sequence(phases: Sequence[Schedule | Together], ranks: int) -> Schedule:
         """Phases one after another in every rank's program. A phase's messages posted or
-        received at its start (pointers :data:`BEFORE` or :data:`NONE`) wait for the rank's last
+        received at its start (pointers :data:`NONE`) wait for the rank's last
         receive before the phase; where a phase leaves a rank several threads (a
         :class:`Together`, two trees), a chain of join markers (messages from a rank to itself,
         which take no time and move nothing) waits for all of them, as ``comm.parallel`` returns
@@ -151,9 +150,8 @@ class Schedule:
                 connection = branch.connection_previous
                 shifted["connection_previous"] = np.where(connection < 0, tails.behind(key),
                                                           connection + offset)
-                followed = np.zeros(branch.size, dtype=bool)
-                followed[connection[connection >= 0]] = True
-                tails.update(key[~followed], np.flatnonzero(~followed) + offset)
+                tail = np.flatnonzero(_last_of_chains(connection))
+                tails.update(key[tail], tail + offset)
                 ends.append(_ends(branch, offset))
                 parts.append(Schedule(**shifted))
                 offset += branch.size
@@ -187,13 +185,16 @@ class Together:
 def _ends(schedule: Schedule, offset: int) -> np.ndarray:
     """(rank, message index + offset) of every receive no other receive of its thread follows:
     where each thread of each rank ends."""
-    if schedule.size == 0:
-        return np.zeros((0, 2), dtype=np.int64)
-    followed = np.zeros(schedule.size, dtype=bool)
-    previous = schedule.receive_previous
-    followed[previous[previous >= 0]] = True
-    last = np.flatnonzero(~followed)
+    last = np.flatnonzero(_last_of_chains(schedule.receive_previous))
     return np.stack([schedule.dst[last], last + offset], axis=1)
+
+
+def _last_of_chains(previous: Index) -> np.ndarray:
+    """Which entries no other entry names as its predecessor: the last of each chain."""
+    followed = np.zeros(len(previous), dtype=bool)
+    followed[previous[previous >= 0]] = True
+    last: np.ndarray = ~followed
+    return last
 
 
 def _joins(ends: np.ndarray, offset: int) -> tuple[Schedule, np.ndarray]:
@@ -273,6 +274,13 @@ class Group:
         """How many ranks."""
         return len(self.members)
 
+    @classmethod
+    def whole(cls, machine: Machine, count: int, itemsize: int, piece_bytes: int | None = None,
+              stream_bytes: int | None = None) -> Group:
+        """Every rank of ``machine``, in rank order, on a buffer of ``count`` elements."""
+        return cls(np.arange(machine.ranks, dtype=np.int64), Span(0, count), itemsize,
+                   piece_bytes, np.array(machine.layout.hosts, dtype=np.int64), stream_bytes)
+
     @property
     def ranks(self) -> int:
         """How many global ranks per-rank arrays must cover (the largest member, plus one)."""
@@ -319,12 +327,10 @@ def transfers(group: Group, senders: Index, receivers: Index, starts: Index, sto
     first = starts[row] + piece * per_piece
     last = np.minimum(first + per_piece, stops[row])
     sender, receiver = senders[row], receivers[row]
-    previous = chain(receiver)
-    previous[previous == NONE] = BEFORE
     src, dst = group.members[sender], group.members[receiver]
     return Schedule(src, dst, first, last, first, last, np.full(len(row), reduce),
-                    np.full(len(row), BEFORE, dtype=np.int64),
-                    chain(sender * group.size + receiver), previous)
+                    np.full(len(row), NONE, dtype=np.int64),
+                    chain(sender * group.size + receiver), chain(receiver))
 
 
 def chain(keys: Index) -> Index:

@@ -63,6 +63,13 @@ class Payload:
         return slice(span.start * self.proxy_count // self.count,
                      span.stop * self.proxy_count // self.count)
 
+    def views(self, starts: np.ndarray, stops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`view` of many spans at once, as (first proxy element, proxy elements)."""
+        if self.exact:
+            return starts, stops - starts
+        first = starts * self.proxy_count // self.count
+        return first, stops * self.proxy_count // self.count - first
+
     def owned(self, ranks: int) -> list[slice]:
         """The proxy elements of each rank's chunk (chunk r belongs to rank r)."""
         return [self.view(chunk) for chunk in Span(0, self.count).split(ranks)]

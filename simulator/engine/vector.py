@@ -235,15 +235,12 @@ class _Run:
         self.routes = _Routes(machine, schedule)
         itemsize = payload.dtype.itemsize
         self.itemsize = itemsize
-        gpu = machine.gpu
-        gamma = 0.0 if gpu.reduce_bandwidth_Bps is None else 1.0 / gpu.reduce_bandwidth_Bps
-        # GpuSpec.reduce_s, element-wise with the same operations
-        self.launch_s, self.gamma = gpu.launch_latency_s, gamma
+        self.gpu = machine.gpu
         self.gpu_free = np.zeros(machine.ranks)
-        self.send_view = self._view(schedule.send_start, schedule.send_stop)
+        self.send_view = payload.views(schedule.send_start, schedule.send_stop)
         same = schedule.recv_start is schedule.send_start and schedule.recv_stop is schedule.send_stop
-        self.recv_view = self.send_view if same else self._view(schedule.recv_start,
-                                                                 schedule.recv_stop)
+        self.recv_view = self.send_view if same else payload.views(schedule.recv_start,
+                                                                   schedule.recv_stop)
         self._check()
         self.next_on_connection = _Followers(schedule.connection_previous)
         self.next_receive = (self.next_on_connection
@@ -253,7 +250,7 @@ class _Run:
         self.posted = np.full(m, INF)
         self.arrived = np.full(m, INF)
         self.received = np.zeros(m, dtype=bool)
-        self.done_at = np.full(m, INF)
+        self.finished_s = 0.0  # when the last receive so far completed: the run's time
         self.snapshots = _Snapshots(m)
         # pending starts, active flows, reductions in progress
         self.pend_ids = np.zeros(0, dtype=np.int64)
@@ -290,15 +287,8 @@ class _Run:
     def _reduce_s(self, messages: np.ndarray) -> np.ndarray:
         """GpuSpec.reduce_s of each reducing receive, with the same operations (0 for copies)."""
         duration: np.ndarray = np.where(self.s.reduce[messages],
-                                        self.launch_s + self._nbytes(messages) * self.gamma, 0.0)
+                                        self.gpu.reduce_s(self._nbytes(messages)), 0.0)
         return duration
-
-    def _view(self, start: np.ndarray, stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        payload = self.payload
-        if payload.exact:
-            return start, stop - start
-        a = start * payload.proxy_count // payload.count
-        return a, stop * payload.proxy_count // payload.count - a
 
     def _check(self) -> None:
         s, count = self.s, self.payload.count
@@ -306,8 +296,7 @@ class _Run:
             pointer = getattr(s, name)
             if len(pointer) and (pointer.min() < NONE or pointer.max() >= s.size):
                 raise AlgorithmError(f"{self.name}: schedule field {name} points outside its "
-                                     f"{s.size} messages (a phase's BEFORE left unresolved? "
-                                     "chain phases with Schedule.sequence)")
+                                     f"{s.size} messages")
         bad = np.flatnonzero((s.send_start < 0) | (s.send_stop > count) | (s.recv_start < 0)
                              | (s.recv_stop > count) | (s.send_start > s.send_stop))
         if len(bad):
@@ -418,7 +407,7 @@ class _Run:
         """Receives that complete now: combine their data, post what they release, and request
         the receives that follow them."""
         self.received[messages] = True
-        self.done_at[messages] = now
+        self.finished_s = now
         start, length = self.recv_view[0][messages], self.recv_view[1][messages]
         data = self.snapshots.take(messages, length)
         target = ranges(self.s.dst[messages] * self.width + start, length)
@@ -496,9 +485,8 @@ class _Run:
         if routes.users.max() <= 1:  # no link shared: every flow alone on its route
             rates = routes.alone[pair]
         else:
-            count = routes.count[pair]
-            link_of = routes.links[ranges(routes.first[pair], count)]
-            flow_of = np.repeat(np.arange(len(self.active)), count)
+            link_of = routes.links_of(pair)
+            flow_of = np.repeat(np.arange(len(self.active)), routes.count[pair])
             rates = progressive_filling(flow_of, link_of, len(self.active), routes.capacity)
         moved = rates != self.rate
         if moved.any():
@@ -516,7 +504,7 @@ class _Run:
             raise AlgorithmError(f"{self.name}: deadlock: ranks {ranks} wait for messages "
                                  "that are never sent")
         messages = self.s.size - int(self.s.markers.sum())
-        return VectorTiming(time_s=float(self.done_at.max(initial=0.0)), messages=messages,
+        return VectorTiming(time_s=self.finished_s, messages=messages,
                             instants=self.instants, sharing_wall_s=self.sharing_wall_s)
 
 

@@ -14,11 +14,16 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import networkx as nx
+import numpy as np
 
 from simulator.model.routing import Route, Routing
 from simulator.model.topology import GPU, SWITCH
+
+Bytes = TypeVar("Bytes", float, np.ndarray)
+"""One size in bytes, or an array of them."""
 
 
 @dataclass(frozen=True)
@@ -28,8 +33,9 @@ class GpuSpec:
     reduce_bandwidth_Bps: float | None = None
     launch_latency_s: float = 0.0
 
-    def reduce_s(self, size_bytes: float) -> float:
-        """Time to reduce ``size_bytes`` into a buffer: ``launch + size·gamma`` (0 when unset)."""
+    def reduce_s(self, size_bytes: Bytes) -> Bytes:
+        """Time to reduce ``size_bytes`` into a buffer: ``launch + size·gamma`` (0 when unset);
+        element-wise for an array of sizes."""
         gamma = 0.0 if self.reduce_bandwidth_Bps is None else 1.0 / self.reduce_bandwidth_Bps
         return self.launch_latency_s + size_bytes * gamma
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from simulator.algorithms.comm import COPY, REDUCE, Combine, Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.schedule import BEFORE, Group, Schedule
+from simulator.algorithms.schedule import NONE, Group, Schedule
 from simulator.model.span import Span
 
 Pair = tuple[int, int]
@@ -73,12 +73,12 @@ def exchange_schedule(group: Group, *, reduce: bool) -> Schedule:
     receiver = (sender + k) % p
     order = p - k                                    # which receive of the receiver's it is
     before = (receiver + order - 1) % p              # the sender of its previous receive
-    previous = np.where(order == 1, BEFORE, before * (p - 1) + (p - order))
+    previous = np.where(order == 1, NONE, before * (p - 1) + (p - order))
     starts, stops = group.chunks(p)
     chunk = receiver if reduce else sender
     return Schedule(group.members[sender], group.members[receiver], starts[chunk], stops[chunk],
                     starts[chunk], stops[chunk], np.full(len(k), reduce),
-                    np.full(len(k), BEFORE, dtype=np.int64), np.full(len(k), BEFORE, dtype=np.int64),
+                    np.full(len(k), NONE, dtype=np.int64), np.full(len(k), NONE, dtype=np.int64),
                     previous)
 
 

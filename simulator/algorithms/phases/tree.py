@@ -94,12 +94,11 @@ def tree_allreduce(comm: Comm, node: TreeNode, span: Span,
 
 def tree_schedule(group: Group, nodes: Sequence[TreeNode], span: Span,
                   default_bytes: int | None = PIPELINE_BYTES, *, up: bool = True,
-                  down: bool = True, start: int = NONE) -> Schedule:
+                  down: bool = True) -> Schedule:
     """:func:`reduce_up` (``up``), :func:`broadcast_down` (``down``), or both overlapped as
     :func:`tree_allreduce` (the root turns each reduced piece around; the other ranks run the two
-    directions as two threads), as a schedule. ``start`` is the pointer of a thread's first
-    receive and of sends posted at its start (:data:`BEFORE` for a phase of a
-    :meth:`Schedule.sequence`, as the binomial allreduce chains its reduce and broadcast).
+    directions as two threads), as a schedule; the binomial allreduce chains a reduction and a
+    broadcast with :meth:`Schedule.sequence`.
 
     Up message (c, j) carries piece j from c to its parent, posted after c reduced piece j from
     its last child (a leaf posts at the start); the parent takes its children's piece j in
@@ -121,16 +120,16 @@ def tree_schedule(group: Group, nodes: Sequence[TreeNode], span: Span,
     parts: list[tuple[np.ndarray, ...]] = []
 
     def in_order(block: int) -> np.ndarray:  # piece j-1 of the same block, else the start
-        return np.where(piece > 0, block + piece - 1, start)
+        return np.where(piece > 0, block + piece - 1, NONE)
 
     for rank in below if up else ():
         parent = nodes[rank].parent
         assert parent is not None
         children, siblings = nodes[rank].children, nodes[parent].children
         at = siblings.index(rank)
-        posted = up_base[children[-1]] + piece if children else np.full(k, start)
+        posted = up_base[children[-1]] + piece if children else np.full(k, NONE)
         received_after = (up_base[siblings[at - 1]] + piece if at > 0
-                          else np.where(piece > 0, up_base[siblings[-1]] + piece - 1, start))
+                          else np.where(piece > 0, up_base[siblings[-1]] + piece - 1, NONE))
         parts.append((np.full(k, rank), np.full(k, parent), np.ones(k, dtype=bool), posted,
                       in_order(up_base[rank]), received_after))
     for rank in below if down else ():
@@ -142,7 +141,7 @@ def tree_schedule(group: Group, nodes: Sequence[TreeNode], span: Span,
         elif up:
             posted = up_base[above.children[-1]] + piece  # the root turns piece j around
         else:
-            posted = np.full(k, start)
+            posted = np.full(k, NONE)
         parts.append((np.full(k, parent), np.full(k, rank), np.zeros(k, dtype=bool), posted,
                       in_order(down_base[rank]), in_order(down_base[rank])))
     if not parts:
