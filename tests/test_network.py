@@ -72,6 +72,41 @@ def test_tie_break_does_not_depend_on_graph_construction_order():
     assert Routing(reversed_graph).route("gpu2", "gpu0").nodes == ("gpu2", "gpu1", "gpu0")
 
 
+def _searched(graph: nx.DiGraph) -> Routing:
+    """Routing of the same graph without the builder's structured paths: the graph search."""
+    plain = graph.copy()
+    del plain.graph["paths"]
+    return Routing(plain)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([0.0, 1e-7, 3e-7, 5e-7, 2e-6, 1e-5]), min_size=4, max_size=4),
+       st.integers(1, 3), st.integers(1, 4), st.integers(2, 9))
+def test_structured_routes_equal_the_searched_ones(latencies, nodes, gpus, ranks):
+    # A builder's candidate paths must give exactly the route the search gives (nodes, links,
+    # the same float latency, bottleneck), whatever the latencies: on a dgx with a slow NVLink
+    # the NIC path wins inside a host, and with all latencies 0 the hop count decides.
+    nvlink, pcie, nic, message = latencies
+    graphs = [dgx(nodes, gpus, 450e9, nvlink, 63e9, pcie, 50e9, nic, message),
+              ring(ranks, 25e9, nvlink), switch(ranks, 25e9, pcie)]
+    for graph in graphs:
+        structured, searched = Routing(graph), _searched(graph)
+        gpu_nodes = [node for node, kind in graph.nodes(data="kind") if kind == "gpu"]
+        for src in gpu_nodes:
+            for dst in gpu_nodes:
+                if src != dst:
+                    assert structured.route(src, dst) == searched.route(src, dst)
+
+
+def test_dgx_route_across_hosts_leaves_by_the_sources_nic_and_enters_by_the_destinations():
+    routing = Routing(dgx(3, 4, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7))
+    assert routing.route("n0.gpu1", "n2.gpu3").nodes == (
+        "n0.gpu1", "n0.nic1", "leaf", "n2.nic3", "n2.gpu3")
+    assert routing.route("n1.gpu0", "n1.gpu2").nodes == ("n1.gpu0", "n1.nvswitch", "n1.gpu2")
+    # Switches are not a structured pair: the search finds the route to the NVSwitch.
+    assert routing.route("n1.gpu0", "n1.nvswitch").nodes == ("n1.gpu0", "n1.nvswitch")
+
+
 def _graph(edges, node_latency=None) -> nx.DiGraph:
     graph = nx.DiGraph()
     for u, v, bandwidth, latency in edges:

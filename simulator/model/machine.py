@@ -140,10 +140,11 @@ class Machine:
             raise ValueError(f"GPU ranks must be 0..p-1, got {sorted(by_rank)}")
         placement = tuple(by_rank[r] for r in range(len(by_rank)))
         hosts = tuple(int(graph.nodes[gpu_node].get("host", 0)) for gpu_node in placement)
+        placed = set(placement)
         switches = tuple(
             ReducingSwitch(node, float(data.get("reduction_latency", 0.0)),
-                           frozenset(g for g in placement
-                                     if graph.has_edge(g, node) and graph.has_edge(node, g)))
+                           frozenset(g for g in graph.succ[node]
+                                     if g in placed and graph.has_edge(g, node)))
             for node, data in sorted(graph.nodes(data=True))
             if data.get("kind") == SWITCH and data.get("reduction"))
         facts = NcclFacts(float(graph.graph.get("nccl_nvlink_bandwidth", 0.0)),

@@ -4,13 +4,21 @@ A route minimises, in this order: summed latency (links, plus the per-message ``
 node it crosses, endpoints included), then hop count, then the sequence of node names. That total
 order makes routes reproducible whatever order the graph was built in. Routes are computed per
 pair on first use and cached, never all pairs up front.
+
+A builder that knows its own structure attaches :class:`Paths` to its graph (graph attribute
+``paths``): for a pair of nodes, the few node paths among which the shortest one lies. The route
+is then the least of those by the same order, found without searching the graph, which on a
+fabric of tens of thousands of GPUs would visit every NIC behind a leaf switch for every pair.
+Where the builder gives no candidates the search runs as before.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import networkx as nx
 
@@ -28,6 +36,14 @@ class Route:
     bottleneck_Bps: float
 
 
+class Paths(Protocol):
+    """A builder's knowledge of its structure: node paths from ``src`` to ``dst`` (each a
+    tuple of node names, ends included) that contain a shortest one, or None where it does not
+    know (the route is then searched for). Picklable and cheap: called once per pair."""
+
+    def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None: ...
+
+
 class Routing:
     """Deterministic shortest routes by latency on a topology graph, cached per node pair."""
 
@@ -35,12 +51,15 @@ class Routing:
         self._graph = graph
         self._cache: dict[tuple[str, str], Route] = {}
         self._onward: dict[str, list[str]] = {}
+        self._paths: Paths | None = graph.graph.get("paths")
 
     def route(self, src: str, dst: str) -> Route:
         """The route from node ``src`` to node ``dst``; raises ``nx.NetworkXNoPath`` if none."""
         key = (src, dst)
         if key not in self._cache:
-            self._cache[key] = self._shortest(src, dst)
+            candidates = self._paths(src, dst) if self._paths is not None else None
+            self._cache[key] = (self._least(candidates) if candidates
+                                else self._shortest(src, dst))
         return self._cache[key]
 
     def capacity_Bps(self, link: LinkId) -> float:
@@ -82,6 +101,22 @@ class Routing:
                     best[succ] = candidate
                     heapq.heappush(heap, candidate)
         raise nx.NetworkXNoPath(f"no route from {src} to {dst}")
+
+    def _least(self, candidates: Sequence[tuple[str, ...]]) -> Route:
+        """The least of a builder's candidate paths by (latency, hops, nodes), each path's
+        latency summed in path order as :meth:`_shortest` sums it, so both give equal floats."""
+        graph = self._graph
+        node_latency = graph.nodes(data="latency", default=0.0)
+        best: tuple[float, int, tuple[str, ...]] | None = None
+        for path in candidates:
+            latency = float(node_latency[path[0]])
+            for a, b in itertools.pairwise(path):
+                latency = latency + graph.succ[a][b]["latency"] + float(node_latency[b])
+            key = (latency, len(path) - 1, path)
+            if best is None or key < best:
+                best = key
+        assert best is not None
+        return self._as_route(best[2], best[0])
 
     def _onward_from(self, node: str) -> list[str]:
         """``node``'s successors that a route may cross: all but the dead ends whose only

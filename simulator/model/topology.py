@@ -8,7 +8,9 @@ time). Builders are registered by name in :data:`BUILDERS`; each parameter's kin
 bandwidth, ...) is read off the builder's type annotations and its optional parameters off its
 defaults, and each registration says how many GPUs the parameters make, so scenario files are
 validated, rank limits included, before anything is built. Adding a topology = one builder
-function + one :class:`Builder` line.
+function + one :class:`Builder` line; a builder that knows its shortest paths attaches them
+(graph attribute ``paths``, :class:`~simulator.model.routing.Paths`) so that routes on large
+fabrics need no graph search.
 
 >>> g = switch(ranks=4, bandwidth=25e9, latency=500e-9)
 >>> sorted(g.nodes(data="rank"))[:2]
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, get_args, get_origin, get_type_hints
@@ -91,6 +93,49 @@ def _cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
     graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency), link=link)
 
 
+@dataclass(frozen=True)
+class StarPaths:
+    """Routes of :func:`switch`: GPU, switch, GPU (the only path between two GPUs)."""
+
+    def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None:
+        if src.startswith("gpu") and dst.startswith("gpu") and src != dst:
+            return [(src, "switch", dst)]
+        return None
+
+
+@dataclass(frozen=True)
+class RingPaths:
+    """Routes of :func:`ring`: the clockwise and the counter-clockwise way round (a route is
+    the shorter of the two by latency, then hops, then names, as the search would find)."""
+
+    ranks: int
+
+    def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None:
+        if not (src.startswith("gpu") and dst.startswith("gpu")) or src == dst:
+            return None
+        a, b, p = int(src[3:]), int(dst[3:]), self.ranks
+        forward = tuple(f"gpu{(a + i) % p}" for i in range((b - a) % p + 1))
+        backward = tuple(f"gpu{(a - i) % p}" for i in range((a - b) % p + 1))
+        return [forward, backward]
+
+
+@dataclass(frozen=True)
+class DgxPaths:
+    """Routes of :func:`dgx` between two GPUs: on one host through the NVSwitch, or out through
+    the source's own NIC, the leaf switch and the destination's NIC (the only candidates: any
+    other path adds NVLink and PCIe hops to one of these, and latencies are non-negative)."""
+
+    def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None:
+        a, b = src.split("."), dst.split(".")
+        if (src == dst or len(a) != 2 or len(b) != 2
+                or not (a[1].startswith("gpu") and b[1].startswith("gpu"))):
+            return None
+        network = (src, f"{a[0]}.nic{a[1][3:]}", "leaf", f"{b[0]}.nic{b[1][3:]}", dst)
+        if a[0] == b[0]:
+            return [(src, f"{a[0]}.nvswitch", dst), network]
+        return [network]
+
+
 def _gpus(graph: nx.DiGraph, ranks: int) -> list[str]:
     names = [f"gpu{r}" for r in range(ranks)]
     for rank, name in enumerate(names):
@@ -106,7 +151,7 @@ def switch(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
     >>> switch(3, 25e9, 1e-6).number_of_edges()
     6
     """
-    graph = nx.DiGraph(name=f"switch({ranks})")
+    graph = nx.DiGraph(name=f"switch({ranks})", paths=StarPaths())
     graph.add_node("switch", kind=SWITCH)
     for gpu in _gpus(graph, ranks):
         _cable(graph, gpu, "switch", bandwidth, latency)
@@ -121,7 +166,7 @@ def ring(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
     >>> sorted(ring(4, 25e9, 1e-6).successors("gpu0"))
     ['gpu1', 'gpu3']
     """
-    graph = nx.DiGraph(name=f"ring({ranks})")
+    graph = nx.DiGraph(name=f"ring({ranks})", paths=RingPaths(ranks))
     gpus = _gpus(graph, ranks)
     if ranks > 1:
         for i, gpu in enumerate(gpus):
@@ -185,7 +230,7 @@ def dgx(
                        compute_capability=int(compute_capability), nvlinks=int(nvlinks),
                        nccl_nvlink_bandwidth=float(nccl_nvlink_bandwidth),
                        nccl_nvls_bandwidth=float(nccl_nvls_bandwidth),
-                       nccl_launch_latency=float(nccl_launch_latency))
+                       nccl_launch_latency=float(nccl_launch_latency), paths=DgxPaths())
     graph.add_node("leaf", kind=SWITCH)
     for host in range(nodes):
         nvswitch = f"n{host}.nvswitch"
