@@ -99,6 +99,10 @@ def _cannot_run(scenario: Scenario, field: str, name: str, reason: str) -> Probl
 
 def _payload(scenario: Scenario, size_bytes: int, ranks: int, proxy_elements: int,
              channels: int = 1) -> Payload:
+    """The point's payload; with ``verify: false`` a timing-only one that moves no data, so
+    the memory of a run grows with its messages and not with ranks × chunks."""
+    if not scenario.verify:
+        return Payload.timing_only(size_bytes, scenario.dtype)
     return Payload.for_size(size_bytes, scenario.dtype, ranks, proxy_elements,
                             scenario.piece_bytes or PIPELINE_BYTES, channels)
 

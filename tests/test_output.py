@@ -51,3 +51,15 @@ print(before == matplotlib.get_backend(), "matplotlib.pyplot" in sys.modules)
                           check=True, env={**os.environ, "MPLBACKEND": "svg"})
     assert proc.stdout.split() == ["True", "False"]
     assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_timing_only_table_says_off_and_has_no_proxy_footnote():
+    from simulator import simulate
+    from simulator.output.table import format_table
+
+    frame = simulate({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                                   "latency": "1us"}, "algorithms": ["ring"],
+                      "sizes": [1 << 30], "verify": False})
+    table = format_table(frame)
+    assert "verified on a proxy payload" not in table
+    assert table.splitlines()[3].split()[-1] == "off"

@@ -106,6 +106,21 @@ def test_both_engines_agree_under_nccl_with_channels_across_nodes(algorithm):
     assert vector.verified.all() and simpy.verified.all()
 
 
+@pytest.mark.parametrize("engine", ["simpy", "vector"])
+def test_without_verification_no_data_moves_and_the_times_are_the_same(engine):
+    # verify: false is timing only: an empty proxy, so memory follows the messages, not the
+    # ranks × chunks of data; every time must be the verified run's, on both engines.
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
+                "algorithms": "all", "sizes": [4096, 3 << 20], "gpu": {"reduce_bandwidth":
+                                                                        "1TB/s"},
+                "engine": engine}
+    checked, timed = simulate(scenario), simulate({**scenario, "verify": False})
+    assert checked.verified.all() and timed.verified.isna().all()
+    assert (timed.verified_elements == 0).all() and (checked.verified_elements > 0).all()
+    np.testing.assert_array_equal(timed.sim_time_s, checked.sim_time_s)
+    assert list(timed.engine) == list(checked.engine)
+
+
 WITH_SCHEDULE = ("ring, hierarchical, direct, halving_doubling, recursive_doubling, "
                  "binomial_tree, tree, double_binary_tree")
 

@@ -47,6 +47,12 @@ class Payload:
             needed = max(needed, 2 * pieces)
         return cls(count, min(count, needed), dtype)
 
+    @classmethod
+    def timing_only(cls, size_bytes: int, dtype: np.dtype) -> Payload:
+        """A payload that moves no data (an empty proxy): every span maps to no element, so
+        the engines time the messages and skip the copies and reductions."""
+        return cls(size_bytes // dtype.itemsize, 0, dtype)
+
     @property
     def exact(self) -> bool:
         """True when the proxy is the whole nominal buffer."""
