@@ -138,9 +138,13 @@ def check_memory(scenario: Scenario, setup: Setup, proxy_elements: int) -> None:
         payload = _payload(scenario, size, ranks, proxy_elements, channels)
         need = ranks * payload.proxy_count * scenario.dtype.itemsize
         if need > PROXY_BUDGET_BYTES:
-            pieces_bound = payload.proxy_count > max(proxy_elements, 8 * ranks)
-            advice = ("a larger piece_size (the proxy keeps two elements per pipeline piece)"
-                      if pieces_bound else "fewer ranks or a smaller --proxy-elements")
+            if payload.proxy_count > max(proxy_elements, 8 * ranks * channels):
+                advice = "a larger piece_size (the proxy keeps two elements per pipeline piece)"
+            elif payload.proxy_count > proxy_elements:
+                advice = "fewer ranks (the proxy keeps eight elements per chunk)"
+            else:
+                advice = "a smaller --proxy-elements"
+            advice += ", or verify: false to run for the time only"
             raise InputError([Problem(scenario.source, "sizes",
                                       f"{size} bytes on {ranks} ranks needs {need >> 20} MiB of "
                                       f"data to verify, more than {PROXY_BUDGET_BYTES >> 20} MiB; "

@@ -132,3 +132,25 @@ def test_same_inputs_same_outputs():
 
 def test_registered_under_its_public_name():
     assert get_algorithm(Collective.ALLREDUCE, "ring").name == "ring"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 9), st.integers(0, 17), st.integers(-2, 3), st.integers(0, 17),
+       st.integers(0, 40))
+def test_the_whole_chunk_schedule_equals_the_general_one_with_one_piece_each(
+        n, steps, start, reducing_steps, count):
+    # The fast path of ring_pass_schedule (every chunk one message) must build exactly the
+    # arrays the general, pipelined construction builds for one piece per chunk.
+    from simulator.algorithms.phases import ring
+    from simulator.algorithms.schedule import ARRAYS, Group
+    from simulator.model.span import Span
+
+    members = np.random.default_rng(n).permutation(2 * n)[:n].astype(np.int64)
+    group = Group(members, Span(5, 5 + count), 4)
+    starts, stops = group.chunks(n)
+    chunk = ((np.arange(n)[None, :] + start - np.arange(steps)[:, None]) % n).ravel()
+    fast = ring._whole_chunks(group, chunk, starts, stops, reducing_steps)
+    general = ring._pieces(group, chunk, starts, stops, np.ones(n, dtype=np.int64),
+                           max(1, int((stops - starts).max(initial=1))), reducing_steps)
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(fast, name), getattr(general, name), err_msg=name)

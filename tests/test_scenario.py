@@ -219,14 +219,16 @@ def test_output_under_a_file_is_refused_before_running(tmp_path, capsys):
     ("topology: {kind: switch, ranks: 1024, bandwidth: 25GB/s, latency: 1us}\nsizes: [4MiB]\n"
      "piece_size: 4\nalgorithms: [ring]\n", [],
      "sizes: 4194304 bytes on 1024 ranks needs 4096 MiB of data to verify, more than 2048 MiB; "
-     "use a larger piece_size (the proxy keeps two elements per pipeline piece)"),
+     "use a larger piece_size (the proxy keeps two elements per pipeline piece), or verify: false "
+     "to run for the time only"),
     ("topology: {kind: switch, ranks: 8192, bandwidth: 25GB/s, latency: 1us}\nsizes: [1GiB]\n"
      "dtype: float64\nalgorithms: [ring]\n", [],
      "sizes: 1073741824 bytes on 8192 ranks needs 4096 MiB of data to verify, more than 2048 MiB; "
-     "use fewer ranks or a smaller --proxy-elements"),
+     "use fewer ranks (the proxy keeps eight elements per chunk), or verify: false to run for the "
+     "time only"),
     (TOPO + "sizes: [1GiB]\nalgorithms: [ring]\n", ["--proxy-elements", "200000000"],
      "sizes: 1073741824 bytes on 4 ranks needs 3051 MiB of data to verify, more than 2048 MiB; "
-     "use fewer ranks or a smaller --proxy-elements"),
+     "use a smaller --proxy-elements, or verify: false to run for the time only"),
 ])
 def test_data_beyond_the_memory_budget_says_what_would_help(tmp_path, capsys, text, args, message):
     path = write(tmp_path, text + f"output: {tmp_path / 'out'}\n")
