@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.algorithms.algorithm import Algorithm
-from simulator.algorithms.channels import on_channels_s, schedule_on_channels
+from simulator.algorithms.channels import on_channels_s, steps_on_channels
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.registry import algorithm_names
@@ -226,7 +226,7 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
     if scenario.engine is not Engine.SIMPY:
         group = Group.whole(machine, spec.payload.count, spec.payload.dtype.itemsize,
                             spec.piece_bytes, spec.stream_bytes)
-        schedule = schedule_on_channels(algorithm, group, machine.layout, spec.channels)
+        schedule = steps_on_channels(algorithm, group, machine.layout, spec.channels)
         declined = None if schedule is None else declines(schedule, machine)
     if schedule is None or declined is not None:
         if scenario.engine is Engine.VECTOR:
@@ -235,7 +235,7 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
             raise InputError([Problem(scenario.source, "engine",
                                       f"expected auto or simpy for {algorithm.name!r}: {reason}")])
         return run_collective(algorithm, machine, spec, buffers), Engine.SIMPY
-    if schedule.size > MAX_MESSAGES:
+    if schedule.blocks == 1 and schedule.size > MAX_MESSAGES:  # held whole
         raise InputError([Problem(scenario.source, "sizes", (
             f"{spec.payload.count * spec.payload.dtype.itemsize} bytes with {algorithm.name} on "
             f"{machine.ranks} ranks is {schedule.size:,} messages, more than the "

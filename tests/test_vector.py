@@ -9,13 +9,14 @@ import pytest
 from simulator import simulate
 from simulator.algorithms import REGISTRY, Collective
 from simulator.algorithms.channels import schedule_on_channels
+from simulator.algorithms.phases.ring import ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
-from simulator.algorithms.schedule import Group, Schedule, Together, transfers
+from simulator.algorithms.schedule import ARRAYS, Group, Schedule, Steps, Together, transfers
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.sharing import max_min_rates
 from simulator.engine.vector import declines, progressive_filling, ranges, run_schedule
-from simulator.errors import InputError
+from simulator.errors import AlgorithmError, InputError
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.runner import prepare, run_point
@@ -231,3 +232,89 @@ def test_a_schedule_beyond_the_message_limit_is_an_input_error(monkeypatch):
     assert str(caught.value) == (
         "<dict>: sizes: 4096 bytes with ring on 4 ranks is 48 messages, more than the 47 the "
         "vectorised engine holds at once; use fewer ranks or a larger piece_size")
+
+
+# --- schedules a block at a time (Steps) ---------------------------------------------------------
+
+
+def ring_cases():
+    """Ring collectives on topologies with and without reduction costs, in blocks of 1-3 steps."""
+    rng = np.random.default_rng(7)
+    for case in range(12):
+        collective = ["allreduce", "reduce_scatter", "allgather"][case % 3]
+        scenario = {"topology": random_topology(rng), "collective": collective,
+                    "algorithms": ["ring"], "sizes": [int(rng.integers(1, 1 << 14)) * 4],
+                    "execution": "ideal", "op": ["sum", "max"][case % 2]}
+        if case % 4 < 2:
+            scenario["gpu"] = {"reduce_bandwidth": "40GB/s", "launch_latency": "1us"}
+        yield scenario, 1 + case % 3
+
+
+@pytest.mark.parametrize("scenario, steps_per_block", list(ring_cases()))
+def test_a_ring_run_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypatch, scenario,
+                                                                      steps_per_block):
+    # One to three ring steps per block: the window loads blocks ahead of the messages that
+    # release them and drops the received ones, and must still give SimPy's time and buffers.
+    simpy = run_point({**scenario, "engine": "simpy"}, "ring", scenario["sizes"][0])
+    ranks = simpy.ranks
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", steps_per_block * ranks)
+    group = Group(np.arange(ranks, dtype=np.int64), Span(0, simpy.count), 4)
+    steps = scenario_from_dict(scenario).algorithm("ring").stepped(group)
+    total = 2 * (ranks - 1) if scenario["collective"] == "allreduce" else ranks - 1
+    assert steps.blocks == -(-total // steps_per_block) and steps.reach == 1
+    vector = run_point({**scenario, "engine": "vector"}, "ring", scenario["sizes"][0])
+    assert vector.engine == "vector" and vector.verified and simpy.verified
+    assert vector.sim_time_s == pytest.approx(simpy.sim_time_s, rel=1e-12, abs=0)
+    assert vector.messages == simpy.messages
+
+
+def test_the_blocks_of_a_ring_pass_are_its_whole_schedule(monkeypatch):
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 10)  # 2 steps of 5
+    group = Group(np.array([3, 1, 4, 0, 2]), Span(7, 7 + 41), 4)
+    steps = RingAllreduce().steps(group)
+    assert (steps.blocks, steps.size, steps.reach) == (4, 40, 1)
+    whole, joined = ring_pass_schedule(group, start=0, steps=8, reducing_steps=4), steps.schedule()
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name), err_msg=name)
+
+
+def test_the_window_holds_a_few_blocks_not_the_schedule(monkeypatch):
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 64)  # 1 step a block
+    setup = prepare(scenario_from_dict({"topology": {"kind": "switch", "ranks": 64,
+                                                     "bandwidth": "25GB/s", "latency": "1us"},
+                                        "sizes": [4096]}), select=False)
+    payload = Payload(64 * 64, 64 * 64, np.dtype("float32"))
+    inputs = make_inputs(np.random.default_rng(0), 64, payload, ReduceOp.SUM)
+    buffers = inputs.copy()
+    steps = RingAllreduce().steps(Group(np.arange(64), Span(0, 64 * 64), 4))
+    timing = run_schedule(steps, setup.machine, payload, ReduceOp.SUM, buffers, "ring")
+    assert timing.messages == 2 * 63 * 64
+    assert timing.held <= 4 * 64  # a block ahead, the one running, the received not yet dropped
+    np.testing.assert_array_equal(buffers, np.broadcast_to(inputs.sum(axis=0), buffers.shape))
+    assert timing.time_s == pytest.approx(126 * (2e-6 + 256 / 25e9), rel=1e-12)
+
+
+def split(schedule, size, reach):
+    """``schedule`` as Steps of ``size`` messages a block."""
+    def block(k):
+        return Schedule(**{name: getattr(schedule, name)[k * size:(k + 1) * size]
+                           for name in ARRAYS})
+    return Steps(-(-schedule.size // size), schedule.size, reach, block)
+
+
+@pytest.mark.parametrize("size, reach, message", [
+    (3, 1, "ring: block 1 of the schedule posts messages at the start; only block 0 may"),
+    (4, 0, "ring: block 1 of the schedule is released by messages received before it was "
+           "loaded: it reaches back more than 0 blocks"),
+])
+def test_blocks_that_break_the_window_rules_are_algorithm_errors(size, reach, message):
+    setup = prepare(scenario_from_dict({"topology": {"kind": "switch", "ranks": 4,
+                                                     "bandwidth": "25GB/s", "latency": "1us"},
+                                        "sizes": [64]}), select=False)
+    payload = Payload(16, 16, np.dtype("float32"))
+    schedule = ring_pass_schedule(Group(np.arange(4), Span(0, 16), 4), start=0, steps=6,
+                                  reducing_steps=3)
+    with pytest.raises(AlgorithmError) as caught:
+        run_schedule(split(schedule, size, reach), setup.machine, payload, ReduceOp.SUM,
+                     np.zeros((4, 16), dtype=np.float32), "ring")
+    assert str(caught.value) == message

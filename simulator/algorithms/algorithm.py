@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.schedule import Group, Schedule
+from simulator.algorithms.schedule import Group, Schedule, Steps
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.nccl import NcclAlgorithm
@@ -123,13 +123,29 @@ class Algorithm(ABC):
         the vectorised engine; None where there is none, and the SimPy engine runs it."""
         return None
 
+    def steps(self, group: Group) -> Steps | None:
+        """:meth:`schedule` produced a block at a time where the algorithm can
+        (:class:`~simulator.algorithms.schedule.Steps`: for runs too large to hold whole); by
+        default the whole schedule as one block."""
+        schedule = self.schedule(group)
+        return None if schedule is None else Steps.whole(schedule)
+
     def scheduled(self, group: Group) -> Schedule | None:
         """:meth:`schedule`, when it describes this class's :meth:`program`: a subclass that
         rewrites the program but inherits the schedule has none, so no engine runs a schedule
         that says something else than the program."""
-        def owner(method: str) -> type:
-            return next(k for k in type(self).__mro__ if method in vars(k))
-        return self.schedule(group) if owner("schedule") is owner("program") else None
+        return self.schedule(group) if self._owner("schedule") is self._owner("program") else None
+
+    def stepped(self, group: Group) -> Steps | None:
+        """:meth:`steps` under :meth:`scheduled`'s rule."""
+        if self._owner("steps") is self._owner("program"):
+            return self.steps(group)
+        schedule = self.scheduled(group)
+        return None if schedule is None else Steps.whole(schedule)
+
+    def _owner(self, method: str) -> type:
+        """The class in this one's method order that defines ``method``."""
+        return next(k for k in type(self).__mro__ if method in vars(k))
 
     @abstractmethod
     def model_s(self, cost: CostInputs, count: int) -> float:

@@ -19,7 +19,7 @@ import math
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.schedule import Group, Schedule
+from simulator.algorithms.schedule import Group, Schedule, Steps
 from simulator.model.machine import Layout
 
 
@@ -42,6 +42,17 @@ def on_channels_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: 
     whole of each link it crosses.
     """
     return algorithm.model_s(cost, math.ceil(count / channels))
+
+
+def steps_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
+                      channels: int) -> Steps | None:
+    """:func:`schedule_on_channels` as the engine takes it: on one channel the algorithm's own
+    :meth:`~simulator.algorithms.algorithm.Algorithm.steps` (a window of blocks where it has
+    them), on several the channels' schedules as one block."""
+    if channels == 1:
+        return algorithm.stepped(group)
+    schedule = schedule_on_channels(algorithm, group, layout, channels)
+    return None if schedule is None else Steps.whole(schedule)
 
 
 def schedule_on_channels(algorithm: Algorithm, group: Group, layout: Layout,

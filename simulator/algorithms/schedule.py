@@ -22,7 +22,7 @@ every algorithm that has one through both engines and require equal times and bu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
@@ -171,6 +171,37 @@ class Schedule:
         """Which messages are join markers (from a rank to itself): no time, no data."""
         is_marker: np.ndarray = self.src == self.dst
         return is_marker
+
+
+@dataclass(frozen=True)
+class Steps:
+    """A schedule produced a block at a time, for runs too large to hold whole: ``block(k)``
+    builds block k (k = 0 .. ``blocks`` - 1), whose messages follow block k-1's in the one
+    numbering of the whole schedule, pointers included. Only block 0 may post messages at the
+    start, and a pointer reaches back at most ``reach`` blocks, so the vectorised engine holds a
+    window of blocks (it loads block k+reach once a message of block k is posted, before any
+    of them can release it, and drops the received ones): memory then follows the messages in
+    flight, not the schedule (a ring of 4096 ranks is 33.5 million messages)."""
+
+    blocks: int
+    size: int
+    reach: int
+    block: Callable[[int], Schedule]
+    reducing_threads: int = 1
+
+    @staticmethod
+    def whole(schedule: Schedule) -> Steps:
+        """A schedule built at once, as one block."""
+        return Steps(1, schedule.size, 0, lambda _: schedule, schedule.reducing_threads)
+
+    def schedule(self) -> Schedule:
+        """Every block, as one schedule (for tests and composition)."""
+        if self.blocks == 1:
+            return self.block(0)
+        parts = [self.block(k) for k in range(self.blocks)]
+        joined = {name: np.concatenate([getattr(part, name) for part in parts])
+                  for name in ARRAYS}
+        return Schedule(**joined, reducing_threads=self.reducing_threads)
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,7 @@
 """The vectorised engine: runs a schedule (:mod:`simulator.algorithms.schedule`) with the SimPy
-engine's semantics, processing everything that happens at one instant as arrays.
+engine's semantics, processing everything that happens at one instant as arrays. A schedule
+given a block at a time (:class:`~simulator.algorithms.schedule.Steps`) runs in a window of
+blocks: loaded before they can be released, dropped once received.
 
 The model is the SimPy engine's (:mod:`simulator.engine.run`, :mod:`simulator.engine.fabric`),
 message for message:
@@ -23,12 +25,14 @@ engine's, so alone on their links the two agree to the last bit, and under shari
 
 from __future__ import annotations
 
+import bisect
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from simulator.algorithms.schedule import NONE, Schedule
+from simulator.algorithms.schedule import ARRAYS, NONE, Schedule, Steps
 from simulator.engine.payload import Payload
 from simulator.errors import AlgorithmError
 from simulator.model.machine import Machine
@@ -46,6 +50,8 @@ class VectorTiming:
     messages: int
     instants: int
     sharing_wall_s: float
+    held: int = 0
+    """The most messages the window held at once (the schedule's size when it is one block)."""
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -102,49 +108,63 @@ def progressive_filling(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
 
 
 class _Routes:
-    """Latency and links of every (sender, receiver) pair a schedule uses, looked up once."""
+    """Latency and links of every (sender, receiver) pair the messages use, each routed once,
+    when a block first uses it (pair keys kept sorted for a vectorised lookup)."""
 
-    def __init__(self, machine: Machine, schedule: Schedule) -> None:
-        ranks = machine.ranks
-        key = schedule.src * ranks + schedule.dst
-        pairs: np.ndarray
-        if ranks * ranks <= 1 << 24:
-            seen = np.zeros(ranks * ranks, dtype=bool)
-            seen[key] = True
-            pairs = np.flatnonzero(seen)
-            lookup = np.full(ranks * ranks, -1, dtype=np.int64)
-            lookup[pairs] = np.arange(len(pairs))
-            self.pair = lookup[key]
-        else:
-            unique = np.unique(key, return_inverse=True)
-            pairs, self.pair = unique[0], unique[1]
+    def __init__(self, machine: Machine) -> None:
+        self.machine = machine
         capacities = machine.routing.capacities()
-        number = {link: i for i, link in enumerate(capacities)}
+        self.number = {link: i for i, link in enumerate(capacities)}
         self.capacity = np.array(list(capacities.values()), dtype=np.float64)
+        none = np.zeros(0, dtype=np.int64)
+        self.keys, self.ids = none, none
+        """Pair keys (sender × ranks + receiver), sorted, and the pair number of each."""
+        self.latency = np.zeros(0)
+        self.count, self.first, self.links = none, none, none
+        self.alone = np.zeros(0)
+        """Each pair's rate alone on its route: the smallest capacity it crosses."""
+        self.users = np.zeros(len(self.capacity), dtype=np.int64)
+        """Active flows on each link, kept as flows join and leave."""
+
+    def pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The pair number of each (sender, receiver), routing the pairs not met before."""
+        key = src * self.machine.ranks + dst
+        at = np.searchsorted(self.keys, key)
+        found = at < len(self.keys)
+        found[found] = self.keys[at[found]] == key[found]
+        if not found.all():
+            self._add(np.unique(key[~found]))
+            at = np.searchsorted(self.keys, key)
+        pair: np.ndarray = self.ids[at]
+        return pair
+
+    def _add(self, keys: np.ndarray) -> None:
+        machine = self.machine
         latency: list[float] = []
         counts: list[int] = []
         links: list[int] = []
         alone: list[float] = []
-        for pair in pairs.tolist():
-            src, dst = divmod(pair, ranks)
+        for key in keys.tolist():
+            src, dst = divmod(key, machine.ranks)
             if src == dst:  # a join marker: no route, no time (Schedule.markers)
                 latency.append(0.0)
-                alone.append(float("inf"))
+                alone.append(INF)
                 counts.append(0)
                 continue
             route = machine.routing.route(machine.placement[src], machine.placement[dst])
             latency.append(route.latency_s)
             alone.append(route.bottleneck_Bps)
             counts.append(len(route.links))
-            links.extend(number[link] for link in route.links)
-        self.latency = np.array(latency, dtype=np.float64)
-        self.count = np.array(counts, dtype=np.int64)
+            links.extend(self.number[link] for link in route.links)
+        ids = np.arange(len(self.latency), len(self.latency) + len(keys), dtype=np.int64)
+        self.latency = np.concatenate([self.latency, latency])
+        self.alone = np.concatenate([self.alone, alone])
+        self.count = np.concatenate([self.count, np.array(counts, dtype=np.int64)])
         self.first = np.cumsum(self.count) - self.count
-        self.links = np.array(links, dtype=np.int64)
-        self.alone = np.array(alone, dtype=np.float64)
-        """Each pair's rate alone on its route: the smallest capacity it crosses."""
-        self.users = np.zeros(len(self.capacity), dtype=np.int64)
-        """Active flows on each link, kept as flows join and leave."""
+        self.links = np.concatenate([self.links, np.array(links, dtype=np.int64)])
+        keys, ids = np.concatenate([self.keys, keys]), np.concatenate([self.ids, ids])
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.ids = keys[order], ids[order]
 
     def links_of(self, pairs: np.ndarray) -> np.ndarray:
         """The links of each pair's route, concatenated."""
@@ -155,12 +175,21 @@ class _Routes:
 class _Snapshots:
     """Data of posted messages not yet received: one array per posting instant."""
 
-    def __init__(self, messages: int) -> None:
-        self.batch = np.full(messages, -1, dtype=np.int64)
-        self.offset = np.zeros(messages, dtype=np.int64)
+    def __init__(self) -> None:
+        self.batch = np.zeros(0, dtype=np.int64)
+        self.offset = np.zeros(0, dtype=np.int64)
         self.arrays: dict[int, np.ndarray] = {}
         self.pending: dict[int, int] = {}
         self.batches = 0
+
+    def grow(self, messages: int) -> None:
+        """Room for ``messages`` more messages at the end of the window."""
+        self.batch = _extended(self.batch, np.full(messages, -1, dtype=np.int64))
+        self.offset = _extended(self.offset, np.zeros(messages, dtype=np.int64))
+
+    def drop(self, messages: int) -> None:
+        """Forget the first ``messages`` of the window (all received)."""
+        self.batch, self.offset = self.batch[messages:], self.offset[messages:]
 
     def keep(self, messages: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> None:
         """Hold ``data``, the concatenated data of ``messages`` (``lengths`` elements each)."""
@@ -221,50 +250,146 @@ class _Followers:
 
 
 class _Run:
-    """One schedule on one machine: the state of every message, advanced instant by instant."""
+    """One schedule on one machine: the state of every message of the window, advanced instant
+    by instant. Message numbers in the arrays are the window's (the schedule's minus
+    ``window_start``); a schedule of one block is one window that never moves."""
 
-    def __init__(self, schedule: Schedule, machine: Machine, payload: Payload,
+    def __init__(self, steps: Steps, machine: Machine, payload: Payload,
                  reduce_op: ReduceOp, buffers: np.ndarray, name: str) -> None:
-        self.s = schedule
+        self.steps = steps
         self.name = name
         self.payload = payload
         self.ufunc = reduce_op.ufunc
         self.flat = buffers.reshape(-1)
         self.width = buffers.shape[1]
-        m = schedule.size
-        self.routes = _Routes(machine, schedule)
-        itemsize = payload.dtype.itemsize
-        self.itemsize = itemsize
+        self.routes = _Routes(machine)
+        self.itemsize = payload.dtype.itemsize
         self.gpu = machine.gpu
         self.gpu_free = np.zeros(machine.ranks)
-        self.send_view = payload.views(schedule.send_start, schedule.send_stop)
-        same = schedule.recv_start is schedule.send_start and schedule.recv_stop is schedule.send_stop
-        self.recv_view = self.send_view if same else payload.views(schedule.recv_start,
-                                                                   schedule.recv_stop)
-        self._check()
-        self.next_on_connection = _Followers(schedule.connection_previous)
-        self.next_receive = (self.next_on_connection
-                             if schedule.receive_previous is schedule.connection_previous
-                             else _Followers(schedule.receive_previous))
-        self.released = _Followers(schedule.posted_after)
-        self.posted = np.full(m, INF)
-        self.arrived = np.full(m, INF)
-        self.received = np.zeros(m, dtype=bool)
+        none = np.zeros(0, dtype=np.int64)
+        self.window_start = 0
+        self.block_ends: list[int] = []  # where each loaded block ends, in schedule numbering
+        self.messages = 0  # messages loaded so far, join markers left out
+        self.held = 0  # the most messages the window held
+        self.s = Schedule.empty()
+        self.pair = none
+        self.send_view = self.recv_view = (none, none)
+        self.posted = np.zeros(0)
+        self.arrived = np.zeros(0)
+        self.received = np.zeros(0, dtype=bool)
+        self.snapshots = _Snapshots()
         self.finished_s = 0.0  # when the last receive so far completed: the run's time
-        self.snapshots = _Snapshots(m)
         # pending starts, active flows, reductions in progress
-        self.pend_ids = np.zeros(0, dtype=np.int64)
+        self.pend_ids = none
         self.pend_at = np.zeros(0)
-        self.active = np.zeros(0, dtype=np.int64)
+        self.active = none
         self.remaining = np.zeros(0)
         self.rate = np.zeros(0)
         self.updated = np.zeros(0)
         self.ends = np.zeros(0)
-        self.red_ids = np.zeros(0, dtype=np.int64)
+        self.red_ids = none
         self.red_at = np.zeros(0)
         self.instants = 0
         self.sharing_wall_s = 0.0
         self._left = False  # a flow left since the last re-share
+        self._drop_due = False  # a block was loaded since the window last moved
+        for _ in range(min(steps.blocks, steps.reach + 1)):
+            self._load()
+
+    # -- the window ----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Add the schedule's next block at the end of the window."""
+        k = len(self.block_ends)
+        block = self.steps.block(k)
+        first = self.block_ends[-1] if self.block_ends else 0
+        self._check(block, first, k)
+        base = self.window_start
+
+        def local(pointer: np.ndarray) -> np.ndarray:
+            """Schedule numbering to the window's; before the window (received): none."""
+            return pointer if base == 0 else np.where(pointer >= base, pointer - base, NONE)
+
+        connection = local(block.connection_previous)
+        receive = (connection if block.receive_previous is block.connection_previous
+                   else local(block.receive_previous))
+        block = replace(block, posted_after=local(block.posted_after),
+                        connection_previous=connection, receive_previous=receive)
+        send_view = self.payload.views(block.send_start, block.send_stop)
+        same = block.recv_start is block.send_start and block.recv_stop is block.send_stop
+        recv_view = send_view if same else self.payload.views(block.recv_start, block.recv_stop)
+        bad = np.flatnonzero(send_view[1] != recv_view[1])
+        if len(bad):
+            raise AlgorithmError(f"{self.name}: the proxy payload cannot represent a move of "
+                                 f"message {first + int(bad[0])}; rerun with a larger proxy")
+        if self.s.size == 0:  # the first block: no copy
+            self.s, self.send_view, self.recv_view = block, send_view, recv_view
+        else:
+            joined: dict[str, Any] = {name: np.concatenate([getattr(self.s, name),
+                                                            getattr(block, name)])
+                                      for name in ARRAYS}
+            self.s = Schedule(**joined)
+            self.send_view = _extended_pair(self.send_view, send_view)
+            self.recv_view = _extended_pair(self.recv_view, recv_view)
+        self.pair = _extended(self.pair, self.routes.pairs(block.src, block.dst))
+        self.posted = _extended(self.posted, np.full(block.size, INF))
+        self.arrived = _extended(self.arrived, np.full(block.size, INF))
+        self.received = _extended(self.received, np.zeros(block.size, dtype=bool))
+        self.snapshots.grow(block.size)
+        self.held = max(self.held, self.s.size)
+        self.messages += block.size - int(block.markers.sum())
+        self.block_ends.append(first + block.size)
+        self._follow()
+        self._drop_due = k > self.steps.reach
+
+    def _follow(self) -> None:
+        """Who follows whom, over the window's pointers."""
+        s = self.s
+        self.next_on_connection = _Followers(s.connection_previous)
+        self.next_receive = (self.next_on_connection
+                             if s.receive_previous is s.connection_previous
+                             else _Followers(s.receive_previous))
+        self.released = _Followers(s.posted_after)
+
+    def _load_ahead(self, posted: np.ndarray) -> None:
+        """Load every block that ``posted`` messages (window numbers) may release, before any
+        of them can: up to ``reach`` blocks past the last one posted."""
+        steps = self.steps
+        if len(self.block_ends) == steps.blocks or len(posted) == 0:
+            return
+        top = bisect.bisect_right(self.block_ends, int(posted.max()) + self.window_start)
+        while len(self.block_ends) < steps.blocks and len(self.block_ends) <= top + steps.reach:
+            self._load()
+
+    def _drop(self) -> None:
+        """Forget the window's received prefix, once it is at least half the window."""
+        self._drop_due = False
+        held = len(self.received)
+        k = held if self.received.all() else int(np.argmin(self.received))
+        if k == 0 or 2 * k < held:
+            return
+
+        def shift(pointer: np.ndarray) -> np.ndarray:
+            return np.where(pointer >= k, pointer - k, NONE)
+
+        s = self.s
+        connection = shift(s.connection_previous[k:])
+        receive = (connection if s.receive_previous is s.connection_previous
+                   else shift(s.receive_previous[k:]))
+        self.s = Schedule(s.src[k:], s.dst[k:], s.send_start[k:], s.send_stop[k:],
+                          s.recv_start[k:], s.recv_stop[k:], s.reduce[k:],
+                          shift(s.posted_after[k:]), connection, receive)
+        self.send_view = (self.send_view[0][k:], self.send_view[1][k:])
+        self.recv_view = (self.recv_view[0][k:], self.recv_view[1][k:])
+        self.pair = self.pair[k:]
+        self.posted, self.arrived = self.posted[k:], self.arrived[k:]
+        self.received = self.received[k:]
+        self.snapshots.drop(k)
+        self.pend_ids = self.pend_ids - k
+        self.active = self.active - k
+        self.red_ids = self.red_ids - k
+        self.window_start += k
+        self._follow()
 
     def _nbytes(self, messages: np.ndarray) -> np.ndarray:
         """Nominal bytes of ``messages`` (Payload.nbytes), as floats."""
@@ -274,14 +399,14 @@ class _Run:
 
     def _latency(self, messages: np.ndarray) -> np.ndarray:
         """Each message's route latency."""
-        latency: np.ndarray = self.routes.latency[self.routes.pair[messages]]
+        latency: np.ndarray = self.routes.latency[self.pair[messages]]
         return latency
 
     def _moves(self, messages: np.ndarray) -> np.ndarray:
         """Which messages move bytes over links (the others end when they start, as in the
         fabric: no bytes, or no link between the two ranks)."""
         moves: np.ndarray = (self._nbytes(messages) > 0) & (
-            self.routes.count[self.routes.pair[messages]] > 0)
+            self.routes.count[self.pair[messages]] > 0)
         return moves
 
     def _reduce_s(self, messages: np.ndarray) -> np.ndarray:
@@ -290,29 +415,41 @@ class _Run:
                                         self.gpu.reduce_s(self._nbytes(messages)), 0.0)
         return duration
 
-    def _check(self) -> None:
-        s, count = self.s, self.payload.count
+    def _check(self, block: Schedule, first: int, k: int) -> None:
+        """AlgorithmError unless block ``k`` (numbered from ``first``) is well formed: pointers
+        inside the schedule so far, elements inside the buffer, and, for a block loaded after
+        the start, nothing posted at the start or released by a message already received."""
+        count, end = self.payload.count, first + block.size
         for name in ("posted_after", "connection_previous", "receive_previous"):
-            pointer = getattr(s, name)
-            if len(pointer) and (pointer.min() < NONE or pointer.max() >= s.size):
+            pointer = getattr(block, name)
+            if len(pointer) and (pointer.min() < NONE or pointer.max() >= end):
                 raise AlgorithmError(f"{self.name}: schedule field {name} points outside its "
-                                     f"{s.size} messages")
-        bad = np.flatnonzero((s.send_start < 0) | (s.send_stop > count) | (s.recv_start < 0)
-                             | (s.recv_stop > count) | (s.send_start > s.send_stop))
+                                     f"{end} messages")
+        bad = np.flatnonzero((block.send_start < 0) | (block.send_stop > count)
+                             | (block.recv_start < 0) | (block.recv_stop > count)
+                             | (block.send_start > block.send_stop))
         if len(bad):
             m = int(bad[0])
-            raise AlgorithmError(f"{self.name}: message {m} from rank {s.src[m]} uses elements "
-                                 f"outside the buffer of {count}")
-        bad = np.flatnonzero(s.send_stop - s.send_start != s.recv_stop - s.recv_start)
+            raise AlgorithmError(f"{self.name}: message {first + m} from rank {block.src[m]} "
+                                 f"uses elements outside the buffer of {count}")
+        bad = np.flatnonzero(block.send_stop - block.send_start
+                             != block.recv_stop - block.recv_start)
         if len(bad):
             m = int(bad[0])
-            raise AlgorithmError(f"{self.name}: rank {s.dst[m]} received "
-                                 f"{s.send_stop[m] - s.send_start[m]} elements from rank "
-                                 f"{s.src[m]} into a span of {s.recv_stop[m] - s.recv_start[m]}")
-        bad = np.flatnonzero(self.send_view[1] != self.recv_view[1])
-        if len(bad):
-            raise AlgorithmError(f"{self.name}: the proxy payload cannot represent a move of "
-                                 f"message {int(bad[0])}; rerun with a larger proxy")
+            raise AlgorithmError(f"{self.name}: rank {block.dst[m]} received "
+                                 f"{block.send_stop[m] - block.send_start[m]} elements from rank "
+                                 f"{block.src[m]} into a span of "
+                                 f"{block.recv_stop[m] - block.recv_start[m]}")
+        if k == 0:
+            return
+        if (block.posted_after == NONE).any():
+            raise AlgorithmError(f"{self.name}: block {k} of the schedule posts messages at the "
+                                 "start; only block 0 may")
+        after = block.posted_after[(block.posted_after >= 0) & (block.posted_after < first)]
+        late = after < self.window_start
+        late[~late] = self.received[after[~late] - self.window_start]
+        if late.any():
+            raise self._too_far(k)
 
     # -- the run -------------------------------------------------------------------------------
 
@@ -323,6 +460,8 @@ class _Run:
         ended = completing = np.zeros(0, dtype=np.int64)
         while True:
             self._cascade(now, starting, ended, completing)
+            if self._drop_due:
+                self._drop()
             now = min(self.pend_at.min(initial=INF), self.ends.min(initial=INF),
                       self.red_at.min(initial=INF))
             if now == INF:
@@ -434,6 +573,7 @@ class _Run:
         their latency. Returns the messages that start now."""
         if len(messages) == 0:
             return messages
+        self._load_ahead(messages)
         self.posted[messages] = now
         start, length = self.send_view[0][messages], self.send_view[1][messages]
         source = ranges(self.s.src[messages] * self.width + start, length)
@@ -458,7 +598,7 @@ class _Run:
 
     def _join(self, flows: np.ndarray, now: float) -> None:
         routes = self.routes
-        routes.users += np.bincount(routes.links_of(routes.pair[flows]), minlength=len(routes.users))
+        routes.users += np.bincount(routes.links_of(self.pair[flows]), minlength=len(routes.users))
         self.active = np.concatenate([self.active, flows])
         self.remaining = np.concatenate([self.remaining, self._nbytes(flows)])
         self.rate = np.concatenate([self.rate, np.zeros(len(flows))])
@@ -469,7 +609,7 @@ class _Run:
         if keep.all():
             return
         routes = self.routes
-        routes.users -= np.bincount(routes.links_of(routes.pair[self.active[~keep]]),
+        routes.users -= np.bincount(routes.links_of(self.pair[self.active[~keep]]),
                                     minlength=len(routes.users))
         self.active, self.remaining = self.active[keep], self.remaining[keep]
         self.rate, self.updated, self.ends = self.rate[keep], self.updated[keep], self.ends[keep]
@@ -481,7 +621,7 @@ class _Run:
             return
         clock = time.perf_counter()
         routes = self.routes
-        pair = routes.pair[self.active]
+        pair = self.pair[self.active]
         if routes.users.max() <= 1:  # no link shared: every flow alone on its route
             rates = routes.alone[pair]
         else:
@@ -498,17 +638,34 @@ class _Run:
         self.sharing_wall_s += time.perf_counter() - clock
 
     def _finish(self) -> VectorTiming:
+        if len(self.block_ends) < self.steps.blocks:  # nothing left that could load it
+            raise self._too_far(len(self.block_ends))
         if not self.received.all():
             stuck = np.flatnonzero(~self.received)
             ranks = np.unique(self.s.dst[stuck])[:8].tolist()
             raise AlgorithmError(f"{self.name}: deadlock: ranks {ranks} wait for messages "
                                  "that are never sent")
-        messages = self.s.size - int(self.s.markers.sum())
-        return VectorTiming(time_s=self.finished_s, messages=messages,
-                            instants=self.instants, sharing_wall_s=self.sharing_wall_s)
+        return VectorTiming(time_s=self.finished_s, messages=self.messages,
+                            instants=self.instants, sharing_wall_s=self.sharing_wall_s,
+                            held=self.held)
+
+    def _too_far(self, k: int) -> AlgorithmError:
+        return AlgorithmError(f"{self.name}: block {k} of the schedule is released by messages "
+                              f"received before it was loaded: it reaches back more than "
+                              f"{self.steps.reach} blocks")
 
 
-def declines(schedule: Schedule, machine: Machine) -> str | None:
+def _extended(window: np.ndarray, more: np.ndarray) -> np.ndarray:
+    """``more`` after ``window`` (``more`` itself when the window is empty: no copy)."""
+    return more if len(window) == 0 else np.concatenate([window, more])
+
+
+def _extended_pair(window: tuple[np.ndarray, np.ndarray],
+                   more: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return _extended(window[0], more[0]), _extended(window[1], more[1])
+
+
+def declines(schedule: Schedule | Steps, machine: Machine) -> str | None:
     """Why the vectorised engine leaves ``schedule`` to SimPy on ``machine``, or None: several
     threads of one rank reducing at once on a GPU whose reductions take time queue in an order
     that same-instant ties decide, and SimPy's event order is the reference for those."""
@@ -518,8 +675,9 @@ def declines(schedule: Schedule, machine: Machine) -> str | None:
     return None
 
 
-def run_schedule(schedule: Schedule, machine: Machine, payload: Payload, reduce_op: ReduceOp,
-                 buffers: np.ndarray, name: str) -> VectorTiming:
-    """Run ``schedule`` on ``machine``; ``buffers`` (ranks × proxy) end holding its result
-    (before ``reduce_op.finalize``)."""
-    return _Run(schedule, machine, payload, reduce_op, buffers, name).run()
+def run_schedule(schedule: Schedule | Steps, machine: Machine, payload: Payload,
+                 reduce_op: ReduceOp, buffers: np.ndarray, name: str) -> VectorTiming:
+    """Run ``schedule`` (whole, or a block at a time) on ``machine``; ``buffers`` (ranks ×
+    proxy) end holding its result (before ``reduce_op.finalize``)."""
+    steps = schedule if isinstance(schedule, Steps) else Steps.whole(schedule)
+    return _Run(steps, machine, payload, reduce_op, buffers, name).run()

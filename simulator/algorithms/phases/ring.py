@@ -15,7 +15,7 @@ import numpy as np
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs, pipeline_s, proportionate_pipeline_s
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
-from simulator.algorithms.schedule import NONE, Group, Schedule, pieces_per_span
+from simulator.algorithms.schedule import NONE, Group, Schedule, Steps, pieces_per_span
 from simulator.model.span import Span
 
 
@@ -70,6 +70,36 @@ def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: 
     return _pieces(group, chunk, starts, stops, pieces, per_piece, reducing_steps)
 
 
+BLOCK_MESSAGES = 1 << 16
+"""Messages per block of :func:`ring_pass_steps` (whole steps, at least one): enough for numpy
+to amortise each block's Python, few enough that a window of blocks stays a few MiB."""
+
+
+def ring_pass_steps(group: Group, *, start: int, steps: int, reducing_steps: int,
+                    default_bytes: int | None = None) -> Steps:
+    """:func:`ring_pass_schedule` a block of whole steps at a time where every chunk is one
+    message (step t's messages point only at step t-1's, so a block reaches back one block);
+    where pieces pipeline the chunks, the whole schedule as one block."""
+    n = group.size
+    starts, stops = group.chunks(n)
+    pieces, _ = pieces_per_span(stops - starts, group.itemsize,
+                                group.piece_bytes if group.piece_bytes is not None
+                                else default_bytes)
+    if steps == 0 or n == 1 or pieces.max() > 1:
+        return Steps.whole(ring_pass_schedule(group, start=start, steps=steps,
+                                              reducing_steps=reducing_steps,
+                                              default_bytes=default_bytes))
+    per_block = max(1, BLOCK_MESSAGES // n)
+    position = np.arange(n, dtype=np.int64)
+
+    def block(k: int) -> Schedule:
+        sends = np.arange(k * per_block, min(steps, (k + 1) * per_block), dtype=np.int64)
+        chunk = ((position[None, :] + start - sends[:, None]) % n).ravel()
+        return _whole_chunks(group, chunk, starts, stops, reducing_steps, int(sends[0]))
+
+    return Steps(-(-steps // per_block), steps * n, 1, block)
+
+
 def _pieces(group: Group, chunk: np.ndarray, starts: np.ndarray, stops: np.ndarray,
             pieces: np.ndarray, per_piece: int, reducing_steps: int) -> Schedule:
     """:func:`ring_pass_schedule`'s messages for blocks (t, i) moving chunk ``chunk[t·n + i]``
@@ -95,24 +125,25 @@ def _pieces(group: Group, chunk: np.ndarray, starts: np.ndarray, stops: np.ndarr
 
 
 def _whole_chunks(group: Group, chunk: np.ndarray, starts: np.ndarray, stops: np.ndarray,
-                  reducing_steps: int) -> Schedule:
+                  reducing_steps: int, first_step: int = 0) -> Schedule:
     """:func:`_pieces` where every chunk is one piece: message (t, i) is number
     t·n + i, so it is posted after message (t-1, i-1) (number t·n + i - n - 1, or t·n - 1 for
     i = 0) and follows message (t-1, i) on its connection; the same schedule in a few passes
     over the messages instead of the general case's two dozen (a 4096-rank ring is 33.5
-    million messages)."""
+    million messages). ``chunk`` covers steps ``first_step`` onwards, numbered as in the
+    whole pass."""
     n, m = group.size, len(chunk)
-    index = np.arange(m, dtype=np.int64)
+    index = np.arange(first_step * n, first_step * n + m, dtype=np.int64)
     where = np.tile(np.arange(n, dtype=np.int64), m // n)
     src = group.members[where]
     dst = np.roll(group.members, -1)[where]
     posted_after = index - n - 1
     posted_after[where == 0] += n
-    posted_after[:n] = NONE
     previous = index - n
-    previous[:n] = NONE
-    reduce = np.zeros(m, dtype=bool)
-    reduce[:reducing_steps * n] = True
+    if first_step == 0:
+        posted_after[:n] = NONE
+        previous[:n] = NONE
+    reduce = index < reducing_steps * n
     first, last = starts[chunk], stops[chunk]
     return Schedule(src, dst, first, last, first, last, reduce, posted_after, previous, previous)
 
