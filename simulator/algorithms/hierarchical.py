@@ -20,7 +20,7 @@ from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.ring import ring_pass, ring_pass_s, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
-from simulator.algorithms.schedule import Group, Schedule, Together
+from simulator.algorithms.schedule import Group, Schedule, Steps, Together
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.span import Span, piece_sizes
@@ -143,6 +143,29 @@ class Hierarchical(Algorithm):
             ticks.append(Together(tuple(b for b, _ in now if b is not None),
                                   tuple(lane for _, lane in now)))
         return Schedule.sequence(ticks, group.ranks)
+
+    def steps(self, group: Group) -> Steps | None:
+        """Unstreamed (one piece), the three phases in sequence with ``inter``'s steps on every
+        rail side by side, so that a ring across thousands of hosts runs a window at a time;
+        streamed, the whole schedule."""
+        pieces = piece_sizes(group.buffer.count, group.itemsize, None, group.stream_bytes)
+        if len(pieces) > 1:
+            return super().steps(group)
+        hosts = group.hosts if group.hosts is not None else np.zeros(group.size, dtype=np.int64)
+        by_host = [np.flatnonzero(hosts == host) for host in np.unique(hosts)]
+        local, steps = len(by_host[0]), len(by_host[0]) - 1
+        rails = [np.array([ranks[i] for ranks in by_host]) for i in range(local)]
+        inter = [self.options.inter.stepped(group.subgroup(rail, mine))
+                 for rail, mine in zip(rails, group.buffer.split(local), strict=True)]
+        if any(part is None for part in inter):
+            return None
+        ring = [(start, reducing) for start, reducing in ((-1, steps), (0, 0))]
+        intra = [Schedule.apart([ring_pass_schedule(group.subgroup(ranks, group.buffer),
+                                                    start=start, steps=steps,
+                                                    reducing_steps=reducing)
+                                 for ranks in by_host]) for start, reducing in ring]
+        return Steps.sequence([intra[0], Steps.apart([p for p in inter if p is not None]),
+                               intra[1]], group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         host_ranks, rail = cost.layout.host_ranks(0), cost.layout.rail(0)

@@ -177,11 +177,13 @@ class Schedule:
 class Steps:
     """A schedule produced a block at a time, for runs too large to hold whole: ``block(k)``
     builds block k (k = 0 .. ``blocks`` - 1), whose messages follow block k-1's in the one
-    numbering of the whole schedule, pointers included. Only block 0 may post messages at the
-    start, and a pointer reaches back at most ``reach`` blocks, so the vectorised engine holds a
-    window of blocks (it loads block k+reach once a message of block k is posted, before any
-    of them can release it, and drops the received ones): memory then follows the messages in
-    flight, not the schedule (a ring of 4096 ranks is 33.5 million messages)."""
+    numbering of the whole schedule, pointers included (into block k or before). A message's
+    ``posted_after`` reaches
+    back at most ``reach`` blocks, and only blocks 0 to ``reach`` post messages at the start,
+    so the vectorised engine holds a window of blocks (it loads blocks 0 to ``reach`` first,
+    then block k+reach once a message of block k is posted, before any message can release
+    it, and drops received ones): memory then follows the messages in flight, not the
+    schedule (a ring of 4096 ranks is 33.5 million messages). Blocks are built in order."""
 
     blocks: int
     size: int
@@ -194,6 +196,31 @@ class Steps:
         """A schedule built at once, as one block."""
         return Steps(1, schedule.size, 0, lambda _: schedule, schedule.reducing_threads)
 
+    @staticmethod
+    def apart(parts: Sequence[Steps]) -> Steps:
+        """:meth:`Schedule.apart` a block at a time: block k joins every part's block k (the
+        parts' own numberings mapped to the joint one)."""
+        if all(part.blocks == 1 for part in parts):
+            return Steps.whole(Schedule.apart([part.block(0) for part in parts]))
+        return Steps(max(part.blocks for part in parts), sum(part.size for part in parts),
+                     max(part.reach for part in parts), _Apart(parts),
+                     max((part.reducing_threads for part in parts), default=1))
+
+    @staticmethod
+    def sequence(phases: Sequence[Schedule | Steps], ranks: int) -> Steps:
+        """:meth:`Schedule.sequence` of phases of one thread per rank, a block at a time: a
+        phase's opening pointers (:data:`NONE`) go to the rank's last receive, and a
+        connection's first message to its last one, in the phases before. Each rank's last
+        receive of a phase must lie in its last ``reach`` blocks (ring passes, and phases of
+        one block, do)."""
+        steps = [phase if isinstance(phase, Steps) else Steps.whole(phase) for phase in phases
+                 if phase.size > 0]
+        if all(phase.blocks == 1 for phase in steps):
+            return Steps.whole(Schedule.sequence([phase.block(0) for phase in steps], ranks))
+        return Steps(sum(phase.blocks for phase in steps), sum(phase.size for phase in steps),
+                     max(1, *(phase.reach for phase in steps)), _Sequence(steps, ranks),
+                     max(phase.reducing_threads for phase in steps))
+
     def schedule(self) -> Schedule:
         """Every block, as one schedule (for tests and composition)."""
         if self.blocks == 1:
@@ -202,6 +229,91 @@ class Steps:
         joined = {name: np.concatenate([getattr(part, name) for part in parts])
                   for name in ARRAYS}
         return Schedule(**joined, reducing_threads=self.reducing_threads)
+
+
+class _Apart:
+    """The blocks of :meth:`Steps.apart`, built in order (block 0 starts over)."""
+
+    def __init__(self, parts: Sequence[Steps]) -> None:
+        self.parts = parts
+
+    def __call__(self, k: int) -> Schedule:
+        if k == 0:
+            self.made = 0
+            self.own: list[list[int]] = [[0] for _ in self.parts]  # each part's block starts
+            self.joint: list[list[int]] = [[] for _ in self.parts]  # where they start jointly
+            self.end = 0
+        if k != self.made:
+            raise AlgorithmError(f"blocks are built in order: asked for block {k} after "
+                                 f"{self.made}")
+        self.made += 1
+        blocks: list[Schedule] = []
+        for part, own, joint in zip(self.parts, self.own, self.joint, strict=True):
+            block = part.block(k) if k < part.blocks else Schedule.empty()
+            joint.append(self.end)
+            own.append(own[-1] + block.size)
+            self.end += block.size
+            starts, at = np.array(own[:-1]), np.array(joint)
+
+            def mapped(pointer: Index, starts: Index = starts, at: Index = at) -> Index:
+                which = np.searchsorted(starts, pointer, side="right") - 1
+                joined: Index = np.where(pointer >= 0, at[which] + pointer - starts[which], NONE)
+                return joined
+
+            blocks.append(replace(block, posted_after=mapped(block.posted_after),
+                                  connection_previous=mapped(block.connection_previous),
+                                  receive_previous=mapped(block.receive_previous)))
+        joined: dict[str, Any] = {name: np.concatenate([getattr(b, name) for b in blocks])
+                                  for name in ARRAYS}
+        return Schedule(**joined, thread=np.concatenate([b.threads for b in blocks]))
+
+
+class _Sequence:
+    """The blocks of :meth:`Steps.sequence`, built in order (block 0 starts over)."""
+
+    def __init__(self, phases: Sequence[Steps], ranks: int) -> None:
+        self.phases = phases
+        self.ranks = ranks
+
+    def __call__(self, k: int) -> Schedule:
+        if k == 0:
+            self.made = 0
+            self.phase, self.within, self.offset = 0, 0, 0  # phase, its block, its first message
+            self.next = 0  # the first message of the next block
+            self.last = np.full(self.ranks, NONE, dtype=np.int64)  # before the phase
+            self.ends = self.last.copy()  # in the phase so far
+            self.tails, self.phase_tails = _Tails(), _Tails()
+        if k != self.made:
+            raise AlgorithmError(f"blocks are built in order: asked for block {k} after "
+                                 f"{self.made}")
+        self.made += 1
+        while self.within == self.phases[self.phase].blocks:  # the phase is over: open the next
+            self.last = np.where(self.ends >= 0, self.ends, self.last)
+            self.tails.update(self.phase_tails.keys, self.phase_tails.index)
+            self.phase_tails = _Tails()
+            self.phase, self.within, self.offset = self.phase + 1, 0, self.next
+        block = self.phases[self.phase].block(self.within)
+        self.within += 1
+        if block.threads.any():
+            raise AlgorithmError("Steps.sequence takes phases of one thread per rank")
+        key = block.src * self.ranks + block.dst
+        offset = self.offset
+
+        def opened(pointer: Index, rank: Index) -> Index:
+            shifted: Index = np.where(pointer < 0, self.last[rank], pointer + offset)
+            return shifted
+
+        connection = np.where(block.connection_previous < 0, self.tails.behind(key),
+                              block.connection_previous + offset)
+        index = self.next + np.arange(block.size, dtype=np.int64)
+        self.phase_tails.update(key, index)
+        ending = np.flatnonzero(_last_of_chains(block.receive_previous - (self.next - offset)))
+        self.ends[block.dst[ending]] = index[ending]
+        self.next += block.size
+        return Schedule(block.src, block.dst, block.send_start, block.send_stop,
+                        block.recv_start, block.recv_stop, block.reduce,
+                        opened(block.posted_after, block.src), connection,
+                        opened(block.receive_previous, block.dst))
 
 
 @dataclass(frozen=True)
@@ -273,6 +385,13 @@ class _Tails:
 
     def update(self, keys: np.ndarray, index: np.ndarray) -> None:
         """Record ``index`` as the last message on each of ``keys`` (the largest wins)."""
+        if len(self.keys):  # keys met before: in place (a ring's every block meets the same)
+            at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+            known = self.keys[at] == keys
+            np.maximum.at(self.index, at[known], index[known])
+            keys, index = keys[~known], index[~known]
+            if len(keys) == 0:
+                return
         keys, index = np.concatenate([self.keys, keys]), np.concatenate([self.index, index])
         if len(keys) == 0:
             return

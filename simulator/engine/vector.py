@@ -228,25 +228,60 @@ class _Snapshots:
 
 
 class _Followers:
-    """The messages that name each message as their predecessor in one pointer array (several
-    may: threads that start after the same receive), as CSR: followers of m are
-    ``order[first[m]:first[m+1]]``."""
+    """The messages that name each message as their predecessor in one pointer array. Where
+    each has one follower at most (most schedules), an array of the follower (-1: none), kept
+    as the window grows and moves; where some have several (threads that start after the same
+    receive), CSR: followers of m are ``order[first[m]:first[m+1]]``."""
 
     def __init__(self, previous: np.ndarray) -> None:
+        self.single: np.ndarray | None = None
+        self.first = self.order = np.zeros(0, dtype=np.int64)
+        self._build(previous)
+
+    def _build(self, previous: np.ndarray) -> None:
         has = previous >= 0
         counts = np.bincount(previous[has], minlength=len(previous))
-        self.first = np.concatenate([[0], np.cumsum(counts)])
         if counts.max(initial=0) <= 1:  # one follower at most: place them without a sort
-            self.order = np.empty(int(self.first[-1]), dtype=np.int64)
-            self.order[self.first[previous[has]]] = np.flatnonzero(has)
+            self.single = np.full(len(previous), NONE, dtype=np.int64)
+            self.single[previous[has]] = np.flatnonzero(has)
         else:
+            self.single = None
+            self.first = np.concatenate([[0], np.cumsum(counts)])
             self.order = np.flatnonzero(has)[np.argsort(previous[has], kind="stable")]
+
+    def grown(self, previous: np.ndarray, added: int) -> None:
+        """The window (pointer array ``previous``) grew by ``added`` messages at its end."""
+        single = self.single
+        if single is not None:
+            new = previous[len(previous) - added:]
+            has = new >= 0
+            targets = new[has]
+            single = _extended(single, np.full(added, NONE, dtype=np.int64))
+            if (single[targets] == NONE).all():
+                followers = np.flatnonzero(has) + (len(previous) - added)
+                single[targets] = followers
+                if np.array_equal(single[targets], followers):  # no target named twice
+                    self.single = single
+                    return
+        self._build(previous)
+
+    def dropped(self, previous: np.ndarray, messages: int) -> None:
+        """The window dropped its first ``messages`` (``previous``: its pointers now)."""
+        if self.single is None:
+            self._build(previous)
+            return
+        single = self.single[messages:]  # a follower comes after its message: never dropped
+        self.single = np.where(single >= 0, single - messages, NONE)
 
     def of(self, messages: np.ndarray) -> np.ndarray:
         """Every follower of ``messages``, concatenated."""
+        if self.single is not None:
+            followers = self.single[messages]
+            found: np.ndarray = followers[followers >= 0]
+            return found
         first, stop = self.first[messages], self.first[messages + 1]
-        followers: np.ndarray = self.order[ranges(first, stop - first)]
-        return followers
+        listed: np.ndarray = self.order[ranges(first, stop - first)]
+        return listed
 
 
 class _Run:
@@ -322,12 +357,18 @@ class _Run:
         if len(bad):
             raise AlgorithmError(f"{self.name}: the proxy payload cannot represent a move of "
                                  f"message {first + int(bad[0])}; rerun with a larger proxy")
-        if self.s.size == 0:  # the first block: no copy
+        first_block = self.s.size == 0
+        if first_block:  # no copy
             self.s, self.send_view, self.recv_view = block, send_view, recv_view
         else:
+            shared = (block.receive_previous is block.connection_previous
+                      and self.s.receive_previous is self.s.connection_previous)
             joined: dict[str, Any] = {name: np.concatenate([getattr(self.s, name),
                                                             getattr(block, name)])
-                                      for name in ARRAYS}
+                                      for name in ARRAYS if name != "receive_previous"
+                                      or not shared}
+            if shared:
+                joined["receive_previous"] = joined["connection_previous"]
             self.s = Schedule(**joined)
             self.send_view = _extended_pair(self.send_view, send_view)
             self.recv_view = _extended_pair(self.recv_view, recv_view)
@@ -339,7 +380,12 @@ class _Run:
         self.held = max(self.held, self.s.size)
         self.messages += block.size - int(block.markers.sum())
         self.block_ends.append(first + block.size)
-        self._follow()
+        if first_block or ((self.next_receive is self.next_on_connection)
+                           != (self.s.receive_previous is self.s.connection_previous)):
+            self._follow()
+        else:
+            for followers, pointer in self._followers():
+                followers.grown(pointer, block.size)
         self._drop_due = k > self.steps.reach
 
     def _follow(self) -> None:
@@ -350,6 +396,15 @@ class _Run:
                              if s.receive_previous is s.connection_previous
                              else _Followers(s.receive_previous))
         self.released = _Followers(s.posted_after)
+
+    def _followers(self) -> list[tuple[_Followers, np.ndarray]]:
+        """Each distinct follower index with the window's pointer array it follows."""
+        s = self.s
+        pairs = [(self.next_on_connection, s.connection_previous),
+                 (self.released, s.posted_after)]
+        if self.next_receive is not self.next_on_connection:
+            pairs.append((self.next_receive, s.receive_previous))
+        return pairs
 
     def _load_ahead(self, posted: np.ndarray) -> None:
         """Load every block that ``posted`` messages (window numbers) may release, before any
@@ -389,7 +444,8 @@ class _Run:
         self.active = self.active - k
         self.red_ids = self.red_ids - k
         self.window_start += k
-        self._follow()
+        for followers, pointer in self._followers():
+            followers.dropped(pointer, k)
 
     def _nbytes(self, messages: np.ndarray) -> np.ndarray:
         """Nominal bytes of ``messages`` (Payload.nbytes), as floats."""
@@ -440,11 +496,13 @@ class _Run:
                                  f"{block.send_stop[m] - block.send_start[m]} elements from rank "
                                  f"{block.src[m]} into a span of "
                                  f"{block.recv_stop[m] - block.recv_start[m]}")
-        if k == 0:
+        reach = self.steps.reach
+        if k <= reach:  # loaded before the run starts
             return
         if (block.posted_after == NONE).any():
             raise AlgorithmError(f"{self.name}: block {k} of the schedule posts messages at the "
-                                 "start; only block 0 may")
+                                 f"start; only blocks 0 to {reach} (loaded before the run "
+                                 "starts) may")
         after = block.posted_after[(block.posted_after >= 0) & (block.posted_after < first)]
         late = after < self.window_start
         late[~late] = self.received[after[~late] - self.window_start]
