@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -172,24 +172,72 @@ class _Routes:
         return links
 
 
+class _Window:
+    """Per-message columns of the messages a run holds, in schedule order: blocks appended at
+    the end and received messages dropped from the front without copying what stays (buffers
+    with room to grow, compacted when full; a schedule of one block is held as built).
+    ``start`` is the schedule number of the first message held: column entry i is message
+    start + i."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[str, np.ndarray] = {}
+        self.lo = self.hi = 0
+        self.start = 0
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """A column of the messages held (a view: writes go to the window)."""
+        return self.buffers[name][self.lo:self.hi]
+
+    def append(self, columns: dict[str, np.ndarray]) -> None:
+        """Messages at the end of the window, a value per column each."""
+        added = len(next(iter(columns.values())))
+        if not self.buffers:
+            self.buffers, self.lo, self.hi = dict(columns), 0, added
+            return
+        held = self.hi - self.lo
+        capacity = len(next(iter(self.buffers.values())))
+        if self.hi + added > capacity:  # full: move what stays to the front, in place if it fits
+            size = capacity if 2 * (held + added) <= capacity else 2 * (held + added)
+            for name, buffer in self.buffers.items():
+                moved = buffer if size == capacity else np.empty(size, dtype=buffer.dtype)
+                moved[:held] = buffer[self.lo:self.hi]
+                self.buffers[name] = moved
+            self.lo, self.hi = 0, held
+        for name, values in columns.items():
+            self.buffers[name][self.hi:self.hi + added] = values
+        self.hi += added
+
+    def drop(self, messages: int) -> None:
+        """Forget the first ``messages`` held."""
+        self.lo += messages
+        self.start += messages
+
+
 class _Snapshots:
     """Data of posted messages not yet received: one array per posting instant."""
 
-    def __init__(self) -> None:
-        self.batch = np.zeros(0, dtype=np.int64)
-        self.offset = np.zeros(0, dtype=np.int64)
+    def __init__(self, window: _Window) -> None:
+        self.window = window  # columns "batch" and "offset": where each message's data is
         self.arrays: dict[int, np.ndarray] = {}
         self.pending: dict[int, int] = {}
         self.batches = 0
 
-    def grow(self, messages: int) -> None:
-        """Room for ``messages`` more messages at the end of the window."""
-        self.batch = _extended(self.batch, np.full(messages, -1, dtype=np.int64))
-        self.offset = _extended(self.offset, np.zeros(messages, dtype=np.int64))
+    @staticmethod
+    def columns(messages: int) -> dict[str, np.ndarray]:
+        """The window columns of ``messages`` new messages."""
+        return {"batch": np.full(messages, -1, dtype=np.int64),
+                "offset": np.zeros(messages, dtype=np.int64)}
 
-    def drop(self, messages: int) -> None:
-        """Forget the first ``messages`` of the window (all received)."""
-        self.batch, self.offset = self.batch[messages:], self.offset[messages:]
+    @property
+    def batch(self) -> np.ndarray:
+        return self.window["batch"]
+
+    @property
+    def offset(self) -> np.ndarray:
+        return self.window["offset"]
 
     def keep(self, messages: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> None:
         """Hold ``data``, the concatenated data of ``messages`` (``lengths`` elements each)."""
@@ -198,24 +246,25 @@ class _Snapshots:
         self.arrays[key] = data
         self.pending[key] = len(messages)
         self.batch[messages] = key
+        offset = self.offset
         if lengths[0] == lengths.min() == lengths.max():
-            self.offset[messages] = np.arange(len(messages)) * lengths[0]
+            offset[messages] = np.arange(len(messages)) * lengths[0]
         else:
-            self.offset[messages] = np.cumsum(lengths) - lengths
+            offset[messages] = np.cumsum(lengths) - lengths
 
     def take(self, messages: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The data of ``messages``, concatenated in order."""
-        batches = self.batch[messages]
+        batches, offsets = self.batch[messages], self.offset[messages]
         first = int(batches[0])
         if batches.min() == first == batches.max():  # all posted at one instant
-            data: np.ndarray = self.arrays[first][ranges(self.offset[messages], lengths)]
+            data: np.ndarray = self.arrays[first][ranges(offsets, lengths)]
             self._taken(first, len(messages))
             return data
         parts = np.empty(int(lengths.sum()), dtype=next(iter(self.arrays.values())).dtype)
         at = np.cumsum(lengths) - lengths
         for key in np.unique(batches).tolist():
             mine = batches == key
-            source = ranges(self.offset[messages[mine]], lengths[mine])
+            source = ranges(offsets[mine], lengths[mine])
             parts[ranges(at[mine], lengths[mine])] = self.arrays[key][source]
             self._taken(key, int(mine.sum()))
         return parts
@@ -228,66 +277,61 @@ class _Snapshots:
 
 
 class _Followers:
-    """The messages that name each message as their predecessor in one pointer array. Where
-    each has one follower at most (most schedules), an array of the follower (-1: none), kept
-    as the window grows and moves; where some have several (threads that start after the same
-    receive), CSR: followers of m are ``order[first[m]:first[m+1]]``."""
+    """The held messages that name each held message in one pointer column (schedule
+    numbers). Where each has one follower at most (most schedules), a window column of the
+    follower's schedule number (-1: none), filled in as blocks arrive; where some have several
+    (threads that start after the same receive), CSR over the window, rebuilt as it moves:
+    followers of m are ``order[first[m]:first[m+1]]``."""
 
-    def __init__(self, previous: np.ndarray) -> None:
-        self.single: np.ndarray | None = None
-        self.first = self.order = np.zeros(0, dtype=np.int64)
-        self._build(previous)
+    def __init__(self, window: _Window, pointer: str, column: str) -> None:
+        self.window, self.pointer, self.column = window, pointer, column
+        self.csr: tuple[np.ndarray, np.ndarray] | None = None
 
-    def _build(self, previous: np.ndarray) -> None:
-        has = previous >= 0
-        counts = np.bincount(previous[has], minlength=len(previous))
-        if counts.max(initial=0) <= 1:  # one follower at most: place them without a sort
-            self.single = np.full(len(previous), NONE, dtype=np.int64)
-            self.single[previous[has]] = np.flatnonzero(has)
-        else:
-            self.single = None
-            self.first = np.concatenate([[0], np.cumsum(counts)])
-            self.order = np.flatnonzero(has)[np.argsort(previous[has], kind="stable")]
-
-    def grown(self, previous: np.ndarray, added: int) -> None:
-        """The window (pointer array ``previous``) grew by ``added`` messages at its end."""
-        single = self.single
-        if single is not None:
-            new = previous[len(previous) - added:]
-            has = new >= 0
-            targets = new[has]
-            single = _extended(single, np.full(added, NONE, dtype=np.int64))
-            if (single[targets] == NONE).all():
-                followers = np.flatnonzero(has) + (len(previous) - added)
-                single[targets] = followers
-                if np.array_equal(single[targets], followers):  # no target named twice
-                    self.single = single
+    def grown(self, added: int) -> None:
+        """The window grew by ``added`` messages (their column entries are -1)."""
+        window = self.window
+        if self.csr is None:
+            pointer = window[self.pointer][len(window) - added:]
+            has = pointer >= window.start  # a message dropped was received: nothing to tell
+            targets = pointer[has] - window.start
+            column = window[self.column]
+            if (column[targets] == NONE).all():
+                followers = np.flatnonzero(has) + (window.start + len(window) - added)
+                column[targets] = followers
+                if np.array_equal(column[targets], followers):  # no message named twice
                     return
-        self._build(previous)
+        self._build()
 
-    def dropped(self, previous: np.ndarray, messages: int) -> None:
-        """The window dropped its first ``messages`` (``previous``: its pointers now)."""
-        if self.single is None:
-            self._build(previous)
-            return
-        single = self.single[messages:]  # a follower comes after its message: never dropped
-        self.single = np.where(single >= 0, single - messages, NONE)
+    def dropped(self) -> None:
+        """The window dropped messages from its front."""
+        if self.csr is not None:
+            self._build()
+
+    def _build(self) -> None:
+        pointer, start = self.window[self.pointer], self.window.start
+        has = pointer >= start
+        targets = pointer[has] - start
+        counts = np.bincount(targets, minlength=len(pointer))
+        self.csr = (np.concatenate([[0], np.cumsum(counts)]),
+                    np.flatnonzero(has)[np.argsort(targets, kind="stable")])
 
     def of(self, messages: np.ndarray) -> np.ndarray:
-        """Every follower of ``messages``, concatenated."""
-        if self.single is not None:
-            followers = self.single[messages]
-            found: np.ndarray = followers[followers >= 0]
+        """Every follower of ``messages`` (window positions), concatenated."""
+        if self.csr is None:
+            followers = self.window[self.column][messages]
+            found: np.ndarray = followers[followers >= 0] - self.window.start
             return found
-        first, stop = self.first[messages], self.first[messages + 1]
-        listed: np.ndarray = self.order[ranges(first, stop - first)]
+        first, order = self.csr
+        start, stop = first[messages], first[messages + 1]
+        listed: np.ndarray = order[ranges(start, stop - start)]
         return listed
 
 
 class _Run:
-    """One schedule on one machine: the state of every message of the window, advanced instant
-    by instant. Message numbers in the arrays are the window's (the schedule's minus
-    ``window_start``); a schedule of one block is one window that never moves."""
+    """One schedule on one machine: the state of every message the window holds, advanced
+    instant by instant. Message numbers in the arrays are window positions; the pointer and
+    follower columns hold schedule numbers (position + ``window.start``), so that dropping
+    received messages renumbers nothing."""
 
     def __init__(self, steps: Steps, machine: Machine, payload: Payload,
                  reduce_op: ReduceOp, buffers: np.ndarray, name: str) -> None:
@@ -302,17 +346,14 @@ class _Run:
         self.gpu = machine.gpu
         self.gpu_free = np.zeros(machine.ranks)
         none = np.zeros(0, dtype=np.int64)
-        self.window_start = 0
+        self.window = _Window()
         self.block_ends: list[int] = []  # where each loaded block ends, in schedule numbering
         self.messages = 0  # messages loaded so far, join markers left out
         self.held = 0  # the most messages the window held
-        self.s = Schedule.empty()
-        self.pair = none
-        self.send_view = self.recv_view = (none, none)
-        self.posted = np.zeros(0)
-        self.arrived = np.zeros(0)
-        self.received = np.zeros(0, dtype=bool)
-        self.snapshots = _Snapshots()
+        self.snapshots = _Snapshots(self.window)
+        self.next_on_connection = _Followers(self.window, "connection_previous", "next_send")
+        self.next_receive = _Followers(self.window, "receive_previous", "next_receive")
+        self.released = _Followers(self.window, "posted_after", "releases")
         self.finished_s = 0.0  # when the last receive so far completed: the run's time
         # pending starts, active flows, reductions in progress
         self.pend_ids = none
@@ -339,17 +380,6 @@ class _Run:
         block = self.steps.block(k)
         first = self.block_ends[-1] if self.block_ends else 0
         self._check(block, first, k)
-        base = self.window_start
-
-        def local(pointer: np.ndarray) -> np.ndarray:
-            """Schedule numbering to the window's; before the window (received): none."""
-            return pointer if base == 0 else np.where(pointer >= base, pointer - base, NONE)
-
-        connection = local(block.connection_previous)
-        receive = (connection if block.receive_previous is block.connection_previous
-                   else local(block.receive_previous))
-        block = replace(block, posted_after=local(block.posted_after),
-                        connection_previous=connection, receive_previous=receive)
         send_view = self.payload.views(block.send_start, block.send_stop)
         same = block.recv_start is block.send_start and block.recv_stop is block.send_stop
         recv_view = send_view if same else self.payload.views(block.recv_start, block.recv_stop)
@@ -357,95 +387,64 @@ class _Run:
         if len(bad):
             raise AlgorithmError(f"{self.name}: the proxy payload cannot represent a move of "
                                  f"message {first + int(bad[0])}; rerun with a larger proxy")
-        first_block = self.s.size == 0
-        if first_block:  # no copy
-            self.s, self.send_view, self.recv_view = block, send_view, recv_view
-        else:
-            shared = (block.receive_previous is block.connection_previous
-                      and self.s.receive_previous is self.s.connection_previous)
-            joined: dict[str, Any] = {name: np.concatenate([getattr(self.s, name),
-                                                            getattr(block, name)])
-                                      for name in ARRAYS if name != "receive_previous"
-                                      or not shared}
-            if shared:
-                joined["receive_previous"] = joined["connection_previous"]
-            self.s = Schedule(**joined)
-            self.send_view = _extended_pair(self.send_view, send_view)
-            self.recv_view = _extended_pair(self.recv_view, recv_view)
-        self.pair = _extended(self.pair, self.routes.pairs(block.src, block.dst))
-        self.posted = _extended(self.posted, np.full(block.size, INF))
-        self.arrived = _extended(self.arrived, np.full(block.size, INF))
-        self.received = _extended(self.received, np.zeros(block.size, dtype=bool))
-        self.snapshots.grow(block.size)
-        self.held = max(self.held, self.s.size)
-        self.messages += block.size - int(block.markers.sum())
-        self.block_ends.append(first + block.size)
-        if first_block or ((self.next_receive is self.next_on_connection)
-                           != (self.s.receive_previous is self.s.connection_previous)):
-            self._follow()
-        else:
-            for followers, pointer in self._followers():
-                followers.grown(pointer, block.size)
+        size, unset = block.size, np.full(block.size, NONE, dtype=np.int64)
+        self.window.append({
+            **{name: getattr(block, name) for name in ARRAYS},
+            "send_first": send_view[0], "send_count": send_view[1],
+            "recv_first": recv_view[0], "recv_count": recv_view[1],
+            "pair": self.routes.pairs(block.src, block.dst),
+            "posted": np.full(size, INF), "arrived": np.full(size, INF),
+            "received": np.zeros(size, dtype=bool), **_Snapshots.columns(size),
+            "next_send": unset, "next_receive": unset.copy(), "releases": unset.copy()})
+        self._views()
+        self.held = max(self.held, len(self.window))
+        self.messages += size - int(block.markers.sum())
+        self.block_ends.append(first + size)
+        for followers in (self.next_on_connection, self.next_receive, self.released):
+            followers.grown(size)
         self._drop_due = k > self.steps.reach
 
-    def _follow(self) -> None:
-        """Who follows whom, over the window's pointers."""
-        s = self.s
-        self.next_on_connection = _Followers(s.connection_previous)
-        self.next_receive = (self.next_on_connection
-                             if s.receive_previous is s.connection_previous
-                             else _Followers(s.receive_previous))
-        self.released = _Followers(s.posted_after)
-
-    def _followers(self) -> list[tuple[_Followers, np.ndarray]]:
-        """Each distinct follower index with the window's pointer array it follows."""
-        s = self.s
-        pairs = [(self.next_on_connection, s.connection_previous),
-                 (self.released, s.posted_after)]
-        if self.next_receive is not self.next_on_connection:
-            pairs.append((self.next_receive, s.receive_previous))
-        return pairs
+    def _views(self) -> None:
+        """Name the window's columns (views: the run writes through them)."""
+        window = self.window
+        columns: dict[str, Any] = {name: window[name] for name in ARRAYS}
+        self.s = Schedule(**columns)
+        self.send_view = (window["send_first"], window["send_count"])
+        self.recv_view = (window["recv_first"], window["recv_count"])
+        self.pair = window["pair"]
+        self.posted, self.arrived = window["posted"], window["arrived"]
+        self.received = window["received"]
 
     def _load_ahead(self, posted: np.ndarray) -> None:
-        """Load every block that ``posted`` messages (window numbers) may release, before any
-        of them can: up to ``reach`` blocks past the last one posted."""
+        """Load every block that ``posted`` messages (window positions) may release, before
+        any of them can: up to ``reach`` blocks past the last one posted."""
         steps = self.steps
         if len(self.block_ends) == steps.blocks or len(posted) == 0:
             return
-        top = bisect.bisect_right(self.block_ends, int(posted.max()) + self.window_start)
+        top = bisect.bisect_right(self.block_ends, int(posted.max()) + self.window.start)
         while len(self.block_ends) < steps.blocks and len(self.block_ends) <= top + steps.reach:
             self._load()
 
     def _drop(self) -> None:
-        """Forget the window's received prefix, once it is at least half the window."""
+        """Forget the window's received prefix (no copy: the window's start moves)."""
         self._drop_due = False
-        held = len(self.received)
-        k = held if self.received.all() else int(np.argmin(self.received))
-        if k == 0 or 2 * k < held:
+        received = self.received
+        k = len(received) if received.all() else int(np.argmin(received))
+        if k == 0:
             return
-
-        def shift(pointer: np.ndarray) -> np.ndarray:
-            return np.where(pointer >= k, pointer - k, NONE)
-
-        s = self.s
-        connection = shift(s.connection_previous[k:])
-        receive = (connection if s.receive_previous is s.connection_previous
-                   else shift(s.receive_previous[k:]))
-        self.s = Schedule(s.src[k:], s.dst[k:], s.send_start[k:], s.send_stop[k:],
-                          s.recv_start[k:], s.recv_stop[k:], s.reduce[k:],
-                          shift(s.posted_after[k:]), connection, receive)
-        self.send_view = (self.send_view[0][k:], self.send_view[1][k:])
-        self.recv_view = (self.recv_view[0][k:], self.recv_view[1][k:])
-        self.pair = self.pair[k:]
-        self.posted, self.arrived = self.posted[k:], self.arrived[k:]
-        self.received = self.received[k:]
-        self.snapshots.drop(k)
+        self.window.drop(k)
+        self._views()
         self.pend_ids = self.pend_ids - k
         self.active = self.active - k
         self.red_ids = self.red_ids - k
-        self.window_start += k
-        for followers, pointer in self._followers():
-            followers.dropped(pointer, k)
+        for followers in (self.next_on_connection, self.next_receive, self.released):
+            followers.dropped()
+
+    def _local(self, pointer: np.ndarray) -> np.ndarray:
+        """Schedule numbers to window positions; negative for none, and for messages dropped
+        (received long since)."""
+        local: np.ndarray = np.where(pointer >= 0, pointer - self.window.start, NONE)
+        return local
 
     def _nbytes(self, messages: np.ndarray) -> np.ndarray:
         """Nominal bytes of ``messages`` (Payload.nbytes), as floats."""
@@ -504,8 +503,8 @@ class _Run:
                                  f"start; only blocks 0 to {reach} (loaded before the run "
                                  "starts) may")
         after = block.posted_after[(block.posted_after >= 0) & (block.posted_after < first)]
-        late = after < self.window_start
-        late[~late] = self.received[after[~late] - self.window_start]
+        late = after < self.window.start
+        late[~late] = self.received[after[~late] - self.window.start]
         if late.any():
             raise self._too_far(k)
 
@@ -572,7 +571,7 @@ class _Run:
         following = following[self.posted[following] < INF]
         ready = np.maximum(self.posted[following] + self._latency(following), now)
         starting = self._schedule_starts(following, ready, now)
-        previous = self.s.receive_previous[ended]
+        previous = self._local(self.s.receive_previous[ended])
         can = (previous < 0)
         can[~can] = self.received[previous[~can]]
         return starting, self._request(ended[can], now)
@@ -636,7 +635,7 @@ class _Run:
         start, length = self.send_view[0][messages], self.send_view[1][messages]
         source = ranges(self.s.src[messages] * self.width + start, length)
         self.snapshots.keep(messages, self.flat[source], length)
-        previous = self.s.connection_previous[messages]
+        previous = self._local(self.s.connection_previous[messages])
         free = previous < 0
         free[~free] = self.arrived[previous[~free]] < INF
         ready = now + self._latency(messages[free])
@@ -711,16 +710,6 @@ class _Run:
         return AlgorithmError(f"{self.name}: block {k} of the schedule is released by messages "
                               f"received before it was loaded: it reaches back more than "
                               f"{self.steps.reach} blocks")
-
-
-def _extended(window: np.ndarray, more: np.ndarray) -> np.ndarray:
-    """``more`` after ``window`` (``more`` itself when the window is empty: no copy)."""
-    return more if len(window) == 0 else np.concatenate([window, more])
-
-
-def _extended_pair(window: tuple[np.ndarray, np.ndarray],
-                   more: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    return _extended(window[0], more[0]), _extended(window[1], more[1])
 
 
 def declines(schedule: Schedule | Steps, machine: Machine) -> str | None:

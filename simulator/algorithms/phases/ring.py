@@ -70,7 +70,7 @@ def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: 
     return _pieces(group, chunk, starts, stops, pieces, per_piece, reducing_steps)
 
 
-BLOCK_MESSAGES = 1 << 16
+BLOCK_MESSAGES = 1 << 14
 """Messages per block of :func:`ring_pass_steps` (whole steps, at least one): enough for numpy
 to amortise each block's Python, few enough that a window of blocks stays a few MiB."""
 
