@@ -11,12 +11,19 @@ For 2 and 3 it prints the wall time, the simulated time and the share of the eng
 spent re-sharing links (vectorised progressive filling), and, with ``--simpy``, the SimPy
 engine's wall time on the same point (hours for 2; minutes for 3).
 
+4. With ``--giant NODES`` (8192 for the issue's target): ``hierarchical`` allreduce of 1 GiB on
+   NODES DGX H100 nodes of 8 GPUs (``dgx_h100`` preset, ideal wire, ``verify: false``: the
+   proxy data to verify 65,536 ranks would be 137 GB), once with its default ring across hosts
+   and once with halving-doubling: wall time, peak memory (the process's, so far), messages,
+   simulated time and closed form.
+
     .venv/bin/python bench/scale.py
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 
@@ -75,10 +82,31 @@ def one_point(title: str, scenario: Scenario, size: int, with_simpy: bool) -> No
         print(f"   simpy {time.perf_counter() - start:.2f} s, simulated {simpy.time_s * 1e3:.4f} ms")
 
 
+def giant(nodes: int) -> None:
+    """Target 4: hierarchical on ``nodes`` DGX H100 nodes, each inter-host algorithm."""
+    for inter in ("ring", "halving_doubling"):
+        scenario = scenario_from_dict({
+            "name": "giant", "topology": {"preset": "dgx_h100", "nodes": nodes},
+            "sizes": ["1GiB"], "algorithms": ["hierarchical"], "execution": "ideal",
+            "verify": False, "algorithm_options": {"hierarchical": {"inter": inter}}})
+        start = time.perf_counter()
+        row = simulate(scenario).iloc[0]
+        wall = time.perf_counter() - start
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"## hierarchical (inter {inter}), {row.ranks} GPUs on {nodes} DGX H100, 1 GiB: "
+              f"{wall:.1f} s, peak {peak:.0f} MiB, {row.messages:,} messages, simulated "
+              f"{row.sim_time_s * 1e3:.6f} ms, closed form {row.model_time_s * 1e3:.6f} ms")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--simpy", action="store_true", help="also time the SimPy engine on 2, 3")
+    parser.add_argument("--giant", type=int, metavar="NODES",
+                        help="only time hierarchical on NODES DGX H100 nodes (8192: 65,536 GPUs)")
     args = parser.parse_args(argv)
+    if args.giant:
+        giant(args.giant)
+        return 0
     all_on_64()
     one_point("direct, 256 ranks of a switch, 1 GiB",
               scenario_from_dict({"topology": {**SWITCH, "ranks": 256}, "sizes": ["1GiB"],

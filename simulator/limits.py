@@ -4,16 +4,18 @@ The figures assume the machine CI and developers share (2 cores, 24 GiB); a scen
 limit is refused with an exit-2 error naming the field, before anything is simulated.
 """
 
-MAX_RANKS = 8192
-"""GPUs per topology. A ring allreduce of p ranks is 2p(p-1) messages: the vectorised engine
-holds every message of a schedule at once, ~170 bytes each (a 4096-rank ring, 33.5 million
-messages, peaked at 5.8 GB resident and took 51 s; docs/benchmark.md), so 8192 ranks (134
-million) is about what fits in 24 GiB; the SimPy engine would take days."""
+MAX_RANKS = 65_536
+"""GPUs per topology: 8,192 DGX H100 nodes of 8, the largest fabric measured on this machine
+(docs/benchmark.md): the `dgx` graph of 139,265 nodes and 393,216 links takes ~2 s and ~1.7 GB,
+and `hierarchical` runs there a window of blocks at a time. Beyond the graph, memory follows the
+run: a schedule held whole is bounded by MAX_MESSAGES, a windowed one holds a few blocks, and
+verified data by PROXY_BUDGET_BYTES (`verify: false` times a run without data)."""
 
 MAX_MESSAGES = 120_000_000
-"""Messages of one schedule on the vectorised engine, which holds them all at once at ~170 bytes
-each (5.8 GB for a 4096-rank ring's 33.5 million): 120 million is ~20 GB of the 24 GiB. Pipeline
-pieces multiply a schedule's messages, so this is checked on the built schedule, before the run."""
+"""Messages of a schedule the vectorised engine holds whole (one that comes a block at a time,
+such as a ring pass, holds a window of blocks instead), at ~170 bytes each (5.8 GB for a
+4096-rank ring's 33.5 million held whole): 120 million is ~20 GB of the 24 GiB. Pipeline pieces
+multiply a schedule's messages, so this is checked on the built schedule, before the run."""
 
 MAX_FULLY_CONNECTED = 1024
 """GPUs of ``fully_connected``, which has p(p-1) directed links: 1024 GPUs are a million."""

@@ -37,7 +37,7 @@ def test_a_list_valued_builder_parameter_is_parsed_and_counts_its_ranks(with_lin
 
 
 @pytest.mark.parametrize("dims, message", [
-    ([16, 16, 64], "topology: expected at most 8192 GPUs for kind line, got 16384"),
+    ([64, 64, 32], "topology: expected at most 65536 GPUs for kind line, got 131072"),
     ([4, 0], "topology.dims: expected a list of whole numbers ≥ 1, got [4, 0]"),
     (4, "topology.dims: expected a list of whole numbers ≥ 1, got 4"),
 ])

@@ -185,8 +185,8 @@ def test_duplicate_sizes_and_algorithms_are_refused(tmp_path):
 @pytest.mark.parametrize("text, message", [
     ("? [a, b]\n: 1\n", "line 1: not valid YAML: keys must be plain names, got ['a', 'b']"),
     (TOPO + "sizes: [1TiB, 2TiB]\n", "sizes[1]: expected at most 1TiB per rank, got 2199023255552 bytes"),
-    ("topology: {kind: switch, ranks: 9000, bandwidth: 25GB/s, latency: 1us}\nsizes: [1KiB]\n",
-     "topology: expected at most 8192 GPUs for kind switch, got 9000"),
+    ("topology: {kind: switch, ranks: 70000, bandwidth: 25GB/s, latency: 1us}\nsizes: [1KiB]\n",
+     "topology: expected at most 65536 GPUs for kind switch, got 70000"),
     ("topology: {kind: switch, ranks: 4, bandwidth: 1e400GB/s, latency: 1us}\nsizes: [1KiB]\n",
      "topology.bandwidth: expected a bandwidth like '25GB/s', got '1e400GB/s' (too large)"),
     (TOPO + "sizes: [1GiB]\nchunk_size: 4\n",

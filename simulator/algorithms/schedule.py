@@ -299,21 +299,28 @@ class _Sequence:
         key = block.src * self.ranks + block.dst
         offset = self.offset
 
-        def opened(pointer: Index, rank: Index) -> Index:
-            shifted: Index = np.where(pointer < 0, self.last[rank], pointer + offset)
+        def opened(pointer: Index, rank: Index, before: Callable[[Index], Index]) -> Index:
+            """Pointers in the joint numbering; the phase's opening ones (NONE) to ``before``."""
+            shifted: Index = pointer + offset
+            none = pointer < 0
+            if none.any():
+                shifted[none] = before(rank[none])
             return shifted
 
-        connection = np.where(block.connection_previous < 0, self.tails.behind(key),
-                              block.connection_previous + offset)
+        connection = opened(block.connection_previous, key, self.tails.behind)
         index = self.next + np.arange(block.size, dtype=np.int64)
         self.phase_tails.update(key, index)
         ending = np.flatnonzero(_last_of_chains(block.receive_previous - (self.next - offset)))
         self.ends[block.dst[ending]] = index[ending]
         self.next += block.size
+        def last(rank: Index) -> Index:
+            before: Index = self.last[rank]
+            return before
+
         return Schedule(block.src, block.dst, block.send_start, block.send_stop,
                         block.recv_start, block.recv_stop, block.reduce,
-                        opened(block.posted_after, block.src), connection,
-                        opened(block.receive_previous, block.dst))
+                        opened(block.posted_after, block.src, last), connection,
+                        opened(block.receive_previous, block.dst, last))
 
 
 @dataclass(frozen=True)

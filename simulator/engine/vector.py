@@ -125,10 +125,13 @@ class _Routes:
         """Each pair's rate alone on its route: the smallest capacity it crosses."""
         self.users = np.zeros(len(self.capacity), dtype=np.int64)
         """Active flows on each link, kept as flows join and leave."""
+        self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
 
     def pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """The pair number of each (sender, receiver), routing the pairs not met before."""
         key = src * self.machine.ranks + dst
+        if np.array_equal(key, self._last[0]):  # blocks of whole steps repeat their pairs
+            return self._last[1]
         at = np.searchsorted(self.keys, key)
         found = at < len(self.keys)
         found[found] = self.keys[at[found]] == key[found]
@@ -136,6 +139,7 @@ class _Routes:
             self._add(np.unique(key[~found]))
             at = np.searchsorted(self.keys, key)
         pair: np.ndarray = self.ids[at]
+        self._last = (key, pair)
         return pair
 
     def _add(self, keys: np.ndarray) -> None:
