@@ -1,9 +1,14 @@
 """Topology builders and presets."""
 
+import math
+
+import networkx as nx
 import pytest
 
+from simulator import simulate
 from simulator.model.machine import Machine
-from simulator.model.topology import BUILDERS, dgx, fully_connected, ring, switch
+from simulator.model.routing import Routing
+from simulator.model.topology import BUILDERS, dgx, fully_connected, ring, switch, torus
 from simulator.scenario.parse import load_preset
 
 
@@ -62,5 +67,59 @@ def test_presets_carry_spec_sheet_numbers(preset, nvlink, pcie, nic):
 
 
 def test_every_builder_is_registered_with_its_parameters():
-    assert list(BUILDERS) == ["switch", "ring", "fully_connected", "dgx"]
+    assert list(BUILDERS) == ["switch", "ring", "fully_connected", "dgx", "torus"]
     assert list(BUILDERS["switch"].params) == ["ranks", "bandwidth", "latency"]
+    assert list(BUILDERS["torus"].params) == ["dims", "bandwidth", "latency"]
+
+
+def _cables(dims):
+    """Full-duplex cables of a torus: per dimension of size s, s per ring (1 if s = 2, 0 if 1),
+    one ring per position of the other dimensions."""
+    total = 0
+    for size in dims:
+        per_ring = size if size > 2 else size - 1
+        total += per_ring * math.prod(dims) // size
+    return total
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (2, 3), (3, 5), (4,), (1, 5), (4, 4, 4), (2, 2, 2),
+                                  (3, 4, 2)])
+def test_torus_structure_follows_its_formulas(dims):
+    graph = torus(dims, 50e9, 1e-6)
+    p = math.prod(dims)
+    assert graph.number_of_nodes() == p
+    assert graph.number_of_edges() == 2 * _cables(dims)
+    degree = sum(2 if size > 2 else size - 1 for size in dims)
+    assert {graph.out_degree(node) for node in graph} == {degree}
+    assert nx.diameter(graph) == sum(size // 2 for size in dims)
+    assert graph.nodes["gpu0"]["coords"] == (0,) * len(dims)
+    assert Machine.of(graph).ranks == p
+
+
+def test_torus_routes_go_in_dimension_order_the_short_way():
+    routing = Routing(torus((4, 4), 50e9, 1e-6))
+    # (0, 0) -> (2, 3): dimension 0 forward twice (a tie: forward), then dimension 1 back once
+    route = routing.route("gpu0", "gpu11")
+    assert route.nodes == ("gpu0", "gpu4", "gpu8", "gpu11")
+    assert route.latency_s == pytest.approx(3e-6, rel=1e-12)
+
+
+@pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 3, 4)])
+def test_torus_routes_are_shortest_paths(dims):
+    graph = torus(dims, 50e9, 1e-6)
+    plain = graph.copy()
+    del plain.graph["paths"]
+    structured, searched = Routing(graph), Routing(plain)
+    for src in graph:
+        for dst in graph:
+            if src != dst:
+                mine, best = structured.route(src, dst), searched.route(src, dst)
+                assert (len(mine.links), mine.latency_s) == (len(best.links), best.latency_s)
+                assert all(graph.has_edge(*link) for link in mine.links)
+
+
+def test_a_torus_from_a_scenario_runs_and_verifies():
+    frame = simulate({"topology": {"kind": "torus", "dims": [2, 3], "bandwidth": "50GB/s",
+                                   "latency": "1us"}, "algorithms": ["ring", "direct"],
+                      "sizes": ["1MiB"]})
+    assert list(frame.ranks) == [6, 6] and frame.verified.all()

@@ -39,7 +39,9 @@ class Route:
 class Paths(Protocol):
     """A builder's knowledge of its structure: node paths from ``src`` to ``dst`` (each a
     tuple of node names, ends included) that contain a shortest one, or None where it does not
-    know (the route is then searched for). Picklable and cheap: called once per pair."""
+    know (the route is then searched for). Picklable and cheap: called once per pair. A builder
+    whose network routes one way among equal shortest paths gives that path alone (a torus:
+    dimension order)."""
 
     def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None: ...
 

@@ -247,6 +247,75 @@ def dgx(
 
 
 @dataclass(frozen=True)
+class TorusPaths:
+    """Routes of :func:`torus`: dimension-order routing, as torus networks route (TPU pods,
+    Blue Gene): each dimension in turn, first to last, the shorter way round (forward on a
+    tie). One of the shortest paths (every hop costs the same), but not necessarily the one
+    whose node names sort first: the one the hardware takes."""
+
+    dims: tuple[int, ...]
+
+    def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None:
+        if not (src.startswith("gpu") and dst.startswith("gpu")) or src == dst:
+            return None
+        at = list(torus_coords(int(src[3:]), self.dims))
+        to = torus_coords(int(dst[3:]), self.dims)
+        path = [src]
+        for d, size in enumerate(self.dims):
+            forward, backward = (to[d] - at[d]) % size, (at[d] - to[d]) % size
+            step = 1 if forward <= backward else -1
+            for _ in range(min(forward, backward)):
+                at[d] = (at[d] + step) % size
+                path.append(f"gpu{torus_rank(at, self.dims)}")
+        return [tuple(path)]
+
+
+def torus_coords(rank: int, dims: Sequence[int]) -> tuple[int, ...]:
+    """The coordinates of ``rank`` on a torus of ``dims`` (the last dimension varies fastest).
+
+    >>> torus_coords(11, (4, 4))
+    (2, 3)
+    """
+    coords = []
+    for size in reversed(dims):
+        rank, c = divmod(rank, size)
+        coords.append(c)
+    return tuple(reversed(coords))
+
+
+def torus_rank(coords: Sequence[int], dims: Sequence[int]) -> int:
+    """The rank at ``coords`` on a torus of ``dims`` (inverse of :func:`torus_coords`)."""
+    rank = 0
+    for c, size in zip(coords, dims, strict=True):
+        rank = rank * size + c
+    return rank
+
+
+def torus(dims: Counts, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
+    """GPUs on a k-dimensional torus of ``dims`` (e.g. ``[4, 4]`` or ``[4, 4, 4]``), each cabled
+    to its two neighbours along every dimension with wrap-around, as in TPU pods (Jouppi et al.,
+    "TPU v4", ISCA 2023: a 3-D torus of ICI links). A dimension of size 2 is one cable, of size 1
+    none. Rank r sits at :func:`torus_coords` (r); GPUs carry ``coords``. Routes follow
+    dimension order (:class:`TorusPaths`).
+
+    >>> g = torus((4, 4), 50e9, 1e-6)
+    >>> g.number_of_nodes(), g.number_of_edges(), sorted(g.successors("gpu0"))
+    (16, 64, ['gpu1', 'gpu12', 'gpu3', 'gpu4'])
+    """
+    graph = nx.DiGraph(name=f"torus({'x'.join(map(str, dims))})", paths=TorusPaths(tuple(dims)))
+    gpus = _gpus(graph, math.prod(dims))
+    for rank, gpu in enumerate(gpus):
+        coords = torus_coords(rank, dims)
+        graph.nodes[gpu]["coords"] = coords
+        for d, size in enumerate(dims):
+            if size > 1:
+                onward = list(coords)
+                onward[d] = (coords[d] + 1) % size
+                _cable(graph, gpu, gpus[torus_rank(onward, dims)], bandwidth, latency)
+    return graph
+
+
+@dataclass(frozen=True)
 class Builder:
     """A registered topology builder: its function, how many GPUs given parameters make, and
     the most GPUs it may be asked for (what a run fits in; :mod:`simulator.limits`)."""
@@ -290,6 +359,12 @@ def _flat_ranks(params: Mapping[str, ParamValue]) -> int:
     return _count(params, "ranks")
 
 
+def _torus_ranks(params: Mapping[str, ParamValue]) -> int:
+    dims = params["dims"]
+    assert isinstance(dims, tuple)
+    return math.prod(dims)
+
+
 def _host_ranks(params: Mapping[str, ParamValue]) -> int:
     return _count(params, "nodes") * _count(params, "gpus_per_node")
 
@@ -301,5 +376,6 @@ BUILDERS: dict[str, Builder] = {
         Builder("ring", ring, _flat_ranks),
         Builder("fully_connected", fully_connected, _flat_ranks, max_ranks=MAX_FULLY_CONNECTED),
         Builder("dgx", dgx, _host_ranks),
+        Builder("torus", torus, _torus_ranks),
     )
 }
