@@ -9,7 +9,7 @@ import pytest
 from simulator import simulate
 from simulator.algorithms import REGISTRY, Collective
 from simulator.algorithms.channels import schedule_on_channels
-from simulator.algorithms.phases.ring import ring_pass_schedule
+from simulator.algorithms.phases.ring import ring_pass_schedule, ring_pass_steps
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import ARRAYS, Group, Schedule, Steps, Together, transfers
 from simulator.engine.payload import Payload, make_inputs
@@ -387,3 +387,51 @@ def test_any_schedule_cut_into_blocks_runs_as_it_does_whole(algorithm):
     timing = run_schedule(steps, setup.machine, payload, ReduceOp.SUM, cut, algorithm)
     assert timing.time_s == expected.time_s and timing.messages == expected.messages
     np.testing.assert_array_equal(cut, whole)
+
+
+def _switch(ranks):
+    return prepare(scenario_from_dict({"topology": {"kind": "switch", "ranks": ranks,
+                                                    "bandwidth": "1GB/s", "latency": "1us"},
+                                       "sizes": [4]}), select=False).machine
+
+
+def test_a_sequence_of_blocks_queues_behind_each_connections_chain_end(monkeypatch):
+    # Phase A sends m1 before m0 on 0 -> 1 (m0 waits behind m1): the next phase's first message
+    # on that connection must queue behind m0, the chain's end, though m1 has the larger index.
+    # Found by review.
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 2)
+    a = lambda *values: np.array(values, dtype=np.int64)  # noqa: E731
+    first = Schedule(a(0, 0, 1), a(1, 1, 0), a(0, 900, 0), a(900, 910, 1), a(0, 900, 0),
+                     a(900, 910, 1), np.zeros(3, dtype=bool), a(-1, -1, -1), a(1, -1, -1),
+                     a(1, -1, -1))
+    group = Group(np.arange(2), Span(0, 1000), 4)
+    steps = Steps.sequence([first, ring_pass_steps(group, start=0, steps=2, reducing_steps=1)], 2)
+    whole = Schedule.sequence([first, ring_pass_schedule(group, start=0, steps=2,
+                                                         reducing_steps=1)], 2)
+    assert steps.blocks == 3 and steps.schedule().connection_previous[3] == 0
+    payload = Payload(1000, 1000, np.dtype("float32"))
+    times = [run_schedule(s, _switch(2), payload, ReduceOp.SUM,
+                          np.ones((2, 1000), dtype=np.float32), "x").time_s
+             for s in (steps, steps.schedule(), whole)]
+    assert times[0] == times[1] == times[2]
+
+
+def test_a_sequence_after_parts_that_end_apart_reaches_back_over_the_whole_phase(monkeypatch):
+    # Two rails side by side, one ending after one block, the other after four: the phase after
+    # them opens on the short rail's last receive, four blocks back. Found by review.
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 1)
+    short = ring_pass_steps(Group(np.array([0, 1]), Span(0, 60), 4), start=0, steps=1,
+                            reducing_steps=1)
+    long = ring_pass_steps(Group(np.array([2, 3, 4]), Span(0, 60), 4), start=0, steps=4,
+                           reducing_steps=2)
+    after = ring_pass_schedule(Group(np.arange(5), Span(0, 60), 4), start=0, steps=4,
+                               reducing_steps=0)
+    apart = Steps.apart([short, long])
+    assert (apart.blocks, apart.ends_in_reach) == (4, False)
+    steps = Steps.sequence([apart, after], 5)
+    assert (steps.blocks, steps.reach) == (5, 4)
+    payload = Payload(60, 60, np.dtype("float32"))
+    windowed, whole = (run_schedule(s, _switch(5), payload, ReduceOp.SUM,
+                                    np.ones((5, 60), dtype=np.float32), "x")
+                       for s in (steps, steps.schedule()))
+    assert windowed.time_s == whole.time_s and windowed.messages == whole.messages

@@ -108,10 +108,8 @@ class Hierarchical(Algorithm):
                 yield comm.parallel(*now)
 
     def schedule(self, group: Group) -> Schedule | None:
-        hosts = group.hosts if group.hosts is not None else np.zeros(group.size, dtype=np.int64)
-        by_host = [np.flatnonzero(hosts == host) for host in np.unique(hosts)]  # rank order
+        by_host, rails = _hosts_and_rails(group)
         local = len(by_host[0])
-        rails = [np.array([ranks[i] for ranks in by_host]) for i in range(local)]
         pieces = group.buffer.cut(piece_sizes(group.buffer.count, group.itemsize, None,
                                               group.stream_bytes))
         lanes = (0, 1, 2) if len(pieces) > 1 else (0, 0, 0)
@@ -151,21 +149,20 @@ class Hierarchical(Algorithm):
         pieces = piece_sizes(group.buffer.count, group.itemsize, None, group.stream_bytes)
         if len(pieces) > 1:
             return super().steps(group)
-        hosts = group.hosts if group.hosts is not None else np.zeros(group.size, dtype=np.int64)
-        by_host = [np.flatnonzero(hosts == host) for host in np.unique(hosts)]
+        by_host, rails = _hosts_and_rails(group)
         local, steps = len(by_host[0]), len(by_host[0]) - 1
-        rails = [np.array([ranks[i] for ranks in by_host]) for i in range(local)]
-        inter = [self.options.inter.stepped(group.subgroup(rail, mine))
-                 for rail, mine in zip(rails, group.buffer.split(local), strict=True)]
-        if any(part is None for part in inter):
-            return None
-        ring = [(start, reducing) for start, reducing in ((-1, steps), (0, 0))]
-        intra = [Schedule.apart([ring_pass_schedule(group.subgroup(ranks, group.buffer),
-                                                    start=start, steps=steps,
-                                                    reducing_steps=reducing)
-                                 for ranks in by_host]) for start, reducing in ring]
-        return Steps.sequence([intra[0], Steps.apart([p for p in inter if p is not None]),
-                               intra[1]], group.ranks)
+        inter: list[Steps] = []
+        for rail, mine in zip(rails, group.buffer.split(local), strict=True):
+            part = self.options.inter.stepped(group.subgroup(rail, mine))
+            if part is None:
+                return None
+            inter.append(part)
+        reduce_scatter, allgather = (
+            Schedule.apart([ring_pass_schedule(group.subgroup(ranks, group.buffer), start=start,
+                                               steps=steps, reducing_steps=reducing)
+                            for ranks in by_host])
+            for start, reducing in ((-1, steps), (0, 0)))
+        return Steps.sequence([reduce_scatter, Steps.apart(inter), allgather], group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         host_ranks, rail = cost.layout.host_ranks(0), cost.layout.rail(0)
@@ -187,3 +184,12 @@ class Hierarchical(Algorithm):
                     if 0 <= piece < k else 0.0)
 
         return sum(max(intra_s(t), inter_s(t - 1)) for t in range(k + 2))
+
+
+def _hosts_and_rails(group: Group) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """The group's positions on each host (hosts in order, positions in rank order), and each
+    rail: the positions with the same local index on every host."""
+    hosts = group.hosts if group.hosts is not None else np.zeros(group.size, dtype=np.int64)
+    by_host = [np.flatnonzero(hosts == host) for host in np.unique(hosts)]
+    rails = [np.array([ranks[i] for ranks in by_host]) for i in range(len(by_host[0]))]
+    return by_host, rails

@@ -176,20 +176,23 @@ class Schedule:
 @dataclass(frozen=True)
 class Steps:
     """A schedule produced a block at a time, for runs too large to hold whole: ``block(k)``
-    builds block k (k = 0 .. ``blocks`` - 1), whose messages follow block k-1's in the one
-    numbering of the whole schedule, pointers included (into block k or before). A message's
-    ``posted_after`` reaches
-    back at most ``reach`` blocks, and only blocks 0 to ``reach`` post messages at the start,
-    so the vectorised engine holds a window of blocks (it loads blocks 0 to ``reach`` first,
-    then block k+reach once a message of block k is posted, before any message can release
-    it, and drops received ones): memory then follows the messages in flight, not the
-    schedule (a ring of 4096 ranks is 33.5 million messages). Blocks are built in order."""
+    builds block k (k = 0 .. ``blocks`` - 1, in order), whose messages follow block k-1's in
+    the one numbering of the whole schedule, pointers included (into block k or before). A
+    message's ``posted_after`` reaches back at most ``reach`` blocks, and only blocks 0 to
+    ``reach`` post messages at the start, so the vectorised engine holds a window of blocks:
+    it loads blocks 0 to ``reach`` first, then block k+reach once a message of block k is
+    posted, before any message can release it, and drops received ones. Memory then follows
+    the messages in flight, not the schedule (a ring of 4096 ranks is 33.5 million
+    messages)."""
 
     blocks: int
     size: int
     reach: int
     block: Callable[[int], Schedule]
     reducing_threads: int = 1
+    ends_in_reach: bool = True
+    """Whether every rank's last receive lies in the last ``reach`` blocks (the last block of a
+    ring pass holds every rank's last step), so that a phase after it reaches back no further."""
 
     @staticmethod
     def whole(schedule: Schedule) -> Steps:
@@ -202,24 +205,32 @@ class Steps:
         parts' own numberings mapped to the joint one)."""
         if all(part.blocks == 1 for part in parts):
             return Steps.whole(Schedule.apart([part.block(0) for part in parts]))
-        return Steps(max(part.blocks for part in parts), sum(part.size for part in parts),
-                     max(part.reach for part in parts), _Apart(parts),
-                     max((part.reducing_threads for part in parts), default=1))
+        blocks = max(part.blocks for part in parts)
+        aligned = all(part.blocks == blocks and part.ends_in_reach for part in parts)
+        return Steps(blocks, sum(part.size for part in parts), max(part.reach for part in parts),
+                     _Apart(parts), max((part.reducing_threads for part in parts), default=1),
+                     aligned)
 
     @staticmethod
     def sequence(phases: Sequence[Schedule | Steps], ranks: int) -> Steps:
         """:meth:`Schedule.sequence` of phases of one thread per rank, a block at a time: a
         phase's opening pointers (:data:`NONE`) go to the rank's last receive, and a
-        connection's first message to its last one, in the phases before. Each rank's last
-        receive of a phase must lie in its last ``reach`` blocks (ring passes, and phases of
-        one block, do)."""
+        connection's first message to the end of its chain, in the phases before. A phase's
+        first block reaches back over the phase before it: ``reach`` blocks where that phase
+        ends in reach (:attr:`Steps.ends_in_reach`), else all of it. So every rank of a phase
+        must receive in the phase before, and only a phase's first block may open (as in
+        ``hierarchical``); the engine refuses, with an AlgorithmError, a block that reaches
+        further."""
         steps = [phase if isinstance(phase, Steps) else Steps.whole(phase) for phase in phases
                  if phase.size > 0]
         if all(phase.blocks == 1 for phase in steps):
             return Steps.whole(Schedule.sequence([phase.block(0) for phase in steps], ranks))
+        reach = max(1, *(phase.reach for phase in steps),
+                    *(phase.reach if phase.ends_in_reach else phase.blocks
+                      for phase in steps[:-1]))
         return Steps(sum(phase.blocks for phase in steps), sum(phase.size for phase in steps),
-                     max(1, *(phase.reach for phase in steps)), _Sequence(steps, ranks),
-                     max(phase.reducing_threads for phase in steps))
+                     reach, _Sequence(steps, ranks),
+                     max(phase.reducing_threads for phase in steps), steps[-1].ends_in_reach)
 
     def schedule(self) -> Schedule:
         """Every block, as one schedule (for tests and composition)."""
@@ -228,7 +239,9 @@ class Steps:
         parts = [self.block(k) for k in range(self.blocks)]
         joined = {name: np.concatenate([getattr(part, name) for part in parts])
                   for name in ARRAYS}
-        return Schedule(**joined, reducing_threads=self.reducing_threads)
+        thread = (None if all(part.thread is None for part in parts)
+                  else np.concatenate([part.threads for part in parts]))
+        return Schedule(**joined, reducing_threads=self.reducing_threads, thread=thread)
 
 
 class _Apart:
@@ -236,13 +249,19 @@ class _Apart:
 
     def __init__(self, parts: Sequence[Steps]) -> None:
         self.parts = parts
+        self.reach = max(part.reach for part in parts)
+        self._reset()
+
+    def _reset(self) -> None:
+        self.made = 0
+        # per part, the part's own and the joint numbers where its last reach + 1 blocks start
+        self.own: list[list[int]] = [[0] for _ in self.parts]
+        self.joint: list[list[int]] = [[] for _ in self.parts]
+        self.end = 0
 
     def __call__(self, k: int) -> Schedule:
         if k == 0:
-            self.made = 0
-            self.own: list[list[int]] = [[0] for _ in self.parts]  # each part's block starts
-            self.joint: list[list[int]] = [[] for _ in self.parts]  # where they start jointly
-            self.end = 0
+            self._reset()
         if k != self.made:
             raise AlgorithmError(f"blocks are built in order: asked for block {k} after "
                                  f"{self.made}")
@@ -253,10 +272,14 @@ class _Apart:
             joint.append(self.end)
             own.append(own[-1] + block.size)
             self.end += block.size
+            del own[:-(self.reach + 2)], joint[:-(self.reach + 1)]
             starts, at = np.array(own[:-1]), np.array(joint)
 
             def mapped(pointer: Index, starts: Index = starts, at: Index = at) -> Index:
-                which = np.searchsorted(starts, pointer, side="right") - 1
+                if ((pointer >= 0) & (pointer < starts[0])).any():
+                    raise AlgorithmError(f"a part of Steps.apart reaches back more than its "
+                                         f"{self.reach} blocks")
+                which = np.maximum(np.searchsorted(starts, pointer, side="right") - 1, 0)
                 joined: Index = np.where(pointer >= 0, at[which] + pointer - starts[which], NONE)
                 return joined
 
@@ -274,15 +297,19 @@ class _Sequence:
     def __init__(self, phases: Sequence[Steps], ranks: int) -> None:
         self.phases = phases
         self.ranks = ranks
+        self._reset()
+
+    def _reset(self) -> None:
+        self.made = 0
+        self.phase, self.within, self.offset = 0, 0, 0  # phase, its block, its first message
+        self.next = 0  # the first message of the next block
+        self.last = np.full(self.ranks, NONE, dtype=np.int64)  # before the phase
+        self.ends = self.last.copy()  # in the phase so far
+        self.tails, self.phase_tails = _Tails(), _Tails()
 
     def __call__(self, k: int) -> Schedule:
         if k == 0:
-            self.made = 0
-            self.phase, self.within, self.offset = 0, 0, 0  # phase, its block, its first message
-            self.next = 0  # the first message of the next block
-            self.last = np.full(self.ranks, NONE, dtype=np.int64)  # before the phase
-            self.ends = self.last.copy()  # in the phase so far
-            self.tails, self.phase_tails = _Tails(), _Tails()
+            self._reset()
         if k != self.made:
             raise AlgorithmError(f"blocks are built in order: asked for block {k} after "
                                  f"{self.made}")
@@ -307,16 +334,18 @@ class _Sequence:
                 shifted[none] = before(rank[none])
             return shifted
 
-        connection = opened(block.connection_previous, key, self.tails.behind)
-        index = self.next + np.arange(block.size, dtype=np.int64)
-        self.phase_tails.update(key, index)
-        ending = np.flatnonzero(_last_of_chains(block.receive_previous - (self.next - offset)))
-        self.ends[block.dst[ending]] = index[ending]
-        self.next += block.size
         def last(rank: Index) -> Index:
             before: Index = self.last[rank]
             return before
 
+        connection = opened(block.connection_previous, key, self.tails.behind)
+        index = self.next + np.arange(block.size, dtype=np.int64)
+        here = self.next - offset  # the block's first message, in the phase's numbering
+        tail = np.flatnonzero(_last_of_chains(block.connection_previous - here))
+        self.phase_tails.update(key[tail], index[tail])  # a later block's chain end wins
+        ending = np.flatnonzero(_last_of_chains(block.receive_previous - here))
+        self.ends[block.dst[ending]] = index[ending]
+        self.next += block.size
         return Schedule(block.src, block.dst, block.send_start, block.send_stop,
                         block.recv_start, block.recv_stop, block.reduce,
                         opened(block.posted_after, block.src, last), connection,
@@ -395,7 +424,10 @@ class _Tails:
         if len(self.keys):  # keys met before: in place (a ring's every block meets the same)
             at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
             known = self.keys[at] == keys
-            np.maximum.at(self.index, at[known], index[known])
+            slots, latest = at[known], index[known]
+            self.index[slots] = np.maximum(self.index[slots], latest)
+            if (self.index[slots] < latest).any():  # a key twice: the largest must win
+                np.maximum.at(self.index, slots, latest)
             keys, index = keys[~known], index[~known]
             if len(keys) == 0:
                 return

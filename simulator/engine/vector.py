@@ -699,13 +699,13 @@ class _Run:
         self.sharing_wall_s += time.perf_counter() - clock
 
     def _finish(self) -> VectorTiming:
-        if len(self.block_ends) < self.steps.blocks:  # nothing left that could load it
-            raise self._too_far(len(self.block_ends))
         if not self.received.all():
             stuck = np.flatnonzero(~self.received)
             ranks = np.unique(self.s.dst[stuck])[:8].tolist()
             raise AlgorithmError(f"{self.name}: deadlock: ranks {ranks} wait for messages "
                                  "that are never sent")
+        if len(self.block_ends) < self.steps.blocks:  # all received, nothing left to load it
+            raise self._too_far(len(self.block_ends))
         return VectorTiming(time_s=self.finished_s, messages=self.messages,
                             instants=self.instants, sharing_wall_s=self.sharing_wall_s,
                             held=self.held)

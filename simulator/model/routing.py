@@ -41,7 +41,8 @@ class Paths(Protocol):
     tuple of node names, ends included) that contain a shortest one, or None where it does not
     know (the route is then searched for). Picklable and cheap: called once per pair. A builder
     whose network routes one way among equal shortest paths gives that path alone (a torus:
-    dimension order)."""
+    dimension order). The paths describe the graph as built: whoever edits a built graph
+    deletes its ``paths`` attribute (routes are then searched)."""
 
     def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None: ...
 
