@@ -88,8 +88,8 @@ BAD = [
      "collective: expected a collective (allreduce, reduce_scatter, allgather, broadcast, reduce), "
      "got 'alltoall'"),
     ("topology: {kind: moebius, ranks: 4}\nsizes: [1KiB]\n",
-     "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx, torus), got "
-     "'moebius'"),
+     "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx, torus, mesh), "
+     "got 'moebius'"),
     ("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s}\nsizes: [1KiB]\n",
      "topology.latency: required but missing"),
     ("topology: {preset: dgx_h100, nvlink_bandwith: 1GB/s}\nsizes: [1KiB]\n",

@@ -8,7 +8,15 @@ import pytest
 from simulator import simulate
 from simulator.model.machine import Machine
 from simulator.model.routing import Routing
-from simulator.model.topology import BUILDERS, dgx, fully_connected, ring, switch, torus
+from simulator.model.topology import (
+    BUILDERS,
+    dgx,
+    fully_connected,
+    mesh,
+    ring,
+    switch,
+    torus,
+)
 from simulator.scenario.parse import load_preset
 
 
@@ -67,7 +75,7 @@ def test_presets_carry_spec_sheet_numbers(preset, nvlink, pcie, nic):
 
 
 def test_every_builder_is_registered_with_its_parameters():
-    assert list(BUILDERS) == ["switch", "ring", "fully_connected", "dgx", "torus"]
+    assert list(BUILDERS) == ["switch", "ring", "fully_connected", "dgx", "torus", "mesh"]
     assert list(BUILDERS["switch"].params) == ["ranks", "bandwidth", "latency"]
     assert list(BUILDERS["torus"].params) == ["dims", "bandwidth", "latency"]
 
@@ -104,9 +112,29 @@ def test_torus_routes_go_in_dimension_order_the_short_way():
     assert route.latency_s == pytest.approx(3e-6, rel=1e-12)
 
 
-@pytest.mark.parametrize("dims", [(4, 4), (3, 5), (2, 3, 4)])
-def test_torus_routes_are_shortest_paths(dims):
-    graph = torus(dims, 50e9, 1e-6)
+def test_mesh_structure_follows_its_formulas():
+    for dims in [(4, 4), (2, 3), (3, 5, 2), (5,), (1, 4)]:
+        graph = mesh(dims, 50e9, 1e-6)
+        p = math.prod(dims)
+        cables = sum((size - 1) * p // size for size in dims)
+        assert (graph.number_of_nodes(), graph.number_of_edges()) == (p, 2 * cables)
+        degrees = [graph.out_degree(node) for node in graph]
+        assert max(degrees) == sum(min(size - 1, 2) for size in dims)  # an inner GPU
+        assert graph.out_degree("gpu0") == sum(size > 1 for size in dims)  # a corner
+        assert nx.diameter(graph) == sum(size - 1 for size in dims)
+
+
+def test_mesh_routes_go_straight_in_dimension_order():
+    routing = Routing(mesh((4, 4), 50e9, 1e-6))
+    # (0, 3) -> (3, 0): dimension 0 down three, then dimension 1 back three (no wrap-around)
+    assert routing.route("gpu3", "gpu12").nodes == (
+        "gpu3", "gpu7", "gpu11", "gpu15", "gpu14", "gpu13", "gpu12")
+
+
+@pytest.mark.parametrize("build, dims", [(torus, (4, 4)), (torus, (3, 5)), (torus, (2, 3, 4)),
+                                         (mesh, (4, 4)), (mesh, (3, 2, 3))])
+def test_grid_routes_are_shortest_paths(build, dims):
+    graph = build(dims, 50e9, 1e-6)
     plain = graph.copy()
     del plain.graph["paths"]
     structured, searched = Routing(graph), Routing(plain)
@@ -118,8 +146,9 @@ def test_torus_routes_are_shortest_paths(dims):
                 assert all(graph.has_edge(*link) for link in mine.links)
 
 
-def test_a_torus_from_a_scenario_runs_and_verifies():
-    frame = simulate({"topology": {"kind": "torus", "dims": [2, 3], "bandwidth": "50GB/s",
-                                   "latency": "1us"}, "algorithms": ["ring", "direct"],
-                      "sizes": ["1MiB"]})
-    assert list(frame.ranks) == [6, 6] and frame.verified.all()
+def test_a_torus_and_a_mesh_from_a_scenario_run_and_verify():
+    for kind in ("torus", "mesh"):
+        frame = simulate({"topology": {"kind": kind, "dims": [2, 3], "bandwidth": "50GB/s",
+                                       "latency": "1us"}, "algorithms": ["ring", "direct"],
+                          "sizes": ["1MiB"]})
+        assert list(frame.ranks) == [6, 6] and frame.verified.all()

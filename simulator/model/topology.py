@@ -247,13 +247,14 @@ def dgx(
 
 
 @dataclass(frozen=True)
-class TorusPaths:
-    """Routes of :func:`torus`: dimension-order routing, as torus networks route (TPU pods,
-    Blue Gene): each dimension in turn, first to last, the shorter way round (forward on a
-    tie). One of the shortest paths (every hop costs the same), but not necessarily the one
-    whose node names sort first: the one the hardware takes."""
+class GridPaths:
+    """Routes of :func:`torus` and :func:`mesh`: dimension-order routing, as such networks
+    route (TPU pods, Blue Gene): each dimension in turn, first to last; on a torus the shorter
+    way round (forward on a tie). One of the shortest paths (every hop costs the same), but not
+    necessarily the one whose node names sort first: the one the hardware takes."""
 
     dims: tuple[int, ...]
+    wrap: bool
 
     def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None:
         if not (src.startswith("gpu") and dst.startswith("gpu")) or src == dst:
@@ -263,8 +264,11 @@ class TorusPaths:
         path = [src]
         for d, size in enumerate(self.dims):
             forward, backward = (to[d] - at[d]) % size, (at[d] - to[d]) % size
-            step = 1 if forward <= backward else -1
-            for _ in range(min(forward, backward)):
+            if not self.wrap:  # no way round: straight there
+                forward, backward = max(to[d] - at[d], 0), max(at[d] - to[d], 0)
+            step, hops = (1, forward) if 0 < forward <= backward or backward == 0 else (
+                -1, backward)
+            for _ in range(hops):
                 at[d] = (at[d] + step) % size
                 path.append(f"gpu{torus_rank(at, self.dims)}")
         return [tuple(path)]
@@ -296,19 +300,36 @@ def torus(dims: Counts, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
     to its two neighbours along every dimension with wrap-around, as in TPU pods (Jouppi et al.,
     "TPU v4", ISCA 2023: a 3-D torus of ICI links). A dimension of size 2 is one cable, of size 1
     none. Rank r sits at :func:`torus_coords` (r); GPUs carry ``coords``. Routes follow
-    dimension order (:class:`TorusPaths`).
+    dimension order (:class:`GridPaths`).
 
     >>> g = torus((4, 4), 50e9, 1e-6)
     >>> g.number_of_nodes(), g.number_of_edges(), sorted(g.successors("gpu0"))
     (16, 64, ['gpu1', 'gpu12', 'gpu3', 'gpu4'])
     """
-    graph = nx.DiGraph(name=f"torus({'x'.join(map(str, dims))})", paths=TorusPaths(tuple(dims)))
+    return _grid("torus", dims, bandwidth, latency, wrap=True)
+
+
+def mesh(dims: Counts, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
+    """GPUs on a k-dimensional mesh of ``dims``: a :func:`torus` without the wrap-around
+    cables, so that GPUs on an edge have fewer neighbours. Routes follow dimension order.
+
+    >>> g = mesh((4, 4), 50e9, 1e-6)
+    >>> g.number_of_edges(), sorted(g.successors("gpu0"))
+    (48, ['gpu1', 'gpu4'])
+    """
+    return _grid("mesh", dims, bandwidth, latency, wrap=False)
+
+
+def _grid(kind: str, dims: Sequence[int], bandwidth: float, latency: float,
+          wrap: bool) -> nx.DiGraph:
+    graph = nx.DiGraph(name=f"{kind}({'x'.join(map(str, dims))})",
+                       paths=GridPaths(tuple(dims), wrap))
     gpus = _gpus(graph, math.prod(dims))
     for rank, gpu in enumerate(gpus):
         coords = torus_coords(rank, dims)
         graph.nodes[gpu]["coords"] = coords
         for d, size in enumerate(dims):
-            if size > 1:
+            if size > 1 and (wrap or coords[d] + 1 < size):
                 onward = list(coords)
                 onward[d] = (coords[d] + 1) % size
                 _cable(graph, gpu, gpus[torus_rank(onward, dims)], bandwidth, latency)
@@ -359,7 +380,7 @@ def _flat_ranks(params: Mapping[str, ParamValue]) -> int:
     return _count(params, "ranks")
 
 
-def _torus_ranks(params: Mapping[str, ParamValue]) -> int:
+def _grid_ranks(params: Mapping[str, ParamValue]) -> int:
     dims = params["dims"]
     assert isinstance(dims, tuple)
     return math.prod(dims)
@@ -376,6 +397,7 @@ BUILDERS: dict[str, Builder] = {
         Builder("ring", ring, _flat_ranks),
         Builder("fully_connected", fully_connected, _flat_ranks, max_ranks=MAX_FULLY_CONNECTED),
         Builder("dgx", dgx, _host_ranks),
-        Builder("torus", torus, _torus_ranks),
+        Builder("torus", torus, _grid_ranks),
+        Builder("mesh", mesh, _grid_ranks),
     )
 }
