@@ -244,7 +244,29 @@ class Steps:
         return Schedule(**joined, reducing_threads=self.reducing_threads, thread=thread)
 
 
-class _Apart:
+class _InOrder:
+    """Blocks built in order, each from the state the blocks before it left: block 0 starts
+    over (:meth:`_reset`), any other must be the next one."""
+
+    made = 0
+
+    def _reset(self) -> None:
+        raise NotImplementedError
+
+    def _build(self, k: int) -> Schedule:
+        raise NotImplementedError
+
+    def __call__(self, k: int) -> Schedule:
+        if k == 0:
+            self._reset()
+        if k != self.made:
+            raise AlgorithmError(f"blocks are built in order: asked for block {k} after "
+                                 f"{self.made}")
+        self.made += 1
+        return self._build(k)
+
+
+class _Apart(_InOrder):
     """The blocks of :meth:`Steps.apart`, built in order (block 0 starts over)."""
 
     def __init__(self, parts: Sequence[Steps]) -> None:
@@ -259,13 +281,7 @@ class _Apart:
         self.joint: list[list[int]] = [[] for _ in self.parts]
         self.end = 0
 
-    def __call__(self, k: int) -> Schedule:
-        if k == 0:
-            self._reset()
-        if k != self.made:
-            raise AlgorithmError(f"blocks are built in order: asked for block {k} after "
-                                 f"{self.made}")
-        self.made += 1
+    def _build(self, k: int) -> Schedule:
         blocks: list[Schedule] = []
         for part, own, joint in zip(self.parts, self.own, self.joint, strict=True):
             block = part.block(k) if k < part.blocks else Schedule.empty()
@@ -291,7 +307,7 @@ class _Apart:
         return Schedule(**joined, thread=np.concatenate([b.threads for b in blocks]))
 
 
-class _Sequence:
+class _Sequence(_InOrder):
     """The blocks of :meth:`Steps.sequence`, built in order (block 0 starts over)."""
 
     def __init__(self, phases: Sequence[Steps], ranks: int) -> None:
@@ -307,13 +323,7 @@ class _Sequence:
         self.ends = self.last.copy()  # in the phase so far
         self.tails, self.phase_tails = _Tails(), _Tails()
 
-    def __call__(self, k: int) -> Schedule:
-        if k == 0:
-            self._reset()
-        if k != self.made:
-            raise AlgorithmError(f"blocks are built in order: asked for block {k} after "
-                                 f"{self.made}")
-        self.made += 1
+    def _build(self, k: int) -> Schedule:
         while self.within == self.phases[self.phase].blocks:  # the phase is over: open the next
             self.last = np.where(self.ends >= 0, self.ends, self.last)
             self.tails.update(self.phase_tails.keys, self.phase_tails.index)
