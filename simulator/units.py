@@ -115,6 +115,34 @@ def parse_counts(value: object) -> tuple[int, ...]:
     return tuple(value)
 
 
+def parse_seed(value: object) -> int:
+    """A whole number ≥ 0, such as a hash seed (booleans and strings refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UnitError(f"expected a whole number ≥ 0, got {value!r}")
+    return value
+
+
+def parse_ratio(value: object) -> float:
+    """A ratio ≥ 1 such as an oversubscription: a number (``3``, ``1.5``) or ``'3:1'``."""
+    ratio: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ratio = float(value)
+    elif isinstance(value, str):
+        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*:\s*([0-9]+(?:\.[0-9]+)?)\s*", value)
+        if match and float(match[2]) > 0:
+            ratio = float(match[1]) / float(match[2])
+    if ratio is None or not math.isfinite(ratio) or ratio < 1:
+        raise UnitError(f"expected a ratio ≥ 1 like 3 or '3:1', got {value!r}")
+    return ratio
+
+
+def parse_file(value: object) -> str:
+    """A file path (text; whether the file exists is checked where it is read)."""
+    if not isinstance(value, str) or not value.strip():
+        raise UnitError(f"expected a file path, got {value!r}")
+    return value
+
+
 def parse_flag(value: object) -> bool:
     """``true`` or ``false``."""
     if not isinstance(value, bool):

@@ -25,73 +25,57 @@ import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Annotated, get_args, get_origin, get_type_hints
 
 import networkx as nx
 
 from simulator.limits import MAX_FULLY_CONNECTED, MAX_RANKS
-from simulator.units import parse_bandwidth, parse_count, parse_counts, parse_flag, parse_time
+from simulator.model.parts import (
+    GPU,
+    NET_LINK,
+    NIC,
+    NVLINK,
+    PCIE,
+    SWITCH,
+    Bandwidth,
+    Count,
+    Counts,
+    File,
+    Flag,
+    Param,
+    ParamValue,
+    Ratio,
+    Seed,
+    Time,
+    cable,
+)
 
-GPU, NIC, SWITCH = "gpu", "nic", "switch"
-
-
-class Param(Enum):
-    """The kind of a builder parameter: how a scenario value is parsed from text and checked."""
-
-    COUNT = "a whole number ≥ 1"
-    COUNTS = "a list of whole numbers ≥ 1"
-    BANDWIDTH = "a bandwidth like '25GB/s'"
-    TIME = "a time like '500ns'"
-    FLAG = "true or false"
-
-    def parse(self, value: object) -> ParamValue:
-        """The value of a scenario field (``'25GB/s'`` -> 25e9); ValueError saying what was
-        expected."""
-        return _PARSE[self](value)
-
-    def check(self, value: object) -> None:
-        """ValueError unless ``value`` is already a valid value of this kind in SI units
-        (for topologies built in code rather than read from a file)."""
-        if self is Param.COUNT:
-            parse_count(value)
-        elif self is Param.COUNTS:
-            if not isinstance(value, tuple):
-                raise ValueError(f"expected a tuple of whole numbers ≥ 1, got {value!r}")
-            parse_counts(list(value))
-        elif self is Param.FLAG:
-            parse_flag(value)
-        elif (isinstance(value, bool) or not isinstance(value, (int, float))
-              or not math.isfinite(value) or value < 0 or (self is Param.BANDWIDTH and value == 0)):
-            unit = "bytes/s" if self is Param.BANDWIDTH else "seconds"
-            sign = "positive" if self is Param.BANDWIDTH else "non-negative"
-            raise ValueError(f"expected a {sign} number of {unit}, got {value!r}")
-
-
-ParamValue = int | float | bool | tuple[int, ...]
-Count = Annotated[int, Param.COUNT]
-Counts = Annotated[tuple[int, ...], Param.COUNTS]
-Bandwidth = Annotated[float, Param.BANDWIDTH]
-Time = Annotated[float, Param.TIME]
-Flag = Annotated[bool, Param.FLAG]
-
-_PARSE: dict[Param, Callable[[object], ParamValue]] = {
-    Param.COUNT: parse_count, Param.COUNTS: parse_counts, Param.BANDWIDTH: parse_bandwidth,
-    Param.TIME: parse_time, Param.FLAG: parse_flag,
-}
-
-
-NVLINK, PCIE, NET_LINK = "nvlink", "pcie", "net"
-"""What a link is (edge attribute ``link``): GPU interconnect, PCIe, or the network. The ideal
-model ignores it; the NCCL execution model times each path by the slowest kind it crosses."""
-
-
-def _cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
-           link: str = NVLINK) -> None:
-    """Add a full-duplex cable: two directed edges with the same bandwidth, latency and kind."""
-    graph.add_edge(a, b, bandwidth=float(bandwidth), latency=float(latency), link=link)
-    graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency), link=link)
-
+__all__ = [
+    "BUILDERS",
+    "GPU",
+    "NET_LINK",
+    "NIC",
+    "NVLINK",
+    "PCIE",
+    "SWITCH",
+    "Bandwidth",
+    "Builder",
+    "Count",
+    "Counts",
+    "File",
+    "Flag",
+    "Param",
+    "ParamValue",
+    "Ratio",
+    "Seed",
+    "Time",
+    "dgx",
+    "fully_connected",
+    "mesh",
+    "ring",
+    "switch",
+    "torus",
+]
 
 @dataclass(frozen=True)
 class StarPaths:
@@ -154,7 +138,7 @@ def switch(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
     graph = nx.DiGraph(name=f"switch({ranks})", paths=StarPaths())
     graph.add_node("switch", kind=SWITCH)
     for gpu in _gpus(graph, ranks):
-        _cable(graph, gpu, "switch", bandwidth, latency)
+        cable(graph, gpu, "switch", bandwidth, latency)
     return graph
 
 
@@ -170,7 +154,7 @@ def ring(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
     gpus = _gpus(graph, ranks)
     if ranks > 1:
         for i, gpu in enumerate(gpus):
-            _cable(graph, gpu, gpus[(i + 1) % ranks], bandwidth, latency)
+            cable(graph, gpu, gpus[(i + 1) % ranks], bandwidth, latency)
     return graph
 
 
@@ -184,7 +168,7 @@ def fully_connected(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiG
     gpus = _gpus(graph, ranks)
     for i, a in enumerate(gpus):
         for b in gpus[i + 1:]:
-            _cable(graph, a, b, bandwidth, latency)
+            cable(graph, a, b, bandwidth, latency)
     return graph
 
 
@@ -240,9 +224,9 @@ def dgx(
             gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
             graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host)
             graph.add_node(nic, kind=NIC, latency=float(nic_message_latency))
-            _cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency, NVLINK)
-            _cable(graph, gpu, nic, pcie_bandwidth, pcie_latency, PCIE)
-            _cable(graph, nic, "leaf", nic_bandwidth, nic_latency, NET_LINK)
+            cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency, NVLINK)
+            cable(graph, gpu, nic, pcie_bandwidth, pcie_latency, PCIE)
+            cable(graph, nic, "leaf", nic_bandwidth, nic_latency, NET_LINK)
     return graph
 
 
@@ -322,8 +306,8 @@ def mesh(dims: Counts, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
 
 def _grid(kind: str, dims: Sequence[int], bandwidth: float, latency: float,
           wrap: bool) -> nx.DiGraph:
-    graph = nx.DiGraph(name=f"{kind}({'x'.join(map(str, dims))})",
-                       paths=GridPaths(tuple(dims), wrap))
+    graph = nx.DiGraph(name=f"{kind}({'x'.join(map(str, dims))})", dims=tuple(dims),
+                       wrap=wrap, paths=GridPaths(tuple(dims), wrap))
     gpus = _gpus(graph, math.prod(dims))
     for rank, gpu in enumerate(gpus):
         coords = torus_coords(rank, dims)
@@ -332,7 +316,7 @@ def _grid(kind: str, dims: Sequence[int], bandwidth: float, latency: float,
             if size > 1 and (wrap or coords[d] + 1 < size):
                 onward = list(coords)
                 onward[d] = (coords[d] + 1) % size
-                _cable(graph, gpu, gpus[torus_rank(onward, dims)], bandwidth, latency)
+                cable(graph, gpu, gpus[torus_rank(onward, dims)], bandwidth, latency)
     return graph
 
 

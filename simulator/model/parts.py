@@ -1,0 +1,94 @@
+"""What topology builders are made of: the kinds of their parameters (how a scenario value is
+parsed and checked), and the graph's vocabulary: node kinds, link kinds and full-duplex cables.
+
+Kept apart from the builders so that every builder module (:mod:`.topology`, :mod:`.clos`,
+:mod:`.dragonfly`, :mod:`.graphfile`) shares one definition without importing another.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from enum import Enum
+from typing import Annotated
+
+import networkx as nx
+
+from simulator.units import (
+    parse_bandwidth,
+    parse_count,
+    parse_counts,
+    parse_file,
+    parse_flag,
+    parse_ratio,
+    parse_seed,
+    parse_time,
+)
+
+GPU, NIC, SWITCH = "gpu", "nic", "switch"
+
+
+class Param(Enum):
+    """The kind of a builder parameter: how a scenario value is parsed from text and checked."""
+
+    COUNT = "a whole number ≥ 1"
+    COUNTS = "a list of whole numbers ≥ 1"
+    BANDWIDTH = "a bandwidth like '25GB/s'"
+    TIME = "a time like '500ns'"
+    FLAG = "true or false"
+    RATIO = "a ratio ≥ 1 like 3 or '3:1'"
+    SEED = "a whole number ≥ 0"
+    FILE = "a file path"
+
+    def parse(self, value: object) -> ParamValue:
+        """The value of a scenario field (``'25GB/s'`` -> 25e9); ValueError saying what was
+        expected."""
+        return _PARSE[self](value)
+
+    def check(self, value: object) -> None:
+        """ValueError unless ``value`` is already a valid value of this kind in SI units
+        (for topologies built in code rather than read from a file)."""
+        if self is Param.COUNT:
+            parse_count(value)
+        elif self is Param.COUNTS:
+            if not isinstance(value, tuple):
+                raise ValueError(f"expected a tuple of whole numbers ≥ 1, got {value!r}")
+            parse_counts(list(value))
+        elif self is Param.FLAG:
+            parse_flag(value)
+        elif self in (Param.RATIO, Param.SEED, Param.FILE):
+            self.parse(value)
+        elif (isinstance(value, bool) or not isinstance(value, (int, float))
+              or not math.isfinite(value) or value < 0 or (self is Param.BANDWIDTH and value == 0)):
+            unit = "bytes/s" if self is Param.BANDWIDTH else "seconds"
+            sign = "positive" if self is Param.BANDWIDTH else "non-negative"
+            raise ValueError(f"expected a {sign} number of {unit}, got {value!r}")
+
+
+ParamValue = int | float | bool | tuple[int, ...] | str
+Count = Annotated[int, Param.COUNT]
+Counts = Annotated[tuple[int, ...], Param.COUNTS]
+Bandwidth = Annotated[float, Param.BANDWIDTH]
+Time = Annotated[float, Param.TIME]
+Flag = Annotated[bool, Param.FLAG]
+Ratio = Annotated[float, Param.RATIO]
+Seed = Annotated[int, Param.SEED]
+File = Annotated[str, Param.FILE]
+
+_PARSE: dict[Param, Callable[[object], ParamValue]] = {
+    Param.COUNT: parse_count, Param.COUNTS: parse_counts, Param.BANDWIDTH: parse_bandwidth,
+    Param.TIME: parse_time, Param.FLAG: parse_flag, Param.RATIO: parse_ratio,
+    Param.SEED: parse_seed, Param.FILE: parse_file,
+}
+
+
+NVLINK, PCIE, NET_LINK = "nvlink", "pcie", "net"
+"""What a link is (edge attribute ``link``): GPU interconnect, PCIe, or the network. The ideal
+model ignores it; the NCCL execution model times each path by the slowest kind it crosses."""
+
+
+def cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
+           link: str = NVLINK) -> None:
+    """Add a full-duplex cable: two directed edges with the same bandwidth, latency and kind."""
+    graph.add_edge(a, b, bandwidth=float(bandwidth), latency=float(latency), link=link)
+    graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency), link=link)
