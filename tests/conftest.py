@@ -20,8 +20,27 @@ REPO = Path(__file__).resolve().parent.parent
 
 def flat_topology(kind: str = "switch", ranks: int = 4, bandwidth: float = 25e9,
                   latency: float = 5e-7) -> TopologySpec:
-    """A flat builder topology (switch, ring, fully_connected)."""
+    """A flat builder topology (switch, ring, fully_connected), or a torus or mesh of ``ranks``
+    GPUs (:func:`grid_dims`)."""
+    if kind in ("torus", "mesh"):
+        return TopologySpec(kind, {"dims": grid_dims(ranks), "bandwidth": bandwidth,
+                                   "latency": latency})
     return TopologySpec(kind, {"ranks": ranks, "bandwidth": bandwidth, "latency": latency})
+
+
+def grid_dims(ranks: int) -> tuple[int, ...]:
+    """The dims of a grid of ``ranks`` cells in up to three dimensions, as near a cube as the
+    prime factors allow, largest first: 16 -> (4, 2, 2), 12 -> (3, 2, 2), 13 -> (13,)."""
+    primes, rest, factor = [], ranks, 2
+    while rest > 1:
+        while rest % factor == 0:
+            primes.append(factor)
+            rest //= factor
+        factor += 1
+    dims = [1, 1, 1]
+    for prime in sorted(primes, reverse=True):
+        dims[dims.index(min(dims))] *= prime
+    return tuple(sorted((d for d in dims if d > 1), reverse=True)) or (1,)
 
 
 def flat_scenario(kind: str = "switch", ranks: int = 4, bandwidth: float = 25e9,
@@ -43,11 +62,12 @@ def dgx_topology(nodes: int, gpus_per_node: int, nvswitch_reduction: bool = True
 
 def applicable_scenario(ranks: int, **fields: Any) -> Scenario | None:
     """A scenario on ``ranks`` GPUs where the scenario's algorithm applies: a plain switch if
-    it runs there, else one dgx node with in-switch reduction, else several dgx nodes; None if
-    no such topology exists for ``ranks``."""
+    it runs there, else one dgx node with in-switch reduction, else several dgx nodes, else a
+    torus (:func:`grid_dims`); None if no such topology exists for ``ranks``."""
     topologies = [flat_topology("switch", ranks=ranks), dgx_topology(1, ranks)]
     topologies += [dgx_topology(nodes, ranks // nodes) for nodes in range(2, ranks + 1)
                    if ranks % nodes == 0]
+    topologies.append(flat_topology("torus", ranks=ranks))
     for topology in topologies:
         scenario = flat_scenario(**{**fields, "topology": topology})
         algorithm = REGISTRY[scenario.collective][(scenario.algorithms or ("ring",))[0]]
@@ -84,4 +104,4 @@ def repo() -> Path:
 
 
 __all__ = ["CODE", "REPO", "applicable_scenario", "dgx_topology", "flat_scenario",
-           "flat_topology", "inter_options", "prepare_machine", "run_one"]
+           "flat_topology", "grid_dims", "inter_options", "prepare_machine", "run_one"]

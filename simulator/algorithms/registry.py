@@ -12,6 +12,7 @@ from simulator.algorithms.binomial_tree import (
     BinomialTreeBroadcast,
     BinomialTreeReduce,
 )
+from simulator.algorithms.bucket import BucketAllreduce
 from simulator.algorithms.direct import (
     DirectAllgather,
     DirectAllreduce,
@@ -65,6 +66,7 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     TreeBroadcast(),
     TreeReduce(),
     DoubleBinaryTreeAllreduce(),
+    BucketAllreduce(),
 )
 
 REGISTRY: dict[Collective, dict[str, Algorithm]] = {collective: {} for collective in Collective}

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from simulator.errors import AlgorithmError
-from simulator.model.machine import Machine
+from simulator.model.machine import Grid, Machine
 from simulator.model.span import Span
 
 NONE = -1
@@ -459,7 +459,9 @@ class Group:
     """What a schedule is built for, as a communicator is for a program: the global rank of each
     member (in the group's numbering), the span of the buffer it works on, the element size, the
     scenario's pipeline piece size (None: each algorithm's default), each member's host (None:
-    one host) and the pieces the execution model streams phases in (``Comm.stream_bytes``)."""
+    one host), the pieces the execution model streams phases in (``Comm.stream_bytes``) and the
+    torus or mesh the members fill, as :attr:`Layout.grid <simulator.model.machine.Layout>`
+    (None: none)."""
 
     members: Index
     buffer: Span
@@ -467,6 +469,7 @@ class Group:
     piece_bytes: int | None = None
     hosts: Index | None = None
     stream_bytes: int | None = None
+    grid: Grid | None = None
 
     @property
     def size(self) -> int:
@@ -478,7 +481,8 @@ class Group:
               stream_bytes: int | None = None) -> Group:
         """Every rank of ``machine``, in rank order, on a buffer of ``count`` elements."""
         return cls(np.arange(machine.ranks, dtype=np.int64), Span(0, count), itemsize,
-                   piece_bytes, np.array(machine.layout.hosts, dtype=np.int64), stream_bytes)
+                   piece_bytes, np.array(machine.layout.hosts, dtype=np.int64), stream_bytes,
+                   machine.layout.grid)
 
     @property
     def ranks(self) -> int:
@@ -494,10 +498,13 @@ class Group:
         return stops - sizes, stops
 
     def subgroup(self, positions: Sequence[int] | Index, buffer: Span) -> Group:
-        """The group of the members at ``positions`` (this group's numbering), on ``buffer``."""
+        """The group of the members at ``positions`` (this group's numbering), on ``buffer``; it
+        keeps the grid only where the positions are every member (:meth:`Grid.subgroup
+        <simulator.model.machine.Grid.subgroup>`)."""
         chosen = np.asarray(positions, dtype=np.int64)
         return Group(self.members[chosen], buffer, self.itemsize, self.piece_bytes,
-                     None if self.hosts is None else self.hosts[chosen], self.stream_bytes)
+                     None if self.hosts is None else self.hosts[chosen], self.stream_bytes,
+                     None if self.grid is None else self.grid.subgroup(chosen.tolist()))
 
 
 def pieces_per_span(counts: Index, itemsize: int, piece_bytes: int | None) -> tuple[Index, int]:

@@ -6,12 +6,15 @@ and the engine see this value, never the graph. Graph attribute names (``rank``,
 
 Words: a **rank** is a participant 0..p-1; a **GPU** is the graph node a rank runs on
 (:attr:`Machine.placement`); a **host** is the machine (server) a GPU sits in, numbered 0..N-1
-(what cluster people call a "node"; the ``dgx`` builder's parameter is still ``nodes``).
+(what cluster people call a "node"; the ``dgx`` builder's parameter is still ``nodes``); a
+**grid** is the torus or mesh the ranks fill, where they do (graph attribute ``dims``), and a
+**line** of it the ranks that differ in one coordinate only.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -20,7 +23,7 @@ import networkx as nx
 import numpy as np
 
 from simulator.model.routing import Route, Routing
-from simulator.model.topology import GPU, SWITCH
+from simulator.model.topology import GPU, SWITCH, torus_coords
 
 Bytes = TypeVar("Bytes", float, np.ndarray)
 """One size in bytes, or an array of them."""
@@ -41,10 +44,78 @@ class GpuSpec:
 
 
 @dataclass(frozen=True)
+class Grid:
+    """Ranks that fill a torus or mesh of ``dims``: rank r sits in cell ``cells[r]``, the cell's
+    number in row-major order (the last dimension fastest, as
+    :func:`~simulator.model.topology.torus_coords`). On the whole machine rank r is in cell r;
+    a group that takes every rank in another order (a channel's) keeps the grid, renumbered.
+
+    >>> Grid((2, 3), tuple(range(6))).line(4, 1)
+    (3, 4, 5)
+    """
+
+    dims: tuple[int, ...]
+    cells: tuple[int, ...]
+
+    def __post_init__(self) -> None:
+        if sorted(self.cells) != list(range(math.prod(self.dims))):
+            raise ValueError(f"a grid of {self.dims} needs one rank in each of its "
+                             f"{math.prod(self.dims)} cells, got cells {self.cells}")
+
+    @staticmethod
+    def whole(dims: Sequence[int]) -> Grid:
+        """Ranks 0..p-1 in cells 0..p-1 of a grid of ``dims``."""
+        return Grid(tuple(dims), tuple(range(math.prod(dims))))
+
+    @functools.cached_property
+    def _ranks(self) -> np.ndarray:
+        """The rank in every cell, an array of shape ``dims`` (built once)."""
+        ranks = np.empty(len(self.cells), dtype=np.int64)
+        ranks[list(self.cells)] = np.arange(len(self.cells), dtype=np.int64)
+        return ranks.reshape(self.dims)
+
+    def line(self, rank: int, dim: int) -> tuple[int, ...]:
+        """The ranks on ``rank``'s line along dimension ``dim`` (0 the first): those whose
+        coordinates differ from its own in coordinate ``dim`` alone, ``rank`` among them, in the
+        order of that coordinate."""
+        at: list[int | slice] = list(torus_coords(self.cells[rank], self.dims))
+        at[dim] = slice(None)
+        return tuple(int(r) for r in self._ranks[tuple(at)])
+
+    def lines(self, dim: int) -> np.ndarray:
+        """Every line along dimension ``dim``, one a row (each as :meth:`line` orders it), the
+        rows in row-major order of the other coordinates."""
+        lines: np.ndarray = np.moveaxis(self._ranks, dim, -1).reshape(-1, self.dims[dim])
+        return lines
+
+    def subgroup(self, members: Sequence[int]) -> Grid | None:
+        """The grid seen by a subgroup (members numbered 0..len-1 in the given order): the same
+        grid where the members are every rank, in any order; None for any other subgroup, which
+        fills no grid."""
+        if len(members) != len(self.cells) or set(members) != set(range(len(self.cells))):
+            return None
+        return Grid(self.dims, tuple(self.cells[m] for m in members))
+
+
+@dataclass(frozen=True)
 class Layout:
-    """Where ranks sit: the host of each rank; flat topologies have a single host."""
+    """Where ranks sit: the host of each rank (flat topologies have a single host), and the
+    grid they fill on a torus or mesh (None elsewhere)."""
 
     hosts: tuple[int, ...]
+    grid: Grid | None = None
+
+    @property
+    def dims(self) -> tuple[int, ...]:
+        """The dimensions of the torus or mesh the ranks fill; () where they fill none."""
+        return () if self.grid is None else self.grid.dims
+
+    def line(self, rank: int, dim: int) -> tuple[int, ...]:
+        """The ranks on ``rank``'s line along dimension ``dim`` of the grid, in coordinate order
+        (:meth:`Grid.line`); ValueError where the ranks fill no grid."""
+        if self.grid is None:
+            raise ValueError("these ranks fill no torus or mesh: they have no lines")
+        return self.grid.line(rank, dim)
 
     @functools.cached_property
     def _by_host(self) -> dict[int, tuple[int, ...]]:
@@ -74,8 +145,10 @@ class Layout:
         return tuple(order)
 
     def subgroup(self, members: Sequence[int]) -> Layout:
-        """The layout of a subgroup (members numbered 0..len-1 in the given order)."""
-        return Layout(tuple(self.hosts[m] for m in members))
+        """The layout of a subgroup (members numbered 0..len-1 in the given order); it keeps the
+        grid only where the members are every rank (:meth:`Grid.subgroup`)."""
+        return Layout(tuple(self.hosts[m] for m in members),
+                      None if self.grid is None else self.grid.subgroup(members))
 
     @property
     def host_count(self) -> int:
@@ -140,6 +213,11 @@ class Machine:
             raise ValueError(f"GPU ranks must be 0..p-1, got {sorted(by_rank)}")
         placement = tuple(by_rank[r] for r in range(len(by_rank)))
         hosts = tuple(int(graph.nodes[gpu_node].get("host", 0)) for gpu_node in placement)
+        dims = tuple(int(size) for size in graph.graph.get("dims", ()))
+        if dims and math.prod(dims) != len(placement):
+            raise ValueError(f"a grid of dims {dims} holds {math.prod(dims)} GPUs, got "
+                             f"{len(placement)}")
+        grid = Grid.whole(dims) if dims else None
         placed = set(placement)
         switches = tuple(
             ReducingSwitch(node, float(data.get("reduction_latency", 0.0)),
@@ -150,7 +228,7 @@ class Machine:
         facts = NcclFacts(float(graph.graph.get("nccl_nvlink_bandwidth", 0.0)),
                           float(graph.graph.get("nccl_nvls_bandwidth", 0.0)),
                           float(graph.graph.get("nccl_launch_latency", 0.0)))
-        return cls(placement, Layout(hosts), gpu, Routing(graph), switches,
+        return cls(placement, Layout(hosts, grid), gpu, Routing(graph), switches,
                    int(graph.graph.get("compute_capability", 0)), int(graph.graph.get("nvlinks", 0)),
                    facts)
 
