@@ -42,7 +42,7 @@ from simulator.model.nccl import (
     System,
 )
 from simulator.model.routing import LinkId, Route, Routing
-from simulator.model.topology import NET_LINK, NVLINK, PCIE
+from simulator.model.topology import NET_LINK, NIC, NVLINK, PCIE
 
 
 class Execution(Enum):
@@ -201,8 +201,9 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
     if protocol is Protocol.LL:
         rates[NVLINK] = min(nvlink, cap)
     channels, rate = (graph.channels if graph is not None else 1), rates[NVLINK] or nvlink
-    nics = [bw for link, bw in machine.routing.capacities().items()
-            if machine.routing.link_kind(link) == NET_LINK]
+    nics = [bw for link, bw in machine.routing.capacities().items()  # NIC ports, not uplinks
+            if machine.routing.link_kind(link) == NET_LINK
+            and machine.routing.node_kind(link[0]) == NIC]
     if nodes > 1 and nics:  # across hosts a channel runs at one NIC's pace, one channel a rail
         channels = max(machine.layout.ranks_per_host)
         rate = channels * min(nics) * NET_SHARE * PROTOCOL_SHARE[protocol]
@@ -220,23 +221,61 @@ def apply(plan: Plan, machine: Machine) -> Machine:
 class PlannedRouting(Routing):
     """The routes of a topology as a plan times them: the same paths, rank-to-rank latencies by
     the kind of path, and link rates by the kind of link (network and PCIe links keep their
-    rate times NET_SHARE and the protocol's share)."""
+    rate times NET_SHARE and the protocol's share). The paths are the wire's, except where
+    NCCL's PXN relays a send over NVLink to keep it on its rail (:meth:`_pxn`)."""
 
     def __init__(self, base: Routing, plan: Plan) -> None:
         super().__init__(base._graph)
         self._base = base
         self._plan = plan
+        self._by_host: dict[object, list[str]] = {}
 
     def route(self, src: str, dst: str) -> Route:
         key = (src, dst)
         if key not in self._cache:
-            base = self._base.route(src, dst)
+            base = self._pxn(src, dst)
             latency = base.latency_s
             if self._base.is_gpu(src) and self._base.is_gpu(dst) and src != dst:
                 latency = self._plan.step_latency_s[self.hardware(base)]
             bottleneck = min((self.capacity_Bps(link) for link in base.links), default=float("inf"))
             self._cache[key] = Route(base.nodes, base.links, latency, bottleneck)
         return self._cache[key]
+
+    def _pxn(self, src: str, dst: str) -> Route:
+        """The path NCCL's PXN takes (NCCL ≥ 2.12, on unless ``NCCL_PXN_DISABLE=1``): a send
+        to another host whose route would climb above the leaves (a GPU on another rail of a
+        rail-optimised fabric) first crosses NVLink to the GPU of its own host that shares a
+        leaf with the destination, and leaves through that GPU's NIC, so that inter-host
+        traffic stays on its rail. Any other route is the wire's."""
+        base = self._base.route(src, dst)
+        if not self._climbs(base) or not (self.is_gpu(src) and self.is_gpu(dst)):
+            return base
+        host = self._graph.nodes[src].get("host")
+        for relay in self._host_gpus(host):
+            onward = self._base.route(relay, dst)
+            if relay == src or self._climbs(onward):
+                continue
+            hop = self._base.route(src, relay)
+            if any(self.link_kind(link) != NVLINK for link in hop.links):
+                continue
+            return Route(hop.nodes + onward.nodes[1:], hop.links + onward.links,
+                         hop.latency_s + onward.latency_s,
+                         min(hop.bottleneck_Bps, onward.bottleneck_Bps))
+        return base
+
+    def _climbs(self, route: Route) -> bool:
+        """Whether a route crosses a switch above the leaves (tier 2 or more)."""
+        return any(int(self._graph.nodes[node].get("tier", 0)) >= 2 for node in route.nodes)
+
+    def _host_gpus(self, host: object) -> list[str]:
+        """The GPUs of ``host``, in name order (none when GPUs have no host)."""
+        if not self._by_host:  # built once, on the first route that climbs
+            for node, data in self._graph.nodes(data=True):
+                if data.get("kind") == "gpu" and data.get("host") is not None:
+                    self._by_host.setdefault(data["host"], []).append(node)
+            for gpus in self._by_host.values():
+                gpus.sort()
+        return self._by_host.get(host, [])
 
     def capacity_Bps(self, link: LinkId) -> float:
         kind = self.link_kind(link)

@@ -10,12 +10,24 @@ A builder that knows its own structure attaches :class:`Paths` to its graph (gra
 is then the least of those by the same order, found without searching the graph, which on a
 fabric of tens of thousands of GPUs would visit every NIC behind a leaf switch for every pair.
 Where the builder gives no candidates the search runs as before.
+
+**ECMP.** Where several candidates tie on (latency, hops), a network that spreads flows over
+equal-cost paths (graph attribute ``ecmp_seed``, an int, set by the builders of multi-path
+fabrics unless told otherwise) picks among them by a stable hash of (seed, source, destination),
+as a switch hashes a flow's header onto one of its equal-cost next hops; without it the first by
+name wins, so that every flow between two leaves crosses the same spine (the polarised worst
+case). A flow is a (source, destination) pair: every message between them takes one path, as
+the packets of one connection (one queue pair) do. Picking one whole path uniformly equals
+hashing uniformly at every hop on the symmetric fabrics that give candidates (a fat-tree, a
+leaf/spine): each next hop leads to as many equal-cost paths.
 """
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -38,11 +50,14 @@ class Route:
 
 class Paths(Protocol):
     """A builder's knowledge of its structure: node paths from ``src`` to ``dst`` (each a
-    tuple of node names, ends included) that contain a shortest one, or None where it does not
-    know (the route is then searched for). Picklable and cheap: called once per pair. A builder
-    whose network routes one way among equal shortest paths gives that path alone (a torus:
-    dimension order). The paths describe the graph as built: whoever edits a built graph
-    deletes its ``paths`` attribute (routes are then searched)."""
+    tuple of node names, ends included) among which the network routes, or None where it does
+    not know (the route is then searched for). They contain a shortest one, except where the
+    builder's docstring names a policy the search would not follow (``cluster``: GPUs never
+    relay, and GPUs that share an NVSwitch talk over it, not over a PCIe switch). Picklable and
+    cheap: called once per pair. A builder whose network routes one way among equal shortest
+    paths gives that path alone (a torus: dimension order); one that spreads flows gives every
+    equal-cost path (ECMP picks). The paths describe the graph as built: whoever edits a built
+    graph deletes its ``paths`` attribute (routes are then searched)."""
 
     def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None: ...
 
@@ -55,13 +70,14 @@ class Routing:
         self._cache: dict[tuple[str, str], Route] = {}
         self._onward: dict[str, list[str]] = {}
         self._paths: Paths | None = graph.graph.get("paths")
+        self._ecmp_seed: int | None = graph.graph.get("ecmp_seed")
 
     def route(self, src: str, dst: str) -> Route:
         """The route from node ``src`` to node ``dst``; raises ``nx.NetworkXNoPath`` if none."""
         key = (src, dst)
         if key not in self._cache:
             candidates = self._paths(src, dst) if self._paths is not None else None
-            self._cache[key] = (self._least(candidates) if candidates
+            self._cache[key] = (self._least(candidates, src, dst) if candidates
                                 else self._shortest(src, dst))
         return self._cache[key]
 
@@ -76,6 +92,10 @@ class Routing:
     def link_kind(self, link: LinkId) -> str:
         """What a link is (``nvlink``, ``pcie`` or ``net``; ``nvlink`` when unstated)."""
         return str(self._graph.edges[link].get("link", "nvlink"))
+
+    def node_kind(self, node: str) -> str:
+        """What a node is: ``gpu``, ``nic`` or ``switch``."""
+        return str(self._graph.nodes[node].get("kind", ""))
 
     def is_gpu(self, node: str) -> bool:
         """Whether ``node`` is a GPU (a rank's endpoint) rather than a NIC or a switch."""
@@ -105,20 +125,24 @@ class Routing:
                     heapq.heappush(heap, candidate)
         raise nx.NetworkXNoPath(f"no route from {src} to {dst}")
 
-    def _least(self, candidates: Sequence[tuple[str, ...]]) -> Route:
+    def _least(self, candidates: Sequence[tuple[str, ...]], src: str, dst: str) -> Route:
         """The least of a builder's candidate paths by (latency, hops, nodes), each path's
-        latency summed in path order as :meth:`_shortest` sums it, so both give equal floats."""
+        latency summed in path order as :meth:`_shortest` sums it, so both give equal floats;
+        under ECMP, the hashed one among those tied on (latency, hops)."""
         graph = self._graph
         node_latency = graph.nodes(data="latency", default=0.0)
-        best: tuple[float, int, tuple[str, ...]] | None = None
+        keyed: list[tuple[float, int, tuple[str, ...]]] = []
         for path in candidates:
             latency = float(node_latency[path[0]])
             for a, b in itertools.pairwise(path):
                 latency = latency + graph.succ[a][b]["latency"] + float(node_latency[b])
-            key = (latency, len(path) - 1, path)
-            if best is None or key < best:
-                best = key
-        assert best is not None
+            keyed.append((latency, len(path) - 1, path))
+        best = min(keyed)
+        if self._ecmp_seed is not None:
+            tied = sorted(key for key in keyed if key[1] == best[1]
+                          and math.isclose(key[0], best[0], rel_tol=1e-12, abs_tol=1e-18))
+            if len(tied) > 1:
+                best = tied[flow_hash(self._ecmp_seed, src, dst) % len(tied)]
         return self._as_route(best[2], best[0])
 
     def _onward_from(self, node: str) -> list[str]:
@@ -134,3 +158,10 @@ class Routing:
         links = tuple(itertools.pairwise(path))
         bottleneck = min((self.capacity_Bps(link) for link in links), default=float("inf"))
         return Route(nodes=path, links=links, latency_s=latency, bottleneck_Bps=bottleneck)
+
+
+def flow_hash(seed: int, src: str, dst: str) -> int:
+    """A stable 64-bit hash of a flow (the same in every process and Python version, unlike
+    :func:`hash`), which ECMP reduces modulo the number of equal-cost paths."""
+    digest = hashlib.blake2b(f"{seed}:{src}:{dst}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")

@@ -2,10 +2,13 @@
 
 Every full-duplex cable is two directed edges, each with its own ``bandwidth`` (bytes/s) and
 ``latency`` (s). Nodes carry ``kind`` (``gpu``, ``nic`` or ``switch``); GPUs carry their ``rank``
-and, on multi-node topologies, the ``host`` (machine) they sit in. Any node may carry a
-per-message ``latency`` (s) that every transfer crossing it pays once (e.g. a NIC's processing
-time). Builders are registered by name in :data:`BUILDERS`; each parameter's kind (a count, a
-bandwidth, ...) is read off the builder's type annotations and its optional parameters off its
+and, on multi-node topologies, the ``host`` (machine) they sit in; switches carry their ``tier``
+(0 inside a host: NVSwitch, PCIe switch; 1 leaf, edge or router; 2 spine or aggregation; 3
+core). Any node may carry a per-message ``latency`` (s) that every transfer crossing it pays
+once (e.g. a NIC's processing time). The small builders are here; the Clos fabrics (leaf/spine,
+fat-tree, GPU clusters) in :mod:`.clos`, the dragonfly in :mod:`.dragonfly`. Builders are
+registered by name in :data:`BUILDERS`; each parameter's kind (a count, a bandwidth, ...) is
+read off the builder's type annotations and its optional parameters off its
 defaults, and each registration says how many GPUs the parameters make, so scenario files are
 validated, rank limits included, before anything is built. Adding a topology = one builder
 function + one :class:`Builder` line; a builder that knows its shortest paths attaches them
@@ -30,6 +33,16 @@ from typing import Annotated, get_args, get_origin, get_type_hints
 import networkx as nx
 
 from simulator.limits import MAX_FULLY_CONNECTED, MAX_RANKS
+from simulator.model.clos import (
+    cluster,
+    cluster_problems,
+    fat_tree,
+    fat_tree_problems,
+    leaf_spine,
+    leaf_spine_problems,
+)
+from simulator.model.dragonfly import dragonfly
+from simulator.model.graphfile import graph, graph_problems, graph_ranks
 from simulator.model.parts import (
     GPU,
     NET_LINK,
@@ -69,8 +82,13 @@ __all__ = [
     "Ratio",
     "Seed",
     "Time",
+    "cluster",
     "dgx",
+    "dragonfly",
+    "fat_tree",
     "fully_connected",
+    "graph",
+    "leaf_spine",
     "mesh",
     "ring",
     "switch",
@@ -136,7 +154,7 @@ def switch(ranks: Count, bandwidth: Bandwidth, latency: Time) -> nx.DiGraph:
     6
     """
     graph = nx.DiGraph(name=f"switch({ranks})", paths=StarPaths())
-    graph.add_node("switch", kind=SWITCH)
+    graph.add_node("switch", kind=SWITCH, tier=1)
     for gpu in _gpus(graph, ranks):
         cable(graph, gpu, "switch", bandwidth, latency)
     return graph
@@ -215,10 +233,10 @@ def dgx(
                        nccl_nvlink_bandwidth=float(nccl_nvlink_bandwidth),
                        nccl_nvls_bandwidth=float(nccl_nvls_bandwidth),
                        nccl_launch_latency=float(nccl_launch_latency), paths=DgxPaths())
-    graph.add_node("leaf", kind=SWITCH)
+    graph.add_node("leaf", kind=SWITCH, tier=1)
     for host in range(nodes):
         nvswitch = f"n{host}.nvswitch"
-        graph.add_node(nvswitch, kind=SWITCH, reduction=bool(nvswitch_reduction),
+        graph.add_node(nvswitch, kind=SWITCH, tier=0, reduction=bool(nvswitch_reduction),
                        reduction_latency=float(nvswitch_reduction_latency))
         for local in range(gpus_per_node):
             gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
@@ -322,13 +340,16 @@ def _grid(kind: str, dims: Sequence[int], bandwidth: float, latency: float,
 
 @dataclass(frozen=True)
 class Builder:
-    """A registered topology builder: its function, how many GPUs given parameters make, and
-    the most GPUs it may be asked for (what a run fits in; :mod:`simulator.limits`)."""
+    """A registered topology builder: its function, how many GPUs given parameters make, the
+    most GPUs it may be asked for (what a run fits in; :mod:`simulator.limits`), and the rules
+    its parameters follow together beyond their kinds (``problems``: (parameter, what was
+    expected) pairs, checked before anything is built)."""
 
     name: str
     build: Callable[..., nx.DiGraph]
     rank_count: Callable[[Mapping[str, ParamValue]], int]
     max_ranks: int = MAX_RANKS
+    problems: Callable[[Mapping[str, ParamValue]], list[tuple[str, str]]] | None = None
 
     @property
     def params(self) -> dict[str, Param]:
@@ -374,6 +395,18 @@ def _host_ranks(params: Mapping[str, ParamValue]) -> int:
     return _count(params, "nodes") * _count(params, "gpus_per_node")
 
 
+def _leaf_ranks(params: Mapping[str, ParamValue]) -> int:
+    return _count(params, "leaves") * _count(params, "gpus_per_leaf")
+
+
+def _fat_tree_ranks(params: Mapping[str, ParamValue]) -> int:
+    return _count(params, "k") ** 3 // 4
+
+
+def _dragonfly_ranks(params: Mapping[str, ParamValue]) -> int:
+    return _count(params, "groups") * _count(params, "routers") * _count(params, "gpus_per_router")
+
+
 BUILDERS: dict[str, Builder] = {
     b.name: b
     for b in (
@@ -383,5 +416,10 @@ BUILDERS: dict[str, Builder] = {
         Builder("dgx", dgx, _host_ranks),
         Builder("torus", torus, _grid_ranks),
         Builder("mesh", mesh, _grid_ranks),
+        Builder("leaf_spine", leaf_spine, _leaf_ranks, problems=leaf_spine_problems),
+        Builder("fat_tree", fat_tree, _fat_tree_ranks, problems=fat_tree_problems),
+        Builder("dragonfly", dragonfly, _dragonfly_ranks),
+        Builder("cluster", cluster, _host_ranks, problems=cluster_problems),
+        Builder("graph", graph, graph_ranks, problems=graph_problems),
     )
 }

@@ -8,6 +8,7 @@ the near miss for a misspelt key or name.
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +40,19 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
                               _mapping_without_duplicates)
+
+
+def _without_sexagesimal(resolvers: dict[Any, Any]) -> dict[Any, Any]:
+    """YAML 1.1's implicit resolvers, except that numbers never contain ':' (YAML 1.2 dropped
+    base-60 numbers): ``4:1`` stays the text of a ratio instead of becoming 241."""
+    numbers = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+    return {first: [(tag, re.compile(r"(?!.*:)(?:" + regexp.pattern + ")", regexp.flags))
+                    if tag in numbers else (tag, regexp) for tag, regexp in entries]
+            for first, entries in resolvers.items()}
+
+
+_StrictLoader.yaml_implicit_resolvers = _without_sexagesimal(
+    yaml.SafeLoader.yaml_implicit_resolvers)
 
 
 def load_yaml_mapping(path: Path) -> dict[str, Any]:

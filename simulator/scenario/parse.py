@@ -23,7 +23,7 @@ from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import Protocol
 from simulator.model.reduction import DTYPES, ReduceOp
-from simulator.model.topology import BUILDERS, ParamValue
+from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
 from simulator.scenario.presets import preset_names, preset_text
 from simulator.scenario.rules import (
@@ -218,9 +218,19 @@ def _builder_params(reader: FieldReader, prefix: str, kind: str, spec: Mapping[s
     for key, param in kinds.items():
         if key in spec:
             value = reader.parse(f"{prefix}.{key}" if prefix else key, spec[key], param.parse)
+            if isinstance(value, str) and param is Param.FILE:
+                value = _beside(value, reader.file)
             if value is not None:
                 params[key] = value
     return params if len(reader.problems) == before else None
+
+
+def _beside(name: str, file: str) -> str:
+    """A file named in ``file``: as given if it exists, else beside ``file`` (so a scenario
+    names its fabric file relative to itself, wherever it is run from)."""
+    path = Path(name)
+    beside = Path(file).parent / name
+    return str(beside) if not path.exists() and not path.is_absolute() and beside.exists() else name
 
 
 def _algorithms(reader: FieldReader, value: object, collective: Collective) -> tuple[str, ...] | None:

@@ -85,6 +85,9 @@ def topology_issues(kind: str, params: Mapping[str, ParamValue], prefix: str = "
                 kinds[key].check(value)
             except ValueError as error:
                 issues.append((f"{prefix}.{key}", str(error)))
+    if not issues and builder.problems is not None:
+        given = {**defaults, **params}
+        issues += [(f"{prefix}.{key}", message) for key, message in builder.problems(given)]
     if not issues:
         ranks = builder.rank_count(params)
         if ranks > builder.max_ranks:
