@@ -1,5 +1,6 @@
 """Command line: ``python -m simulator run FILE.yaml``, ``sweep FILE.yaml ...`` (every point on
-a Dask cluster) and ``calibrate LOG --preset NAME``.
+a Dask cluster), ``calibrate LOG --preset NAME`` and ``topo FILE_OR_PRESET`` (a topology's
+numbers and drawing).
 
 The only module that prints or exits. Exit codes (docs/design.md §3): 0 success; 2 bad input (one
 line per problem on stderr: file, field, what was expected); 1 when a run fails verification;
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +25,8 @@ from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from simulator.scenario.spec import TopologySpec
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 FORMATS = ("csv", "json", "png")
@@ -69,6 +73,12 @@ def _parser() -> argparse.ArgumentParser:
                                                      "(e.g. dgx_h100)")
     fit.add_argument("--output", type=Path, help="where to write the calibrated preset "
                                                  "(default results/calibrated/<preset>.yaml)")
+    topo = commands.add_parser("topo", help="summarise a topology (GPUs, switches, cables, "
+                                             "diameter, bisection, injection) and draw it")
+    topo.add_argument("topology", help="a preset name (e.g. dgx_h100), a preset-style YAML file "
+                                       "(kind: and its parameters) or a scenario file")
+    topo.add_argument("--output", type=Path, help="directory for the drawing (default "
+                                                  "results/topo)")
     return parser
 
 
@@ -76,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "sweep": _sweep, "calibrate": _calibrate}
+        commands = {"run": _run, "sweep": _sweep, "calibrate": _calibrate, "topo": _topo}
         return commands[args.command](args)
     except InputError as error:
         for problem in error.problems:
@@ -94,6 +104,8 @@ def _input(args: argparse.Namespace) -> Path:
     """The file a command works on, to name it in messages."""
     if args.command == "sweep":
         return Path(args.scenarios[0])
+    if args.command == "topo":
+        return Path(args.topology)
     return Path(args.scenario if args.command == "run" else args.log)
 
 
@@ -132,6 +144,52 @@ def _calibrate(args: argparse.Namespace) -> int:
     write_atomically(output, write)
     _print(f"# calibrated preset: {output} (use it as topology: {{preset: {output}}})\n")
     return EXIT_OK
+
+
+def _topo(args: argparse.Namespace) -> int:
+    from simulator.output.fabric import format_summary, summarize
+    from simulator.output.fabric_figure import draw_fabric
+
+    spec = _topology_spec(args.topology)
+    output = args.output or Path("results") / "topo"
+    _check_writable(args.topology, output)
+    graph = spec.build()
+    graph.graph["name"] = graph.graph.get("name") or spec.kind  # a graph file may name none
+    summary = summarize(graph, spec.label)
+    _print(format_summary(summary))
+    path = output / f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', spec.label).strip('_') or 'topology'}.png"
+    try:
+        draw_fabric(graph, summary, path)
+    except OSError as error:
+        raise InputError([Problem(args.topology, "output", f"cannot write "
+                                  f"{error.filename or path}: {error.strerror}")]) from None
+    _print(f"# figure: {path}\n")
+    return EXIT_OK
+
+
+def _topology_spec(text: str) -> TopologySpec:
+    """The topology ``topo`` is given: a preset-style file (``kind:``), a scenario file's
+    ``topology``, or a preset's name."""
+    from simulator.scenario.fields import load_yaml_mapping
+    from simulator.scenario.parse import load_preset, load_preset_file, load_scenario
+    from simulator.scenario.presets import preset_names
+
+    path = Path(text)
+    if path.is_file():
+        data = load_yaml_mapping(path)
+        if "kind" in data:
+            return load_preset_file(path)
+        if "topology" in data:
+            return load_scenario(path).topology
+        raise InputError([Problem(text, "", "expected a topology file (kind: and the builder's "
+                                            "parameters) or a scenario file (topology: ...)")])
+    if text in preset_names():
+        return load_preset(text)
+    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        raise InputError([Problem(text, "", "no such file")])
+    raise InputError([Problem(text, "", f"no such preset or file; expected a preset "
+                                        f"({', '.join(preset_names())}), a topology file "
+                                        "(kind: ...) or a scenario file")])
 
 
 def _formats(text: str, no_plot: bool) -> tuple[str, ...]:
