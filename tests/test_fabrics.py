@@ -11,10 +11,13 @@ import pytest
 
 from simulator.model.machine import Machine
 from simulator.model.routing import Routing
-from simulator.model.topology import BUILDERS, cluster, dragonfly, fat_tree, leaf_spine
+from simulator.model.topology import BUILDERS, cluster, dgx, dragonfly, fat_tree, leaf_spine
 from simulator.runner import simulate
 from simulator.scenario.parse import load_preset, scenario_from_dict
 from simulator.scenario.rules import topology_issues
+from tests.conftest import REPO
+
+REPO_TOPOLOGIES = REPO / "topologies"
 
 H100 = dict(nvlink_bandwidth=450e9, nvlink_latency=3e-7, pcie_bandwidth=63e9,
             pcie_latency=5e-7, nic_bandwidth=50e9, nic_latency=8.5e-7, uplink_latency=6e-7)
@@ -242,8 +245,8 @@ def run(topology, algorithms, sizes, **fields):
 
 def test_ecmp_keeps_a_ring_across_rails_off_one_spine():
     # the ring crosses hosts from GPU 7 (rail 7) to GPU 0 (rail 0): through a spine; without
-    # ECMP all 16 crossings take spine0 and share its link into leaf 0
-    base = {"preset": "dgx_h100_superpod", "nodes": 16}
+    # ECMP all 16 crossings take spine0 and share its link into leaf 0 (100 GB/s: 6.25 each)
+    base = {"preset": "dgx_h100_superpod", "nodes": 16, "spines": 16}
     spread = run({**base, "ecmp": True}, ["ring"], [64 << 20], execution="ideal")["ring"]
     piled = run({**base, "ecmp": False}, ["ring"], [64 << 20], execution="ideal")["ring"]
     assert piled > 4 * spread
@@ -313,3 +316,65 @@ def test_every_shipped_scenario_is_valid():
         assert load_scenario(REPO / "scenarios" / name).sizes, name
     assert {"superpod_h100.yaml", "oversubscribed.yaml", "fat_tree.yaml", "dragonfly.yaml",
             "gb200_nvl72.yaml", "custom_fabric.yaml", "tpu_torus.yaml"} <= set(names)
+
+
+def test_pxn_keeps_inter_host_sends_on_their_rail_under_nccl():
+    from simulator.model.execution import PlannedRouting, nccl_plan
+    from simulator.model.nccl import NcclAlgorithm, Protocol
+
+    def planned(graph):
+        machine = Machine.of(graph)
+        return machine, PlannedRouting(machine.routing,
+                                       nccl_plan(machine, NcclAlgorithm.RING, Protocol.SIMPLE))
+
+    superpod = load_preset("dgx_h100_superpod")
+    machine, routing = planned(cluster(**{**dict(superpod.params), "nodes": 2}))
+    # GPU 7 of host 0 to GPU 0 of host 1: over NVLink to host 0's GPU 0, out on rail 0
+    assert routing.route("n0.gpu7", "n1.gpu0").nodes == (
+        "n0.gpu7", "n0.nvswitch", "n0.gpu0", "n0.pcie0", "n0.nic0", "u0.leaf0", "n1.nic0",
+        "n1.pcie0", "n1.gpu0")
+    # on its rail already, or on one host: the wire's route
+    assert routing.route("n0.gpu3", "n1.gpu3").nodes == machine.routing.route(
+        "n0.gpu3", "n1.gpu3").nodes
+    assert routing.route("n0.gpu3", "n0.gpu5").nodes == ("n0.gpu3", "n0.nvswitch", "n0.gpu5")
+    # a dgx (one leaf) never climbs: no route changes
+    machine, routing = planned(dgx(2, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7,
+                                   compute_capability=90, nvlinks=18))
+    for a, b in itertools.permutations(machine.placement, 2):
+        assert routing.route(a, b).nodes == machine.routing.route(a, b).nodes
+
+
+def test_cluster_rules_name_the_parameter_at_fault():
+    base = {"nodes": 2, "gpus_per_node": 8, **H100}
+    assert topology_issues("cluster", {**base, "nics_per_node": 16}) == [
+        ("topology.nics_per_node", "expected at most one NIC per GPU (8), got 16")]
+    assert topology_issues("cluster", {**base, "cores": 8}) == [
+        ("topology.cores", "expected no cores without units_per_pod (the third tier joins pods "
+                           "of units)")]
+    assert topology_issues("cluster", {**base, "oversubscription": 4.0}) == [
+        ("topology.oversubscription", "expected at most 2 (a leaf's 2 ports over at least one "
+                                      "uplink cable), got 4")]
+
+
+def test_one_leaf_has_no_spines():
+    assert kinds(leaf_spine(1, 4, 2, 50e9, 1e-6)) == {"gpu": 4, "switch": 1}
+
+
+def test_a_preset_file_names_itself_and_the_field(tmp_path, capsys):
+    from simulator.cli import main
+
+    text = (REPO_TOPOLOGIES / "dgx_h100_superpod.yaml").read_text().replace(
+        "spines: 4 ", "spines: 64 ")
+    path = tmp_path / "mine.yaml"
+    path.write_text(text)
+    assert main(["topo", str(path), "--output", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"{path}: spines: expected at most 32 (a leaf's uplink cables: 32 ports / "
+        "oversubscription 1), got 64")
+
+
+def test_a_documented_zero_default_may_be_written_out():
+    spec = scenario_from_dict({"topology": {"preset": "dgx_h100_superpod", "nodes": 2,
+                                            "spines": 0}, "sizes": [1024]}).topology
+    assert spec.params["spines"] == 0
+    assert sum(1 for _, t in spec.build().nodes(data="tier") if t == 2) == 32  # one per cable

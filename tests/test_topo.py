@@ -336,7 +336,7 @@ def test_cluster_superpod():
 
     s = summarize(load_preset("dgx_h100_superpod").build())
     assert (s.gpus, s.hosts, s.nics) == (256, 32, 256)
-    assert s.switches == ((0, 32 + 256), (1, 8), (2, 16))
+    assert s.switches == ((0, 32 + 256), (1, 8), (2, 4))
     assert s.diameter_hops == 8  # GPU, PCIe switch, NIC, leaf, spine and down again
     assert s.bisection_Bps == pytest.approx(128 * 50e9)  # non-blocking: half the NICs' rate
     assert [(t.tier, t.below_Bps / t.up_Bps) for t in s.oversubscription] == [(1, 1.0)]

@@ -80,7 +80,7 @@ def leaf_spine(leaves: Count, gpus_per_leaf: Count, spines: Count, bandwidth: Ba
                        paths=LeafSpinePaths(gpus_per_leaf, spines))
     _spread(graph, ecmp, ecmp_seed)
     uplink = gpus_per_leaf * bandwidth / (oversubscription * spines)
-    for s in range(spines):
+    for s in range(spines if leaves > 1 else 0):  # one leaf needs no spines
         graph.add_node(f"spine{s}", kind=SWITCH, tier=2)
     for leaf in range(leaves):
         name = f"leaf{leaf}"
@@ -106,6 +106,9 @@ def _spine_problems(params: Mapping[str, ParamValue], ports: object) -> list[tup
     spines, ratio = params["spines"], params["oversubscription"]
     assert isinstance(spines, int) and isinstance(ratio, (int, float)) and isinstance(ports, int)
     cables = ports / float(ratio)
+    if cables < 1 - 1e-9:
+        return [("oversubscription", f"expected at most {ports} (a leaf's {ports} ports over at "
+                                     f"least one uplink cable), got {float(ratio):g}")]
     if spines > cables + 1e-9:
         return [("spines", f"expected at most {math.floor(cables + 1e-9)} (a leaf's uplink "
                            f"cables: {ports} ports / oversubscription {ratio:g}), got {spines}")]
@@ -261,7 +264,10 @@ class ClusterShape:
 class ClusterPaths:
     """Routes of :func:`cluster` between two GPUs. On one host: through the NVSwitch (GPUs
     never talk over the PCIe switch they may share while NVLink joins them, as NCCL prefers
-    NVLink; and never relay for others). Across hosts: up through the PCIe switch and NIC,
+    NVLink; and never relay for others). Across hosts: each GPU sends and receives through its
+    own NIC (:meth:`ClusterShape.nic`, as NCCL gives each GPU its nearest NIC), even where
+    another NIC behind the same PCIe switch sits on the other GPU's rail: up through the PCIe
+    switch and NIC,
     through the shared leaf, or up to every spine above the source leaf (and, on three tiers,
     every core above it) and down (the equal-cost paths ECMP picks among)."""
 
@@ -398,15 +404,16 @@ def _uplinks(graph: nx.DiGraph, shape: ClusterShape, nic_bandwidth: float,
     """Leaves to spines (per pod on three tiers), spines to cores; no spines over one leaf.
     Uplinks are sized by the switches' ports, not by how many hosts are populated: a leaf has
     a port for each NIC of a full unit, a spine one for each leaf of a full pod."""
-    leaves = [node for node, tier in graph.nodes(data="tier") if tier == 1]
-    if len(leaves) < 2:
+    leaves_of_unit = [sorted({shape.leaf(unit * shape.nodes_per_unit, nic)
+                              for nic in range(shape.nics_per_node)})
+                      for unit in range(shape.units)]
+    if sum(len(leaves) for leaves in leaves_of_unit) < 2:
         return
     ports = _leaf_ports(shape.nodes_per_unit, shape.nics_per_node, shape.rail_optimized)
     leaf_up = ports * nic_bandwidth / (oversubscription * shape.spines)
     pods: dict[int, list[str]] = {}
-    for leaf in leaves:
-        unit = int(leaf[1:leaf.index(".")])
-        pods.setdefault(unit // shape.units_per_pod if shape.three_tier else 0, []).append(leaf)
+    for unit, leaves in enumerate(leaves_of_unit):
+        pods.setdefault(unit // shape.units_per_pod if shape.three_tier else 0, []).extend(leaves)
     for pod, members in sorted(pods.items()):
         for s in range(shape.spines):
             spine = shape.spine(pod, s)
@@ -446,6 +453,9 @@ def cluster_problems(params: Mapping[str, ParamValue]) -> list[tuple[str, str]]:
     if gpus % per_switch:
         problems.append(("gpus_per_pcie_switch", f"expected a divisor of gpus_per_node ({gpus}), "
                                                  f"got {per_switch}"))
+    elif nics > gpus:
+        problems.append(("nics_per_node", f"expected at most one NIC per GPU ({gpus}), got "
+                                          f"{nics}"))
     elif (nics * per_switch) % gpus:
         problems.append(("nics_per_node", f"expected a whole number of NICs behind each PCIe "
                                           f"switch ({gpus // per_switch} switches), got {nics}"))
@@ -454,6 +464,9 @@ def cluster_problems(params: Mapping[str, ParamValue]) -> list[tuple[str, str]]:
     ports = _leaf_ports(count("nodes_per_unit") or count("nodes"), nics, params["rail_optimized"])
     spines = count("spines") or _default_spines(ports, float(ratio))
     problems += _spine_problems({**params, "spines": spines}, ports)
+    if count("cores") and not count("units_per_pod"):
+        problems.append(("cores", "expected no cores without units_per_pod (the third tier "
+                                  "joins pods of units)"))
     if count("units_per_pod"):
         cores = count("cores")
         if not cores or cores % spines:

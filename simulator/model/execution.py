@@ -42,7 +42,7 @@ from simulator.model.nccl import (
     System,
 )
 from simulator.model.routing import LinkId, Route, Routing
-from simulator.model.topology import NET_LINK, NIC, NVLINK, PCIE
+from simulator.model.topology import GPU, NET_LINK, NIC, NVLINK, PCIE
 
 
 class Execution(Enum):
@@ -246,7 +246,9 @@ class PlannedRouting(Routing):
         to another host whose route would climb above the leaves (a GPU on another rail of a
         rail-optimised fabric) first crosses NVLink to the GPU of its own host that shares a
         leaf with the destination, and leaves through that GPU's NIC, so that inter-host
-        traffic stays on its rail. Any other route is the wire's."""
+        traffic stays on its rail. Any other route is the wire's: between scalable units both
+        the wire's route and a relayed one climb to the spines, at the same cost here (the
+        spines serve every rail), so nothing is relayed there."""
         base = self._base.route(src, dst)
         if not self._climbs(base) or not (self.is_gpu(src) and self.is_gpu(dst)):
             return base
@@ -271,7 +273,7 @@ class PlannedRouting(Routing):
         """The GPUs of ``host``, in name order (none when GPUs have no host)."""
         if not self._by_host:  # built once, on the first route that climbs
             for node, data in self._graph.nodes(data=True):
-                if data.get("kind") == "gpu" and data.get("host") is not None:
+                if data.get("kind") == GPU and data.get("host") is not None:
                     self._by_host.setdefault(data["host"], []).append(node)
             for gpus in self._by_host.values():
                 gpus.sort()

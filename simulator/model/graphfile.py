@@ -110,7 +110,9 @@ def _read(file: str, mtime_ns: int, size: int) -> GraphFile:
         try:
             data = yaml.safe_load(path.read_text(encoding="utf-8"))
         except (yaml.YAMLError, OSError, UnicodeDecodeError) as error:
-            return GraphFile(None, (("", f"expected a YAML edge list ({type(error).__name__})"),))
+            mark = getattr(error, "problem_mark", None)
+            where = f" at line {mark.line + 1}" if mark is not None else ""
+            return GraphFile(None, (("", f"expected a YAML edge list (unreadable{where})"),))
         built = reader.from_yaml(data)
     if not reader.problems:
         reader.check_ranks(built)

@@ -146,6 +146,9 @@ def _preset(data: Mapping[str, Any], name: str, file: str | None = None) -> Topo
     reader = FieldReader(file)
     kind = reader.choice("kind", data.get("kind"), BUILDERS, "a topology kind")
     params = _builder_params(reader, "", kind, data, skip="kind", require=True) if kind else None
+    if kind is not None and params is not None:
+        for where, message in topology_issues(kind, params, prefix=""):
+            reader.problem(where or "kind", message)
     reader.raise_if_any()
     assert kind is not None and params is not None
     return TopologySpec(kind, params, label=name)
@@ -215,8 +218,12 @@ def _builder_params(reader: FieldReader, prefix: str, kind: str, spec: Mapping[s
     before = len(reader.problems)
     reader.check_keys(spec, prefix, [skip, *kinds], required)
     params: dict[str, ParamValue] = {}
+    defaults = builder.defaults
     for key, param in kinds.items():
-        if key in spec:
+        if key in spec and key in defaults and spec[key] == defaults[key] \
+                and type(spec[key]) is type(defaults[key]):
+            params[key] = defaults[key]  # the default, written out (0: "derive it")
+        elif key in spec:
             value = reader.parse(f"{prefix}.{key}" if prefix else key, spec[key], param.parse)
             if isinstance(value, str) and param is Param.FILE:
                 value = _beside(value, reader.file)

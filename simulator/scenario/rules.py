@@ -68,15 +68,22 @@ def piece_problem(piece_bytes: int, dtype: np.dtype[Any], sizes: tuple[int, ...]
 
 
 def topology_issues(kind: str, params: Mapping[str, ParamValue], prefix: str = "topology") -> list[Issue]:
-    """What is wrong with builder ``kind`` and its parameters (SI values), rank limit included."""
+    """What is wrong with builder ``kind`` and its parameters (SI values), rank limit included;
+    fields are named under ``prefix`` (none: the parameter's name alone, as in a preset file)."""
+    return [(f"{prefix}.{where}" if prefix and where else where or prefix, message)
+            for where, message in _topology_issues(kind, params)]
+
+
+def _topology_issues(kind: str, params: Mapping[str, ParamValue]) -> list[Issue]:
+    """:func:`topology_issues` with each field named by its parameter alone ("": the whole)."""
     problem = choice_problem(kind, BUILDERS, "a topology kind")
     if problem:
-        return [(f"{prefix}.kind", problem)]
+        return [("kind", problem)]
     builder = BUILDERS[kind]
     kinds = builder.params
-    issues = [(f"{prefix}.{key}", f"unknown key{did_you_mean(key, kinds)}")
+    issues = [(key, f"unknown key{did_you_mean(key, kinds)}")
               for key in params if key not in kinds]
-    issues += [(f"{prefix}.{key}", "required but missing")
+    issues += [(key, "required but missing")
                for key in kinds if key not in params and key not in builder.optional]
     defaults = builder.defaults
     for key, value in params.items():
@@ -84,15 +91,15 @@ def topology_issues(kind: str, params: Mapping[str, ParamValue], prefix: str = "
             try:
                 kinds[key].check(value)
             except ValueError as error:
-                issues.append((f"{prefix}.{key}", str(error)))
+                issues.append((key, str(error)))
     if not issues and builder.problems is not None:
         given = {**defaults, **params}
-        issues += [(f"{prefix}.{key}", message) for key, message in builder.problems(given)]
+        issues += list(builder.problems(given))
     if not issues:
         ranks = builder.rank_count(params)
         if ranks > builder.max_ranks:
-            issues.append((prefix, f"expected at most {builder.max_ranks} GPUs for kind {kind}, "
-                                   f"got {ranks}"))
+            issues.append(("", f"expected at most {builder.max_ranks} GPUs for kind {kind}, "
+                               f"got {ranks}"))
     return issues
 
 
