@@ -33,6 +33,7 @@ _EXPORTS = {
     "Scenario": "simulator.scenario.spec",
     "SimulatorError": "simulator.errors",
     "TopologySpec": "simulator.scenario.spec",
+    "Watch": "simulator.model.activity",
     "algorithm_names": "simulator.algorithms.registry",
     "best_per_size": "simulator.output.table",
     "format_table": "simulator.output.table",
@@ -58,6 +59,7 @@ __all__ = [
     "Scenario",
     "SimulatorError",
     "TopologySpec",
+    "Watch",
     "__version__",
     "algorithm_names",
     "best_per_size",
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
     from simulator.algorithms.algorithm import Algorithm
     from simulator.algorithms.registry import REGISTRY, algorithm_names, get_algorithm
     from simulator.errors import AlgorithmError, InputError, Problem, SimulatorError
+    from simulator.model.activity import Watch
     from simulator.model.collective import Collective
     from simulator.model.machine import GpuSpec
     from simulator.model.reduction import ReduceOp

@@ -12,12 +12,14 @@ and ``--version`` answer at once.
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Never
 
 from simulator import __version__
 from simulator.errors import AlgorithmError, InputError, Problem
@@ -25,13 +27,16 @@ from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 if TYPE_CHECKING:
     import pandas as pd
+    from tqdm import tqdm
 
+    from simulator.output.stream import ResultsStream
     from simulator.scenario.spec import TopologySpec
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-FORMATS = ("csv", "json", "png")
+FORMATS = ("csv", "json", "png", "parquet")
 """The names of ``output.writers.WRITERS`` (a test keeps them equal), listed here so that
 ``--help`` does not import pandas and matplotlib."""
+DEFAULT_FORMATS = "csv,json,png"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,10 +52,20 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--proxy-elements", type=int, default=DEFAULT_PROXY_ELEMENTS,
                      help="cap on elements per rank actually moved and verified "
                           f"(default {DEFAULT_PROXY_ELEMENTS})")
-    run.add_argument("--format", default=",".join(FORMATS),
-                     help=f"comma-separated files to write, of {', '.join(FORMATS)} "
-                          "(default: all)")
+    run.add_argument("--format", default=DEFAULT_FORMATS,
+                     help=f"comma-separated files to write, of {', '.join(FORMATS)}; the CSV is "
+                          f"always written (default {DEFAULT_FORMATS}; parquet needs pyarrow)")
     run.add_argument("--no-plot", action="store_true", help="skip the PNG figure")
+    run.add_argument("--quiet", action="store_true", help="no word on stderr before the run (points, "
+                                                          "closed forms) and no progress bar")
+    run.add_argument("--trace", type=Path, metavar="FILE.json",
+                     help="write a Perfetto / chrome://tracing timeline of every point to "
+                          "FILE.json (traced points run on the SimPy engine)")
+    run.add_argument("--trace-point", metavar="ALGO:SIZE",
+                     help="with --trace, trace only this point, e.g. ring:1MiB")
+    run.add_argument("--links", type=Path, metavar="FILE.csv",
+                     help="write every link's bytes, busy time and utilisation per point to "
+                          "FILE.csv, and their heatmap to FILE.png")
     sweep = commands.add_parser("sweep", help="run every point of scenario files in parallel on a "
                                               "Dask cluster and write each one's results")
     sweep.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files")
@@ -61,8 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--seed", type=int, default=0, help="seed of the input data (default 0)")
     sweep.add_argument("--proxy-elements", type=int, default=DEFAULT_PROXY_ELEMENTS,
                        help=f"as for run (default {DEFAULT_PROXY_ELEMENTS})")
-    sweep.add_argument("--format", default=",".join(FORMATS),
-                       help=f"files to write per scenario, of {', '.join(FORMATS)} (default: all)")
+    sweep.add_argument("--format", default=DEFAULT_FORMATS,
+                       help=f"files to write per scenario, of {', '.join(FORMATS)}; the CSV is "
+                            f"always written (default {DEFAULT_FORMATS})")
     sweep.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
@@ -79,6 +95,15 @@ def _parser() -> argparse.ArgumentParser:
                                        "(kind: and its parameters) or a scenario file")
     topo.add_argument("--output", type=Path, help="directory for the drawing (default "
                                                   "results/topo)")
+    plot = commands.add_parser("plot", help="draw every figure of a results file again, without "
+                                            "simulating; optionally beside measurements")
+    plot.add_argument("results", type=Path, help="a results CSV written by run (its JSON beside "
+                                                 "it gives the link rate)")
+    plot.add_argument("--reference", type=Path, help="an nccl-tests log or CSV (size_bytes, "
+                                                     "time_us, busbw_GBps) to overlay, with the "
+                                                     "error per size")
+    plot.add_argument("--output", type=Path, help="directory for the figures (default: the "
+                                                  "results file's)")
     return parser
 
 
@@ -86,7 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
     try:
-        commands = {"run": _run, "sweep": _sweep, "calibrate": _calibrate, "topo": _topo}
+        commands = {"run": _run, "sweep": _sweep, "calibrate": _calibrate, "topo": _topo,
+                    "plot": _plot}
         return commands[args.command](args)
     except InputError as error:
         for problem in error.problems:
@@ -106,6 +132,8 @@ def _input(args: argparse.Namespace) -> Path:
         return Path(args.scenarios[0])
     if args.command == "topo":
         return Path(args.topology)
+    if args.command == "plot":
+        return Path(args.results)
     return Path(args.scenario if args.command == "run" else args.log)
 
 
@@ -167,6 +195,36 @@ def _topo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _plot(args: argparse.Namespace) -> int:
+    """Every figure of a results file (docs/results.md), without simulating; with
+    ``--reference``, the measured sweep beside the simulated one and the error table."""
+    from simulator.measured.nccl_tests import load_measurements
+    from simulator.output.figures import link_rate_beside, read_results, write_figures
+    from simulator.output.reference import Reference, errors, format_errors
+
+    results = read_results(args.results)
+    reference = None
+    if args.reference is not None:
+        series = load_measurements(args.reference)
+        reference = Reference(str(args.reference), tuple(m.size_bytes for m in series.rows),
+                              tuple(m.busbw_GBps for m in series.rows), series.test)
+    output = args.output or args.results.parent
+    _check_writable(str(args.results), output)
+    rate, why = link_rate_beside(args.results)
+    try:
+        paths = write_figures(results, output / args.results.stem, rate, reference)
+    except OSError as error:
+        raise InputError([Problem(str(args.results), "output", f"cannot write "
+                                  f"{error.filename or output}: {error.strerror}")]) from None
+    if reference is not None and (results.ranks > 1).all():
+        _print(f"# {args.results} against {args.reference}\n" + format_errors(errors(results,
+                                                                                  reference)))
+    if rate is None:
+        _print(f"# no link-rate line: {why}\n")
+    _print(f"# figures: {', '.join(str(path) for path in paths)}\n")
+    return EXIT_OK
+
+
 def _topology_spec(text: str) -> TopologySpec:
     """The topology ``topo`` is given: a preset-style file (``kind:``), a scenario file's
     ``topology``, or a preset's name."""
@@ -200,9 +258,20 @@ def _formats(text: str, no_plot: bool) -> tuple[str, ...]:
                                   f"of {', '.join(FORMATS)}, got {text!r}")])
     formats = tuple(name for name in dict.fromkeys(names) if not (no_plot and name == "png"))
     if not formats:
-        raise InputError([Problem("command line", "--no-plot", f"leaves no file to write of "
-                                                               f"--format {text}")])
-    return formats
+        raise InputError([Problem("command line", "--no-plot", f"drops the only file --format "
+                                                               f"{text} asks for")])
+    if "parquet" in formats and not _importable("pyarrow"):
+        raise InputError([Problem("command line", "--format", "parquet needs pyarrow, which is not "
+                                  "installed: pip install 'allreduce-sim[parquet]'")])
+    return ("csv", *(name for name in formats if name != "csv"))  # the results file, always
+
+
+def _importable(module: str) -> bool:
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -232,28 +301,74 @@ def _check_writable(source: str, output: Path) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """Say what is coming, run the points with a progress bar (on a terminal), keep each in the
+    results files as it finishes, then print the table; Ctrl-C keeps the points done."""
     _check_options(args)
     formats = _formats(args.format, args.no_plot)
+    from simulator.output.observed import watch_for, write_observed
     from simulator.output.results import RunSettings
+    from simulator.output.stream import ResultsStream
     from simulator.output.table import format_table
-    from simulator.output.writers import write_results
-    from simulator.runner import simulate
+    from simulator.runner import checked_setup, outlook, run_points
     from simulator.scenario.parse import load_scenario
 
     scenario = load_scenario(args.scenario)
     output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
-    results = simulate(scenario, seed=args.seed, proxy_elements=args.proxy_elements)
-    _print(format_table(results, picks_only=scenario.nccl_choice))
+    watch = watch_for(scenario, args.trace, args.trace_point, args.links)
+    files = ResultsStream(scenario, RunSettings(args.seed, args.proxy_elements, output), output,
+                          formats)
+    total = None
     try:
-        paths = write_results(results, scenario,
-                              RunSettings(args.seed, args.proxy_elements, output), output, formats)
-    except OSError as error:
-        raise InputError([Problem(scenario.source, "output",
-                                  f"cannot write {error.filename or output}: {error.strerror}")]
-                         ) from None
+        setup = checked_setup(scenario, args.seed, args.proxy_elements)
+        coming = outlook(scenario, setup)
+        total = len(coming.points)
+        if not args.quiet:
+            print(f"{scenario.source}: {coming.describe()}", file=sys.stderr, flush=True)
+        points = run_points(scenario, seed=args.seed, proxy_elements=args.proxy_elements,
+                            setup=setup, watch=watch)
+        with _progress_bar(total, args.quiet) as bar:
+            for planned in coming.points:
+                bar.set_postfix_str(planned.label)
+                result = next(points)
+                with _writing(scenario.source, output):
+                    files.add(result)
+                bar.update()
+        _print(format_table(files.frame, picks_only=scenario.nccl_choice))
+        with _writing(scenario.source, output):
+            paths = [*files.finish(), *write_observed(watch, scenario, args.trace, args.links)]
+    except KeyboardInterrupt:  # the points done are on disk, every file whole (output/stream.py)
+        print(f"{scenario.source}: interrupted: {_kept(files, total)}", file=sys.stderr)
+        return EXIT_INTERRUPTED
     _print(f"# results: {', '.join(str(path) for path in paths)}\n")
-    return _verification(scenario.source, results)
+    return _verification(scenario.source, files.frame)
+
+
+def _progress_bar(total: int, quiet: bool) -> tqdm[Never]:
+    """A bar over a run's points on stderr, drawn only on a terminal and without ``--quiet``,
+    and wiped when done, so the table follows on a clean screen."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="point", file=sys.stderr, leave=False, dynamic_ncols=True,
+                disable=quiet or not sys.stderr.isatty())
+
+
+@contextmanager
+def _writing(source: str, output: Path) -> Iterator[None]:
+    """A file that cannot be written as an input error naming it."""
+    try:
+        yield
+    except OSError as error:
+        raise InputError([Problem(source, "output", f"cannot write {error.filename or output}: "
+                                                    f"{error.strerror}")]) from None
+
+
+def _kept(files: ResultsStream, total: int | None) -> str:
+    """What an interrupted run leaves: ``7 of 20 points written to results/x/x.csv``."""
+    if not files.rows:
+        return "nothing written" if total is None else f"0 of {total} points done, nothing written"
+    where = " and ".join(str(path) for path in files.results_paths)
+    return f"{len(files.rows)} of {total} point{'s' if total != 1 else ''} written to {where}"
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -33,3 +33,19 @@ chunk of a 1024-rank ring 16 elements, while a buffer of any size stays a few Mi
 PROXY_BUDGET_BYTES = 2 << 30
 """Memory the ranks' proxy buffers may take together (the inputs, the expected result and
 per-message copies come on top of it)."""
+
+MAX_TRACE_SLICES = 200_000
+"""Slices a trace keeps, per point and per file (``--trace``): ~40 MB of JSON, which
+ui.perfetto.dev and chrome://tracing still open smoothly. Those left out are the last to end,
+and the file's metadata says how many and from when."""
+
+MAX_TRACE_SAMPLES = 500_000
+"""Changes of link rates a traced point records (~50 MB), from which the counter tracks of its
+busiest links are drawn; beyond it the counters stop, and the metadata says so."""
+
+TRACE_RATE_LINKS = 16
+"""Links a trace draws utilisation counters for, per point: the busiest."""
+
+MAX_TRACE_COUNTERS = 200_000
+"""Counter events (a link's utilisation changing) a trace keeps, per file, shared among points
+as slices are; each point's counters stop where its share runs out."""

@@ -3,14 +3,16 @@
 The one orchestrator: :func:`simulate` takes a scenario (a path, a mapping or a
 :class:`~simulator.scenario.spec.Scenario`) and returns a pandas DataFrame whose columns are
 :data:`~simulator.output.results.RESULT_COLUMNS` (docs/results.md), the very frame the command
-line writes. May import every layer but the command line.
+line writes. :func:`run_points` gives the same rows one by one as they finish (the command line
+writes each as it comes), and :func:`outlook` what a run will simulate, by the closed forms,
+before it starts. May import every layer but the command line.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import astuple, dataclass, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,10 +26,12 @@ from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.registry import algorithm_names
 from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload, make_inputs
+from simulator.engine.record import Recorder
 from simulator.engine.run import RunSpec, Timing, run_collective
 from simulator.engine.vector import declines, run_schedule
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS, MAX_MESSAGES, PROXY_BUDGET_BYTES
+from simulator.model.activity import Watch
 from simulator.model.collective import Collective
 from simulator.model.execution import (
     Execution,
@@ -40,7 +44,8 @@ from simulator.model.execution import (
 from simulator.model.machine import Machine
 from simulator.model.nccl import Protocol, best_protocol, choose, predicted_time_us
 from simulator.model.span import Span
-from simulator.output.results import RESULT_COLUMNS, Result
+from simulator.output.outlook import Outlook, Planned
+from simulator.output.results import Result, results_frame
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Engine, Scenario
 
@@ -166,14 +171,15 @@ def check_run(source: str, seed: int, proxy_elements: int) -> None:
 
 def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Algorithm | str,
               size_bytes: int, *, seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
-              setup: Setup | None = None) -> Result:
+              setup: Setup | None = None, watch: Watch | None = None) -> Result:
     """Simulate one collective of ``size_bytes`` per rank and check it against numpy.
 
     ``algorithm`` is a registry name (configured with the scenario's options) or an algorithm;
     InputError if it cannot run on the scenario's topology. Inputs are drawn from a generator
     seeded by ``(seed, size_bytes)``, so every algorithm of a scenario reduces the same data at
     the same size, and reruns are identical. ``setup`` lets a caller running many points build
-    the machine once.
+    the machine once. ``watch`` gets the point's :class:`~simulator.model.activity.Activity`
+    (link usage, and the timeline if it traces the point, which then runs on SimPy).
     """
     scenario = as_scenario(scenario)
     check_run(scenario.source, seed, proxy_elements)
@@ -192,18 +198,26 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     collective = scenario.collective
     expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks))
                 if scenario.verify else None)
+    recorder = Recorder(machine.routing,
+                        trace=watch is not None and watch.traces(algorithm.name, size_bytes),
+                        offset_s=plan.start_s if plan is not None and ranks > 1 else 0.0)
     timing, engine = _run(scenario, algorithm, machine, buffers,
                           RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels,
-                                  cost.stream_bytes))
+                                  cost.stream_bytes), recorder)
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
     verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
     start = plan.start_s if plan is not None and ranks > 1 else 0.0
-    model = on_channels_s(algorithm, cost, payload.count, channels) + start
+    model = _model_s(algorithm, cost, plan, payload.count, channels, ranks)
     time_s = timing.time_s + start
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl_time_s, nccl_pick = (_nccl_view(setup.machine, algorithm, plan.protocol, size_bytes)
                               if plan is not None else (math.nan, None))
+    if watch is not None:
+        watch.keep(recorder.activity(algorithm.name, size_bytes, time_s, engine.value, note=(
+            f"traced, so run on simpy (the scenario's engine: {scenario.engine.value})"
+            if recorder.trace and scenario.engine is not Engine.SIMPY else "")))
+    top = recorder.bottleneck()
     return Result(
         scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
         collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
@@ -214,27 +228,30 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
         messages=timing.messages, events=timing.events, execution=Execution(scenario.execution).value,
         protocol=plan.protocol.value if plan is not None else "", nccl_time_s=nccl_time_s,
         nccl_pick=nccl_pick, channels=channels, engine=engine.value,
+        bottleneck_link=top.name if top is not None else "",
+        bottleneck_share=top.busy_s / time_s if top is not None and time_s > 0 else math.nan,
     )
 
 
 def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np.ndarray,
-         spec: RunSpec) -> tuple[Timing, Engine]:
+         spec: RunSpec, recorder: Recorder) -> tuple[Timing, Engine]:
     """Simulate one point on the scenario's engine: the vectorised one where the algorithm has a
     schedule (``auto``, ``vector``), else SimPy; InputError for ``vector`` without a schedule,
-    and for a schedule of more messages than the vectorised engine can hold."""
+    and for a schedule of more messages than the vectorised engine can hold. A traced point
+    runs on SimPy, whatever the scenario's engine (only it runs the programs)."""
     schedule, declined = None, None
-    if scenario.engine is not Engine.SIMPY:
+    if scenario.engine is not Engine.SIMPY and not recorder.trace:
         group = Group.whole(machine, spec.payload.count, spec.payload.dtype.itemsize,
                             spec.piece_bytes, spec.stream_bytes)
         schedule = steps_on_channels(algorithm, group, machine.layout, spec.channels)
         declined = None if schedule is None else declines(schedule, machine)
     if schedule is None or declined is not None:
-        if scenario.engine is Engine.VECTOR:
+        if scenario.engine is Engine.VECTOR and not recorder.trace:
             reason = declined or (f"it has no schedule for the vector engine (those with one: "
                                   f"{', '.join(scheduled_names(scenario))})")
             raise InputError([Problem(scenario.source, "engine",
                                       f"expected auto or simpy for {algorithm.name!r}: {reason}")])
-        return run_collective(algorithm, machine, spec, buffers), Engine.SIMPY
+        return run_collective(algorithm, machine, spec, buffers, recorder), Engine.SIMPY
     if schedule.blocks == 1 and schedule.size > MAX_MESSAGES:  # held whole
         raise InputError([Problem(scenario.source, "sizes", (
             f"{spec.payload.count * spec.payload.dtype.itemsize} bytes with {algorithm.name} on "
@@ -242,7 +259,7 @@ def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np
             f"{MAX_MESSAGES:,} the vectorised engine holds at once; use fewer ranks or a "
             "larger piece_size"))])
     vector = run_schedule(schedule, machine, spec.payload, spec.reduce_op, buffers,
-                          algorithm.name)
+                          algorithm.name, recorder)
     return Timing(vector.time_s, vector.messages, vector.instants), Engine.VECTOR
 
 
@@ -293,11 +310,13 @@ def _executed(scenario: Scenario, setup: Setup, algorithm: Algorithm,
 
 
 def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
-             proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> pd.DataFrame:
+             proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+             watch: Watch | None = None) -> pd.DataFrame:
     """Every (algorithm, size) point of ``scenario``, one row each, columns RESULT_COLUMNS.
 
     ``scenario`` is a path to a YAML file, a mapping (as in a file) or a Scenario. The frame is
-    the one the command line writes to ``<output>/<name>.csv``.
+    the one the command line writes to ``<output>/<name>.csv``. A :class:`Watch` given as
+    ``watch`` collects every point's link usage and, where it asks, timeline (docs/results.md).
 
     Ring allreduce of 4 KiB on 4 GPUs of a switch: 2(p-1) = 6 steps of alpha + c·beta, alpha two
     1 us hops, c = 1 KiB at 25 GB/s, so 6 × (2 us + 40.96 ns) = 12.24576 us:
@@ -307,11 +326,46 @@ def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int =
     >>> round(float(frame.loc[0, "sim_time_s"]) * 1e6, 5), bool(frame.loc[0, "verified"])
     (12.24576, True)
     """
+    return results_frame(run_points(scenario, seed=seed, proxy_elements=proxy_elements,
+                                    watch=watch))
+
+
+def run_points(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
+               proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+               setup: Setup | None = None, watch: Watch | None = None) -> Iterator[Result]:
+    """:func:`simulate`'s points one at a time, each as soon as it is simulated, in its order
+    (algorithms as the scenario has them, then sizes), so a caller can keep or show each one
+    as it finishes. The scenario and its checks (:func:`checked_setup`, unless ``setup`` gives
+    them done) come first, before anything is simulated."""
     scenario = as_scenario(scenario)
-    setup = checked_setup(scenario, seed, proxy_elements)
-    return results_frame([run_point(scenario, algorithm, size, seed=seed,
-                                    proxy_elements=proxy_elements, setup=setup)
-                          for algorithm in setup.algorithms for size in scenario.sizes])
+    setup = setup or checked_setup(scenario, seed, proxy_elements)
+    return (run_point(scenario, algorithm, size, seed=seed, proxy_elements=proxy_elements,
+                      setup=setup, watch=watch)
+            for algorithm in setup.algorithms for size in scenario.sizes)
+
+
+def outlook(scenario: Scenario, setup: Setup) -> Outlook:
+    """What :func:`run_points` will simulate, before it does: every point with its closed form
+    (the ``model_time_s`` its row will have), in the same order. InputError if a point's NCCL
+    plan cannot be made, as its run would raise."""
+    return Outlook(scenario.name, len(setup.algorithms), len(scenario.sizes), tuple(
+        Planned(algorithm.name, size, closed_form_s(scenario, setup, algorithm, size))
+        for algorithm in setup.algorithms for size in scenario.sizes))
+
+
+def closed_form_s(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int) -> float:
+    """The point's closed form as its run reports it (``model_time_s``), without simulating."""
+    _, cost, plan = _executed(scenario, setup, algorithm, size_bytes)
+    channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
+    return _model_s(algorithm, cost, plan, size_bytes // scenario.dtype.itemsize, channels,
+                    setup.machine.ranks)
+
+
+def _model_s(algorithm: Algorithm, cost: CostInputs, plan: Plan | None, count: int, channels: int,
+             ranks: int) -> float:
+    """The closed form of one channel, plus the plan's pipeline fill where ranks talk."""
+    start = plan.start_s if plan is not None and ranks > 1 else 0.0
+    return on_channels_s(algorithm, cost, count, channels) + start
 
 
 def checked_setup(scenario: Scenario, seed: int, proxy_elements: int) -> Setup:
@@ -321,9 +375,3 @@ def checked_setup(scenario: Scenario, seed: int, proxy_elements: int) -> Setup:
     setup = prepare(scenario)
     check_memory(scenario, setup, proxy_elements)
     return setup
-
-
-def results_frame(results: list[Result]) -> pd.DataFrame:
-    """Result rows as the results file's frame (columns RESULT_COLUMNS)."""
-    frame = pd.DataFrame([astuple(result) for result in results], columns=list(RESULT_COLUMNS))
-    return frame.astype({"verified": "boolean"})

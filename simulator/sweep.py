@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
-from simulator.output.results import Result
-from simulator.runner import Setup, checked_setup, prepare, results_frame, run_point
+from simulator.output.results import Result, results_frame
+from simulator.runner import Setup, checked_setup, prepare, run_point
 from simulator.scenario.spec import Scenario
 
 if TYPE_CHECKING:

@@ -91,11 +91,23 @@ def parse_time(text: object) -> float:
 
 
 def format_size(size_bytes: int) -> str:
-    """Short binary-prefixed label for a size, e.g. ``64MiB``; used in plots and tables."""
+    """Short label for a size, used in plots: binary-prefixed where a whole number of KiB, MiB
+    or GiB says it (``64MiB``), else decimal-prefixed where that is shorter than bytes (``10MB``,
+    ``1.5KB``), else bytes. :func:`parse_size` reads every label back exactly.
+
+    >>> [format_size(s) for s in (1 << 30, 1536, 10**6, 10**7, 2_500_000_000, 1000, 999)]
+    ['1GiB', '1536B', '1MB', '10MB', '2.5GB', '1KB', '999B']
+    """
     for unit, factor in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if size_bytes >= factor and size_bytes % factor == 0:
             return f"{size_bytes // factor}{unit}"
-    return f"{size_bytes}B"
+    label = f"{size_bytes}B"
+    for unit, power in (("TB", 12), ("GB", 9), ("MB", 6), ("KB", 3)):
+        if size_bytes >= 10**power:
+            whole, rest = divmod(size_bytes, 10**power)
+            decimal = f"{whole}.{rest:0{power}d}".rstrip("0").rstrip(".") + unit
+            return decimal if len(decimal) < len(label) else label
+    return label
 
 
 def parse_count(value: object) -> int:

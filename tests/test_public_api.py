@@ -27,7 +27,7 @@ def test_exported_names_are_pinned():
     assert simulator.__all__ == [
         "REGISTRY", "RESULT_COLUMNS", "Algorithm", "AlgorithmError", "Collective", "GpuSpec",
         "InputError", "Problem", "ReduceOp", "Result", "Scenario", "SimulatorError",
-        "TopologySpec", "__version__", "algorithm_names", "best_per_size", "format_table",
+        "TopologySpec", "Watch", "__version__", "algorithm_names", "best_per_size", "format_table",
         "get_algorithm", "load_scenario", "nccl_choice_per_size", "run_point",
         "scenario_from_dict", "simulate"]
     for name in simulator.__all__:

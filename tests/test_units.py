@@ -51,9 +51,12 @@ def test_bad_quantities_say_what_was_expected(parser, text, message):
 
 
 @pytest.mark.parametrize("size, label", [(1 << 30, "1GiB"), (3 << 20, "3MiB"), (1536, "1536B"),
-                                         (4096, "4KiB")])
+                                         (4096, "4KiB"), (10**6, "1MB"), (10**7, "10MB"),
+                                         (1_500_000, "1.5MB"), (2_048_000, "2000KiB"),
+                                         (123_456_789, "123456789B")])
 def test_format_size(size, label):
     assert format_size(size) == label
+    assert parse_size(label) == size  # every label reads back exactly
 
 
 @pytest.mark.parametrize("text, expected", [("2.01KB", 2010), ("1.07GB", 1_070_000_000),

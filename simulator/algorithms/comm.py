@@ -10,6 +10,10 @@ elements.
 
 Messages between one pair of ranks are matched in order (MPI's non-overtaking rule): the k-th
 ``recv`` from a peer takes the k-th message that peer sent to this rank.
+
+A send or receive may carry a ``label`` saying where in the algorithm it is (``reduce-scatter
+step 2/7 piece 1/4``); the shared phases set one, and a traced run names its timeline's slices
+with it. It changes nothing else.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class Send:
     peer: int
     span: Span
     channel: tuple[int, ...] = (0,)
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,6 +54,7 @@ class SwitchContribution:
 
     group: tuple[int, ...]
     span: Span
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class Recv:
     into: Span
     combine: Combine
     channel: tuple[int, ...] = (0,)
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,7 @@ class SwitchResult:
 
     group: tuple[int, ...]
     into: Span
+    label: str = ""
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,15 @@ Posted = Send | SwitchContribution
 
 Program = Generator[Request, None, None]
 """A rank's program: a generator of requests."""
+
+
+def piece_label(label: str, piece: int, pieces: int) -> str:
+    """``label`` with the piece (counted from 1) when a span moves as several.
+
+    >>> piece_label("allgather step 2/3", 0, 4), piece_label("allgather step 2/3", 0, 1)
+    ('allgather step 2/3 piece 1/4', 'allgather step 2/3')
+    """
+    return f"{label} piece {piece + 1}/{pieces}" if pieces > 1 and label else label
 
 
 class Outbox:
@@ -155,13 +172,13 @@ class Comm:
         (:attr:`stream_bytes`): one piece on the ideal wire."""
         return span.cut(piece_sizes(span.count, self.itemsize, None, self.stream_bytes))
 
-    def send(self, peer: int, span: Span) -> None:
+    def send(self, peer: int, span: Span, label: str = "") -> None:
         """Post ``span`` to ``peer``; returns at once (data are taken as they are now)."""
-        self._outbox.post(Send(self._global(peer), span, (*self._enclosing, self.channel)))
+        self._outbox.post(Send(self._global(peer), span, (*self._enclosing, self.channel), label))
 
-    def recv(self, peer: int, into: Span, combine: Combine = REDUCE) -> Recv:
+    def recv(self, peer: int, into: Span, combine: Combine = REDUCE, label: str = "") -> Recv:
         """The request to yield to receive ``peer``'s next message into ``into``."""
-        return Recv(self._global(peer), into, combine, (*self._enclosing, self.channel))
+        return Recv(self._global(peer), into, combine, (*self._enclosing, self.channel), label)
 
     def parallel(self, *programs: Program) -> Parallel:
         """The request to yield to run ``programs`` at once (each its own thread of this rank,
@@ -192,14 +209,14 @@ class Comm:
                                  f"{source.count} elements into a span of {into.count}")
         return LocalReduce(into, source)
 
-    def switch_reduce(self, span: Span) -> None:
+    def switch_reduce(self, span: Span, label: str = "") -> None:
         """Post ``span`` to the group's reducing switch (NVLink SHARP's multimem reduction);
         every member must post the same spans in the same order."""
-        self._outbox.post(SwitchContribution(self.members, span))
+        self._outbox.post(SwitchContribution(self.members, span, label))
 
-    def switch_result(self, into: Span) -> SwitchResult:
+    def switch_result(self, into: Span, label: str = "") -> SwitchResult:
         """The request to yield to receive the switch's next reduced, multicast span."""
-        return SwitchResult(self.members, into)
+        return SwitchResult(self.members, into, label)
 
     def subgroup(self, ranks: Sequence[int], buffer: Span) -> Comm:
         """A communicator over ``ranks`` (this group's numbering, including this rank) that

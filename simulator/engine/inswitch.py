@@ -6,6 +6,10 @@ datapath; only the switch's fixed ``reduction_latency`` is charged, as a delay t
 between rounds) and multicasts the result back, one copy down each member's link. Contributions
 from one rank inject one after another (a FIFO per rank), as do the copies the switch sends down
 each link, so contributions in pieces pipeline up against results coming down.
+
+A traced run (the fabric's recorder traces) gets each upload as a send slice of its rank, and
+each round as a ``switch-reduce`` slice on the switch's own track: from the last contribution's
+arrival to the multicast's start (the switch's reduction latency).
 """
 
 from __future__ import annotations
@@ -58,9 +62,13 @@ class InSwitchReductions:
         if round_.span != post.span:
             raise AlgorithmError(f"{self.name}: rank {rank} contributed {post.span} to in-switch "
                                  f"reduction {k}, others {round_.span}")
-        upload = self.fabric.transfer(self.machine.placement[rank], switch.name,
-                                      self.payload.nbytes(post.span),
-                                      connection=(rank, switch.name))
+        nbytes = self.payload.nbytes(post.span)
+        trace = self.fabric.recorder
+        moved = None if trace is None or not trace.trace else functools.partial(
+            trace.add_slice, f"rank {rank}", rank, "send", post.label or f"in-switch round {k + 1}",
+            peer=switch.name, size_bytes=nbytes)
+        upload = self.fabric.transfer(self.machine.placement[rank], switch.name, nbytes,
+                                      connection=(rank, switch.name), moved=moved)
         upload.callbacks.append(lambda _: self._arrive(post.group, k, rank, data))
 
     def result(self, rank: int, wait: SwitchResult) -> Generator[simpy.Event, object, np.ndarray]:
@@ -88,6 +96,12 @@ class InSwitchReductions:
         for member in group[1:]:
             self.reduce_op.combine(total, round_.arrived[member])
         delay = self._switches[group].reduction_latency_s
+        trace = self.fabric.recorder
+        if trace is not None and trace.trace:
+            switch = self._switches[group].name
+            trace.add_slice(switch, -1, "switch-reduce", f"round {k + 1}", self.env.now,
+                            self.env.now + delay, f"{len(group)} ranks",
+                            self.payload.nbytes(round_.span))
         if delay > 0:
             self.env.timeout(delay).callbacks.append(lambda _: self._multicast(round_, group, total))
         else:

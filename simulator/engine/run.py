@@ -12,12 +12,18 @@ pieces of c bytes cost ``alpha + k·c·beta`` and a d-hop store-and-forward pipe
 ``d·alpha + (k+d-1)·c·beta``.
 Messages on different connections run concurrently and share links max-min fairly. A rank may
 run several programs at once (``comm.parallel``), each usually on its own channel.
+
+Given a :class:`~simulator.engine.record.Recorder`, the fabric records what each link carried;
+one that traces also gets a slice for every send (first byte out to arrival), receive-wait (the
+receive asked for to the message's arrival), reduction on a GPU and in-switch step, labelled as
+the program labelled the message (``comm.send(..., label=)``).
 """
 
 from __future__ import annotations
 
+import functools
 import gc
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +45,7 @@ from simulator.algorithms.comm import (
 from simulator.engine.fabric import Fabric
 from simulator.engine.inswitch import InSwitchReductions
 from simulator.engine.payload import Payload
+from simulator.engine.record import Recorder
 from simulator.errors import AlgorithmError
 from simulator.model.machine import GpuSpec, Machine
 from simulator.model.reduction import ReduceOp
@@ -96,24 +103,30 @@ class _Gpu:
         self.spec = spec
         self.engine = simpy.Resource(env, capacity=1)
 
-    def reduce(self, size_bytes: float) -> Generator[simpy.Event, object, None]:
+    def reduce(self, size_bytes: float, done: Callable[[float, float], None] | None = None
+               ) -> Generator[simpy.Event, object, None]:
+        """Hold the engine for the reduction; then ``done(start, end)`` if given."""
         duration = self.spec.reduce_s(size_bytes)
         if duration <= 0:
             return
         with self.engine.request() as turn:
             yield turn
+            start = self.env.now
             yield self.env.timeout(duration)
+        if done is not None:
+            done(start, self.env.now)
 
 
 class _Run:
     """One collective on one fabric: the rank processes and the messages between them."""
 
     def __init__(self, algorithm: Algorithm, machine: Machine, spec: RunSpec,
-                 buffers: np.ndarray) -> None:
+                 buffers: np.ndarray, recorder: Recorder | None = None) -> None:
         self.env = simpy.Environment()
         self.algorithm = algorithm
         self.placement = machine.placement
-        self.fabric = Fabric(self.env, machine.routing)
+        self.fabric = Fabric(self.env, machine.routing, recorder)
+        self.trace = recorder if recorder is not None and recorder.trace else None
         self.gpus = [_Gpu(self.env, machine.gpu) for _ in machine.placement]
         self.payload = spec.payload
         self.channels = spec.channels
@@ -167,8 +180,13 @@ class _Run:
                 yield from self._local_reduce(rank, request)
             elif isinstance(request, SwitchResult):
                 self._check_span(rank, request.into)
+                asked = self.env.now
                 data = yield from self.in_switch.result(rank, request)
                 self.buffers[rank, self.payload.view(request.into)] = data
+                if self.trace is not None:
+                    self.trace.add_slice(f"rank {rank}", rank, "in-switch", request.label, asked,
+                                         self.env.now, "switch",
+                                         self.payload.nbytes(request.into))
             elif isinstance(request, Parallel):
                 yield self.env.all_of([self.env.process(self._steps(rank, branch))
                                        for branch in request.programs])
@@ -188,8 +206,12 @@ class _Run:
             connection = (rank, send.peer, send.channel)
             seq = self._sent.get(connection, 0)
             self._sent[connection] = seq + 1
+            nbytes = self.payload.nbytes(send.span)
+            moved = None if self.trace is None else functools.partial(
+                self.trace.add_slice, f"rank {rank}", rank, "send", send.label,
+                peer=f"rank {send.peer}", size_bytes=nbytes)
             transfer = self.fabric.transfer(self.placement[rank], self.placement[send.peer],
-                                            self.payload.nbytes(send.span), connection=connection)
+                                            nbytes, connection=connection, moved=moved)
             transfer.callbacks.append(_Deliver(self._slot((*connection, seq)),
                                                _Message(send.span, data)))
 
@@ -203,6 +225,7 @@ class _Run:
         connection = (recv.peer, rank, recv.channel)
         seq = self._received.get(connection, 0)
         self._received[connection] = seq + 1
+        asked = self.env.now
         message = yield self._slot((*connection, seq))
         assert isinstance(message, _Message)
         del self._slots[(*connection, seq)]
@@ -214,10 +237,18 @@ class _Run:
             raise AlgorithmError(f"{self.algorithm.name}: the proxy payload cannot represent a "
                                  f"move of {message.span} into {recv.into}; rerun with a larger "
                                  "proxy")
+        done = None
+        if self.trace is not None:
+            nbytes = self.payload.nbytes(recv.into)
+            if self.env.now > asked:
+                self.trace.add_slice(f"rank {rank}", rank, "recv-wait", recv.label, asked,
+                                     self.env.now, f"rank {recv.peer}", nbytes)
+            done = functools.partial(self.trace.add_slice, f"rank {rank}", rank, "reduce",
+                                     recv.label, peer=f"rank {recv.peer}", size_bytes=nbytes)
         if recv.combine is COPY:
             target[...] = message.data
         else:
-            yield from self.gpus[rank].reduce(self.payload.nbytes(recv.into))
+            yield from self.gpus[rank].reduce(self.payload.nbytes(recv.into), done)
             self.reduce_op.combine(target, message.data)
 
     def _local_reduce(self, rank: int, local: LocalReduce) -> Generator[simpy.Event, object, None]:
@@ -229,7 +260,11 @@ class _Run:
             raise AlgorithmError(f"{self.algorithm.name}: the proxy payload cannot represent a "
                                  f"reduce of {local.source} into {local.into}; rerun with a larger "
                                  "proxy")
-        yield from self.gpus[rank].reduce(self.payload.nbytes(local.into))
+        nbytes = self.payload.nbytes(local.into)
+        done = None if self.trace is None else functools.partial(
+            self.trace.add_slice, f"rank {rank}", rank, "reduce", "local", peer="",
+            size_bytes=nbytes)
+        yield from self.gpus[rank].reduce(nbytes, done)
         self.reduce_op.combine(into, source.copy())
 
     def _check_span(self, rank: int, span: Span) -> None:
@@ -252,8 +287,9 @@ class _Run:
 
 
 def run_collective(algorithm: Algorithm, machine: Machine, spec: RunSpec,
-                   buffers: np.ndarray) -> Timing:
+                   buffers: np.ndarray, recorder: Recorder | None = None) -> Timing:
     """Simulate ``algorithm`` on every rank of ``machine``; ``buffers`` (ranks × proxy) end
     holding its result (before ``reduce_op.finalize``, which the caller applies where the
-    collective reduces)."""
-    return _Run(algorithm, machine, spec, buffers).run()
+    collective reduces). ``recorder`` (optional) records the links' use, and the timeline
+    when it traces."""
+    return _Run(algorithm, machine, spec, buffers, recorder).run()

@@ -21,6 +21,10 @@ they release and starts those ready, cascading until nothing more happens at tha
 only then re-shares the links, once, by vectorised progressive filling over every active flow
 (:func:`progressive_filling`). Times are computed with the same floating-point operations as the SimPy
 engine's, so alone on their links the two agree to the last bit, and under sharing to rounding.
+
+Given a :class:`~simulator.engine.record.Recorder`, the run also tallies, per link, the bytes
+its flows carried and the time it held at least one (:class:`_LinkTally`): the SimPy fabric's
+figures, as arrays (the time between two instants on every link that held a flow).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import numpy as np
 
 from simulator.algorithms.schedule import ARRAYS, NONE, Schedule, Steps
 from simulator.engine.payload import Payload
+from simulator.engine.record import Recorder
 from simulator.errors import AlgorithmError
 from simulator.model.machine import Machine
 from simulator.model.reduction import ReduceOp
@@ -174,6 +179,41 @@ class _Routes:
         """The links of each pair's route, concatenated."""
         links: np.ndarray = self.links[ranges(self.first[pairs], self.count[pairs])]
         return links
+
+
+class _LinkTally:
+    """Busy time (at least one flow on it) of every link, in the numbering of :class:`_Routes`:
+    between two instants the flows on each link stay as they are (``_Routes.users``, which the
+    run keeps anyway), so each link with one gains the time between them. And bytes per
+    (sender, receiver) pair, added up as blocks of the schedule load (every message of a
+    finished run moves once) and spread over the links of each pair's route at the end."""
+
+    def __init__(self, links: int) -> None:
+        self.busy = np.zeros(links)
+        self.pair_bytes = np.zeros(0)
+        self._held = np.zeros(links, dtype=bool)
+        self._gained = np.zeros(links)
+
+    def loaded(self, pairs: np.ndarray, nbytes: np.ndarray, known: int) -> None:
+        """Messages of ``pairs`` (``nbytes`` each) were loaded; ``known`` pairs are routed."""
+        added = np.bincount(pairs, weights=nbytes, minlength=known).astype(np.float64)
+        added[:len(self.pair_bytes)] += self.pair_bytes
+        self.pair_bytes = added
+
+    def elapse(self, users: np.ndarray, seconds: float) -> None:
+        """``seconds`` passed with ``users`` flows on each link."""
+        np.greater(users, 0, out=self._held)  # in place: this runs at every instant
+        np.multiply(self._held, seconds, out=self._gained)
+        self.busy += self._gained
+
+    def bytes(self, routes: _Routes) -> np.ndarray:
+        """Bytes each link carried: every pair's bytes on every link of its route."""
+        carried = self.pair_bytes[:len(routes.count)]
+        if len(carried) < len(routes.count):
+            carried = np.concatenate([carried, np.zeros(len(routes.count) - len(carried))])
+        totals: np.ndarray = np.bincount(routes.links, weights=np.repeat(carried, routes.count),
+                                         minlength=len(routes.capacity))
+        return totals
 
 
 class _Window:
@@ -338,7 +378,8 @@ class _Run:
     received messages renumbers nothing."""
 
     def __init__(self, steps: Steps, machine: Machine, payload: Payload,
-                 reduce_op: ReduceOp, buffers: np.ndarray, name: str) -> None:
+                 reduce_op: ReduceOp, buffers: np.ndarray, name: str,
+                 recorder: Recorder | None = None) -> None:
         self.steps = steps
         self.name = name
         self.payload = payload
@@ -346,6 +387,8 @@ class _Run:
         self.flat = buffers.reshape(-1)
         self.width = buffers.shape[1]
         self.routes = _Routes(machine)
+        self.recorder = recorder
+        self.tally = None if recorder is None else _LinkTally(len(self.routes.capacity))
         self.itemsize = payload.dtype.itemsize
         self.gpu = machine.gpu
         self.gpu_free = np.zeros(machine.ranks)
@@ -401,6 +444,10 @@ class _Run:
             "received": np.zeros(size, dtype=bool), **_Snapshots.columns(size),
             "next_send": unset, "next_receive": unset.copy(), "releases": unset.copy()})
         self._views()
+        if self.tally is not None:
+            positions = np.arange(len(self.window) - size, len(self.window))
+            self.tally.loaded(self.pair[positions], self._nbytes(positions),
+                              len(self.routes.count))
         self.held = max(self.held, len(self.window))
         self.messages += size - int(block.markers.sum())
         self.block_ends.append(first + size)
@@ -523,10 +570,12 @@ class _Run:
             self._cascade(now, starting, ended, completing)
             if self._drop_due:
                 self._drop()
-            now = min(self.pend_at.min(initial=INF), self.ends.min(initial=INF),
-                      self.red_at.min(initial=INF))
+            then, now = now, min(self.pend_at.min(initial=INF), self.ends.min(initial=INF),
+                                 self.red_at.min(initial=INF))
             if now == INF:
                 break
+            if self.tally is not None and len(self.active):
+                self.tally.elapse(self.routes.users, now - then)
             self.instants += 1
             due = self.pend_at == now
             starting = self.pend_ids[due]
@@ -706,6 +755,12 @@ class _Run:
                                  "that are never sent")
         if len(self.block_ends) < self.steps.blocks:  # all received, nothing left to load it
             raise self._too_far(len(self.block_ends))
+        if self.recorder is not None and self.tally is not None:
+            carried = self.tally.bytes(self.routes)
+            used = np.flatnonzero(carried)
+            links = list(self.routes.number)
+            self.recorder.add_links([links[i] for i in used.tolist()], carried[used],
+                                    self.tally.busy[used])
         return VectorTiming(time_s=self.finished_s, messages=self.messages,
                             instants=self.instants, sharing_wall_s=self.sharing_wall_s,
                             held=self.held)
@@ -727,8 +782,12 @@ def declines(schedule: Schedule | Steps, machine: Machine) -> str | None:
 
 
 def run_schedule(schedule: Schedule | Steps, machine: Machine, payload: Payload,
-                 reduce_op: ReduceOp, buffers: np.ndarray, name: str) -> VectorTiming:
+                 reduce_op: ReduceOp, buffers: np.ndarray, name: str,
+                 recorder: Recorder | None = None) -> VectorTiming:
     """Run ``schedule`` (whole, or a block at a time) on ``machine``; ``buffers`` (ranks ×
-    proxy) end holding its result (before ``reduce_op.finalize``)."""
+    proxy) end holding its result (before ``reduce_op.finalize``). ``recorder`` (optional)
+    gets every link's bytes and busy time; it must not trace (only SimPy traces)."""
     steps = schedule if isinstance(schedule, Steps) else Steps.whole(schedule)
-    return _Run(steps, machine, payload, reduce_op, buffers, name).run()
+    if recorder is not None and recorder.trace:
+        raise ValueError("the vectorised engine records links, not timelines: trace on SimPy")
+    return _Run(steps, machine, payload, reduce_op, buffers, name, recorder).run()

@@ -97,6 +97,11 @@ class Routing:
         """What a node is: ``gpu``, ``nic`` or ``switch``."""
         return str(self._graph.nodes[node].get("kind", ""))
 
+    def node_tier(self, node: str) -> int | None:
+        """A switch's tier (0 in a host, 1 leaf, 2 spine, 3 core) where the graph says; else None."""
+        tier = self._graph.nodes[node].get("tier")
+        return None if tier is None else int(tier)
+
     def is_gpu(self, node: str) -> bool:
         """Whether ``node`` is a GPU (a rank's endpoint) rather than a NIC or a switch."""
         return bool(self._graph.nodes[node].get("kind") == "gpu")

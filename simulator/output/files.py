@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import os
 import secrets
-from collections.abc import Callable
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
@@ -24,3 +28,30 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Hold Ctrl-C (SIGINT) while the block runs and raise its KeyboardInterrupt once the block
+    is done, so that files written together are all written or all left as they were, and no
+    temporary file is left behind, whenever the key is pressed.
+
+    Only in the main thread, while Python's own handler is in place; elsewhere the block runs
+    as it is (a signal handler can be set only there, and another one is not ours to replace).
+    """
+    if (threading.current_thread() is not threading.main_thread()
+            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+        yield
+        return
+    pressed: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        pressed.append(signum)
+
+    signal.signal(signal.SIGINT, hold)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if pressed:
+        raise KeyboardInterrupt

@@ -4,10 +4,15 @@ the results file (the first 14 columns are the public contract, docs/results.md)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass, fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,9 @@ class Result:
     the row is what NCCL would run at this size (both empty under ``ideal``). ``channels`` is
     how many channels the buffer was split over, and ``engine`` which engine ran the point
     (``simpy``, or ``vector`` where ``events`` counts the instants it processed).
+    ``bottleneck_link`` is the link busy longest (``from->to``; empty where no link carried
+    anything) and ``bottleneck_share`` its busy time over ``sim_time_s``
+    (:func:`~simulator.model.activity.bottleneck`).
     """
 
     scenario: str
@@ -50,10 +58,21 @@ class Result:
     nccl_pick: bool | None = None
     channels: int = 1
     engine: str = "simpy"
+    bottleneck_link: str = ""
+    bottleneck_share: float = math.nan
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
 """Column order of the results file; the first 14 are the public contract (docs/results.md)."""
+
+
+def results_frame(results: Iterable[Result]) -> pd.DataFrame:
+    """Result rows as the results file's frame (columns RESULT_COLUMNS), the one
+    :func:`~simulator.runner.simulate` returns."""
+    import pandas as pd  # here, so that the rows and columns stay light to import
+
+    frame = pd.DataFrame([astuple(result) for result in results], columns=list(RESULT_COLUMNS))
+    return frame.astype({"verified": "boolean"})
 
 
 @dataclass(frozen=True)

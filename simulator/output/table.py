@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from simulator.model.collective import Collective
+from simulator.output.links import bottleneck_lines
 
 _HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm':>18} "
            f"{'time(us)':>11} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} {'model(us)':>11} "
@@ -22,7 +23,8 @@ _HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm'
 def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
     """nccl-tests-like text: one line per (algorithm, size), then footnotes and averages.
 
-    ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model. With
+    ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model; the
+    bottleneck block names each line's busiest link (:func:`~.links.bottleneck_lines`). With
     ``picks_only`` (``algorithms: auto``) the lines are those of NCCL's pick at each size only,
     as nccl-tests would print NCCL's default choice; the choice block lists the alternatives.
     """
@@ -47,6 +49,7 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
         busbw = group.busbw_GBps.dropna()
         average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
         lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
+    lines.extend(bottleneck_lines(table))
     if not choice.empty:
         lines.extend(_choice_table(choice))
     elif results.algorithm.nunique() > 1:

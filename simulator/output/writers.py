@@ -1,4 +1,5 @@
-"""The files a run writes, one registry of writers: ``--format csv,json,png`` picks among them.
+"""The files a run writes, one registry of writers: ``--format csv,json,png,parquet`` picks
+among them.
 
 Every writer takes the results frame, the scenario and how it was run, and writes one file
 atomically (:func:`~simulator.output.files.write_atomically`). The JSON file states the
@@ -21,8 +22,8 @@ from simulator.algorithms.algorithm import Algorithm, NoOptions
 from simulator.algorithms.registry import REGISTRY
 from simulator.model.execution import Execution
 from simulator.model.topology import BUILDERS, Param, ParamValue
+from simulator.output.figures import link_rate, write_figures
 from simulator.output.files import write_atomically
-from simulator.output.plots import plot_results
 from simulator.output.results import RESULT_COLUMNS, RunSettings
 from simulator.scenario.rules import option_kinds
 from simulator.scenario.spec import ALL, AUTO, Scenario
@@ -42,6 +43,13 @@ def write_csv(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path:
     write_atomically(path, lambda tmp: results[list(RESULT_COLUMNS)].to_csv(tmp, index=False))
 
 
+def write_parquet(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
+    """The results file as Parquet: the CSV's columns and rows, with their types (needs pyarrow,
+    the ``parquet`` extra)."""
+    write_atomically(path, lambda tmp: results[list(RESULT_COLUMNS)].to_parquet(
+        tmp, engine="pyarrow", index=False))
+
+
 def write_settings(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
     """The settings that produced the results, as JSON (see :func:`settings`)."""
     text = json.dumps(settings(scenario, run), indent=2, ensure_ascii=False) + "\n"
@@ -53,18 +61,24 @@ def write_settings(results: pd.DataFrame, scenario: Scenario, run: RunSettings, 
 
 
 def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
-    """The figure of :func:`~simulator.output.plots.plot_results`."""
-    plot_results(results, path)
+    """The figures of :func:`~simulator.output.figures.write_figures`: ``<name>.png`` (busbw and
+    time against size, with the scenario's link rate) and ``<name>-crossover.png`` beside it."""
+    write_figures(results, path.with_suffix(""), link_rate(scenario))
 
 
 WRITERS: dict[str, Writer] = {
     "csv": Writer(".csv", write_csv),        # results, one row per (algorithm, size)
     "json": Writer(".json", write_settings),  # the resolved settings and the simulator's version
     "png": Writer(".png", write_png),         # bus bandwidth and time against size
+    "parquet": Writer(".parquet", write_parquet),  # the results again, typed (pyarrow)
 }
 """Every output format by name; ``--format`` takes a comma-separated list of these."""
 
-DEFAULT_FORMATS = tuple(WRITERS)
+DEFAULT_FORMATS = ("csv", "json", "png")
+"""What a run writes unless told otherwise (Parquet needs an optional package)."""
+
+RESULTS_FORMATS = ("csv", "parquet")
+"""The formats that hold the results' rows: a run rewrites them after every point."""
 
 
 def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, directory: Path,

@@ -38,28 +38,28 @@ def peers(me: int, p: int) -> list[int]:
 
 
 def exchange(comm: Comm, sends: Sequence[tuple[int, Span]], recvs: Sequence[tuple[int, Span]],
-             combine: Combine) -> Program:
+             combine: Combine, label: str = "") -> Program:
     """One direct step: post every ``(peer, span)`` send, then receive each ``(peer, into)`` in
     the given order, combining with ``combine``. Posting all sends before the first receive lets
     every transfer of the step run at once."""
     for peer, span in sends:
-        comm.send(peer, span)
+        comm.send(peer, span, label)
     for peer, into in recvs:
-        yield comm.recv(peer, into=into, combine=combine)
+        yield comm.recv(peer, into=into, combine=combine, label=label)
 
 
 def direct_reduce_scatter(comm: Comm, chunks: Sequence[Span]) -> Program:
     """Send chunk c straight to its owner c; reduce the p-1 shards of my own chunk."""
     me, others = comm.rank, peers(comm.rank, comm.size)
     yield from exchange(comm, [(owner, chunks[owner]) for owner in others],
-                        [(peer, chunks[me]) for peer in others], REDUCE)
+                        [(peer, chunks[me]) for peer in others], REDUCE, "direct reduce-scatter")
 
 
 def direct_allgather(comm: Comm, chunks: Sequence[Span]) -> Program:
     """Send my own chunk straight to every other rank; copy in every other owner's."""
     me, others = comm.rank, peers(comm.rank, comm.size)
     yield from exchange(comm, [(peer, chunks[me]) for peer in others],
-                        [(owner, chunks[owner]) for owner in others], COPY)
+                        [(owner, chunks[owner]) for owner in others], COPY, "direct allgather")
 
 
 def exchange_schedule(group: Group, *, reduce: bool) -> Schedule:

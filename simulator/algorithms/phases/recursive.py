@@ -89,28 +89,28 @@ def folded(comm: Comm, inner: SurvivorProgram, *, hand_in: Callable[[int], list[
     extra = p - power_of_two_below(p)
     if me < 2 * extra and me % 2 == 0:          # hand my data in, sit out, get the result back
         for span in hand_in(me):
-            send_pieces(comm, me + 1, span)
+            send_pieces(comm, me + 1, span, label="fold in")
         for span in hand_back(me):
-            yield from recv_pieces(comm, me + 1, span, COPY)
+            yield from recv_pieces(comm, me + 1, span, COPY, label="fold back")
         return
     if me < 2 * extra:                          # take my partner's data in
         for span in hand_in(me - 1):
-            yield from recv_pieces(comm, me - 1, span, combine)
+            yield from recv_pieces(comm, me - 1, span, combine, label="fold in")
     yield from inner(comm if extra == 0 else comm.subgroup(survivors(p), comm.buffer))
     if me < 2 * extra:                          # hand the result back
         for span in hand_back(me - 1):
-            send_pieces(comm, me - 1, span)
+            send_pieces(comm, me - 1, span, label="fold back")
 
 
 def doubling_gather(comm: Comm, blocks: Sequence[Span]) -> Program:
     """Recursive-doubling allgather on q = 2^L ranks: rank j starts with ``blocks[j]`` final and
     at distance d = 1, 2, …, q/2 swaps everything gathered so far (its aligned group of d blocks)
     with rank j XOR d, so every rank ends with every block."""
-    me = comm.rank
-    for d in distances(comm.size):
+    me, steps = comm.rank, distances(comm.size)
+    for k, d in enumerate(steps):
         partner = me ^ d
         yield from swap(comm, partner, send=group(blocks, me, d), into=group(blocks, partner, d),
-                        combine=COPY)
+                        combine=COPY, label=f"doubling allgather step {k + 1}/{len(steps)}")
 
 
 def halving_scatter(comm: Comm, blocks: Sequence[Span]) -> Program:
@@ -119,18 +119,20 @@ def halving_scatter(comm: Comm, blocks: Sequence[Span]) -> Program:
     At d = q/2, …, 1 the partners j and j XOR d split the 2d blocks they share: each sends the
     aligned group of d blocks its partner ends up in and reduces the group it ends up in itself.
     """
-    me = comm.rank
-    for d in reversed(distances(comm.size)):
+    me, steps = comm.rank, distances(comm.size)[::-1]
+    for k, d in enumerate(steps):
         partner = me ^ d
         yield from swap(comm, partner, send=group(blocks, partner, d), into=group(blocks, me, d),
-                        combine=REDUCE)
+                        combine=REDUCE, label=f"halving reduce-scatter step {k + 1}/{len(steps)}")
 
 
 def swap_whole(comm: Comm) -> Program:
     """The recursive-doubling allreduce core on q = 2^L ranks: at d = 1, 2, …, q/2 swap the whole
     buffer with rank me XOR d, both partners reducing."""
-    for d in distances(comm.size):
-        yield from swap(comm, comm.rank ^ d, send=comm.buffer, into=comm.buffer, combine=REDUCE)
+    steps = distances(comm.size)
+    for k, d in enumerate(steps):
+        yield from swap(comm, comm.rank ^ d, send=comm.buffer, into=comm.buffer, combine=REDUCE,
+                        label=f"doubling allreduce step {k + 1}/{len(steps)}")
 
 
 # ---- schedules --------------------------------------------------------------------------------

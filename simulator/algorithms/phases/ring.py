@@ -7,12 +7,13 @@ JPDC 69(2), 2009: the schedule NCCL's ring uses (nccl-tests' busbw assumes its t
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
 import numpy as np
 
-from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
+from simulator.algorithms.comm import COPY, REDUCE, Comm, Program, piece_label
 from simulator.algorithms.cost import CostInputs, pipeline_s, proportionate_pipeline_s
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.schedule import NONE, Group, Schedule, Steps, pieces_per_span
@@ -33,14 +34,38 @@ def ring_pass(comm: Comm, ring: Sequence[int], chunks: Sequence[Span], *, start:
         return
     n, i = len(ring), ring.index(comm.rank)
     right, left = ring[(i + 1) % n], ring[(i - 1) % n]
-    for piece in comm.pieces(chunks[(i + start) % n], default_bytes):
-        comm.send(right, piece)
+    first = comm.pieces(chunks[(i + start) % n], default_bytes)
+    labels = _ring_labels(steps, reducing_steps)
+    for j, piece in enumerate(first):
+        comm.send(right, piece, piece_label(labels[0], j, len(first)))
     for step in range(steps):
         combine = REDUCE if step < reducing_steps else COPY
-        for piece in comm.pieces(chunks[(i + start - step - 1) % n], default_bytes):
-            yield comm.recv(left, into=piece, combine=combine)
+        label, onward = labels[step], labels[step + 1]
+        pieces = comm.pieces(chunks[(i + start - step - 1) % n], default_bytes)
+        k = len(pieces)
+        for j, piece in enumerate(pieces):
+            yield comm.recv(left, into=piece, combine=combine,
+                            label=label if k == 1 else piece_label(label, j, k))
             if step < steps - 1:
-                comm.send(right, piece)
+                comm.send(right, piece, onward if k == 1 else piece_label(onward, j, k))
+
+
+@functools.lru_cache(maxsize=256)  # every rank's program asks for the same: make them once
+def _ring_labels(steps: int, reducing_steps: int) -> tuple[str, ...]:
+    """Every step's :func:`ring_step_label`, and "" after the last."""
+    return (*(ring_step_label(step, steps, reducing_steps) for step in range(steps)), "")
+
+
+def ring_step_label(step: int, steps: int, reducing_steps: int) -> str:
+    """What step ``step`` of a ring pass is: a reduce-scatter step while it reduces, an
+    allgather step after, each counted from 1 within its half.
+
+    >>> ring_step_label(0, 6, 3), ring_step_label(3, 6, 3)
+    ('reduce-scatter step 1/3', 'allgather step 1/3')
+    """
+    if step < reducing_steps:
+        return f"reduce-scatter step {step + 1}/{reducing_steps}"
+    return f"allgather step {step - reducing_steps + 1}/{steps - reducing_steps}"
 
 
 def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: int,
@@ -224,11 +249,15 @@ def chain(comm: Comm, order: Sequence[int], *, reduce: bool,
     from ``order[0]``, or a pipelined reduce to ``order[-1]``.
     """
     position = order.index(comm.rank)
-    for piece in comm.pieces(comm.buffer, default_bytes):
+    pieces = comm.pieces(comm.buffer, default_bytes)
+    phase = "reduce chain" if reduce else "broadcast chain"
+    for j, piece in enumerate(pieces):
+        label = piece_label(phase, j, len(pieces))
         if position > 0:
-            yield comm.recv(order[position - 1], into=piece, combine=REDUCE if reduce else COPY)
+            yield comm.recv(order[position - 1], into=piece, combine=REDUCE if reduce else COPY,
+                            label=label)
         if position < len(order) - 1:
-            comm.send(order[position + 1], piece)
+            comm.send(order[position + 1], piece, label)
 
 
 def chain_s(cost: CostInputs, count: int, reduce: bool,

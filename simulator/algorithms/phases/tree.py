@@ -14,7 +14,7 @@ from typing import TypeVar
 
 import numpy as np
 
-from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
+from simulator.algorithms.comm import COPY, REDUCE, Comm, Program, piece_label
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.schedule import NONE, Group, Schedule, pieces_per_span
@@ -49,14 +49,16 @@ def reduce_up(comm: Comm, node: TreeNode, span: Span,
     the reduction of everyone's span, and with ``turn_around`` sends each reduced piece
     straight back down to its children on that communicator (the allreduce's turn).
     """
-    for piece in comm.pieces(span, default_bytes):
+    pieces = comm.pieces(span, default_bytes)
+    for j, piece in enumerate(pieces):
+        label = piece_label("reduce-up", j, len(pieces))
         for child in node.children:
-            yield comm.recv(child, into=piece, combine=REDUCE)
+            yield comm.recv(child, into=piece, combine=REDUCE, label=label)
         if node.parent is not None:
-            comm.send(node.parent, piece)
+            comm.send(node.parent, piece, label)
         elif turn_around is not None:
             for child in node.children:
-                turn_around.send(child, piece)
+                turn_around.send(child, piece, piece_label("broadcast-down", j, len(pieces)))
 
 
 def broadcast_down(comm: Comm, node: TreeNode, span: Span,
@@ -66,11 +68,13 @@ def broadcast_down(comm: Comm, node: TreeNode, span: Span,
     For every piece j: receive piece j from my parent (the root has it already), then pass it
     on to all my children at once.
     """
-    for piece in comm.pieces(span, default_bytes):
+    pieces = comm.pieces(span, default_bytes)
+    for j, piece in enumerate(pieces):
+        label = piece_label("broadcast-down", j, len(pieces))
         if node.parent is not None:
-            yield comm.recv(node.parent, into=piece, combine=COPY)
+            yield comm.recv(node.parent, into=piece, combine=COPY, label=label)
         for child in node.children:
-            comm.send(child, piece)
+            comm.send(child, piece, label)
 
 
 def tree_allreduce(comm: Comm, node: TreeNode, span: Span,

@@ -1,0 +1,145 @@
+"""Every figure of a results frame, written together: by ``run`` (the ``png`` writer) from the
+frame it computed, and by ``python -m simulator plot RESULTS`` from a results file, without
+simulating.
+
+For ``<name>.csv`` they are ``<name>.png`` (:func:`~simulator.output.plots.results_figure`),
+``<name>-crossover.png`` (:func:`~simulator.output.crossover.crossover_figure`) and, given a
+measured sweep, ``<name>-reference.png`` (:func:`~simulator.output.reference.reference_figure`).
+The link rate drawn on the first comes from the scenario: the run's own, or the one the JSON
+settings beside a results file describe.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import InputError, Problem
+from simulator.model.machine import Machine
+from simulator.output.crossover import crossover_figure
+from simulator.output.plots import LinkRate, results_figure, save
+from simulator.output.reference import Reference, check_reference, reference_figure
+from simulator.scenario.parse import scenario_from_dict
+from simulator.scenario.spec import Scenario
+
+NEEDED = ("scenario", "topology", "ranks", "collective", "algorithm", "size_bytes", "dtype", "op",
+          "sim_time_s", "model_time_s", "busbw_GBps")
+"""The columns the figures read (all among the results file's first 14, docs/results.md)."""
+
+NUMERIC = ("ranks", "size_bytes", "sim_time_s", "model_time_s", "busbw_GBps")
+REQUIRED = ("ranks", "size_bytes", "sim_time_s")
+"""Numeric columns that may not be empty (busbw is empty at p = 1)."""
+
+ROUTES_SAMPLED = 256
+"""Rank 0's routes followed to find the link rate: to its host's ranks and to evenly spaced
+others (the last rank among them); on symmetric fabrics these meet every kind of link."""
+
+
+def figure_paths(stem: Path, reference: bool = False) -> list[Path]:
+    """``<stem>.png``, ``<stem>-crossover.png`` and with a reference ``<stem>-reference.png``."""
+    names = [f"{stem.name}.png", f"{stem.name}-crossover.png"]
+    return [stem.with_name(name) for name in names + ([f"{stem.name}-reference.png"]
+                                                      if reference else [])]
+
+
+def write_figures(results: pd.DataFrame, stem: Path, link_rate: LinkRate | None = None,
+                  reference: Reference | None = None) -> list[Path]:
+    """Write every figure of ``results`` beside ``stem`` (see :func:`figure_paths`), each
+    atomically; the paths written. A reference of another collective is an InputError, raised
+    before anything is written."""
+    if reference is not None:
+        check_reference(results, reference)
+    paths = figure_paths(stem, reference is not None)
+    save(results_figure(results, link_rate), paths[0])
+    save(crossover_figure(results), paths[1])
+    if reference is not None:
+        save(reference_figure(results, reference), paths[2])
+    return paths
+
+
+def link_rate(scenario: Scenario) -> LinkRate | None:
+    """The slowest link (per direction, as the graph describes the wire) on rank 0's routes to
+    the other ranks: the rate a rank's bus bandwidth is bounded by on a point-to-point algorithm
+    (``docs/results.md``). None with one rank, or when the topology cannot be built."""
+    try:
+        graph = scenario.topology.build()
+        machine = Machine.of(graph, scenario.gpu)
+    except (InputError, ValueError, OSError):
+        return None
+    p = machine.ranks
+    if p < 2:
+        return None
+    spread = np.linspace(1, p - 1, num=min(p - 1, ROUTES_SAMPLED)).round().astype(int).tolist()
+    targets = sorted({*machine.layout.host_ranks(0)[:ROUTES_SAMPLED], *spread} - {0})
+    slowest: tuple[float, str] | None = None
+    for rank in targets:
+        route = machine.route(0, rank)
+        for link in route.links:
+            rate = machine.routing.capacity_Bps(link)
+            if slowest is None or rate < slowest[0]:
+                slowest = (rate, str(graph.edges[link].get("link", "")))
+    return None if slowest is None else LinkRate(*slowest)
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """A results file written by ``run`` (or any CSV with the columns :data:`NEEDED`), as the
+    frame :func:`~simulator.runner.simulate` returns; InputError, one line, when it is missing
+    or is not one."""
+    source = str(path)
+    if path.is_dir():
+        raise InputError([Problem(source, "", "expected a results file (<name>.csv), got a "
+                                              "directory")])
+    try:
+        frame = pd.read_csv(path, keep_default_na=True)
+    except FileNotFoundError:
+        raise InputError([Problem(source, "", "no such file")]) from None
+    except OSError as error:
+        raise InputError([Problem(source, "", f"cannot read: {error.strerror}")]) from None
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        detail = " ".join(str(error).split()) if isinstance(error, pd.errors.ParserError) else ""
+        raise InputError([Problem(source, "", "expected a results file of `python -m simulator "
+                                              "run` (docs/results.md), a CSV" +
+                                              (f"; {detail}" if detail else ""))]) from None
+    missing = [column for column in NEEDED if column not in frame.columns]
+    if missing:
+        raise InputError([Problem(source, "", f"expected a results file of `python -m simulator "
+                                              f"run` (docs/results.md); missing columns "
+                                              f"{', '.join(missing)}")])
+    if frame.empty:
+        raise InputError([Problem(source, "", "a header but no rows")])
+    for column in NUMERIC:
+        values = pd.to_numeric(frame[column], errors="coerce")
+        bad = values.isna() if column in REQUIRED else values.isna() & frame[column].notna()
+        if bad.any():
+            raise InputError([Problem(source, f"line {int(np.flatnonzero(bad)[0]) + 2}",
+                                      f"expected a number in column {column}, got "
+                                      f"{frame[column][bad].iloc[0]!r}")])
+        frame[column] = values
+    frame = frame.astype({"ranks": int, "size_bytes": int})
+    for column in ("scenario", "topology", "collective", "algorithm", "dtype", "op"):
+        frame[column] = frame[column].astype(str)
+    if "protocol" in frame:
+        frame["protocol"] = frame.protocol.astype("string").fillna("").astype(str)
+    if "nccl_pick" in frame:
+        frame["nccl_pick"] = frame.nccl_pick.map({True: True, False: False, "True": True,
+                                                  "False": False}).astype("boolean")
+    return frame
+
+
+def link_rate_beside(path: Path) -> tuple[LinkRate | None, str]:
+    """The link rate of the scenario the JSON settings beside a results file describe
+    (``<name>.json``), and, when there is none, why (empty when there is one)."""
+    settings = path.with_suffix(".json")
+    try:
+        described = json.loads(settings.read_text(encoding="utf-8"))["scenario"]
+        scenario = scenario_from_dict(described, source=str(settings))
+    except FileNotFoundError:
+        return None, f"{settings} not found"
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, InputError) as error:
+        detail = error.problems[0] if isinstance(error, InputError) else type(error).__name__
+        return None, f"{settings} does not describe a scenario ({detail})"
+    rate = link_rate(scenario)
+    return rate, "" if rate is not None else "fewer than two ranks"

@@ -1,0 +1,55 @@
+"""What ``run --trace FILE.json [--trace-point ALGO:SIZE]`` and ``--links FILE.csv`` ask of a
+run, and the files they write once it is done: the trace (:mod:`.trace`), the per-link table
+(:mod:`.links`) and its heatmap (:mod:`.link_figure`, ``FILE.png`` beside the table)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from simulator.errors import InputError, Problem
+from simulator.model.activity import Watch
+from simulator.output.link_figure import write_link_heatmap
+from simulator.output.links import links_frame, write_links
+from simulator.output.trace import parse_trace_point, write_trace
+from simulator.scenario.spec import Scenario
+
+
+def watch_for(scenario: Scenario, trace: Path | None, trace_point: str | None,
+              links: Path | None) -> Watch | None:
+    """The :class:`Watch` the options ask for (None when neither asks); InputError, before
+    anything runs, for a ``--trace-point`` that is not a point of the run or comes without
+    ``--trace``, and for a file that is a directory."""
+    if trace_point is not None and trace is None:
+        raise InputError([Problem("command line", "--trace-point", "expected --trace FILE.json "
+                                                                   "beside it, to write the trace")])
+    for option, path in (("--trace", trace), ("--links", links)):
+        if path is not None and path.is_dir():
+            raise InputError([Problem("command line", option, f"expected a file to write, but "
+                                                              f"{path} is a directory")])
+    if trace is None and links is None:
+        return None
+    if trace is None:
+        return Watch()
+    return Watch(trace=True if trace_point is None
+                 else {parse_trace_point(trace_point, scenario)})
+
+
+def write_observed(watch: Watch | None, scenario: Scenario, trace: Path | None,
+                   links: Path | None) -> list[Path]:
+    """Write what ``watch`` saw to the files asked for, each atomically; the paths written."""
+    if watch is None:
+        return []
+    paths = []
+    if trace is not None:
+        write_trace(trace, watch.activities, scenario=scenario.name)
+        paths.append(trace)
+    if links is not None:
+        frame = links_frame(watch.activities)
+        write_links(links, frame)
+        paths.append(links)
+        if not frame.empty:
+            figure = links.with_name(links.stem + ("-heatmap" if links.suffix == ".png" else "")
+                                     + ".png")
+            write_link_heatmap(figure, frame)
+            paths.append(figure)
+    return paths

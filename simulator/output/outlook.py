@@ -1,0 +1,77 @@
+"""What a run is about to simulate, said before it starts: its points and their closed forms.
+
+A run of many points can take long, and the closed forms cost next to nothing, so the command
+line states what is coming before the first point: how many points, and the simulated time the
+closed forms predict for them (the ``model_time_s`` of their rows). That is time *inside* the
+simulation, not how long the run takes: the simulator's own cost follows the messages and
+events of each point, which only running it counts (docs/benchmark.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.units import format_size
+
+
+@dataclass(frozen=True)
+class Planned:
+    """One point of a run before it runs: its algorithm, size and closed form."""
+
+    algorithm: str
+    size_bytes: int
+    model_time_s: float
+
+    @property
+    def label(self) -> str:
+        """``ring 64MiB``: the point in a few characters (for a progress bar)."""
+        return f"{self.algorithm} {format_size(self.size_bytes)}"
+
+
+@dataclass(frozen=True)
+class Outlook:
+    """Every point of a run, in the order it runs them, with the closed forms' times."""
+
+    scenario: str
+    algorithms: int
+    sizes: int
+    points: tuple[Planned, ...]
+
+    def describe(self) -> str:
+        """One line saying what is coming.
+
+        >>> outlook = Outlook("x", 2, 2, (Planned("ring", 1024, 3e-6), Planned("ring", 2048, 4e-6),
+        ...                               Planned("tree", 1024, 2e-6), Planned("tree", 2048, 5e-6)))
+        >>> print(outlook.describe().replace("; ", ";\\n"))
+        4 points to simulate (2 algorithms × 2 sizes);
+        closed forms: 14us of simulated time in all (not wall-clock time), longest tree at 2KiB (5us)
+        """
+        count = len(self.points)
+        line = (f"{count} point{'s' if count != 1 else ''} to simulate ({self.algorithms} "
+                f"algorithm{'s' if self.algorithms != 1 else ''} × {self.sizes} "
+                f"size{'s' if self.sizes != 1 else ''}); closed forms: "
+                f"{seconds(self.model_time_s)} of simulated time in all (not wall-clock time)")
+        if count > 1:
+            longest = max(self.points, key=lambda point: point.model_time_s)
+            line += (f", longest {longest.algorithm} at {format_size(longest.size_bytes)} "
+                     f"({seconds(longest.model_time_s)})")
+        return line
+
+    @property
+    def model_time_s(self) -> float:
+        """The closed forms' times of every point, summed."""
+        return sum(point.model_time_s for point in self.points)
+
+
+def seconds(time_s: float) -> str:
+    """A time to three significant digits in the unit that reads best (a rounded figure for
+    people, unlike :func:`~simulator.units.format_time`, which states a time exactly).
+
+    >>> [seconds(t) for t in (0.0, 4.2e-10, 1.23456e-5, 0.5, 61.0, 12345.6)]
+    ['0s', '0.42ns', '12.3us', '500ms', '61s', '12346s']
+    """
+    for unit, factor in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if time_s >= factor:
+            scaled = time_s / factor
+            return f"{scaled:.0f}{unit}" if scaled >= 1000 else f"{scaled:.3g}{unit}"
+    return f"{time_s / 1e-9:.3g}ns" if time_s > 0 else "0s"

@@ -1,0 +1,68 @@
+"""A run's files kept up to date point by point, so that a stopped run keeps what it finished.
+
+After every point the results files (the CSV, and the Parquet file when asked) are rewritten
+whole, each atomically (:func:`~simulator.output.files.write_atomically`): at any moment the
+one on disk is a complete, valid file of the points done so far, in the run's order, and
+Ctrl-C between or during points loses only the point under way. The settings (JSON) are written
+with the first point, so partial results say how they were made; the figure (PNG) is drawn once,
+from every point, when the run ends.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simulator.output.files import interrupts_held
+from simulator.output.results import Result, RunSettings, results_frame
+from simulator.output.writers import RESULTS_FORMATS, WRITERS, write_results
+from simulator.scenario.spec import Scenario
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class ResultsStream:
+    """The files of one run in ``directory``, of ``formats`` (names of
+    :data:`~simulator.output.writers.WRITERS`), fed one finished point at a time."""
+
+    def __init__(self, scenario: Scenario, run: RunSettings, directory: Path,
+                 formats: tuple[str, ...]) -> None:
+        self.scenario, self.run, self.directory, self.formats = scenario, run, directory, formats
+        self.rows: list[Result] = []
+        self._written: set[str] = set()
+
+    def path(self, name: str) -> Path:
+        """Where the file of format ``name`` goes."""
+        return self.directory / f"{self.scenario.name}{WRITERS[name].suffix}"
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """The points done so far, as the results file holds them."""
+        return results_frame(self.rows)
+
+    @property
+    def results_paths(self) -> list[Path]:
+        """The results files on disk so far (none before the first point)."""
+        return [self.path(name) for name in self.formats
+                if name in RESULTS_FORMATS and name in self._written]
+
+    def add(self, result: Result) -> None:
+        """Keep a finished point: every results file rewritten with it, atomically, and Ctrl-C
+        held until they all are (:func:`~simulator.output.files.interrupts_held`), so they
+        always hold the same points, :attr:`rows`."""
+        rows = [*self.rows, result]
+        names = tuple(name for name in self.formats
+                      if name in RESULTS_FORMATS or (name == "json" and not self.rows))
+        with interrupts_held():
+            write_results(results_frame(rows), self.scenario, self.run, self.directory, names)
+            self.rows = rows
+            self._written.update(names)
+
+    def finish(self) -> list[Path]:
+        """Write what waits for the whole run (the figure; anything not yet written when no
+        point came); every file of the run, in ``formats`` order."""
+        rest = tuple(name for name in self.formats if name not in self._written)
+        write_results(self.frame, self.scenario, self.run, self.directory, rest)
+        self._written.update(rest)
+        return [self.path(name) for name in self.formats]

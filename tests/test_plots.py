@@ -1,0 +1,308 @@
+"""Figures: they render headless (Agg, matplotlib's object API), plot exactly the results file's
+numbers (read back from the Figure objects by each line's gid), keep their size labels apart,
+say so when a run had one rank, name the right winner per size, and set a measured sweep beside
+the simulated one with the error computed as (simulated - measured) / measured."""
+
+import csv
+import io
+import itertools
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+from simulator import simulate
+from simulator.cli import main
+from simulator.output.crossover import crossover, crossover_figure
+from simulator.output.figures import read_results
+from simulator.output.plots import LinkRate, results_figure
+from simulator.output.reference import Reference, errors, reference_figure
+from simulator.output.results import RunSettings
+from simulator.output.writers import write_results
+from simulator.scenario import scenario_from_dict
+from tests.conftest import REPO
+
+H200 = REPO / "docs" / "reference" / "nccl-tests-h200.csv"
+SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
+
+
+def lines(figure):
+    """Every data line of a figure by its gid."""
+    return {line.get_gid(): line for axis in figure.axes for line in axis.get_lines()
+            if line.get_gid()}
+
+
+def rendered(figure):
+    """Draw the figure on an Agg canvas (as savefig does) and return its renderer."""
+    canvas = FigureCanvasAgg(figure)
+    canvas.draw()
+    return canvas.get_renderer()
+
+
+def overlapping(boxes):
+    return [(a, b) for a, b in itertools.combinations(boxes, 2) if a.overlaps(b)]
+
+
+def visible_ticks(axis, which):
+    """The labels of the major ticks inside the axis's limits (those drawn)."""
+    ax = axis.xaxis if which == "x" else axis.yaxis
+    low, high = sorted(axis.get_xlim() if which == "x" else axis.get_ylim())
+    return [(tick.label1.get_text(), tick.label1) for tick in ax.get_major_ticks()
+            if low <= tick.get_loc() <= high and tick.label1.get_visible()
+            and tick.label1.get_text()]
+
+
+def hand_frame(times, *, ranks=4, protocols=None):
+    """A results frame made by hand: {algorithm: {size: seconds}}."""
+    rows = []
+    for algorithm, by_size in times.items():
+        for size, time_s in by_size.items():
+            busbw = size / time_s / 1e9 * 2 * (ranks - 1) / ranks
+            rows.append({"scenario": "hand", "topology": "switch", "ranks": ranks,
+                         "collective": "allreduce", "algorithm": algorithm, "size_bytes": size,
+                         "dtype": "float32", "op": "sum", "sim_time_s": time_s,
+                         "model_time_s": time_s, "algbw_GBps": size / time_s / 1e9,
+                         "busbw_GBps": busbw,
+                         "protocol": (protocols or {}).get((algorithm, size), "")})
+    return pd.DataFrame(rows)
+
+
+def test_run_writes_every_figure_and_they_plot_the_csv_values(tmp_path):
+    scenario = tmp_path / "decimal.yaml"
+    scenario.write_text("name: decimal\ntopology: {kind: switch, ranks: 4, bandwidth: 25GB/s, "
+                        "latency: 1us}\nalgorithms: [ring, direct]\n"
+                        "sizes: [1MB, 10MB, 100MB]\n")
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--output", str(out)]) == 0
+    for name in ("decimal.png", "decimal-crossover.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    frame = read_results(out / "decimal.csv")
+    table = pd.read_csv(out / "decimal.csv")
+    figure = results_figure(frame, LinkRate(25e9, "nvlink"))
+    drawn = lines(figure)
+    for algorithm, rows in table.groupby("algorithm"):
+        rows = rows.sort_values("size_bytes")
+        sizes = rows.size_bytes.to_numpy()
+        for gid, expected in [
+                (f"simulated busbw:{algorithm}", rows.busbw_GBps),
+                (f"simulated time:{algorithm}", rows.sim_time_s * 1e6),
+                (f"closed form time:{algorithm}", rows.model_time_s * 1e6),
+                # busbw of the closed form: size / model time × 2(p-1)/p, p = 4
+                (f"closed form busbw:{algorithm}", sizes / rows.model_time_s / 1e9 * 1.5)]:
+            line = drawn[gid]
+            assert list(line.get_xdata()) == list(sizes), gid
+            np.testing.assert_allclose(line.get_ydata(), expected.to_numpy(), rtol=1e-12)
+        # the closed form is drawn over the simulated line, dashed
+        assert drawn[f"closed form busbw:{algorithm}"].get_zorder() > \
+            drawn[f"simulated busbw:{algorithm}"].get_zorder()
+        assert drawn[f"closed form busbw:{algorithm}"].get_linestyle() == "--"
+    assert list(drawn["link rate"].get_ydata()) == [25.0, 25.0]
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend[:4] == ["ring", "direct", "simulated", "closed form"]
+    assert legend[4].startswith("link rate 25GB/s (nvlink)")
+
+
+def test_the_run_figure_gets_the_link_rate_from_the_scenario(tmp_path):
+    scenario = scenario_from_dict({"name": "two", "topology": {"preset": "dgx_h100", "nodes": 2},
+                                   "algorithms": ["ring"], "sizes": ["1MiB"], "verify": False})
+    from simulator.output.figures import link_rate
+
+    assert link_rate(scenario) == LinkRate(50e9, "net")  # the NIC: ranks on two hosts
+    one_host = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": ["1MiB"]})
+    assert link_rate(one_host) == LinkRate(450e9, "nvlink")
+
+
+def test_decimal_and_dense_sizes_get_distinct_labels_that_never_overlap():
+    decimal = hand_frame({"ring": {10**k: 1e-6 * 10**k / 1e6 + 1e-5 for k in range(3, 10)}})
+    figure = results_figure(decimal)
+    renderer = rendered(figure)
+    for axis in figure.axes:
+        labels = visible_ticks(axis, "x")
+        assert [text for text, _ in labels] == ["1KB", "10KB", "100KB", "1MB", "10MB", "100MB",
+                                                "1GB"]
+        assert overlapping([label.get_window_extent(renderer) for _, label in labels]) == []
+    dense = hand_frame({"ring": {2**k: 1e-6 * 2**k / 1e6 + 1e-5 for k in range(10, 31)}})
+    figure = results_figure(dense)
+    renderer = rendered(figure)
+    for axis in figure.axes:
+        labels = visible_ticks(axis, "x")
+        texts = [text for text, _ in labels]
+        assert texts[0] == "1KiB" and texts[-1] == "1GiB" and len(set(texts)) == len(texts) > 5
+        assert overlapping([label.get_window_extent(renderer) for _, label in labels]) == []
+
+
+def test_one_size_gives_distinct_ticks_and_the_title_clear_of_the_axes():
+    frame = hand_frame({"ring": {1 << 30: 5.1914e-3}, "direct": {1 << 30: 5.1506e-3}})
+    figure = results_figure(frame, LinkRate(450e9, "nvlink"))
+    renderer = rendered(figure)
+    for axis in figure.axes:
+        ticks = [text for text, _ in visible_ticks(axis, "y")]
+        assert len(ticks) >= 2 and len(set(ticks)) == len(ticks), ticks
+        assert [text for text, _ in visible_ticks(axis, "x")] == ["1GiB"]
+        assert not figure._suptitle.get_window_extent(renderer).overlaps(
+            axis.get_tightbbox(renderer))
+
+
+def test_one_rank_says_so_without_a_warning(tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        frame = simulate({"topology": {**SWITCH, "ranks": 1}, "algorithms": ["ring", "direct"],
+                          "sizes": ["1KiB", "1MiB"]})
+        for figure in (results_figure(frame), crossover_figure(frame)):
+            texts = [text.get_text() for axis in figure.axes for text in axis.texts]
+            assert any("One rank (p = 1)" in text for text in texts)
+            assert lines(figure) == {}
+            figure.savefig(io.BytesIO(), format="png")
+            assert "1 rank," in figure._suptitle.get_text()
+
+
+def test_the_crossover_chart_names_the_winner_and_its_margin():
+    frame = hand_frame({"ring": {1024: 3e-6, 1 << 20: 40e-6, 1 << 30: 5.0e-3},
+                        "direct": {1024: 2e-6, 1 << 20: 44e-6, 1 << 30: 6.0e-3},
+                        "nvls": {1024: 9e-6, 1 << 20: 50e-6, 1 << 30: 4.0e-3}},
+                       protocols={("ring", 1024): "LL", ("direct", 1024): "LL",
+                                  ("nvls", 1024): "Simple", ("ring", 1 << 20): "LL128",
+                                  ("direct", 1 << 20): "LL128", ("nvls", 1 << 20): "Simple",
+                                  ("ring", 1 << 30): "Simple", ("direct", 1 << 30): "Simple",
+                                  ("nvls", 1 << 30): "Simple"})
+    table = crossover(frame)
+    assert table.winner.tolist() == ["direct/LL", "ring/LL128", "nvls/Simple"]
+    assert table.runner_up.tolist() == ["ring/LL", "direct/LL128", "ring/Simple"]
+    assert table.margin.tolist() == pytest.approx([0.5, 0.1, 0.25])
+    figure = crossover_figure(frame)
+    bands = {patch.get_gid() for axis in figure.axes for patch in axis.patches}
+    assert {"winner:direct/LL:1024-1024", "winner:ring/LL128:1048576-1048576",
+            "winner:nvls/Simple:1073741824-1073741824"} <= bands
+    margins = {text.get_gid(): text.get_text() for axis in figure.axes for text in axis.texts
+               if text.get_gid()}
+    assert margins == {"margin:1024": "+50%", "margin:1048576": "+10%",
+                       "margin:1073741824": "+25%"}
+    ratio = lines(figure)["ratio:direct"]
+    np.testing.assert_allclose(ratio.get_ydata(), [1.0, 44 / 40, 6.0 / 4.0])
+    figure.savefig(io.BytesIO(), format="png")
+
+
+def test_a_run_of_sizes_with_one_winner_is_one_band():
+    frame = hand_frame({"ring": {1024: 2e-6, 2048: 2e-6, 4096: 9e-6},
+                        "direct": {1024: 3e-6, 2048: 2e-6, 4096: 3e-6}})
+    table = crossover(frame)
+    assert table.winner.tolist() == ["ring", "ring", "direct"]  # a tie goes to the first listed
+    assert table.margin.tolist() == pytest.approx([0.5, 0.0, 2.0])
+    bands = {patch.get_gid() for axis in crossover_figure(frame).axes for patch in axis.patches}
+    assert {"winner:ring:1024-2048", "winner:direct:4096-4096"} <= bands
+
+
+@pytest.fixture(scope="module")
+def dgx_results(tmp_path_factory):
+    """Results of scenarios/dgx.yaml's machine (one DGX H100, execution nccl) at the sizes the
+    H200 data has and a few it has not, with NCCL's kernels, written as run writes them."""
+    scenario = scenario_from_dict({
+        "name": "dgx-h100", "topology": {"preset": "dgx_h100", "nodes": 1},
+        "algorithms": ["ring", "double_binary_tree", "nvls"],
+        "sizes": ["16KiB", "64KiB", "1MiB", "16MiB", "256MiB", "1GiB"],
+        "gpu": {"reduce_bandwidth": "1.1TB/s"}, "verify": False})
+    out = tmp_path_factory.mktemp("dgx")
+    write_results(simulate(scenario), scenario, RunSettings(), out, ("csv", "json"))
+    return out / "dgx-h100.csv"
+
+
+def test_plot_against_the_h200_measurements(dgx_results, tmp_path, capsys):
+    assert main(["plot", str(dgx_results), "--reference", str(H200), "--output",
+                 str(tmp_path)]) == 0
+    for name in ("dgx-h100.png", "dgx-h100-crossover.png", "dgx-h100-reference.png"):
+        assert (tmp_path / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    printed = capsys.readouterr().out
+    assert "no link-rate line" not in printed  # the JSON beside the CSV gave it
+    # by hand: NCCL's pick per size from the CSV, the measured busbw from the H200 file
+    simulated = {int(row["size_bytes"]): float(row["busbw_GBps"])
+                 for row in csv.DictReader(dgx_results.read_text().splitlines())
+                 if row["nccl_pick"] == "True"}
+    measured = {int(row["size_bytes"]): float(row["busbw_GBps"]) for row in csv.DictReader(
+        line for line in H200.read_text().splitlines() if not line.startswith("#"))}
+    common = sorted(set(simulated) & set(measured))
+    assert common == [65536, 1 << 20, 1 << 24, 1 << 28, 1 << 30]  # 16 KiB was not measured
+    expected = [100 * (simulated[s] - measured[s]) / measured[s] for s in common]
+    from simulator.measured.nccl_tests import load_measurements
+
+    series = load_measurements(H200)
+    reference = Reference(str(H200), tuple(m.size_bytes for m in series.rows),
+                          tuple(m.busbw_GBps for m in series.rows))
+    figure = reference_figure(read_results(dgx_results), reference)
+    drawn = lines(figure)
+    assert list(drawn["error"].get_xdata()) == common
+    np.testing.assert_allclose(drawn["error"].get_ydata(), expected, rtol=1e-12)
+    assert list(drawn["measured"].get_xdata()) == sorted(measured)
+    np.testing.assert_allclose(drawn["measured"].get_ydata(),
+                               [measured[s] for s in sorted(measured)])
+    table = errors(read_results(dgx_results), reference)
+    assert table.name.tolist() == ["ring/LL", "ring/LL", "nvls/Simple", "nvls/Simple",
+                                   "nvls/Simple"]
+    for size, error in zip(common, expected, strict=True):
+        assert f"{size:>12}" in printed and f"{error:+.1f}" in printed
+    assert all(abs(e) < 20 for e in expected)  # docs/fidelity.md: within a few percent
+
+
+def test_plot_of_a_single_algorithm_compares_it_where_no_pick_is_marked(tmp_path):
+    frame = hand_frame({"ring": {65536: 20e-6, 1 << 20: 30e-6}}, ranks=8)
+    frame.to_csv(tmp_path / "ring.csv", index=False)
+    reference = Reference("m.csv", (65536, 1 << 20, 1 << 21), (6.0, 70.0, 90.0))
+    table = errors(read_results(tmp_path / "ring.csv"), reference)
+    busbw = [65536 / 20e-6 / 1e9 * 1.75, (1 << 20) / 30e-6 / 1e9 * 1.75]
+    np.testing.assert_allclose(table.error, [(busbw[0] - 6) / 6, (busbw[1] - 70) / 70])
+    assert main(["plot", str(tmp_path / "ring.csv")]) == 0  # no JSON beside: no link rate
+    assert (tmp_path / "ring-crossover.png").exists()
+
+
+def test_a_reference_of_another_collective_is_refused(dgx_results, tmp_path, capsys):
+    log = tmp_path / "ag.log"
+    log.write_text("# Collective test starting: all_gather_perf\n"
+                   "#  size  count  type  redop  root  time  algbw  busbw  #wrong  time  algbw  "
+                   "busbw  #wrong\n"
+                   "1048576  32768  float  none  -1  20.0  52.4  45.9  0  20.0  52.4  45.9  0\n")
+    assert main(["plot", str(dgx_results), "--reference", str(log), "--output",
+                 str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (f"{log}: measures allgather (all_gather_perf), but the "
+                                       "results are of allreduce; expected a log of the same "
+                                       "collective\n")
+    assert not list(tmp_path.glob("*.png"))
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "{path}: no such file"),
+    ("size_bytes,time_us,busbw_GBps\n1024,10.0,0.1\n",
+     "{path}: expected a results file of `python -m simulator run` (docs/results.md); missing "
+     "columns scenario, topology, ranks, collective, algorithm, dtype, op, sim_time_s, "
+     "model_time_s"),
+    ("", "{path}: expected a results file of `python -m simulator run` (docs/results.md), a CSV"),
+])
+def test_bad_input_to_plot_is_one_line_and_exit_2(tmp_path, capsys, content, message):
+    path = tmp_path / "r.csv"
+    if content is not None:
+        path.write_text(content)
+    assert main(["plot", str(path)]) == 2
+    assert capsys.readouterr().err == message.format(path=path) + "\n"
+    assert not list(tmp_path.glob("*.png"))
+
+
+def test_a_measurement_file_given_as_results_is_one_line_and_exit_2(capsys):
+    assert main(["plot", str(H200)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"{H200}: expected a results file of `python -m simulator run` "
+                          "(docs/results.md), a CSV; ")
+    assert err.count("\n") == 1
+
+
+def test_a_missing_reference_is_one_line_and_exit_2(dgx_results, tmp_path, capsys):
+    assert main(["plot", str(dgx_results), "--reference", str(tmp_path / "none.log")]) == 2
+    assert capsys.readouterr().err == f"{tmp_path / 'none.log'}: no such file\n"
+
+
+def test_a_non_numeric_column_names_the_line(tmp_path, capsys):
+    frame = hand_frame({"ring": {1024: 1e-6, 2048: 2e-6}}).astype({"sim_time_s": object})
+    frame.loc[1, "sim_time_s"] = "fast"
+    frame.to_csv(tmp_path / "r.csv", index=False)
+    assert main(["plot", str(tmp_path / "r.csv")]) == 2
+    assert capsys.readouterr().err == (f"{tmp_path / 'r.csv'}: line 3: expected a number in "
+                                       "column sim_time_s, got 'fast'\n")
