@@ -5,10 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench fidelity clean
+.PHONY: run test lint bench fidelity gallery clean
 
 run: $(STAMP)
-	$(PY) -m simulator run scenarios/dgx.yaml
+	$(PY) -m simulator run scenarios/dgx.yaml --trace results/dgx-h100/trace.json --trace-point ring:1MiB
 
 test: lint
 	$(PY) -m pytest -q
@@ -19,6 +19,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/ring_scaling.py
+
+gallery: $(STAMP)  # the README's figures and sample trace
+	$(PY) -m simulator run scenarios/dgx.yaml --output docs/gallery --format png --quiet --trace docs/gallery/trace.json --trace-point ring:1MiB
 
 fidelity: $(STAMP)
 	$(PY) bench/fidelity.py --write docs/fidelity.md
