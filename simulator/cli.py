@@ -340,7 +340,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the points done are on disk, every file whole (output/stream.py)
         print(f"{scenario.source}: interrupted: {_kept(files, total)}", file=sys.stderr)
         return EXIT_INTERRUPTED
-    _print(f"# results: {', '.join(str(path) for path in paths)}\n")
+    _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
     return _verification(scenario.source, files.frame)
 
 
@@ -401,11 +401,23 @@ def _sweep(args: argparse.Namespace) -> int:
         _print(format_table(results, picks_only=scenario.nccl_choice))
         paths = write_results(results, scenario, RunSettings(args.seed, args.proxy_elements),
                               scenario.output_dir, formats)
-        _print(f"# results: {', '.join(str(path) for path in paths)}\n")
+        _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
         status = max(status, _verification(scenario.source, results))
     for failure in done.failures:
         print(failure, file=sys.stderr)
     return EXIT_FAILED if done.failures else status
+
+
+def _with_crossover(paths: list[Path]) -> list[Path]:
+    """The files written, each figure followed by its crossover chart (written beside it by the
+    png writer, :func:`~simulator.output.figures.write_figures`)."""
+    listed: list[Path] = []
+    for path in paths:
+        listed.append(path)
+        crossover = path.with_name(f"{path.stem}-crossover.png")
+        if path.suffix == ".png" and crossover.is_file():
+            listed.append(crossover)
+    return listed
 
 
 def _verification(source: str, results: pd.DataFrame) -> int:

@@ -49,7 +49,7 @@ def test_golden_run_prints_the_table(golden):
                                 "algbw(GB/s)", "busbw(GB/s)", "model(us)", "dev(%)", "verified"]
     assert lines[3].split()[:5] == ["1024", "256", "float32", "sum", "ring"]
     assert lines[-1] == (f"# results: {out}/dgx-small.csv, {out}/dgx-small.json, "
-                         f"{out}/dgx-small.png")
+                         f"{out}/dgx-small.png, {out}/dgx-small-crossover.png")
     best = lines.index("# Best algorithm per size (fastest simulated; the closed forms' pick "
                        "beside it)")
     assert len(lines[best + 2:-1]) == 3  # one line per size
