@@ -315,12 +315,13 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
-    watch = watch_for(scenario, args.trace, args.trace_point, args.links)
     files = ResultsStream(scenario, RunSettings(args.seed, args.proxy_elements, output), output,
                           formats)
     total = None
     try:
         setup = checked_setup(scenario, args.seed, args.proxy_elements)
+        watch = watch_for(scenario, [algorithm.name for algorithm in setup.algorithms],
+                          args.trace, args.trace_point, args.links)
         coming = outlook(scenario, setup)
         total = len(coming.points)
         if not args.quiet:

@@ -319,3 +319,17 @@ def test_a_trace_file_that_is_a_directory_is_refused_before_the_run(tmp_path, ca
     assert capsys.readouterr().err == (f"command line: --links: expected a file to write, but "
                                        f"{tmp_path} is a directory\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_trace_point_of_an_algorithm_that_does_not_run_is_refused(tmp_path, capsys):
+    # algorithms: all on a switch runs neither hierarchical (one host) nor bucket (no torus)
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text("topology: {kind: switch, ranks: 4, bandwidth: 1GB/s, latency: 1us}\n"
+                        "algorithms: all\nsizes: [1KiB]\n")
+    for point in ("bucket:1KiB", "hierarchical:1KiB"):
+        code = main(["run", str(scenario), "--output", str(tmp_path / "out"), "--quiet",
+                     "--trace", str(tmp_path / "t.json"), "--trace-point", point])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1 and f"got '{point}'" in err
+        assert "bucket" not in err.split("got")[0] and "hierarchical" not in err.split("got")[0]
+        assert not (tmp_path / "out").exists() and not (tmp_path / "t.json").exists()

@@ -4,6 +4,7 @@ run, and the files they write once it is done: the trace (:mod:`.trace`), the pe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from simulator.errors import InputError, Problem
@@ -14,10 +15,11 @@ from simulator.output.trace import parse_trace_point, write_trace
 from simulator.scenario.spec import Scenario
 
 
-def watch_for(scenario: Scenario, trace: Path | None, trace_point: str | None,
-              links: Path | None) -> Watch | None:
+def watch_for(scenario: Scenario, algorithms: Sequence[str], trace: Path | None,
+              trace_point: str | None, links: Path | None) -> Watch | None:
     """The :class:`Watch` the options ask for (None when neither asks); InputError, before
-    anything runs, for a ``--trace-point`` that is not a point of the run or comes without
+    anything runs, for a ``--trace-point`` that is not a point of the run (one of
+    ``algorithms``, those that run, at one of the scenario's sizes) or comes without
     ``--trace``, and for a file that is a directory."""
     if trace_point is not None and trace is None:
         raise InputError([Problem("command line", "--trace-point", "expected --trace FILE.json "
@@ -31,7 +33,7 @@ def watch_for(scenario: Scenario, trace: Path | None, trace_point: str | None,
     if trace is None:
         return Watch()
     return Watch(trace=True if trace_point is None
-                 else {parse_trace_point(trace_point, scenario)})
+                 else {parse_trace_point(trace_point, scenario, algorithms)})
 
 
 def write_observed(watch: Watch | None, scenario: Scenario, trace: Path | None,

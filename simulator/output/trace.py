@@ -117,11 +117,14 @@ def write_trace(path: Path | str, activities: Sequence[Activity], *, scenario: s
     write_atomically(Path(path), write)
 
 
-def parse_trace_point(text: str, scenario: Scenario) -> tuple[str, int]:
-    """``ALGO:SIZE`` (``ring:1MiB``) as (algorithm, size_bytes), one of the scenario's points;
-    InputError (one line) otherwise."""
+def parse_trace_point(text: str, scenario: Scenario,
+                      algorithms: Sequence[str] | None = None) -> tuple[str, int]:
+    """``ALGO:SIZE`` (``ring:1MiB``) as (algorithm, size_bytes), one of the run's points: one of
+    ``algorithms`` (those that run; None: the scenario's list, or every one registered for its
+    collective) at one of its sizes; InputError (one line) otherwise."""
     algorithm, _, size_text = text.rpartition(":")
-    names = (list(scenario.algorithms) if scenario.algorithms is not None
+    names = (list(algorithms) if algorithms is not None
+             else list(scenario.algorithms) if scenario.algorithms is not None
              else algorithm_names(scenario.collective))
     sizes = ", ".join(format_size(size) for size in scenario.sizes)
     expected = (f"expected ALGO:SIZE, a point of the run (algorithms {', '.join(names)}; "
