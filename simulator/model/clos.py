@@ -31,7 +31,9 @@ from simulator.model.parts import (
     Ratio,
     Seed,
     Time,
+    add_nvswitch,
     cable,
+    nccl_facts,
 )
 
 
@@ -359,11 +361,9 @@ def cluster(
     spines = spines or _default_spines(_leaf_ports(unit, nics, rail_optimized), oversubscription)
     shape = ClusterShape(nodes, gpus_per_node, nics, gpus_per_pcie_switch, unit,
                          bool(rail_optimized), spines, units_per_pod, cores)
-    graph = nx.DiGraph(name=f"cluster({nodes}x{gpus_per_node})",
-                       compute_capability=int(compute_capability), nvlinks=int(nvlinks),
-                       nccl_nvlink_bandwidth=float(nccl_nvlink_bandwidth),
-                       nccl_nvls_bandwidth=float(nccl_nvls_bandwidth),
-                       nccl_launch_latency=float(nccl_launch_latency), paths=ClusterPaths(shape))
+    graph = nx.DiGraph(name=f"cluster({nodes}x{gpus_per_node})", paths=ClusterPaths(shape),
+                       **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
+                                    nccl_nvls_bandwidth, nccl_launch_latency))
     _spread(graph, ecmp, ecmp_seed)
     for host in range(nodes):
         _host(graph, shape, host, nvlink_bandwidth, nvlink_latency, pcie_bandwidth,
@@ -382,9 +382,7 @@ def _host(graph: nx.DiGraph, shape: ClusterShape, host: int, nvlink_bandwidth: f
           nvlink_latency: float, pcie_bandwidth: float, pcie_half_latency: float,
           nic_message_latency: float, reduction: bool, reduction_latency: float) -> None:
     """One host: its NVSwitch, GPUs, PCIe switches and NICs, cabled inside."""
-    nvswitch = f"n{host}.nvswitch"
-    graph.add_node(nvswitch, kind=SWITCH, tier=0, reduction=bool(reduction),
-                   reduction_latency=float(reduction_latency))
+    nvswitch = add_nvswitch(graph, host, reduction, reduction_latency)
     for i in range(shape.gpus_per_node // shape.gpus_per_pcie_switch):
         graph.add_node(f"n{host}.pcie{i}", kind=SWITCH, tier=0)
     for nic in range(shape.nics_per_node):

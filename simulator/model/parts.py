@@ -92,3 +92,23 @@ def cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
     """Add a full-duplex cable: two directed edges with the same bandwidth, latency and kind."""
     graph.add_edge(a, b, bandwidth=float(bandwidth), latency=float(latency), link=link)
     graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency), link=link)
+
+
+def nccl_facts(compute_capability: int, nvlinks: int, nvlink_bandwidth: float,
+               nvls_bandwidth: float, launch_latency: float) -> dict[str, int | float]:
+    """The graph attributes that state a host's GPUs for the NCCL execution model (read by
+    :meth:`~simulator.model.machine.Machine.of`; 0: not stated, or derive it), shared by every
+    builder of DGX-like hosts."""
+    return {"compute_capability": int(compute_capability), "nvlinks": int(nvlinks),
+            "nccl_nvlink_bandwidth": float(nvlink_bandwidth),
+            "nccl_nvls_bandwidth": float(nvls_bandwidth),
+            "nccl_launch_latency": float(launch_latency)}
+
+
+def add_nvswitch(graph: nx.DiGraph, host: int, reduction: bool, reduction_latency: float) -> str:
+    """Host ``host``'s NVSwitch (tier 0), reducing in the switch or not; its node name."""
+    name = f"n{host}.nvswitch"
+    graph.add_node(name, kind=SWITCH, tier=0, reduction=bool(reduction),
+                   reduction_latency=float(reduction_latency))
+    return name
+

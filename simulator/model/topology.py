@@ -60,7 +60,9 @@ from simulator.model.parts import (
     Ratio,
     Seed,
     Time,
+    add_nvswitch,
     cable,
+    nccl_facts,
 )
 
 __all__ = [
@@ -228,16 +230,12 @@ def dgx(
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
     (8, 1)
     """
-    graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})",
-                       compute_capability=int(compute_capability), nvlinks=int(nvlinks),
-                       nccl_nvlink_bandwidth=float(nccl_nvlink_bandwidth),
-                       nccl_nvls_bandwidth=float(nccl_nvls_bandwidth),
-                       nccl_launch_latency=float(nccl_launch_latency), paths=DgxPaths())
+    graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})", paths=DgxPaths(),
+                       **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
+                                    nccl_nvls_bandwidth, nccl_launch_latency))
     graph.add_node("leaf", kind=SWITCH, tier=1)
     for host in range(nodes):
-        nvswitch = f"n{host}.nvswitch"
-        graph.add_node(nvswitch, kind=SWITCH, tier=0, reduction=bool(nvswitch_reduction),
-                       reduction_latency=float(nvswitch_reduction_latency))
+        nvswitch = add_nvswitch(graph, host, nvswitch_reduction, nvswitch_reduction_latency)
         for local in range(gpus_per_node):
             gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
             graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host)
