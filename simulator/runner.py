@@ -112,6 +112,14 @@ def _payload(scenario: Scenario, size_bytes: int, ranks: int, proxy_elements: in
                             scenario.piece_bytes or PIPELINE_BYTES, channels)
 
 
+def point_payload(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
+                  proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> Payload:
+    """The payload :func:`run_point` moves for this point: its nominal count, and the proxy's
+    length that ``inputs`` must have (the whole buffer when ``proxy_elements`` ≥ its count)."""
+    channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
+    return _payload(scenario, size_bytes, setup.machine.ranks, proxy_elements, channels)
+
+
 def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
                  size_bytes: int) -> int:
     """The channels an allreduce of ``size_bytes`` runs on: the scenario's ``channels``, or with
@@ -171,7 +179,8 @@ def check_run(source: str, seed: int, proxy_elements: int) -> None:
 
 def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Algorithm | str,
               size_bytes: int, *, seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
-              setup: Setup | None = None, watch: Watch | None = None) -> Result:
+              setup: Setup | None = None, watch: Watch | None = None,
+              inputs: np.ndarray | None = None) -> Result:
     """Simulate one collective of ``size_bytes`` per rank and check it against numpy.
 
     ``algorithm`` is a registry name (configured with the scenario's options) or an algorithm;
@@ -180,6 +189,10 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     the same size, and reruns are identical. ``setup`` lets a caller running many points build
     the machine once. ``watch`` gets the point's :class:`~simulator.model.activity.Activity`
     (link usage, and the timeline if it traces the point, which then runs on SimPy).
+    ``inputs`` gives the ranks' data instead of the seeded draw: an array of shape
+    ``(ranks, proxy)`` (:func:`point_payload` tells the proxy's length) that the run reduces in
+    place, so it ends holding every rank's result (how :mod:`simulator.dist` and training steps
+    move their own tensors).
     """
     scenario = as_scenario(scenario)
     check_run(scenario.source, seed, proxy_elements)
@@ -193,10 +206,18 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     machine, cost, plan = _executed(scenario, setup, algorithm, size_bytes)
     channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
     payload = _payload(scenario, size_bytes, ranks, proxy_elements, channels)
-    buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload,
-                          scenario.reduce_op)
+    if inputs is None:
+        buffers = make_inputs(np.random.default_rng([seed, size_bytes]), ranks, payload,
+                              scenario.reduce_op)
+    elif inputs.shape != (ranks, payload.proxy_count) or inputs.dtype != scenario.dtype:
+        raise ValueError(f"inputs of {algorithm.name} at {size_bytes} bytes: expected an array "
+                         f"of shape {(ranks, payload.proxy_count)} and dtype {scenario.dtype}, "
+                         f"got {inputs.shape} {inputs.dtype}")
+    else:
+        buffers = inputs
     collective = scenario.collective
-    expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks))
+    expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks),
+                                    summable=inputs is None)
                 if scenario.verify else None)
     recorder = Recorder(machine.routing,
                         trace=watch is not None and watch.traces(algorithm.name, size_bytes),

@@ -56,7 +56,8 @@ class Collective(Enum):
         """Whether the collective combines data with the reduction operator."""
         return self in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)
 
-    def expected(self, inputs: np.ndarray, reduce_op: ReduceOp, owned: Sequence[slice]) -> Expected:
+    def expected(self, inputs: np.ndarray, reduce_op: ReduceOp, owned: Sequence[slice], *,
+                 summable: bool = True) -> Expected:
         """What every rank must end with after this collective on ``inputs`` (taken before the
         run, shape ``(ranks, elements)``); ``owned[r]`` are the elements of rank r's chunk.
 
@@ -84,7 +85,8 @@ class Collective(Enum):
             mask[ROOT] = True
         else:
             mask[...] = True
-        return Expected(reduce_op.reference(inputs), _reduction_tolerance(inputs, reduce_op), mask)
+        return Expected(reduce_op.reference(inputs),
+                        _reduction_tolerance(inputs, reduce_op, summable), mask)
 
 
 @dataclass(frozen=True)
@@ -124,14 +126,23 @@ class Expected:
         return values[rank] if values.ndim == 2 else values
 
 
-def _reduction_tolerance(inputs: np.ndarray, reduce_op: ReduceOp) -> np.ndarray:
-    """Allowed error per element: none for integers, max, min and float sums (whose inputs are
-    made exactly summable); one rounding of the final division for averages; for products, p
-    roundings of relative eps/2 each ((p+1)·eps·|product| bounds them)."""
+def _reduction_tolerance(inputs: np.ndarray, reduce_op: ReduceOp,
+                         summable: bool = True) -> np.ndarray:
+    """Allowed error per element: none for integers, max, min and float sums of inputs made
+    exactly summable; one rounding of the final division for averages; for products, p
+    roundings of relative eps/2 each ((p+1)·eps·|product| bounds them). Sums (and averages) of
+    other inputs add p-1 roundings of the partial sums: (p-1)·eps·Σ|x| (Higham, §4.2)."""
     ranks, dtype = inputs.shape[0], inputs.dtype
-    if np.issubdtype(dtype, np.integer) or reduce_op in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.SUM):
+    exact = reduce_op in (ReduceOp.MAX, ReduceOp.MIN) or (reduce_op is ReduceOp.SUM and summable)
+    if np.issubdtype(dtype, np.integer) or exact:
         return np.zeros(inputs.shape[1:])
     eps = float(np.finfo(dtype).eps)
+    if reduce_op in (ReduceOp.SUM, ReduceOp.AVG) and not summable:
+        magnitude = np.abs(inputs).sum(axis=0, dtype=np.float64)
+        spread = (ranks - 1) * eps * magnitude
+        if reduce_op is ReduceOp.AVG:
+            return np.asarray(spread / ranks + 2 * eps * np.abs(reduce_op.reference(inputs)))
+        return np.asarray(spread)
     scale = np.abs(reduce_op.reference(inputs))
     factor = 2 if reduce_op is ReduceOp.AVG else ranks + 1
     return np.asarray(factor * eps * scale)
