@@ -152,8 +152,9 @@ def test_a_ring_trace_has_every_send_where_the_simulation_has_it(tmp_path):
         mine = sorted(by_rank[f"rank {rank} sends"], key=lambda e: e["ts"])
         assert len(mine) == 2 * (p - 1)
         for k, event in enumerate(mine):
-            assert event["ts"] == pytest.approx((k * step + alpha) * 1e6, rel=1e-12)
-            assert event["ts"] + event["dur"] == pytest.approx((k + 1) * step * 1e6, rel=1e-12)
+            # times are written in whole nanoseconds (what Perfetto keeps)
+            assert event["ts"] == pytest.approx((k * step + alpha) * 1e6, abs=5e-4)
+            assert event["ts"] + event["dur"] == pytest.approx((k + 1) * step * 1e6, abs=5e-4)
             assert event["args"]["bytes"] == c and event["args"]["peer"] == f"rank {(rank + 1) % p}"
         assert [e["name"] for e in mine[:2]] == ["send reduce-scatter step 1/4",
                                                  "send reduce-scatter step 2/4"]
@@ -161,9 +162,9 @@ def test_a_ring_trace_has_every_send_where_the_simulation_has_it(tmp_path):
     [point] = document["otherData"]["points"]  # the one point asked for, of the two run
     assert (point["algorithm"], point["size_bytes"], point["slices_dropped"]) == ("ring", 5000, 0)
     last = max(e["ts"] + e["dur"] for e in sends)
-    assert last == pytest.approx(point["sim_time_us"], rel=1e-12)
+    assert last == pytest.approx(point["sim_time_us"], abs=5e-4)
     results = pd.read_csv(tmp_path / "out" / "ring.csv")
-    assert results.sim_time_s[0] * 1e6 == pytest.approx(last, rel=1e-12)
+    assert results.sim_time_s[0] * 1e6 == pytest.approx(last, abs=5e-4)
     assert point["engine"] == "simpy" and "traced" in point["engine_note"]
     counters = [e for e in events if e["ph"] == "C"]
     assert {e["name"] for e in counters} == {f"link {name}" for name in point["counter_links"]}
@@ -180,8 +181,11 @@ def check_trace_events(events):
         if event["ph"] == "X":
             assert {"ts", "dur", "tid", "cat", "args"} <= set(event)
             assert event["dur"] >= 0
+            # as Perfetto imports them: ts and dur rounded to whole ns apart (slices that then
+            # overlap by a ns are dropped: slice_drop_overlapping_complete_event)
+            start = round(event["ts"] * 1e3)
             lanes.setdefault((event["pid"], event["tid"]), []).append(
-                (event["ts"], event["ts"] + event["dur"]))
+                (start, start + round(event["dur"] * 1e3)))
         elif event["ph"] == "C":
             assert isinstance(event["ts"], float) and event["args"]
             assert all(isinstance(value, float) for value in event["args"].values())
@@ -192,7 +196,7 @@ def check_trace_events(events):
     for spans in lanes.values():
         spans.sort()
         for (_, end), (start, _) in itertools.pairwise(spans):
-            assert start >= end - 1e-9
+            assert start >= end
 
 
 def test_an_nvls_trace_has_in_switch_steps():

@@ -71,7 +71,7 @@ def trace_document(activities: Sequence[Activity], *, scenario: str = "",
             "sim_time_us": activity.time_s * 1e6, "engine": activity.engine,
             "engine_note": activity.note,
             "slices": len(kept), "slices_dropped": len(left) + activity.dropped_slices,
-            "dropped_from_us": None if dropped_from is None else dropped_from * 1e6,
+            "dropped_from_us": None if dropped_from is None else round(dropped_from * 1e9) / 1e3,
             "counter_links": [rate.link for rate in activity.rates],
             "counters": (f"utilisation of the {len(activity.rates)} busiest of the "
                          f"{len(activity.links)} links that carried bytes"),
@@ -178,10 +178,15 @@ def _slices(pid: int, slices: Sequence[Slice]) -> list[dict[str, Any]]:
             events += [_meta("thread_name", pid, tid, name),
                        _meta("thread_sort_index", pid, tid, tid)]
             for item in lane:
-                start_us, end_us = item.start_s * 1e6, item.end_s * 1e6
+                # whole nanoseconds at both ends, then microseconds: Perfetto rounds ts and dur
+                # to ns apart, which made back-to-back slices overlap by 1 ns and dropped them
+                # (its import error slice_drop_overlapping_complete_event); rounding each end
+                # is monotone, so slices that did not overlap still do not
+                start_ns, end_ns = round(item.start_s * 1e9), round(item.end_s * 1e9)
                 events.append({
                     "name": f"{_VERB[item.kind]} {item.label}".strip(), "cat": item.kind,
-                    "ph": "X", "ts": start_us, "dur": end_us - start_us, "pid": pid, "tid": tid,
+                    "ph": "X", "ts": start_ns / 1e3, "dur": (end_ns - start_ns) / 1e3,
+                    "pid": pid, "tid": tid,
                     "args": {"bytes": item.bytes, "peer": item.peer, "label": item.label}})
     return events
 
