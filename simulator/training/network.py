@@ -35,12 +35,14 @@ class Tensor:
 @dataclass(frozen=True)
 class Layer:
     """A leaf module: its parameters in registration order and the forward FLOPs it costs per
-    sample (one image, or one sequence); a layer without parameters folds into a neighbour's
-    FLOPs."""
+    sample (one image, or one sequence), or its measured forward and backward times per step
+    (``forward_s``, ``backward_s``: a user's own profile, used as given)."""
 
     name: str
     tensors: tuple[Tensor, ...]
     flops: float
+    forward_s: float | None = None
+    backward_s: float | None = None
 
     @property
     def numel(self) -> int:
