@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from tqdm import tqdm
 
     from simulator.output.stream import ResultsStream
-    from simulator.scenario.spec import TopologySpec
+    from simulator.scenario.spec import Scenario, TopologySpec
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 FORMATS = ("csv", "json", "png", "parquet")
@@ -315,6 +315,8 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
+    if scenario.training is not None:
+        return _train(args, scenario, output, formats)
     files = ResultsStream(scenario, RunSettings(args.seed, args.proxy_elements, output), output,
                           formats)
     total = None
@@ -343,6 +345,42 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
     return _verification(scenario.source, files.frame)
+
+
+def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
+           formats: tuple[str, ...]) -> int:
+    """A training scenario: its step (verified) and sweeps, printed and written; Ctrl-C leaves
+    the files as they were (they are written at the end, each atomically)."""
+    from simulator.output.training import format_training, write_training
+    from simulator.trainer import train
+
+    for option in ("trace", "trace_point", "links"):
+        if getattr(args, option) is not None:
+            flag = "--" + option.replace("_", "-")
+            raise InputError([Problem("command line", flag, "expected no " + flag + " with a "
+                                      "training scenario (trace one bucket's allreduce as a "
+                                      "point of a plain scenario)")])
+
+    def progress(what: str) -> None:
+        if not args.quiet:
+            print(f"{scenario.source}: simulating the {what}", file=sys.stderr, flush=True)
+
+    try:
+        training = train(scenario, seed=args.seed, proxy_elements=args.proxy_elements,
+                         progress=progress)
+        _print(format_training(training))
+        with _writing(scenario.source, output):
+            paths = write_training(training, output, formats)
+    except KeyboardInterrupt:
+        print(f"{scenario.source}: interrupted: nothing written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    _print(f"# results: {', '.join(str(path) for path in paths)}\n")
+    if training.step.verified is False:
+        print(f"{scenario.source}: verification failed: the gradients did not end averaged and "
+              f"identical on every rank (max abs error {training.step.max_abs_error:.3g})",
+              file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK
 
 
 def _progress_bar(total: int, quiet: bool) -> tqdm[Never]:

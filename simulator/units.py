@@ -4,7 +4,8 @@ This is the only module that knows about unit suffixes (docs/design.md §3):
 
 - sizes: ``4096``, ``4KB`` (10^3), ``4KiB`` (2^10), ``MB``/``MiB``, ``GB``/``GiB``, ``TB``/``TiB``;
 - bandwidths: ``25GB/s`` (bytes, 10^9), ``200Gbps`` or ``200Gb/s`` (bits), also ``KB/s`` ... ``TB/s``;
-- times: ``500ns``, ``1us`` (or ``1µs``), ``2ms``, ``1s``.
+- times: ``500ns``, ``1us`` (or ``1µs``), ``2ms``, ``1s``;
+- compute rates: ``150TFLOP/s`` (also ``GFLOP/s``, ``PFLOP/s``; ``TFLOPS`` alike), or FLOP/s.
 
 >>> parse_size("4KiB"), parse_bandwidth("200Gbps"), parse_time("500ns")
 (4096, 25000000000.0, 5e-07)
@@ -34,6 +35,10 @@ _BYTE_RATE_FACTORS: dict[str, float] = {
 _BIT_RATE_FACTORS: dict[str, float] = {
     "bps": 1.0, "Kbps": 1e3, "Mbps": 1e6, "Gbps": 1e9, "Tbps": 1e12,
     "b/s": 1.0, "Kb/s": 1e3, "Mb/s": 1e6, "Gb/s": 1e9, "Tb/s": 1e12,
+}
+_FLOP_RATE_FACTORS: dict[str, float] = {
+    "": 1.0, "FLOP/s": 1.0, "GFLOP/s": 1e9, "TFLOP/s": 1e12, "PFLOP/s": 1e15,
+    "FLOPS": 1.0, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15,
 }
 _TIME_DIVISORS: dict[str, float] = {"ns": 1e9, "us": 1e6, "µs": 1e6, "ms": 1e3, "s": 1.0}
 
@@ -108,6 +113,18 @@ def format_size(size_bytes: int) -> str:
             decimal = f"{whole}.{rest:0{power}d}".rstrip("0").rstrip(".") + unit
             return decimal if len(decimal) < len(label) else label
     return label
+
+
+def parse_flops(text: object) -> float:
+    """FLOP per second in a compute rate such as ``150TFLOP/s`` or ``1.5e14``.
+
+    >>> parse_flops("150TFLOP/s"), parse_flops(2e9)
+    (150000000000000.0, 2000000000.0)
+    """
+    value, _, unit = _split(text, "a compute rate", "150TFLOP/s")
+    if unit not in _FLOP_RATE_FACTORS or value <= 0:
+        raise UnitError(f"expected a positive compute rate like '150TFLOP/s', got {text!r}")
+    return float(value * Fraction(_FLOP_RATE_FACTORS[unit]))
 
 
 def parse_count(value: object) -> int:

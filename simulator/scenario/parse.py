@@ -37,11 +37,12 @@ from simulator.scenario.rules import (
     topology_issues,
 )
 from simulator.scenario.spec import ALL, AUTO, Engine, Scenario, TopologySpec
+from simulator.scenario.training import read_training
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "channels",
-         "engine", "verify", "output")
+         "engine", "verify", "output", "training")
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -72,7 +73,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
         if key in data:
             reader.problem(key, f"unknown key; {where}")
     reader.check_keys({k: v for k, v in data.items() if k not in _MOVED}, "", _KEYS,
-                      required=("topology", "sizes"))
+                      required=("topology",) if "training" in data else ("topology", "sizes"))
 
     name = data.get("name", default_name)
     if name_problem(name):
@@ -103,6 +104,9 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
         reader.problem("channels", f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, "
                                    f"got {channels!r}")
         channels = AUTO
+    training = read_training(reader, data["training"]) if "training" in data else None
+    if "training" in data and "sizes" in data:
+        reader.problem("sizes", "expected no sizes with training (the gradient buckets give them)")
     output = data.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
         reader.problem("output", f"expected a directory path, got {output!r}")
@@ -116,7 +120,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     protocol=None if protocol in (None, AUTO) else Protocol(protocol),
                     nccl_choice=data.get("algorithms") == AUTO,
                     channels=None if channels == AUTO else channels,
-                    engine=Engine(engine) if engine is not None else Engine.AUTO)
+                    engine=Engine(engine) if engine is not None else Engine.AUTO,
+                    training=training)
 
 
 def load_preset(name: str) -> TopologySpec:

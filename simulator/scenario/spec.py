@@ -42,6 +42,7 @@ from simulator.scenario.rules import (
     size_problem,
     topology_issues,
 )
+from simulator.training.spec import TrainingSpec
 
 ALL = "all"
 """The ``algorithms`` value meaning every algorithm that applies (None in a Scenario)."""
@@ -122,7 +123,8 @@ class Scenario:
     ``simulator.runner.channels_for``). ``engine`` runs each point on the SimPy engine or the
     vectorised one (``auto``: the vectorised one where the algorithm has a schedule). Enum
     fields and ``dtype`` also take their names, and
-    ``output`` a string. Anything else invalid raises
+    ``output`` a string. ``training`` makes it a data-parallel training step whose gradient
+    buckets give the sizes (docs/training.md). Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
 
@@ -144,6 +146,7 @@ class Scenario:
     nccl_choice: bool = False
     channels: int | None = None
     engine: Engine = Engine.AUTO
+    training: TrainingSpec | None = None
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
         """Pickle as the fields (options as a plain dict), so a sweep can send a scenario to
@@ -225,7 +228,11 @@ class Scenario:
 
     def _issues(self) -> list[Issue]:
         issues: list[tuple[str, str | None]] = [("name", name_problem(self.name))]
-        issues.append(("sizes", None if self.sizes else "expected at least one size"))
+        if self.training is None:
+            issues.append(("sizes", None if self.sizes else "expected at least one size"))
+        elif self.collective is not Collective.ALLREDUCE:
+            issues.append(("collective", f"expected allreduce with training (DDP allreduces "
+                                         f"gradients), got {self.collective.value}"))
         issues += [(f"sizes[{i}]", size_problem(size, self.dtype)) for i, size in enumerate(self.sizes)]
         issues.append(("sizes", duplicate_problem(self.sizes, "size")))
         known = REGISTRY[self.collective]

@@ -1,0 +1,149 @@
+"""A training scenario's results as text and files: the step (compute, communication, exposed
+communication, step time, scaling efficiency), its buckets (what each held, when it ran, which
+algorithm and protocol), and the sweeps over the bucket cap and the GPU count
+(docs/training.md). Figures are :mod:`simulator.output.training_figure`'s."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.output.files import write_atomically
+from simulator.training.results import Step, Training
+from simulator.units import format_size
+
+STEP_COLUMNS = ("scenario", "sweep", "topology", "ranks", "model", "batch", "bucket_cap_bytes",
+                "first_bucket_bytes", "overlap", "buckets", "forward_s", "backward_s",
+                "optimizer_s", "compute_s", "communication_s", "exposed_s", "step_s",
+                "efficiency", "allreduces", "verified", "identical", "max_abs_error",
+                "checked_tensors")
+"""Columns of ``<name>-steps.csv``: one row per step (``sweep``: empty for the scenario's own
+step, ``bucket_cap`` or ``topology`` for a sweep's)."""
+BUCKET_COLUMNS = ("scenario", "sweep", "ranks", "bucket_cap_bytes", "bucket", "tensors",
+                  "size_bytes", "ready_s", "start_s", "end_s", "algorithm", "protocol",
+                  "time_s", "model_time_s", "verified")
+"""Columns of ``<name>-buckets.csv``: one row per bucket of every step."""
+
+
+def labelled_steps(training: Training) -> list[tuple[str, Step]]:
+    """Every step with the sweep it belongs to ("" for the scenario's own)."""
+    return ([("", training.step)] + [("bucket_cap", s) for s in training.cap_sweep]
+            + [("topology", s) for s in training.scale_sweep])
+
+
+def allreduces(step: Step) -> str:
+    """Which algorithm (and protocol) the step's buckets got, with counts, in bucket order:
+    ``ring/LL128 ×2, ring/Simple ×3``."""
+    names = Counter(f"{b.algorithm}/{b.protocol}" if b.protocol else b.algorithm
+                    for b in step.buckets)
+    return ", ".join(f"{name} ×{count}" for name, count in names.items())
+
+
+def steps_frame(training: Training) -> pd.DataFrame:
+    """One row per step, columns :data:`STEP_COLUMNS`."""
+    rows = [{
+        "scenario": training.scenario, "sweep": sweep, "topology": step.topology,
+        "ranks": step.ranks, "model": step.model, "batch": step.batch,
+        "bucket_cap_bytes": step.bucket_cap, "first_bucket_bytes": step.first_bucket,
+        "overlap": step.overlap, "buckets": len(step.buckets), "forward_s": step.forward_s,
+        "backward_s": step.backward_s, "optimizer_s": step.optimizer_s,
+        "compute_s": step.compute_s, "communication_s": step.communication_s,
+        "exposed_s": step.exposed_s, "step_s": step.step_s, "efficiency": step.efficiency,
+        "allreduces": allreduces(step), "verified": step.verified, "identical": step.identical,
+        "max_abs_error": step.max_abs_error, "checked_tensors": step.checked_tensors,
+    } for sweep, step in labelled_steps(training)]
+    return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+def buckets_frame(training: Training) -> pd.DataFrame:
+    """One row per bucket of every step, columns :data:`BUCKET_COLUMNS`."""
+    rows = [{
+        "scenario": training.scenario, "sweep": sweep, "ranks": step.ranks,
+        "bucket_cap_bytes": step.bucket_cap, "bucket": b.index, "tensors": b.tensors,
+        "size_bytes": b.nbytes, "ready_s": b.ready_s, "start_s": b.start_s, "end_s": b.end_s,
+        "algorithm": b.algorithm, "protocol": b.protocol, "time_s": b.time_s,
+        "model_time_s": b.model_time_s, "verified": b.verified,
+    } for sweep, step in labelled_steps(training) for b in step.buckets]
+    return pd.DataFrame(rows, columns=list(BUCKET_COLUMNS))
+
+
+def format_training(training: Training) -> str:
+    """The step, its buckets and the sweeps as nccl-tests-style text blocks."""
+    spec, step = training.spec, training.step
+    compute = spec.compute
+    rate = "free" if compute.free else f"{compute.flops / 1e12:.1f} TFLOP/s sustained"
+    optimizer = (f"optimizer {spec.optimizer_s * 1e3:.3g} ms" if spec.optimizer_s is not None
+                 else spec.optimizer.value)
+    first = "none" if spec.first_bucket is None else format_size(spec.first_bucket)
+    lines = [
+        f"# training {training.scenario}: {spec.network.name} ({spec.network.numel:,} parameters),"
+        f" batch {spec.batch} per GPU, {compute.name} ({spec.precision.value}, {rate}), "
+        f"{optimizer}",
+        f"# DDP: buckets of {format_size(spec.bucket_cap)} (first {first}), overlap "
+        f"{'on' if spec.overlap else 'off'}; each bucket's allreduce: {training.policy}",
+        _step_header(),
+        _step_row(step),
+        "# buckets, in allreduce order (times in ms from the step's start)",
+        f"#{'bucket':>7} {'tensors':>8} {'size(B)':>12} {'ready':>9} {'start':>9} {'end':>9}"
+        f" {'algorithm':>18} {'time(us)':>10} {'model(us)':>10} verified",
+    ]
+    lines += [f"{b.index:>8} {b.tensors:>8} {b.nbytes:>12} {b.ready_s * 1e3:>9.3f} "
+              f"{b.start_s * 1e3:>9.3f} {b.end_s * 1e3:>9.3f} "
+              f"{_algorithm(b.algorithm, b.protocol):>18} {b.time_s * 1e6:>10.2f} "
+              f"{b.model_time_s * 1e6:>10.2f} {_mark(b.verified):>8}" for b in step.buckets]
+    if training.cap_sweep:
+        lines += [f"# bucket-cap sweep on {step.ranks} GPUs", _step_header("cap")]
+        lines += [_step_row(s, format_size(s.bucket_cap)) for s in training.cap_sweep]
+    if training.scale_sweep:
+        lines += [f"# GPU-count sweep, buckets of {format_size(spec.bucket_cap)}",
+                  _step_header()]
+        lines += [_step_row(s) for s in training.scale_sweep]
+    return "\n".join(lines) + "\n"
+
+
+def _step_header(first: str = "GPUs") -> str:
+    return (f"#{first:>7} {'compute(ms)':>12} {'comm(ms)':>10} {'exposed(ms)':>12} "
+            f"{'step(ms)':>10} {'efficiency':>10} {'buckets':>8} verified  allreduces")
+
+
+def _step_row(step: Step, first: str | None = None) -> str:
+    return (f"{first or step.ranks:>8} {step.compute_s * 1e3:>12.3f} "
+            f"{step.communication_s * 1e3:>10.3f} {step.exposed_s * 1e3:>12.3f} "
+            f"{step.step_s * 1e3:>10.3f} {step.efficiency * 100:>9.1f}% {len(step.buckets):>8} "
+            f"{_mark(step.verified):>8}  {allreduces(step)}")
+
+
+def _algorithm(name: str, protocol: str) -> str:
+    return f"{name}/{protocol}" if protocol else name
+
+
+def _mark(verified: bool | None) -> str:
+    return "-" if verified is None else "ok" if verified else "FAILED"
+
+
+def write_training(training: Training, directory: Path, formats: Sequence[str]) -> list[Path]:
+    """Write ``<name>-steps.csv`` and ``<name>-buckets.csv`` (always) and, with ``png`` in
+    ``formats``, the step's timeline and the sweeps' figure; each file atomically. The paths
+    written, in that order."""
+    directory.mkdir(parents=True, exist_ok=True)
+    name = training.scenario
+    writers: list[tuple[Path, Callable[[Path], None]]] = [
+        (directory / f"{name}-steps.csv",
+         lambda tmp: steps_frame(training).to_csv(tmp, index=False)),
+        (directory / f"{name}-buckets.csv",
+         lambda tmp: buckets_frame(training).to_csv(tmp, index=False)),
+    ]
+    if "png" in formats:
+        from simulator.output.training_figure import draw_sweeps, draw_timeline
+
+        writers.append((directory / f"{name}-timeline.png",
+                        lambda tmp: draw_timeline(training, tmp)))
+        if training.cap_sweep or training.scale_sweep:
+            writers.append((directory / f"{name}-sweeps.png",
+                            lambda tmp: draw_sweeps(training, tmp)))
+    for path, write in writers:
+        write_atomically(path, write)
+    return [path for path, _ in writers]

@@ -1,0 +1,291 @@
+"""A scenario's ``training:`` section in, a :class:`~simulator.training.spec.TrainingSpec` out,
+every problem reported as ``file: training.field: what was expected`` (docs/training.md)."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import math
+from collections.abc import Mapping, Sequence
+
+from simulator.errors import UnitError
+from simulator.scenario.fields import FieldReader
+from simulator.training.compute import ACCELERATORS, Optimizer, Precision
+from simulator.training.network import BACKWARD_PER_FORWARD, Layer, Network, Tensor
+from simulator.training.spec import Compute, TopologySweep, TrainingSpec
+from simulator.training.zoo import NETWORKS
+from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_flops, parse_size, parse_time
+
+KEYS = ("model", "batch", "gpu", "precision", "optimizer", "bucket_cap", "first_bucket",
+        "overlap", "sweep")
+FREE = "free"
+"""``gpu: free``: compute costs nothing, the step is its communication alone."""
+
+
+def read_training(reader: FieldReader, value: object) -> TrainingSpec | None:
+    """The section's spec, or None after recording its problems in ``reader``."""
+    section = reader.mapping("training", value)
+    if section is None:
+        return None
+    reader.check_keys(section, "training", KEYS, required=("model", "batch"))
+    before = len(reader.problems)
+    network = _model(reader, section.get("model")) if "model" in section else None
+    batch = reader.parse("training.batch", section.get("batch", 1), parse_count)
+    precision = reader.choice("training.precision", section.get("precision", "mixed"),
+                              [p.value for p in Precision], "a precision")
+    compute = _compute(reader, section.get("gpu", "h100"),
+                       Precision(precision) if precision else Precision.MIXED)
+    optimizer, optimizer_s = _optimizer(reader, section.get("optimizer", "adam"))
+    cap = reader.parse("training.bucket_cap", section.get("bucket_cap", "25MiB"), parse_size)
+    first = section.get("first_bucket", "1MiB")
+    first_bytes = None if first == "cap" else reader.parse(
+        "training.first_bucket", first, _size_or_cap)
+    overlap = reader.parse("training.overlap", section.get("overlap", True), parse_flag)
+    caps, topology = _sweep(reader, section.get("sweep", {}))
+    if len(reader.problems) > before or network is None or compute is None:
+        return None
+    assert batch is not None and cap is not None and overlap is not None and precision
+    if cap < 1:
+        reader.problem("training.bucket_cap", "expected a size ≥ 1 byte, got 0")
+        return None
+    return TrainingSpec(network=network, batch=batch, compute=compute,
+                        precision=Precision(precision), optimizer=optimizer,
+                        optimizer_s=optimizer_s, bucket_cap=cap, first_bucket=first_bytes,
+                        overlap=overlap, sweep_caps=caps, sweep_topology=topology)
+
+
+def _size_or_cap(value: object) -> int:
+    size = parse_size(value)
+    if size < 1:
+        raise UnitError(f"expected a size ≥ 1 byte or 'cap', got {value!r}")
+    return size
+
+
+def _model(reader: FieldReader, value: object) -> Network | None:
+    """A preset name, ``{preset: NAME, sequence: N}``, ``{torch: MODULE:FACTORY, input: SHAPE}``
+    or ``{name: NAME, layers: [...]}``."""
+    field = "training.model"
+    if isinstance(value, str):
+        value = {"preset": value}
+    spec = reader.mapping(field, value)
+    if spec is None:
+        return None
+    if "preset" in spec:
+        return _preset(reader, spec)
+    if "torch" in spec:
+        return _torch(reader, spec)
+    if "layers" in spec:
+        return _layers(reader, spec)
+    reader.problem(field, f"expected a preset ({', '.join(NETWORKS)}), {{torch: MODULE:FACTORY}} "
+                          f"or {{name: NAME, layers: [...]}}, got {dict(spec)!r}")
+    return None
+
+
+def _preset(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
+    field = "training.model"
+    name = reader.choice(f"{field}.preset" if len(spec) > 1 else field, spec["preset"],
+                         list(NETWORKS), "a model preset")
+    if name is None:
+        return None
+    build = NETWORKS[name]
+    accepts = set(inspect.signature(build).parameters)
+    reader.check_keys(spec, field, ["preset", *sorted(accepts)])
+    kwargs = {}
+    for key in accepts & set(spec):
+        count = reader.parse(f"{field}.{key}", spec[key], parse_count)
+        if count is None:
+            return None
+        kwargs[key] = count
+    try:
+        return build(**kwargs)
+    except ValueError as error:
+        reader.problem(field, str(error))
+        return None
+
+
+def _torch(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
+    """A ``torch.nn.Module`` from a factory ``package.module:function`` (called with no
+    arguments), with its layers' FLOPs measured on an ``input`` of one sample's shape."""
+    field = "training.model"
+    reader.check_keys(spec, field, ["torch", "input", "name"])
+    target = spec["torch"]
+    if not isinstance(target, str) or ":" not in target:
+        reader.problem(f"{field}.torch", f"expected 'package.module:factory', got {target!r}")
+        return None
+    shape = spec.get("input")
+    if shape is not None and (not isinstance(shape, list) or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape)):
+        reader.problem(f"{field}.input", f"expected one sample's shape, a list of whole "
+                                         f"numbers ≥ 1 like [3, 224, 224], got {shape!r}")
+        return None
+    module_name, _, factory = target.partition(":")
+    try:
+        import torch
+
+        from simulator.training.torchnet import network_from_module
+    except ImportError:
+        reader.problem(f"{field}.torch", "needs PyTorch: pip install 'allreduce-sim[torch]'")
+        return None
+    try:
+        module = getattr(importlib.import_module(module_name), factory)()
+    except (ImportError, AttributeError) as error:
+        reader.problem(f"{field}.torch", f"cannot load {target!r}: {error}")
+        return None
+    if not isinstance(module, torch.nn.Module):
+        reader.problem(f"{field}.torch", f"expected {target!r} to return a torch.nn.Module, "
+                                         f"got a {type(module).__name__}")
+        return None
+    sample = None if shape is None else torch.zeros(1, *shape)
+    name = spec.get("name", factory)
+    try:
+        return network_from_module(module, name=str(name), sample_input=sample,
+                                   source=f"torch module {target}")
+    except ValueError as error:
+        reader.problem(f"{field}.torch", str(error))
+        return None
+
+
+def _layers(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
+    """A user's list: each layer's parameters ``{name: shape}`` and its compute, as forward
+    ``flops`` per sample or as measured ``backward`` (and ``forward``) times per step."""
+    field = "training.model"
+    reader.check_keys(spec, field, ["name", "layers", "source"], required=("name",))
+    items = spec["layers"]
+    if not isinstance(items, list) or not items:
+        reader.problem(f"{field}.layers", f"expected a non-empty list of layers, got {items!r}")
+        return None
+    layers = []
+    for i, item in enumerate(items):
+        layer = _layer(reader, f"{field}.layers[{i}]", item)
+        if layer is not None:
+            layers.append(layer)
+    if len(layers) < len(items):
+        return None
+    if not any(layer.tensors for layer in layers):
+        reader.problem(f"{field}.layers", "expected at least one layer with parameters")
+        return None
+    return Network(str(spec["name"]), tuple(layers), "sample", str(spec.get("source", "given")))
+
+
+def _layer(reader: FieldReader, field: str, item: object) -> Layer | None:
+    spec = reader.mapping(field, item)
+    if spec is None:
+        return None
+    reader.check_keys(spec, field, ["name", "params", "flops", "forward", "backward"],
+                      required=("name",))
+    params = spec.get("params", {})
+    if not isinstance(params, Mapping):
+        reader.problem(f"{field}.params", f"expected a mapping of parameter names to shapes, "
+                                          f"got {params!r}")
+        return None
+    tensors = []
+    for name, shape in params.items():
+        if not isinstance(shape, list) or not shape or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape):
+            reader.problem(f"{field}.params.{name}", f"expected a shape, a list of whole "
+                                                     f"numbers ≥ 1 like [1024, 4096], got {shape!r}")
+            return None
+        tensors.append(Tensor(str(name), tuple(shape)))
+    flops = spec.get("flops", 0)
+    if isinstance(flops, str):  # YAML 1.1 reads 1e6 (no dot) as text
+        with contextlib.suppress(ValueError):
+            flops = float(flops)
+    if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not (
+            math.isfinite(flops) and flops >= 0):
+        reader.problem(f"{field}.flops", f"expected forward FLOPs per sample, a number ≥ 0, "
+                                         f"got {flops!r}")
+        return None
+    times = {key: reader.parse(f"{field}.{key}", spec[key], parse_time)
+             for key in ("forward", "backward") if key in spec}
+    if any(value is None for value in times.values()):
+        return None
+    backward, forward = times.get("backward"), times.get("forward")
+    if forward is None and backward is not None:
+        forward = backward / BACKWARD_PER_FORWARD
+    if backward is None and forward is not None:
+        backward = forward * BACKWARD_PER_FORWARD
+    return Layer(str(spec["name"]), tuple(tensors), float(flops), forward, backward)
+
+
+def _compute(reader: FieldReader, value: object, precision: Precision) -> Compute | None:
+    """A GPU preset, ``free``, or ``{flops: RATE, memory_bandwidth: RATE}``."""
+    field = "training.gpu"
+    if value == FREE:
+        return Compute(FREE, math.inf, math.inf)
+    if isinstance(value, str):
+        name = reader.choice(field, value, [*ACCELERATORS, FREE], "a GPU")
+        if name is None:
+            return None
+        accelerator = ACCELERATORS[name]
+        return Compute(name, accelerator.flops(precision), accelerator.memory_bandwidth)
+    spec = reader.mapping(field, value)
+    if spec is None:
+        return None
+    reader.check_keys(spec, field, ["flops", "memory_bandwidth"], required=("flops",))
+    flops = reader.parse(f"{field}.flops", spec.get("flops", 1), parse_flops)
+    bandwidth = reader.parse(f"{field}.memory_bandwidth",
+                             spec.get("memory_bandwidth", "2TB/s"), parse_bandwidth)
+    if flops is None or bandwidth is None:
+        return None
+    return Compute("custom", flops, bandwidth)
+
+
+def _optimizer(reader: FieldReader, value: object) -> tuple[Optimizer, float | None]:
+    """An update rule (its time from its memory traffic) or the step's time as given."""
+    names = [o.value for o in Optimizer]
+    if isinstance(value, str) and value in names:
+        return Optimizer(value), None
+    try:
+        return Optimizer.ADAM, parse_time(value)
+    except UnitError:
+        reader.problem("training.optimizer", f"expected one of {', '.join(names)} or a time "
+                                             f"like '2ms', got {value!r}")
+        return Optimizer.ADAM, None
+
+
+def _sweep(reader: FieldReader, value: object) -> tuple[tuple[int, ...], TopologySweep | None]:
+    """``{bucket_cap: [SIZES], topology: {PARAM: [VALUES]}}``, both optional."""
+    field = "training.sweep"
+    spec = reader.mapping(field, value)
+    if spec is None:
+        return (), None
+    reader.check_keys(spec, field, ["bucket_cap", "topology"])
+    caps: tuple[int, ...] = ()
+    if "bucket_cap" in spec:
+        caps = _sizes(reader, f"{field}.bucket_cap", spec["bucket_cap"])
+    topology = None
+    if "topology" in spec:
+        scaled = reader.mapping(f"{field}.topology", spec["topology"])
+        if scaled is not None and len(scaled) != 1:
+            reader.problem(f"{field}.topology", f"expected one topology parameter and its "
+                                                f"values, like {{nodes: [1, 2, 4]}}, got "
+                                                f"{dict(scaled)!r}")
+        elif scaled is not None:
+            [(param, values)] = scaled.items()
+            counts = _counts(reader, f"{field}.topology.{param}", values)
+            topology = TopologySweep(str(param), counts) if counts else None
+    return caps, topology
+
+
+def _sizes(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value:
+        reader.problem(field, f"expected a list of sizes like [1MiB, 25MiB], got {value!r}")
+        return ()
+    sizes = [reader.parse(f"{field}[{i}]", item, _size_or_cap) for i, item in enumerate(value)]
+    return tuple(s for s in sizes if s is not None) if all(s is not None for s in sizes) else ()
+
+
+def _counts(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:
+    if not isinstance(value, list) or not value or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in value):
+        reader.problem(field, f"expected a list of whole numbers ≥ 1, got {value!r}")
+        return ()
+    return tuple(value)
+
+
+def topology_sweep_problem(sweep: TopologySweep, params: Sequence[str]) -> str | None:
+    """Why a GPU-count sweep cannot scale this topology (its builder lacks the parameter)."""
+    if sweep.param in params:
+        return None
+    return f"unknown parameter {sweep.param!r} of the topology; expected one of {', '.join(params)}"

@@ -1,0 +1,241 @@
+"""Data-parallel training steps: a scenario's ``training:`` section run on its fabric.
+
+Each DDP bucket's allreduce is simulated on the scenario's topology like any point of a run
+(:func:`simulator.runner.run_point`), with the bucket's own data: every rank's gradients (seeded,
+exactly summable), divided by the world size as DDP does before its allreduce, summed over the
+fabric, and checked to end averaged and identical on every rank. The durations then go on the
+step's two streams (:mod:`simulator.training.timeline`). Sweeps over the bucket cap and the GPU
+count rerun the step for the time only (``verify: false``), each distinct bucket size once, on
+the fastest engine that runs it. May import every layer but the command line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from simulator.algorithms.algorithm import Algorithm
+from simulator.engine.payload import make_inputs
+from simulator.errors import InputError, Problem
+from simulator.limits import DEFAULT_PROXY_ELEMENTS
+from simulator.model.execution import system_of
+from simulator.model.nccl import choose
+from simulator.model.reduction import ReduceOp
+from simulator.model.span import Span
+from simulator.output.results import Result
+from simulator.runner import Setup, as_scenario, check_memory, check_run, point_payload, prepare, run_point
+from simulator.scenario.spec import Scenario, TopologySpec
+from simulator.training.buckets import Bucket, assign_buckets
+from simulator.training.compute import backward_s, forward_s, optimizer_s
+from simulator.training.network import Tensor
+from simulator.training.results import BucketRun, Step, Training
+from simulator.training.spec import TrainingSpec
+from simulator.training.timeline import step_timeline
+from simulator.units import format_size
+
+
+def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
+          proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+          progress: Callable[[str], None] | None = None) -> Training:
+    """Simulate the scenario's training step (verified, if the scenario verifies) and its
+    sweeps; ``progress`` hears of each step as it starts. InputError if the scenario has no
+    ``training:`` section or a sweep's topology cannot be built."""
+    scenario = as_scenario(scenario)
+    spec = _spec(scenario)
+    check_run(scenario.source, seed, proxy_elements)
+    setup = prepare(scenario)
+    say = progress or (lambda _: None)
+    say(f"step on {setup.machine.ranks} GPUs")
+    step = simulate_step(scenario, setup, seed=seed, proxy_elements=proxy_elements)
+    timed = replace(scenario, verify=False)
+    cache: dict[int, Result] = {}
+    caps = []
+    for cap in spec.sweep_caps:
+        say(f"step with buckets of {format_size(cap)}")
+        caps.append(simulate_step(timed, setup, cap=cap, cache=cache))
+    scaled = []
+    if spec.sweep_topology is not None:
+        for i, value in enumerate(spec.sweep_topology.values):
+            topology = _scaled(scenario, spec, i, value)
+            say(f"step on {topology.ranks} GPUs")
+            bigger = replace(timed, topology=topology)
+            scaled.append(simulate_step(bigger, prepare(bigger)))
+    policy = ("NCCL's choice" if scenario.nccl_choice else
+              ", ".join(a.name for a in setup.algorithms) if len(setup.algorithms) == 1
+              else f"the fastest of {', '.join(a.name for a in setup.algorithms)}")
+    return Training(scenario.name, spec, policy, step, tuple(caps), tuple(scaled))
+
+
+def _spec(scenario: Scenario) -> TrainingSpec:
+    if scenario.training is None:
+        raise InputError([Problem(scenario.source, "training", "required but missing: a "
+                                                               "training step needs a training "
+                                                               "section (docs/training.md)")])
+    return scenario.training
+
+
+def _scaled(scenario: Scenario, spec: TrainingSpec, i: int, value: int) -> TopologySpec:
+    """The scenario's topology with the swept parameter set to ``value``."""
+    assert spec.sweep_topology is not None
+    param = spec.sweep_topology.param
+    field = f"training.sweep.topology.{param}"
+    topology = scenario.topology
+    if param not in topology.params:
+        raise InputError([Problem(scenario.source, field, (
+            f"unknown parameter of topology {topology.label}; expected one of "
+            f"{', '.join(topology.params)}"))])
+    try:
+        return TopologySpec(topology.kind, {**topology.params, param: value}, topology.label)
+    except InputError as error:
+        raise InputError([Problem(scenario.source, f"{field}[{i}]", problem.message)
+                          for problem in error.problems]) from None
+
+
+def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, seed: int = 0,
+                  proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+                  cache: dict[int, Result] | None = None) -> Step:
+    """One step of the scenario's training on ``setup``'s machine, with DDP's bucket cap
+    ``cap`` (None: the scenario's). With ``verify``, every bucket's allreduce moves its own
+    gradients and the averages are checked; without, each distinct bucket size is simulated
+    once (in ``cache``, if given, across calls on the same machine)."""
+    spec = _spec(scenario)
+    network, compute = spec.network, spec.compute
+    itemsize = scenario.dtype.itemsize
+    tensors = network.tensors
+    cap = spec.bucket_cap if cap is None else cap
+    buckets = assign_buckets([t.numel * itemsize for t in tensors], cap=cap,
+                             first=spec.first_bucket if spec.first_bucket is None
+                             else min(spec.first_bucket, cap))
+    layer_of = [i for i, layer in enumerate(network.layers) for _ in layer.tensors]
+    forward = [forward_s(layer, spec.batch, compute.flops) for layer in network.layers]
+    backward = [backward_s(layer, spec.batch, compute.flops) for layer in network.layers]
+    update = spec.optimizer_s if spec.optimizer_s is not None else optimizer_s(
+        network.numel, spec.optimizer, compute.memory_bandwidth)
+    ranks = setup.machine.ranks
+    if scenario.verify:
+        check_memory(replace(scenario, sizes=tuple(sorted({b.nbytes for b in buckets}))), setup,
+                     proxy_elements)
+    runs: list[Result] = []
+    check = _Check(ranks)
+    for bucket in buckets:
+        if scenario.verify:
+            runs.append(_verified_allreduce(scenario, setup, bucket, tensors, seed,
+                                            proxy_elements, check))
+        else:
+            memo = cache if cache is not None else {}
+            if bucket.nbytes not in memo:
+                memo[bucket.nbytes] = _allreduce(scenario, setup, bucket.nbytes)
+            runs.append(memo[bucket.nbytes])
+    timeline = step_timeline([layer.name for layer in network.layers], forward, backward,
+                             layer_of, buckets, [float(run.sim_time_s) for run in runs], update,
+                             overlap=spec.overlap)
+    bucket_runs = tuple(
+        BucketRun(bucket.index, len(bucket.tensors), bucket.nbytes, ready, interval.start_s,
+                  interval.end_s, run.algorithm, run.protocol, float(run.sim_time_s),
+                  float(run.model_time_s),
+                  run.verified)
+        for bucket, ready, interval, run in zip(buckets, timeline.ready_s,
+                                                timeline.communication, runs, strict=True))
+    verified = check.verified and all(run.verified for run in runs) if scenario.verify else None
+    return Step(
+        scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
+        model=network.name, batch=spec.batch, bucket_cap=cap, first_bucket=spec.first_bucket,
+        overlap=spec.overlap, forward_s=sum(forward), backward_s=sum(backward),
+        optimizer_s=update, communication_s=timeline.communication_s,
+        exposed_s=timeline.exposed_s, step_s=timeline.step_s, buckets=bucket_runs,
+        timeline=timeline, verified=verified, identical=check.identical if scenario.verify
+        else None, max_abs_error=check.error if scenario.verify else math.nan,
+        checked_tensors=check.tensors)
+
+
+def _allreduce(scenario: Scenario, setup: Setup, nbytes: int,
+               inputs: Callable[[Algorithm], np.ndarray] | None = None,
+               proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> Result:
+    """The allreduce a bucket of ``nbytes`` gets: with ``algorithms: auto``, what NCCL's tuner
+    picks (its algorithm family's kernel, at the protocol it picks); else the scenario's one
+    algorithm, or the fastest simulated of its algorithms (as a tuned library would choose)."""
+    if setup.machine.ranks == 1:
+        candidates: tuple[Algorithm, ...] = setup.algorithms[:1]
+    else:
+        candidates = _nccl_pick(scenario, setup, nbytes) if scenario.nccl_choice else ()
+        candidates = candidates or setup.algorithms
+    best: Result | None = None
+    for algorithm in candidates:
+        data = inputs(algorithm) if inputs is not None else None
+        result = run_point(scenario, algorithm, nbytes, setup=setup, inputs=data,
+                           proxy_elements=proxy_elements)
+        if best is None or result.sim_time_s < best.sim_time_s:
+            best = result
+    assert best is not None
+    return best
+
+
+def _nccl_pick(scenario: Scenario, setup: Setup, nbytes: int) -> tuple[Algorithm, ...]:
+    """The scenario's algorithms that run NCCL's tuner pick at ``nbytes`` (none if NCCL's model
+    has no algorithm for this system)."""
+    try:
+        pick = choose(system_of(setup.machine), nbytes)
+    except ValueError:
+        return ()
+    return tuple(a for a in setup.algorithms
+                 if a.nccl_kernel and a.nccl_family is pick.algorithm)
+
+
+class _Check:
+    """The gradients' check over a step's buckets: every rank ends with numpy's average of all
+    ranks' gradients (exactly when the world size is a power of two, since dividing multiples
+    of 2^-6 by it is then exact; else within the roundings of the division and the sum), and
+    every rank with the same bits."""
+
+    def __init__(self, ranks: int) -> None:
+        self.ranks = ranks
+        self.verified, self.identical = True, True
+        self.error, self.tensors = 0.0, 0
+
+    def bucket(self, gradients: np.ndarray, averaged: np.ndarray, views: list[slice]) -> None:
+        """Check one bucket: ``gradients`` as drawn, ``averaged`` after the allreduce (both
+        ranks × proxy), ``views`` its gradient tensors' proxy elements."""
+        mean = gradients.astype(np.float64).mean(axis=0)
+        error = np.abs(averaged.astype(np.float64) - mean)
+        # p divisions (eps/2 each, relative) and p-1 additions (Higham §4.2): within
+        # eps·Σ|g| per element; none of them rounds when p is a power of two
+        exact = self.ranks & (self.ranks - 1) == 0
+        bound = 0.0 if exact else float(np.finfo(averaged.dtype).eps) * np.abs(
+            gradients.astype(np.float64)).sum(axis=0)
+        self.error = max(self.error, float(error.max(initial=0.0)))
+        self.verified = self.verified and bool(np.all(error <= bound))
+        self.identical = self.identical and bool(np.all(averaged == averaged[:1]))
+        self.tensors += sum(1 for view in views if view.stop > view.start)
+
+
+def _verified_allreduce(scenario: Scenario, setup: Setup, bucket: Bucket, tensors: tuple[Tensor, ...],
+                        seed: int, proxy_elements: int, check: _Check) -> Result:
+    """The bucket's allreduce on its own gradients: drawn per rank (seeded by the bucket),
+    divided by the world size (DDP divides each gradient before the allreduce, so the sum is
+    the average), summed over the fabric, then checked."""
+    ranks = setup.machine.ranks
+    held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def inputs(algorithm: Algorithm) -> np.ndarray:
+        if algorithm.name not in held:
+            payload = point_payload(scenario, setup, algorithm, bucket.nbytes, proxy_elements)
+            gradients = make_inputs(np.random.default_rng([seed, bucket.index]), ranks, payload,
+                                    ReduceOp.SUM)
+            divided = gradients / scenario.dtype.type(ranks)
+            held[algorithm.name] = (gradients, divided.astype(scenario.dtype))
+        return held[algorithm.name][1]
+
+    result = _allreduce(scenario, setup, bucket.nbytes, inputs, proxy_elements)
+    gradients, averaged = held[result.algorithm]
+    payload = point_payload(scenario, setup, scenario.algorithm(result.algorithm), bucket.nbytes,
+                            proxy_elements)
+    offsets = np.cumsum([0, *(tensors[t].numel for t in bucket.tensors)])
+    views = [payload.view(Span(int(a), int(b))) for a, b in itertools.pairwise(offsets)]
+    check.bucket(gradients, averaged, views)
+    return result

@@ -1,0 +1,83 @@
+"""What a training step simulated gives: each bucket's allreduce, the step's times and its
+check, and a scenario's steps with its sweeps (made by :mod:`simulator.trainer`, written and
+drawn by :mod:`simulator.output.training`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.training.spec import TrainingSpec
+from simulator.training.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class BucketRun:
+    """One bucket's allreduce in a step: what it held, when it was ready, when it ran, what ran
+    it (algorithm and, under ``execution: nccl``, protocol), its closed form, and its check."""
+
+    index: int
+    tensors: int
+    nbytes: int
+    ready_s: float
+    start_s: float
+    end_s: float
+    algorithm: str
+    protocol: str
+    time_s: float
+    model_time_s: float
+    verified: bool | None
+
+
+@dataclass(frozen=True)
+class Step:
+    """One training step on ``ranks`` GPUs: its compute (forward, backward, optimizer), its
+    allreduces, the part of them not hidden behind compute (``exposed_s``), the step's time, and
+    the scaling efficiency against one GPU (the same step without communication). ``verified``
+    says every rank's gradients ended equal to numpy's average of all ranks' (None: not
+    checked), ``identical`` that all ranks ended bit for bit the same, ``max_abs_error`` the
+    largest difference from numpy's average, over ``checked_tensors`` gradient tensors."""
+
+    scenario: str
+    topology: str
+    ranks: int
+    model: str
+    batch: int
+    bucket_cap: int
+    first_bucket: int | None
+    overlap: bool
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    communication_s: float
+    exposed_s: float
+    step_s: float
+    buckets: tuple[BucketRun, ...]
+    timeline: Timeline
+    verified: bool | None
+    identical: bool | None
+    max_abs_error: float
+    checked_tensors: int
+
+    @property
+    def compute_s(self) -> float:
+        """The step's compute: what one GPU alone takes."""
+        return self.forward_s + self.backward_s + self.optimizer_s
+
+    @property
+    def efficiency(self) -> float:
+        """One GPU's step time over this one's (weak scaling: the same batch per GPU)."""
+        return self.compute_s / self.step_s if self.step_s > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class Training:
+    """A training scenario's results: its name and training section, how each bucket's
+    algorithm was chosen (``policy``), its step, and the steps of its sweeps (bucket caps, in
+    the order given; GPU counts, likewise)."""
+
+    scenario: str
+    spec: TrainingSpec
+    policy: str
+    step: Step
+    cap_sweep: tuple[Step, ...]
+    scale_sweep: tuple[Step, ...]

@@ -1,0 +1,286 @@
+"""Data-parallel training steps (issue 11): DDP's buckets, the step's two streams, the gradients'
+averages checked with numpy, the sweeps, the files and figures, and the training section's
+errors."""
+
+import math
+import random
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simulator.cli import main
+from simulator.errors import InputError
+from simulator.output.training import STEP_COLUMNS, buckets_frame, format_training, steps_frame
+from simulator.output.training_figure import sweeps_figure, timeline_figure
+from simulator.runner import simulate
+from simulator.trainer import train
+from simulator.training.buckets import Bucket, MiB, assign_buckets
+from simulator.training.timeline import step_timeline
+
+SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
+MLP = {"name": "mlp", "layers": [
+    {"name": "fc1", "params": {"fc1.weight": [1024, 512], "fc1.bias": [1024]}, "backward": "2ms"},
+    {"name": "fc2", "params": {"fc2.weight": [512, 1024], "fc2.bias": [512]}, "backward": "2ms"},
+    {"name": "fc3", "params": {"fc3.weight": [10, 512], "fc3.bias": [10]}, "backward": "1ms"},
+]}
+
+
+def scenario(**training):
+    base = {"topology": SWITCH, "algorithms": ["ring"],
+            "training": {"model": MLP, "batch": 8, "optimizer": "1ms", **training}}
+    return base
+
+
+def test_buckets_on_a_hand_example_are_ddps():
+    # Registration order a, b, c, d of 0.4, 0.8, 0.6 and 2 MB; backward makes d ready first.
+    # The first bucket closes at 1 MiB or more: d alone (2 MB). The rest, c b a = 1.8 MB, stay
+    # under the 2 MiB cap and end in one bucket.
+    buckets = assign_buckets([400_000, 800_000, 600_000, 2_000_000], cap=2 * MiB)
+    assert buckets == (Bucket(0, (3,), 2_000_000, MiB), Bucket(1, (2, 1, 0), 1_800_000, 2 * MiB))
+    # A small gradient last in registration fills the first bucket until it reaches 1 MiB.
+    buckets = assign_buckets([4 * MiB, 3 * MiB, 300_000, 1000], cap=5 * MiB)
+    assert [b.tensors for b in buckets] == [(3, 2, 1), (0,)]
+    assert [b.nbytes for b in buckets] == [3 * MiB + 301_000, 4 * MiB]
+    # bucket_cap_mb set by a user: no small first bucket (first=None)
+    assert [b.tensors for b in assign_buckets([MiB, MiB, MiB], cap=2 * MiB, first=None)] == [
+        (2, 1), (0,)]
+
+
+def test_buckets_equal_pytorchs_own_assignment():
+    # torch.distributed's own function, called as DDP's rebuild_buckets does after the first
+    # iteration: parameters in the order their gradients became ready (reverse registration),
+    # limits [_DEFAULT_FIRST_BUCKET_BYTES, bucket_cap].
+    assert MiB == dist._DEFAULT_FIRST_BUCKET_BYTES
+    rng = random.Random(5)
+    for _ in range(200):
+        count = rng.randint(1, 30)
+        elements = [rng.choice([1, 100, 60_000, 300_000, 2_000_000]) for _ in range(count)]
+        cap = rng.choice([MiB, 5 * MiB, 25 * MiB])
+        order = list(reversed(range(count)))
+        theirs, limits = dist._compute_bucket_assignment_by_size(
+            [torch.empty(elements[i]) for i in order], [MiB, cap], [False] * count, order)
+        ours = assign_buckets([4 * n for n in elements], cap=cap)
+        assert [list(b.tensors) for b in ours] == theirs
+        assert [b.limit for b in ours] == limits
+
+
+def test_timeline_with_a_free_network_is_the_compute():
+    layers = ["a", "b", "c"]
+    timeline = step_timeline(layers, [1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [0, 1, 2],
+                             [Bucket(0, (2,), 8, 8), Bucket(1, (1, 0), 8, 8)], [0.0, 0.0], 0.5)
+    assert timeline.step_s == timeline.compute_s == 18.5
+    assert timeline.exposed_s == 0.0
+
+
+def test_timeline_with_free_compute_is_the_optimizer_after_the_allreduces():
+    timeline = step_timeline(["a", "b"], [0.0, 0.0], [0.0, 0.0], [0, 1],
+                             [Bucket(0, (1,), 8, 8), Bucket(1, (0,), 8, 8)], [3.0, 1.5], 0.25)
+    assert timeline.step_s == 3.0 + 1.5 + 0.25
+    assert [(i.start_s, i.end_s) for i in timeline.communication] == [(0.0, 3.0), (3.0, 4.5)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 5), min_size=1, max_size=8), st.data())
+def test_overlap_never_makes_a_step_slower(backward, data):
+    layers = len(backward)
+    forward = [b / 2 for b in backward]
+    sizes = [data.draw(st.integers(1, 3 * MiB)) for _ in range(layers)]
+    buckets = assign_buckets(sizes, cap=data.draw(st.sampled_from([MiB, 2 * MiB, 4 * MiB])))
+    comm = [data.draw(st.floats(0, 5)) for _ in buckets]
+    steps = [step_timeline([str(i) for i in range(layers)], forward, backward, list(range(layers)),
+                           buckets, comm, 0.1, overlap=overlap).step_s for overlap in (True, False)]
+    assert steps[0] <= steps[1] + 1e-12
+    # and with overlap the step is never shorter than its compute, nor than its communication
+    with_overlap = step_timeline([str(i) for i in range(layers)], forward, backward,
+                                 list(range(layers)), buckets, comm, 0.1)
+    assert with_overlap.step_s >= max(with_overlap.compute_s, sum(comm) + 0.1) - 1e-12
+
+
+def test_a_step_with_free_compute_is_the_optimizer_plus_the_allreduces_in_sequence():
+    training = train(scenario(gpu="free"))
+    step = training.step
+    assert (step.forward_s, step.backward_s, step.optimizer_s) == (0.0, 0.0, 1e-3)
+    # each bucket's allreduce is the ring's time at that size on this switch (a plain run)
+    sizes = [b.nbytes for b in step.buckets]
+    plain = simulate({"topology": SWITCH, "algorithms": ["ring"], "sizes": sorted(set(sizes))})
+    time_of = dict(zip(plain.size_bytes, plain.sim_time_s, strict=True))
+    assert [b.time_s for b in step.buckets] == [time_of[size] for size in sizes]
+    assert step.step_s == pytest.approx(1e-3 + sum(time_of[size] for size in sizes), rel=1e-12)
+    # ... and the ring's closed form, exact on a switch
+    assert [b.time_s for b in step.buckets] == pytest.approx([b.model_time_s for b in step.buckets],
+                                                             rel=1e-12)
+
+
+def test_one_gpu_steps_in_its_compute_time():
+    one = dict(scenario(), topology={**SWITCH, "ranks": 1})
+    step = train(one).step
+    assert step.communication_s == 0.0
+    assert step.step_s == step.compute_s == pytest.approx(2.5e-3 + 5e-3 + 1e-3, rel=1e-12)
+    assert step.efficiency == 1.0
+
+
+def test_the_step_from_given_layer_times():
+    # backward 2 + 2 + 1 ms, forward half of each (given backward only), optimizer 1 ms; the
+    # allreduces (MLP gradients of ~4 MB in 2 buckets on 25 GB/s) overlap the backward pass
+    step = train(scenario()).step
+    assert step.backward_s == pytest.approx(5e-3, rel=1e-12)
+    assert step.forward_s == pytest.approx(2.5e-3, rel=1e-12)
+    assert step.compute_s == pytest.approx(8.5e-3, rel=1e-12)
+    assert step.exposed_s == pytest.approx(step.step_s - step.compute_s, rel=1e-12)
+    assert step.efficiency == pytest.approx(step.compute_s / step.step_s, rel=1e-12)
+    # fc3 (10×512 + 10 = 5,130 × 4 B) is ready first, after 1 ms of backward, then fc2 ...
+    assert [b.tensors for b in step.buckets] == [4, 2]
+    assert step.buckets[0].ready_s == pytest.approx(2.5e-3 + 1e-3 + 2e-3, rel=1e-12)
+
+
+@pytest.mark.parametrize(("ranks", "exact"), [(8, True), (3, False)])
+def test_gradients_end_averaged_and_identical_on_every_rank(ranks, exact):
+    # a proxy big enough for every element of the MLP's 1,055,242 gradients
+    training = train(dict(scenario(), topology={**SWITCH, "ranks": ranks}),
+                     proxy_elements=1 << 20)
+    step = training.step
+    assert step.verified is True and step.identical is True
+    assert step.checked_tensors == 6
+    if exact:  # dividing multiples of 2^-6 by 8 is exact, and so are their sums
+        assert step.max_abs_error == 0.0
+    else:  # a division by 3 rounds; within eps·Σ|g| per element
+        assert 0.0 < step.max_abs_error < 1e-5
+
+
+def test_a_proxy_checks_the_gradients_it_holds():
+    # the default proxy keeps 65,536 of the first bucket's 529,930 elements: fc3.bias's 10
+    # gradients fall between two of them, the other five tensors are checked
+    step = train(scenario()).step
+    assert (step.verified, step.identical, step.checked_tensors) == (True, True, 5)
+
+
+def test_averaged_gradients_against_numpy_by_hand():
+    # The bucket's data path as DDP takes it, spelled out once with numpy: g / p on each rank,
+    # the simulated allreduce sums them; every rank then holds mean(g) exactly (p = 4).
+    from simulator.engine.payload import make_inputs
+    from simulator.model.reduction import ReduceOp
+    from simulator.runner import as_scenario, point_payload, prepare, run_point
+
+    plain = as_scenario({"topology": SWITCH, "algorithms": ["ring"], "sizes": [4096]})
+    setup = prepare(plain)
+    payload = point_payload(plain, setup, plain.algorithm("ring"), 4096)
+    gradients = make_inputs(np.random.default_rng(7), 4, payload, ReduceOp.SUM)
+    buffers = gradients / np.float32(4)
+    run_point(plain, "ring", 4096, setup=setup, inputs=buffers)
+    assert np.array_equal(buffers, np.broadcast_to(gradients.mean(axis=0, dtype=np.float64)
+                                                   .astype(np.float32), buffers.shape))
+
+
+def test_sweeps_rerun_the_step_per_bucket_cap_and_gpu_count():
+    # the MLP's gradients: fc3 and fc2 (2.1 MB) then fc1 (2.1 MB); without the small first
+    # bucket, 1 MiB caps make two buckets and 100 MiB one
+    training = train(scenario(first_bucket="cap", sweep={"bucket_cap": ["1MiB", "100MiB"],
+                                                         "topology": {"ranks": [2, 4, 8]}}))
+    assert [s.bucket_cap for s in training.cap_sweep] == [MiB, 100 * MiB]
+    assert [len(s.buckets) for s in training.cap_sweep] == [2, 1]
+    assert [s.ranks for s in training.scale_sweep] == [2, 4, 8]
+    assert all(s.verified is None for s in training.cap_sweep + training.scale_sweep)
+    # the sweep's 4-rank step at the scenario's cap is the scenario's own step
+    assert training.scale_sweep[1].step_s == training.step.step_s
+    # one bucket at the end cannot overlap: its whole allreduce is exposed
+    last = training.cap_sweep[1]
+    assert last.exposed_s == pytest.approx(last.buckets[0].time_s, rel=1e-12)
+
+
+def test_nccl_choice_gives_each_bucket_nccls_pick():
+    training = train({"topology": {"preset": "dgx_h100"}, "algorithms": "auto",
+                      "training": {"model": MLP, "batch": 8, "bucket_cap": "1MiB"}})
+    # NCCL's tuner on one DGX H100: ring/LL for small buffers (docs/fidelity.md)
+    assert {(b.algorithm, b.protocol) for b in training.step.buckets} <= {
+        ("ring", "LL"), ("ring", "LL128"), ("ring", "Simple"), ("nvls", "Simple")}
+    assert training.policy == "NCCL's choice"
+
+
+def test_files_and_figures_hold_the_steps_values(tmp_path):
+    path = tmp_path / "mlp.yaml"
+    path.write_text("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}\n"
+                    "algorithms: [ring]\n"
+                    "training:\n"
+                    "  model: {name: mlp, layers: [{name: fc, params: {w: [1024, 1024]}, "
+                    "backward: 3ms}, {name: out, params: {v: [10, 1024]}, flops: 1e6}]}\n"
+                    "  batch: 4\n  gpu: {flops: 1TFLOP/s}\n  optimizer: sgd\n"
+                    "  sweep: {bucket_cap: [1MiB, 4MiB]}\n")
+    assert main(["run", str(path), "--output", str(tmp_path / "out"), "--quiet"]) == 0
+    steps = pd.read_csv(tmp_path / "out" / "mlp-steps.csv")
+    assert tuple(steps.columns) == STEP_COLUMNS
+    assert list(steps.sweep.fillna("")) == ["", "bucket_cap", "bucket_cap"]
+    training = train(path)
+    assert steps.step_s.tolist() == pytest.approx(steps_frame(training).step_s.tolist(), rel=1e-15)
+    # out: 2·1e6 FLOPs·4 samples at 1 TFLOP/s forward; sgd: 12 B per parameter at 2 TB/s
+    assert steps.forward_s[0] == pytest.approx(1.5e-3 + 4e6 / 1e12, rel=1e-12)
+    assert steps.optimizer_s[0] == pytest.approx((1024 * 1024 + 10240) * 12 / 2e12, rel=1e-12)
+    buckets = pd.read_csv(tmp_path / "out" / "mlp-buckets.csv")
+    assert len(buckets) == len(buckets_frame(training))
+    figure = timeline_figure(training)
+    bars = [p for p in figure.axes[0].collections if p.get_label() in ("allreduce", "")]
+    extents = sorted((round(path.vertices[:, 0].min(), 9), round(path.vertices[:, 0].max(), 9))
+                     for bar in figure.axes[0].collections for path in bar.get_paths()
+                     if abs(path.vertices[:, 1].min() - (-0.35)) < 1e-9)
+    own = buckets[buckets.sweep.isna()]
+    assert extents == sorted((round(a * 1e3, 9), round(b * 1e3, 9))
+                             for a, b in zip(own.start_s, own.end_s, strict=True))
+    assert bars
+    sweep_bars = sweeps_figure(training).axes[0].patches
+    assert [round(p.get_height(), 9) for p in sweep_bars[:2]] == [
+        round(v * 1e3, 9) for v in steps.compute_s[1:]]
+    assert (tmp_path / "out" / "mlp-timeline.png").stat().st_size > 10_000
+    assert (tmp_path / "out" / "mlp-sweeps.png").stat().st_size > 10_000
+    text = format_training(training)
+    assert "# bucket-cap sweep on 4 GPUs" in text and "ring ×" in text
+
+
+@pytest.mark.parametrize(("training", "message"), [
+    ({"model": "resnet", "batch": 1},
+     "x.yaml: training.model: expected a model preset (resnet50, bert_large, gpt2_xl, "
+     "llama_7b), got 'resnet'; did you mean 'resnet50'?"),
+    ({"model": "resnet50", "batch": 0}, "x.yaml: training.batch: expected a whole number ≥ 1, got 0"),
+    ({"model": "resnet50"}, "x.yaml: training.batch: required but missing"),
+    ({"model": "resnet50", "batch": 1, "gpu": "k80"},
+     "x.yaml: training.gpu: expected a GPU (v100, a100, h100, b200, gb200, free), got 'k80'"),
+    ({"model": "resnet50", "batch": 1, "optimizer": "lamb"},
+     "x.yaml: training.optimizer: expected one of sgd, momentum, adam or a time like '2ms', "
+     "got 'lamb'"),
+    ({"model": {"preset": "bert_large", "sequence": 4096}, "batch": 1},
+     "x.yaml: training.model: "),
+    ({"model": "resnet50", "batch": 1, "sweep": {"topology": {"nodes": [1, 2], "ranks": [4]}}},
+     "x.yaml: training.sweep.topology: expected one topology parameter and its values, like "
+     "{nodes: [1, 2, 4]}, got {'nodes': [1, 2], 'ranks': [4]}"),
+    ({"model": {"name": "m", "layers": [{"name": "a", "params": {"w": [0, 3]}}]}, "batch": 1},
+     "x.yaml: training.model.layers[0].params.w: expected a shape, a list of whole numbers ≥ 1 "
+     "like [1024, 4096], got [0, 3]"),
+])
+def test_training_section_errors(training, message):
+    from simulator.scenario.parse import scenario_from_dict
+
+    with pytest.raises(InputError) as caught:
+        scenario_from_dict({"topology": SWITCH, "training": training}, source="x.yaml")
+    assert str(caught.value).splitlines()[0].startswith(message)
+
+
+def test_sizes_and_training_do_not_mix_and_sweeps_name_real_parameters():
+    from simulator.scenario.parse import scenario_from_dict
+
+    with pytest.raises(InputError, match=r"x.yaml: sizes: expected no sizes with training"):
+        scenario_from_dict({"topology": SWITCH, "sizes": [4096],
+                            "training": {"model": MLP, "batch": 1}}, source="x.yaml")
+    with pytest.raises(InputError) as caught:
+        train(scenario_from_dict({"topology": SWITCH, "training": {
+            "model": MLP, "batch": 1, "sweep": {"topology": {"nodes": [2]}}}}, source="x.yaml"))
+    assert str(caught.value) == ("x.yaml: training.sweep.topology.nodes: unknown parameter of "
+                                 "topology switch; expected one of ranks, bandwidth, latency")
+
+
+def test_a_step_is_deterministic():
+    first, second = train(scenario()), train(scenario())
+    assert first.step == second.step
+    assert not math.isnan(first.step.step_s)
