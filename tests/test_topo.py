@@ -278,7 +278,7 @@ def test_topo_of_a_preset_file_and_of_a_scenario(tmp_path, capsys):
 def test_topo_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert main(["topo", "dgx_h1000", "--output", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("dgx_h1000: no such preset or file; expected a preset (dgx_a100, ")
+    assert err.startswith("dgx_h1000: no such preset or file; expected a preset (dgx1_v100, ")
     assert err.endswith(", a topology file (kind: ...) or a scenario file\n")
     assert err.count("\n") == 1
     assert main(["topo", str(tmp_path / "gone.yaml")]) == 2

@@ -6,7 +6,8 @@ and, on multi-node topologies, the ``host`` (machine) they sit in; switches carr
 (0 inside a host: NVSwitch, PCIe switch; 1 leaf, edge or router; 2 spine or aggregation; 3
 core). Any node may carry a per-message ``latency`` (s) that every transfer crossing it pays
 once (e.g. a NIC's processing time). The small builders are here; the Clos fabrics (leaf/spine,
-fat-tree, GPU clusters) in :mod:`.clos`, the dragonfly in :mod:`.dragonfly`. Builders are
+fat-tree, GPU clusters) in :mod:`.clos`, the dragonfly in :mod:`.dragonfly`, the DGX-1's
+NVLink cube-mesh in :mod:`.dgx1`. Builders are
 registered by name in :data:`BUILDERS`; each parameter's kind (a count, a bandwidth, ...) is
 read off the builder's type annotations and its optional parameters off its
 defaults, and each registration says how many GPUs the parameters make, so scenario files are
@@ -41,6 +42,7 @@ from simulator.model.clos import (
     leaf_spine,
     leaf_spine_problems,
 )
+from simulator.model.dgx1 import dgx1, dgx1_problems, dgx1_ranks
 from simulator.model.dragonfly import dragonfly
 from simulator.model.graphfile import graph, graph_problems, graph_ranks
 from simulator.model.parts import (
@@ -86,6 +88,7 @@ __all__ = [
     "Time",
     "cluster",
     "dgx",
+    "dgx1",
     "dragonfly",
     "fat_tree",
     "fully_connected",
@@ -412,6 +415,7 @@ BUILDERS: dict[str, Builder] = {
         Builder("ring", ring, _flat_ranks),
         Builder("fully_connected", fully_connected, _flat_ranks, max_ranks=MAX_FULLY_CONNECTED),
         Builder("dgx", dgx, _host_ranks),
+        Builder("dgx1", dgx1, dgx1_ranks, problems=dgx1_problems),
         Builder("torus", torus, _grid_ranks),
         Builder("mesh", mesh, _grid_ranks),
         Builder("leaf_spine", leaf_spine, _leaf_ranks, problems=leaf_spine_problems),
