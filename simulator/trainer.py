@@ -123,12 +123,12 @@ def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, s
                      proxy_elements)
     runs: list[Result] = []
     check = _Check(ranks)
+    memo = cache if cache is not None else {}
     for bucket in buckets:
         if scenario.verify:
             runs.append(_verified_allreduce(scenario, setup, bucket, tensors, seed,
                                             proxy_elements, check))
         else:
-            memo = cache if cache is not None else {}
             if bucket.nbytes not in memo:
                 memo[bucket.nbytes] = _allreduce(scenario, setup, bucket.nbytes)
             runs.append(memo[bucket.nbytes])
