@@ -1,0 +1,237 @@
+"""A ``torch.distributed``-shaped API on the simulator, for learning and quick checks.
+
+:func:`spawn` runs ``fn(rank, *args)`` once per simulated rank, each on its own thread. Inside,
+``all_reduce``, ``broadcast``, ``reduce``, ``reduce_scatter``, ``all_gather`` and ``barrier``
+behave as PyTorch's (blocking, ``async_op=False``): a rank waits in a call until every rank has
+made the matching one, the collective is then simulated once on the topology with all ranks'
+tensors as its data (:func:`simulator.runner.run_point`), and each rank's tensor ends holding its
+result, in place. Tensors are numpy arrays, or CPU ``torch.Tensor``\\s when PyTorch is installed.
+
+>>> import numpy as np
+>>> from simulator import dist
+>>> def step(rank: int) -> float:
+...     tensor = np.array([float(rank)])
+...     dist.all_reduce(tensor)            # op=dist.ReduceOp.SUM
+...     return float(tensor[0])
+>>> result = dist.spawn(step, 3)           # a switch of 3 ranks, 25 GB/s and 1 us per link
+>>> result.returns
+(3.0, 3.0, 3.0)
+>>> call = result.calls[0]
+>>> call.name, call.algorithm, call.size_bytes, call.verified
+('all_reduce', 'ring', 8, True)
+>>> round(result.time_s * 1e6, 5)          # 2(p-1) = 4 steps of two 1 us hops and 8 B at 25 GB/s
+8.00128
+
+Time: the collectives run one after another, each taking its simulated time; compute between
+them is free, so :attr:`SpawnResult.time_s` is the sum of the calls' times. Mismatched calls
+(another collective, shape, dtype, op or root, or a rank that returns while others wait) raise
+:class:`CollectiveMismatch` naming every rank's call; an exception in a rank's code is raised
+again from :func:`spawn` as :class:`RankError` naming the rank. Neither ever hangs: the caller of
+:func:`spawn` acts when every rank still running waits in a call (docs/dist.md).
+
+The package: this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
+matches their calls, :mod:`.tensors` turns tensors into numpy views and writes results back in
+place, and :mod:`.collectives` simulates each matched call and records it.
+
+May import: :mod:`simulator.runner`, :mod:`simulator.scenario`, :mod:`simulator.algorithms`,
+:mod:`simulator.model`, :mod:`simulator.engine`, :mod:`simulator.output`, :mod:`simulator.limits`,
+:mod:`simulator.errors`, numpy, and PyTorch only as the caller's tensors bring it. Never the CLI.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from simulator.dist.collectives import (
+    DEFAULT_BANDWIDTH,
+    DEFAULT_LATENCY,
+    SOURCE,
+    CallRecord,
+    Simulation,
+    SpawnResult,
+    base_scenario,
+    chosen_algorithms,
+)
+from simulator.dist.rendezvous import (
+    Call,
+    CollectiveMismatch,
+    RankError,
+    World,
+    context,
+    current,
+)
+from simulator.dist.tensors import (
+    ReduceOp,
+    TensorLike,
+    as_model_op,
+    as_view,
+    check_rank,
+    check_total,
+    chunk,
+    op_suffix,
+    own_chunk,
+    shape_of,
+    views_of,
+    write,
+    write_each,
+)
+from simulator.model.collective import ROOT, Collective
+from simulator.model.execution import Execution
+from simulator.model.reduction import ReduceOp as ModelOp
+from simulator.scenario.spec import TopologySpec
+
+__all__ = [
+    "DEFAULT_BANDWIDTH",
+    "DEFAULT_LATENCY",
+    "SOURCE",
+    "CallRecord",
+    "CollectiveMismatch",
+    "RankError",
+    "ReduceOp",
+    "SpawnResult",
+    "TensorLike",
+    "all_gather",
+    "all_gather_into_tensor",
+    "all_reduce",
+    "barrier",
+    "broadcast",
+    "get_rank",
+    "get_world_size",
+    "is_initialized",
+    "reduce",
+    "reduce_scatter",
+    "reduce_scatter_tensor",
+    "spawn",
+]
+
+
+def spawn(fn: Callable[..., Any], world_size: int,
+          topology: str | Mapping[str, Any] | TopologySpec | None = None, *,
+          args: Sequence[Any] = (), algorithm: str | Mapping[str, str] | None = None,
+          execution: str | Execution | None = None) -> SpawnResult:
+    """Run ``fn(rank, *args)`` on ``world_size`` simulated ranks and simulate their collectives.
+
+    ``topology`` is a scenario's topology mapping (``{"kind": "switch", "ranks": 4, ...}``), a
+    preset's name (``"dgx_h100"``) or a TopologySpec; by default a ``switch`` of ``world_size``
+    ranks with 25 GB/s, 1 us links. ``algorithm`` is a registry name for every collective, or a
+    mapping from collective (``"allreduce"``, ``"broadcast"``, ...) to a name; a collective it
+    does not name runs NCCL's choice where ``execution`` is ``nccl`` (for allreduce: its tuner's
+    algorithm and protocol at the call's size) and ``ring`` otherwise. ``execution`` defaults as
+    in a scenario (``nccl`` on presets, ``ideal`` on builders). The tensors' dtype is each call's
+    (float16, float32, float64, int32 or int64). InputError for bad arguments (a topology of
+    another rank count, an unknown algorithm), CollectiveMismatch and RankError as the module says.
+    """
+    simulation = Simulation(base_scenario(world_size, topology, execution),
+                            chosen_algorithms(algorithm))
+    returns = World(world_size, simulation.simulate).run(fn, tuple(args))
+    return SpawnResult(returns, tuple(simulation.records))
+
+
+def is_initialized() -> bool:
+    """True inside the code :func:`spawn` runs for a rank."""
+    return current() is not None
+
+
+def get_rank() -> int:
+    """This rank's number, 0 to world_size - 1."""
+    return context("get_rank").rank
+
+
+def get_world_size() -> int:
+    """How many ranks :func:`spawn` runs."""
+    return context("get_world_size").world.size
+
+
+def all_reduce(tensor: TensorLike, op: object = ReduceOp.SUM) -> None:
+    """Every rank's ``tensor`` becomes the reduction of all of them."""
+    me = context("all_reduce")
+    view, model_op = as_view(tensor, "tensor", writable=True), as_model_op(op)
+    me.collect(Call("all_reduce", f"all_reduce({shape_of(view)}{op_suffix(model_op)})",
+                    Collective.ALLREDUCE, model_op, view.reshape(-1),
+                    lambda out: write(view, out[me.rank])))
+
+
+def broadcast(tensor: TensorLike, src: int) -> None:
+    """Every rank's ``tensor`` becomes rank ``src``'s. Timed as the broadcast from rank 0 (the
+    model's root): the same on a symmetric topology such as a switch."""
+    me = context("broadcast")
+    view = as_view(tensor, "tensor", writable=True)
+    check_rank(src, "src", me.world.size)
+    me.collect(Call("broadcast", f"broadcast({shape_of(view)}, src={src})", Collective.BROADCAST,
+                    ModelOp.SUM, view.reshape(-1), lambda out: write(view, out[me.rank]),
+                    root=src))
+
+
+def reduce(tensor: TensorLike, dst: int, op: object = ReduceOp.SUM) -> None:
+    """Rank ``dst``'s ``tensor`` becomes the reduction of all of them; the others keep theirs.
+    Timed as the reduce to rank 0 (the model's root)."""
+    me = context("reduce")
+    view, model_op = as_view(tensor, "tensor", writable=True), as_model_op(op)
+    check_rank(dst, "dst", me.world.size)
+    me.collect(Call("reduce", f"reduce({shape_of(view)}, dst={dst}{op_suffix(model_op)})",
+                    Collective.REDUCE, model_op, view.reshape(-1),
+                    lambda out: write(view, out[ROOT]) if me.rank == dst else None))
+
+
+def reduce_scatter(output: TensorLike, input_list: Sequence[TensorLike],
+                   op: object = ReduceOp.SUM) -> None:
+    """``output`` on rank r becomes the reduction over all ranks of their ``input_list[r]``."""
+    me = context("reduce_scatter")
+    rank, size = me.rank, me.world.size
+    out = as_view(output, "output", writable=True)
+    parts = views_of(input_list, "input_list", out, size, writable=False)
+    model_op = as_model_op(op)
+    row = np.concatenate([part.reshape(-1) for part in parts])
+    me.collect(Call("reduce_scatter", f"reduce_scatter({shape_of(out)}, [{len(parts)} × "
+                    f"{shape_of(out)}]{op_suffix(model_op)})", Collective.REDUCE_SCATTER,
+                    model_op, row, lambda result: write(out, chunk(result[rank], rank, size))))
+
+
+def reduce_scatter_tensor(output: TensorLike, input: TensorLike,
+                          op: object = ReduceOp.SUM) -> None:
+    """``output`` on rank r becomes the reduction over all ranks of chunk r of their ``input``
+    (world_size × ``output``'s elements, cut into world_size equal chunks)."""
+    me = context("reduce_scatter_tensor")
+    rank, size = me.rank, me.world.size
+    out, source = as_view(output, "output", writable=True), as_view(input, "input")
+    check_total(source, out, size, "input", "output")
+    model_op = as_model_op(op)
+    me.collect(Call("reduce_scatter_tensor", f"reduce_scatter_tensor({shape_of(out)}, "
+                    f"{shape_of(source)}{op_suffix(model_op)})", Collective.REDUCE_SCATTER,
+                    model_op, source.reshape(-1),
+                    lambda result: write(out, chunk(result[rank], rank, size))))
+
+
+def all_gather(tensor_list: Sequence[TensorLike], tensor: TensorLike) -> None:
+    """``tensor_list[r]`` on every rank becomes rank r's ``tensor``."""
+    me = context("all_gather")
+    rank, size = me.rank, me.world.size
+    mine = as_view(tensor, "tensor")
+    outputs = views_of(tensor_list, "tensor_list", mine, size, writable=True)
+    me.collect(Call("all_gather", f"all_gather([{len(outputs)} × {shape_of(mine)}], "
+                    f"{shape_of(mine)})", Collective.ALLGATHER, ModelOp.SUM,
+                    own_chunk(mine, rank, size), lambda result: write_each(outputs, result[rank])))
+
+
+def all_gather_into_tensor(output_tensor: TensorLike, input_tensor: TensorLike) -> None:
+    """``output_tensor`` on every rank becomes the ranks' ``input_tensor``\\s, in rank order."""
+    me = context("all_gather_into_tensor")
+    rank, size = me.rank, me.world.size
+    out = as_view(output_tensor, "output_tensor", writable=True)
+    mine = as_view(input_tensor, "input_tensor")
+    check_total(out, mine, size, "output_tensor", "input_tensor")
+    me.collect(Call("all_gather_into_tensor", f"all_gather_into_tensor({shape_of(out)}, "
+                    f"{shape_of(mine)})", Collective.ALLGATHER, ModelOp.SUM,
+                    own_chunk(mine, rank, size), lambda result: write(out, result[rank])))
+
+
+def barrier() -> None:
+    """Wait until every rank calls it. Timed as PyTorch's NCCL backend does it: an allreduce of
+    one float32 zero (``ProcessGroupNCCL::barrier`` in torch/csrc/distributed/c10d/
+    ProcessGroupNCCL.cpp; ``torch.distributed.barrier``'s docstring says as much)."""
+    me = context("barrier")
+    me.collect(Call("barrier", "barrier()", Collective.ALLREDUCE, ModelOp.SUM,
+                    np.zeros(1, dtype=np.float32), lambda out: None))

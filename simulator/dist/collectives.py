@@ -1,0 +1,174 @@
+"""How the ranks' matched calls become simulated collectives and what a run gives back: the
+scenario and algorithms :func:`~simulator.dist.spawn`'s arguments name, one
+:func:`simulator.runner.run_point` per call with every rank's row as its data, and a
+:class:`CallRecord` of each (time, algorithm, protocol, verified)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from simulator.algorithms.registry import REGISTRY, nccl_kernel
+from simulator.dist.rendezvous import Call
+from simulator.errors import InputError, Problem
+from simulator.model.collective import ROOT, Collective
+from simulator.model.execution import Execution, system_of
+from simulator.model.nccl import Protocol, choose
+from simulator.runner import Setup, prepare, run_point
+from simulator.scenario.fields import choice_problem
+from simulator.scenario.parse import scenario_from_dict
+from simulator.scenario.spec import Scenario, TopologySpec
+
+SOURCE = "dist.spawn"
+"""What error messages about :func:`~simulator.dist.spawn`'s arguments name as their source."""
+
+DEFAULT_BANDWIDTH, DEFAULT_LATENCY = "25GB/s", "1us"
+"""The default topology's links: a 200 Gb/s NIC per rank (25 GB/s) and 1 us per hop."""
+
+
+@dataclass(frozen=True)
+class CallRecord:
+    """One collective as simulated: its place in the run (``index`` from 0), the function the
+    ranks called, the model's collective, its size as nccl-tests counts it (each rank's whole
+    buffer: the gathered output of an all_gather, the input of a reduce_scatter), the algorithm
+    and NCCL protocol (None on the ideal wire) that ran it, its simulated time, and whether every
+    rank's result matched numpy's (None when nothing moved)."""
+
+    index: int
+    name: str
+    collective: Collective
+    size_bytes: int
+    algorithm: str
+    protocol: str | None
+    time_s: float
+    verified: bool | None
+
+
+@dataclass(frozen=True)
+class SpawnResult:
+    """What :func:`~simulator.dist.spawn` gives back: each rank's return value (by rank) and every
+    collective."""
+
+    returns: tuple[Any, ...]
+    calls: tuple[CallRecord, ...]
+
+    @property
+    def time_s(self) -> float:
+        """The run's time: its collectives one after another, compute between them free."""
+        return sum(call.time_s for call in self.calls)
+
+
+@dataclass
+class Simulation:
+    """A run's collectives on its topology: :meth:`simulate` runs each set of matched calls and
+    keeps its record, in order; the topology is prepared once per dtype."""
+
+    scenario: Scenario
+    algorithms: Mapping[Collective, str]
+    records: list[CallRecord] = field(default_factory=list)
+    setups: dict[np.dtype[Any], Setup] = field(default_factory=dict)
+
+    def simulate(self, calls: list[Call]) -> None:
+        """Simulate the collective with every rank's row (``calls`` by rank), write each rank's
+        result back and record the call."""
+        self.records.append(self._record(calls))
+
+    def _record(self, calls: list[Call]) -> CallRecord:
+        first = calls[0]
+        buffers = np.stack([call.row for call in calls])
+        if first.collective is Collective.BROADCAST:
+            buffers[ROOT] = buffers[first.root]
+        index, size_bytes = len(self.records), buffers[0].nbytes
+        if size_bytes == 0:  # nothing to move: no time
+            return CallRecord(index, first.name, first.collective, 0, "", None, 0.0, None)
+        setup = self._setup(buffers.dtype)
+        name, protocol = self._algorithm(first.collective, size_bytes, setup)
+        scenario = replace(self.scenario, collective=first.collective, sizes=(size_bytes,),
+                           dtype=buffers.dtype, reduce_op=first.op, algorithms=(name,),
+                           protocol=protocol)
+        result = run_point(scenario, name, size_bytes, setup=setup, inputs=buffers,
+                           proxy_elements=buffers.shape[1])
+        for call in calls:
+            call.deliver(buffers)
+        return CallRecord(index, first.name, first.collective, size_bytes, result.algorithm,
+                          result.protocol or None, float(result.sim_time_s),
+                          None if result.verified is None else bool(result.verified))
+
+    def _setup(self, dtype: np.dtype[Any]) -> Setup:
+        if dtype not in self.setups:
+            self.setups[dtype] = prepare(replace(self.scenario, dtype=dtype), select=False)
+        return self.setups[dtype]
+
+    def _algorithm(self, collective: Collective, size_bytes: int,
+                   setup: Setup) -> tuple[str, Protocol | None]:
+        """The algorithm (and NCCL protocol, if chosen here) that runs this collective."""
+        name = self.algorithms.get(collective)
+        if name is not None:
+            if name not in REGISTRY[collective]:
+                raise InputError([Problem(SOURCE, "algorithm", (
+                    f"{name!r} has no {collective.value} (those with one: "
+                    f"{', '.join(REGISTRY[collective])}); name one per collective instead, "
+                    f"such as algorithm={{'allreduce': {name!r}}}"))])
+            return name, None
+        if self.scenario.execution is Execution.NCCL and collective is Collective.ALLREDUCE:
+            try:
+                pick = choose(system_of(setup.machine), size_bytes)
+                algorithm = nccl_kernel(collective, pick.algorithm)
+            except (KeyError, ValueError):  # no model, or a kernel not registered: NCCL's ring
+                return "ring", None
+            if algorithm.unsupported(setup.machine) is None:
+                return algorithm.name, pick.protocol
+        return "ring", None
+
+
+def base_scenario(world_size: int, topology: str | Mapping[str, Any] | TopologySpec | None,
+                  execution: str | Execution | None) -> Scenario:
+    """The scenario every call varies: the topology (checked to have world_size ranks)."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise InputError([Problem(SOURCE, "world_size", f"expected a whole number ≥ 1, got "
+                                                        f"{world_size!r}")])
+    if topology is None:
+        topology = {"kind": "switch", "ranks": world_size, "bandwidth": DEFAULT_BANDWIDTH,
+                    "latency": DEFAULT_LATENCY}
+    elif isinstance(topology, str):
+        topology = {"preset": topology}
+    if not isinstance(topology, TopologySpec):
+        topology = scenario_from_dict({"topology": topology, "sizes": [8]}, source=SOURCE).topology
+    if topology.ranks != world_size:
+        raise InputError([Problem(SOURCE, "topology", (
+            f"expected a topology of {world_size} ranks (world_size), got {topology.label} "
+            f"with {topology.ranks}; pass world_size={topology.ranks} or a topology of "
+            f"{world_size} ranks"))])
+    if isinstance(execution, str):
+        problem = choice_problem(execution, [e.value for e in Execution], "an execution model")
+        if problem:
+            raise InputError([Problem(SOURCE, "execution", problem)])
+        execution = Execution(execution)
+    return Scenario(name="dist", topology=topology, sizes=(8,), source=SOURCE,
+                    execution=execution)
+
+
+def chosen_algorithms(algorithm: str | Mapping[str, str] | None) -> dict[Collective, str]:
+    """``algorithm`` as a name per collective; InputError for a name no collective has."""
+    if algorithm is None:
+        return {}
+    if isinstance(algorithm, str):
+        known = sorted({name for names in REGISTRY.values() for name in names})
+        problem = choice_problem(algorithm, known, "an algorithm")
+        if problem:
+            raise InputError([Problem(SOURCE, "algorithm", problem)])
+        return {collective: algorithm for collective in Collective}
+    problems, chosen = [], {}
+    for key, name in algorithm.items():
+        problem = choice_problem(key, [c.value for c in Collective], "a collective")
+        if problem is None:
+            problem = choice_problem(name, REGISTRY[Collective(key)], f"an algorithm for {key}")
+            chosen[Collective(key)] = name
+        if problem:
+            problems.append(Problem(SOURCE, f"algorithm.{key}", problem))
+    if problems:
+        raise InputError(problems)
+    return chosen

@@ -1,0 +1,281 @@
+"""simulator.dist: torch.distributed's calls on simulated ranks. Results against numpy, times
+against run_point and a hand-computed ring, and every misuse as its exact error (never a hang)."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+from simulator import InputError, dist, run_point
+from simulator.dist import CollectiveMismatch, RankError, ReduceOp
+from simulator.model.collective import Collective
+from simulator.model.reduction import ReduceOp as ModelOp
+
+SWITCH4 = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
+
+
+def data(rank: int, n: int = 6) -> np.ndarray:
+    """Rank ``rank``'s small whole numbers as float64: sums, maxima and means of four are exact."""
+    return ((np.arange(n) * 7 + rank * 5) % 11 - 4).astype(np.float64)
+
+
+ALL = np.stack([data(rank) for rank in range(4)])
+
+
+def test_seed_example_every_rank_holds_the_sum():
+    tensors = {}
+
+    def step(rank: int) -> float:
+        tensors[rank] = np.array([float(rank)])
+        dist.all_reduce(tensors[rank], op=ReduceOp.SUM)
+        return float(tensors[rank][0])
+
+    result = dist.spawn(step, 3)
+    assert result.returns == (3.0, 3.0, 3.0)
+    assert [tensors[rank].tolist() for rank in range(3)] == [[3.0], [3.0], [3.0]]
+
+
+def test_seed_example_with_torch_tensors_in_place():
+    tensors = {}
+
+    def step(rank: int) -> None:
+        tensors[rank] = torch.tensor([float(rank)])
+        before = tensors[rank].data_ptr()
+        dist.all_reduce(tensors[rank])
+        assert tensors[rank].data_ptr() == before
+
+    dist.spawn(step, 3)
+    for rank in range(3):
+        assert tensors[rank].dtype == torch.float32
+        assert tensors[rank].tolist() == [3.0]
+
+
+@pytest.mark.parametrize("op, expected", [
+    (ReduceOp.SUM, ALL.sum(axis=0)),
+    (ReduceOp.MAX, ALL.max(axis=0)),
+    (ReduceOp.MIN, ALL.min(axis=0)),
+    (ReduceOp.AVG, ALL.mean(axis=0)),
+    (ReduceOp.PRODUCT, ALL.prod(axis=0)),
+    (torch.distributed.ReduceOp.MAX, ALL.max(axis=0)),
+    (ModelOp.SUM, ALL.sum(axis=0)),
+])
+def test_all_reduce_matches_numpy(op, expected):
+    def step(rank: int) -> list[float]:
+        tensor = data(rank).reshape(2, 3)
+        dist.all_reduce(tensor, op=op)
+        assert tensor.shape == (2, 3)
+        return tensor.reshape(-1).tolist()
+
+    assert dist.spawn(step, 4).returns == (expected.tolist(),) * 4
+
+
+def test_broadcast_from_rank_2_gives_every_rank_its_tensor():
+    def step(rank: int) -> list[int]:
+        tensor = np.full(5, 10 * rank, dtype=np.int32)
+        dist.broadcast(tensor, src=2)
+        return tensor.tolist()
+
+    result = dist.spawn(step, 4)
+    assert result.returns == ([20] * 5,) * 4
+    assert result.calls[0].collective is Collective.BROADCAST
+
+
+def test_reduce_to_rank_1_leaves_the_others_as_they_were():
+    def step(rank: int) -> list[float]:
+        tensor = data(rank)
+        dist.reduce(tensor, dst=1)
+        return tensor.tolist()
+
+    assert dist.spawn(step, 4).returns == (data(0).tolist(), ALL.sum(axis=0).tolist(),
+                                           data(2).tolist(), data(3).tolist())
+
+
+def test_reduce_scatter_gives_rank_r_the_reduction_of_every_input_r():
+    def step(rank: int) -> tuple[list[float], list[float]]:
+        inputs = data(rank, 8).reshape(4, 2)
+        output = np.empty(2)
+        dist.reduce_scatter(output, list(inputs), op=ReduceOp.MAX)
+        whole = np.empty(2)
+        dist.reduce_scatter_tensor(whole, data(rank, 8))
+        return output.tolist(), whole.tolist()
+
+    stacked = np.stack([data(rank, 8) for rank in range(4)]).reshape(4, 4, 2)
+    assert dist.spawn(step, 4).returns == tuple(
+        (stacked[:, r].max(axis=0).tolist(), stacked[:, r].sum(axis=0).tolist())
+        for r in range(4))
+
+
+def test_all_gather_gives_every_rank_every_tensor():
+    def step(rank: int) -> tuple[list[list[int]], list[int]]:
+        mine = np.array([rank, -rank, 7], dtype=np.int64)
+        gathered = [np.zeros(3, dtype=np.int64) for _ in range(4)]
+        dist.all_gather(gathered, mine)
+        whole = torch.zeros(12, dtype=torch.int64)
+        dist.all_gather_into_tensor(whole, torch.from_numpy(mine))
+        return [g.tolist() for g in gathered], whole.tolist()
+
+    expected = [[r, -r, 7] for r in range(4)]
+    assert dist.spawn(step, 4).returns == ((expected, [x for row in expected for x in row]),) * 4
+
+
+def test_barrier_is_an_allreduce_of_one_float32():
+    def step(rank: int) -> int:
+        dist.barrier()
+        dist.all_reduce(np.zeros(1, dtype=np.float32))
+        return dist.get_rank() * 10 + dist.get_world_size()
+
+    result = dist.spawn(step, 4, SWITCH4)
+    assert result.returns == (4, 14, 24, 34)
+    barrier, one = result.calls
+    assert (barrier.name, barrier.collective, barrier.size_bytes) == ("barrier", Collective.ALLREDUCE, 4)
+    assert barrier.time_s == one.time_s > 0
+
+
+def test_time_is_the_closed_form_and_run_points():
+    def step(rank: int) -> None:
+        dist.all_reduce(np.ones(1024, dtype=np.float32))
+
+    result = dist.spawn(step, 4, SWITCH4, algorithm="ring")
+    [call] = result.calls
+    assert (call.index, call.name, call.size_bytes, call.algorithm, call.protocol,
+            call.verified) == (0, "all_reduce", 4096, "ring", None, True)
+    # ring on a switch: 2(p-1) = 6 steps of two 1 us hops and a 1 KiB chunk at 25 GB/s
+    assert call.time_s == pytest.approx(6 * (2e-6 + 1024 / 25e9), rel=1e-12)
+    assert round(call.time_s * 1e6, 5) == 12.24576
+    point = run_point({"topology": SWITCH4, "sizes": [4096]}, "ring", 4096)
+    assert call.time_s == point.sim_time_s
+    assert result.time_s == call.time_s
+
+
+def test_time_sums_the_calls_and_the_algorithm_may_be_named_per_collective():
+    def step(rank: int) -> None:
+        tensor = np.ones(64, dtype=np.float32)
+        dist.all_reduce(tensor)
+        dist.broadcast(tensor, 0)
+
+    result = dist.spawn(step, 4, SWITCH4, algorithm={"allreduce": "direct"})
+    assert [(c.index, c.algorithm) for c in result.calls] == [(0, "direct"), (1, "ring")]
+    assert result.time_s == pytest.approx(sum(c.time_s for c in result.calls), rel=1e-15)
+    broadcast = run_point({"topology": SWITCH4, "collective": "broadcast", "sizes": [256]},
+                          "ring", 256)
+    assert result.calls[1].time_s == broadcast.sim_time_s
+
+
+def test_a_preset_runs_nccls_choice():
+    def step(rank: int) -> float:
+        tensor = np.full(1 << 18, float(rank), dtype=np.float32)  # 1 MiB
+        dist.all_reduce(tensor)
+        return float(tensor[0])
+
+    result = dist.spawn(step, 8, "dgx_h100")
+    assert result.returns == (28.0,) * 8
+    [call] = result.calls
+    assert (call.algorithm, call.protocol, call.verified) == ("ring", "LL", True)
+    point = run_point({"topology": {"preset": "dgx_h100"}, "sizes": ["1MiB"], "protocol": "LL"},
+                      "ring", 1 << 20)
+    assert call.time_s == pytest.approx(point.sim_time_s, rel=1e-12)
+
+
+def calls_then(rank: int, last: str) -> None:
+    """Two matching all_reduces, then rank 2 does ``last`` while ranks 0 and 1 all_reduce."""
+    tensor = np.zeros(4, dtype=np.float32)
+    dist.all_reduce(tensor)
+    dist.all_reduce(tensor)
+    if rank != 2:
+        dist.all_reduce(tensor)
+    elif last == "broadcast":
+        dist.broadcast(tensor, 0)
+    elif last == "shape":
+        dist.all_reduce(np.zeros(5, dtype=np.float32))
+    elif last == "dtype":
+        dist.all_reduce(np.zeros(4))
+    elif last == "op":
+        dist.all_reduce(tensor, op=ReduceOp.MAX)
+
+
+@pytest.mark.parametrize("last, called", [
+    ("broadcast", "broadcast(float32[4], src=0)"),
+    ("shape", "all_reduce(float32[5])"),
+    ("dtype", "all_reduce(float64[4])"),
+    ("op", "all_reduce(float32[4], op=MAX)"),
+    ("return", None),
+])
+def test_mismatched_calls_name_every_rank(last, called):
+    what = f"called {called}" if called else "returned"
+    message = f"collective #2 mismatch: ranks 0, 1 called all_reduce(float32[4]); rank 2 {what}"
+    with pytest.raises(CollectiveMismatch) as raised:
+        dist.spawn(calls_then, 3, args=(last,))
+    assert str(raised.value) == message
+    assert not [t for t in threading.enumerate() if t.name.startswith("dist-rank")]
+
+
+def test_mismatched_roots():
+    def step(rank: int) -> None:
+        dist.broadcast(np.zeros(2), src=1 if rank == 3 else 0)
+
+    with pytest.raises(CollectiveMismatch) as raised:
+        dist.spawn(step, 4)
+    assert str(raised.value) == ("collective #0 mismatch: ranks 0, 1, 2 called "
+                                 "broadcast(float64[2], src=0); rank 3 called "
+                                 "broadcast(float64[2], src=1)")
+
+
+def test_an_exception_in_rank_1_is_raised_naming_it_and_releases_the_others():
+    def step(rank: int) -> None:
+        tensor = np.zeros(4)
+        dist.all_reduce(tensor)
+        if rank == 1:
+            raise ValueError("boom")
+        dist.all_reduce(tensor)  # ranks 0, 2 and 3 wait here until the run stops
+
+    with pytest.raises(RankError) as raised:
+        dist.spawn(step, 4)
+    assert str(raised.value) == "rank 1 raised ValueError: boom"
+    assert raised.value.rank == 1
+    assert isinstance(raised.value.__cause__, ValueError)
+    assert not [t for t in threading.enumerate() if t.name.startswith("dist-rank")]
+
+
+def test_a_bad_argument_inside_a_rank_is_that_ranks_error():
+    def step(rank: int) -> None:
+        dist.broadcast(np.zeros(2), src=4)
+
+    with pytest.raises(RankError, match=r"^rank 0 raised ValueError: src: expected a rank from "
+                                        r"0 to 3, got 4$"):
+        dist.spawn(step, 4)
+
+
+def test_calls_outside_spawn_say_so():
+    with pytest.raises(RuntimeError) as raised:
+        dist.all_reduce(np.zeros(1))
+    assert str(raised.value) == ("all_reduce() called outside simulator.dist.spawn: it works "
+                                 "only in the code that spawn(fn, world_size) runs for each rank")
+    with pytest.raises(RuntimeError, match=r"^get_rank\(\) called outside"):
+        dist.get_rank()
+    assert not dist.is_initialized()
+
+
+def test_a_topology_of_another_rank_count_is_refused():
+    with pytest.raises(InputError) as raised:
+        dist.spawn(lambda rank: None, 4, "dgx_h100")
+    assert str(raised.value) == ("dist.spawn: topology: expected a topology of 4 ranks "
+                                 "(world_size), got dgx_h100 with 8; pass world_size=8 or a "
+                                 "topology of 4 ranks")
+
+
+def test_algorithms_are_checked_by_name_and_collective():
+    with pytest.raises(InputError, match=r"got 'rign'; did you mean 'ring'\?$"):
+        dist.spawn(lambda rank: None, 2, algorithm="rign")
+    with pytest.raises(InputError) as raised:
+        dist.spawn(lambda rank: dist.broadcast(np.zeros(2), 0), 4, algorithm="halving_doubling")
+    assert str(raised.value) == (
+        "dist.spawn: algorithm: 'halving_doubling' has no broadcast (those with one: ring, "
+        "direct, binomial_tree, tree); name one per collective instead, such as "
+        "algorithm={'allreduce': 'halving_doubling'}")
+
+
+def test_reduce_op_has_torchs_names():
+    assert {op.name: op.value for op in ReduceOp} == {
+        "SUM": ModelOp.SUM, "PRODUCT": ModelOp.PROD, "MIN": ModelOp.MIN, "MAX": ModelOp.MAX,
+        "AVG": ModelOp.AVG}
