@@ -43,6 +43,7 @@ _EXPORTS = {
     "run_point": "simulator.runner",
     "scenario_from_dict": "simulator.scenario.parse",
     "simulate": "simulator.runner",
+    "train": "simulator.trainer",
 }
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "run_point",
     "scenario_from_dict",
     "simulate",
+    "train",
 ]
 
 if TYPE_CHECKING:
@@ -85,6 +87,7 @@ if TYPE_CHECKING:
     from simulator.runner import run_point, simulate
     from simulator.scenario.parse import load_scenario, scenario_from_dict
     from simulator.scenario.spec import Scenario, TopologySpec
+    from simulator.trainer import train
 
 
 def __getattr__(name: str) -> Any:

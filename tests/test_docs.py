@@ -109,6 +109,8 @@ def test_scenario_snippets_are_valid_scenarios(path):
         data = yaml.safe_load(body)
         if isinstance(data, dict) and "topology" in data and "sizes" in data:
             assert scenario_from_dict(data, source=str(path)).sizes
+        elif isinstance(data, dict) and "topology" in data and "training" in data:
+            assert scenario_from_dict(data, source=str(path)).training is not None
 
 
 def test_readme_fits_in_8_kib():

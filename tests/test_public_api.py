@@ -29,7 +29,7 @@ def test_exported_names_are_pinned():
         "InputError", "Problem", "ReduceOp", "Result", "Scenario", "SimulatorError",
         "TopologySpec", "Watch", "__version__", "algorithm_names", "best_per_size", "format_table",
         "get_algorithm", "load_scenario", "nccl_choice_per_size", "run_point",
-        "scenario_from_dict", "simulate"]
+        "scenario_from_dict", "simulate", "train"]
     for name in simulator.__all__:
         assert getattr(simulator, name) is not None
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):

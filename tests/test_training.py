@@ -284,3 +284,51 @@ def test_a_step_is_deterministic():
     first, second = train(scenario()), train(scenario())
     assert first.step == second.step
     assert not math.isnan(first.step.step_s)
+
+
+def test_a_torch_module_from_the_scenario(tmp_path, monkeypatch):
+    # a factory in the user's own package: its parameters, their order and the FLOPs measured
+    # on one sample of the given input shape (2 · in · out per Linear)
+    (tmp_path / "mynet.py").write_text(
+        "import torch\n"
+        "def build():\n"
+        "    return torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(),\n"
+        "                               torch.nn.Linear(256, 10))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    training = train({"topology": SWITCH, "algorithms": ["ring"], "training": {
+        "model": {"torch": "mynet:build", "input": [64]}, "batch": 16,
+        "gpu": {"flops": "1TFLOP/s"}, "optimizer": "0s"}})
+    step = training.step
+    assert training.spec.network.numel == 64 * 256 + 256 + 256 * 10 + 10
+    assert [t.name for t in training.spec.network.tensors] == ["0.weight", "0.bias", "2.weight",
+                                                               "2.bias"]
+    assert step.forward_s == pytest.approx(16 * 2 * (64 * 256 + 256 * 10) / 1e12, rel=1e-12)
+    assert step.verified is True and len(step.buckets) == 1
+
+
+def test_a_torch_factory_that_cannot_load_is_one_line(tmp_path):
+    from simulator.scenario.parse import scenario_from_dict
+
+    with pytest.raises(InputError) as caught:
+        scenario_from_dict({"topology": SWITCH, "training": {
+            "model": {"torch": "no_such_module_here:build"}, "batch": 1}}, source="x.yaml")
+    assert str(caught.value) == ("x.yaml: training.model.torch: cannot load "
+                                 "'no_such_module_here:build': No module named "
+                                 "'no_such_module_here'")
+
+
+def test_parquet_tables_equal_the_csv(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("topology: {kind: switch, ranks: 2, bandwidth: 25GB/s, latency: 1us}\n"
+                    "algorithms: [ring]\n"
+                    "training: {model: {name: m, layers: [{name: a, params: {w: [256, 256]}, "
+                    "backward: 1ms}]}, batch: 1}\n")
+    assert main(["run", str(path), "--output", str(tmp_path), "--quiet",
+                 "--format", "csv,parquet"]) == 0
+    for table in ("steps", "buckets"):
+        csv = pd.read_csv(tmp_path / f"t-{table}.csv")
+        parquet = pd.read_parquet(tmp_path / f"t-{table}.parquet")
+        column = "step_s" if table == "steps" else "time_s"
+        assert list(csv.columns) == list(parquet.columns)
+        assert csv[column].tolist() == pytest.approx(parquet[column].tolist(), rel=1e-15)
+    assert not (tmp_path / "t-timeline.png").exists()

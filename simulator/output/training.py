@@ -125,9 +125,9 @@ def _mark(verified: bool | None) -> str:
 
 
 def write_training(training: Training, directory: Path, formats: Sequence[str]) -> list[Path]:
-    """Write ``<name>-steps.csv`` and ``<name>-buckets.csv`` (always) and, with ``png`` in
-    ``formats``, the step's timeline and the sweeps' figure; each file atomically. The paths
-    written, in that order."""
+    """Write ``<name>-steps.csv`` and ``<name>-buckets.csv`` (always), the same tables as
+    Parquet with ``parquet`` in ``formats``, and with ``png`` the step's timeline and the sweeps'
+    figure; each file atomically. The paths written, in that order."""
     directory.mkdir(parents=True, exist_ok=True)
     name = training.scenario
     writers: list[tuple[Path, Callable[[Path], None]]] = [
@@ -136,6 +136,13 @@ def write_training(training: Training, directory: Path, formats: Sequence[str]) 
         (directory / f"{name}-buckets.csv",
          lambda tmp: buckets_frame(training).to_csv(tmp, index=False)),
     ]
+    if "parquet" in formats:
+        writers += [
+            (directory / f"{name}-steps.parquet",
+             lambda tmp: steps_frame(training).to_parquet(tmp, index=False)),
+            (directory / f"{name}-buckets.parquet",
+             lambda tmp: buckets_frame(training).to_parquet(tmp, index=False)),
+        ]
     if "png" in formats:
         from simulator.output.training_figure import draw_sweeps, draw_timeline
 

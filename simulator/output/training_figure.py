@@ -77,7 +77,7 @@ def sweeps_figure(training: Training) -> Figure:
     algorithms; one panel per sweep the scenario has."""
     panels = [(sweep, name) for sweep, name in ((training.cap_sweep, "cap"),
                                                  (training.scale_sweep, "gpus")) if sweep]
-    figure = Figure(figsize=(6.0 * len(panels), 4.4))
+    figure = Figure(figsize=(6.0 * len(panels), 4.8))
     for i, (steps, name) in enumerate(panels, start=1):
         _sweep_panel(figure.add_subplot(1, len(panels), i), steps, name)
     figure.suptitle(f"{training.scenario}: {training.step.model}, batch {training.step.batch} "
@@ -98,10 +98,10 @@ def _sweep_panel(axes: Axes, steps: tuple[Step, ...], name: str) -> None:
     axes.set_xticks(x, labels, fontsize=8, rotation=45 if len(x) > 8 else 0)
     axes.set_xlabel("DDP bucket cap" if name == "cap" else "GPUs")
     axes.set_ylabel("step time (ms)")
-    for xi, step in zip(x, steps, strict=True):
-        axes.text(xi, (step.compute_s + step.exposed_s) * ms, allreduces(step).replace(", ", "\n"),
-                  ha="center", va="bottom", fontsize=5.5, rotation=0)
-    axes.margins(y=0.35)
+    for xi, step in zip(x, steps, strict=True):  # what ran the buckets, up the bar
+        axes.text(xi, 0.03 * max(compute), allreduces(step).replace(", ", "\n"), ha="center",
+                  va="bottom", fontsize=5.5, rotation=90, color="white")
+    axes.margins(y=0.1)
     twin = axes.twinx()
     twin.plot(x, [s.efficiency * 100 for s in steps], "o-", color="black", label="efficiency")
     twin.set_ylim(0, 115)
@@ -109,7 +109,8 @@ def _sweep_panel(axes: Axes, steps: tuple[Step, ...], name: str) -> None:
     axes.set_title("bucket-cap sweep" if name == "cap" else "GPU-count sweep", fontsize=9)
     handles, names = axes.get_legend_handles_labels()
     more, more_names = twin.get_legend_handles_labels()
-    axes.legend(handles + more, names + more_names, fontsize=7, loc="lower left")
+    axes.legend(handles + more, names + more_names, fontsize=7, loc="upper center", ncols=3,
+                frameon=False, bbox_to_anchor=(0.5, -0.2))
 
 
 def draw_timeline(training: Training, path: Path) -> None:
