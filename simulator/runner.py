@@ -391,7 +391,12 @@ def _model_s(algorithm: Algorithm, cost: CostInputs, plan: Plan | None, count: i
 
 def checked_setup(scenario: Scenario, seed: int, proxy_elements: int) -> Setup:
     """The scenario's machine and algorithms, after the checks every run of it needs (run
-    settings, the proxy's memory): InputError before anything is simulated."""
+    settings, the proxy's memory): InputError before anything is simulated, and for a training
+    scenario, whose step :func:`simulator.trainer.train` runs."""
+    if scenario.training is not None:
+        raise InputError([Problem(scenario.source, "training", (
+            "expected a scenario of sizes here: a training step runs with simulator.train() or "
+            "python -m simulator run"))])
     check_run(scenario.source, seed, proxy_elements)
     setup = prepare(scenario)
     check_memory(scenario, setup, proxy_elements)

@@ -332,3 +332,15 @@ def test_parquet_tables_equal_the_csv(tmp_path):
         assert list(csv.columns) == list(parquet.columns)
         assert csv[column].tolist() == pytest.approx(parquet[column].tolist(), rel=1e-15)
     assert not (tmp_path / "t-timeline.png").exists()
+
+
+def test_a_training_scenario_is_not_a_sweep_of_sizes(tmp_path):
+    message = ("<dict>: training: expected a scenario of sizes here: a training step runs with "
+               "simulator.train() or python -m simulator run")
+    with pytest.raises(InputError) as caught:
+        simulate(scenario())
+    assert str(caught.value) == message
+    path = tmp_path / "t.yaml"
+    path.write_text("topology: {kind: switch, ranks: 2, bandwidth: 25GB/s, latency: 1us}\n"
+                    "training: {model: resnet50, batch: 1}\n")
+    assert main(["sweep", str(path), "--workers", "1"]) == 2
