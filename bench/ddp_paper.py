@@ -22,7 +22,8 @@ PAPER_OVERLAP = {"ddp_paper_resnet50": 0.380, "ddp_paper_bert": 0.352}
 """The paper's speedup from overlap with NCCL on 32 GPUs (§5; quoted in secondary sources,
 the paper's text itself could not be read here)."""
 CAPS_MB = (0, 1, 5, 10, 25, 50, 100, 200)
-"""Bucket caps in MiB; 0 means one gradient per bucket (no first small bucket)."""
+"""Bucket caps in MiB, each set as ``bucket_cap_mb`` (so no smaller first bucket); 0 means one
+gradient per bucket."""
 
 
 def main() -> None:
@@ -44,10 +45,8 @@ def main() -> None:
         print("| bucket cap | buckets | allreduces (ms) | exposed (ms) | step (ms) |")
         print("|---:|---:|---:|---:|---:|")
         for cap_mb in CAPS_MB:
-            cap = max(1, cap_mb << 20)
-            step = simulate_step(replace(scenario, training=replace(
-                scenario.training, first_bucket=None if cap_mb == 0 else
-                scenario.training.first_bucket)), setup, cap=cap, cache=cache)
+            # a cap set as DDP(bucket_cap_mb=...) is: the first bucket is as large as the rest
+            step = simulate_step(scenario, setup, cap=max(1, cap_mb << 20), cache=cache)
             label = f"{cap_mb} MiB" if cap_mb else "0 (one per gradient)"
             print(f"| {label} | {len(step.buckets)} | "
                   f"{step.communication_s * 1e3:.1f} | {step.exposed_s * 1e3:.1f} | "

@@ -28,6 +28,7 @@ from simulator.model.execution import system_of
 from simulator.model.nccl import choose
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
+from simulator.model.topology import BUILDERS, Param
 from simulator.output.results import Result
 from simulator.runner import Setup, as_scenario, check_memory, check_run, point_payload, prepare, run_point
 from simulator.scenario.spec import Scenario, TopologySpec
@@ -50,6 +51,9 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
     spec = _spec(scenario)
     check_run(scenario.source, seed, proxy_elements)
     setup = prepare(scenario)
+    topologies = ([_scaled(scenario, spec, i, value)  # every problem before any simulation
+                   for i, value in enumerate(spec.sweep_topology.values)]
+                  if spec.sweep_topology is not None else [])
     say = progress or (lambda _: None)
     say(f"step on {setup.machine.ranks} GPUs")
     step = simulate_step(scenario, setup, seed=seed, proxy_elements=proxy_elements)
@@ -60,16 +64,22 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
         say(f"step with buckets of {format_size(cap)}")
         caps.append(simulate_step(timed, setup, cap=cap, cache=cache))
     scaled = []
-    if spec.sweep_topology is not None:
-        for i, value in enumerate(spec.sweep_topology.values):
-            topology = _scaled(scenario, spec, i, value)
-            say(f"step on {topology.ranks} GPUs")
-            bigger = replace(timed, topology=topology)
-            scaled.append(simulate_step(bigger, prepare(bigger)))
-    policy = ("NCCL's choice" if scenario.nccl_choice else
-              ", ".join(a.name for a in setup.algorithms) if len(setup.algorithms) == 1
-              else f"the fastest of {', '.join(a.name for a in setup.algorithms)}")
-    return Training(scenario.name, spec, policy, step, tuple(caps), tuple(scaled))
+    for topology in topologies:
+        say(f"step on {topology.ranks} GPUs")
+        bigger = replace(timed, topology=topology)
+        scaled.append(simulate_step(bigger, prepare(bigger)))
+    return Training(scenario.name, spec, _policy(scenario, setup), step, tuple(caps),
+                    tuple(scaled))
+
+
+def _policy(scenario: Scenario, setup: Setup) -> str:
+    """How each bucket's allreduce is chosen, in words (:func:`_allreduce` does it)."""
+    names = [algorithm.name for algorithm in setup.algorithms]
+    if setup.machine.ranks == 1:
+        return "none (one GPU)"
+    if scenario.nccl_choice:
+        return "NCCL's choice (where no algorithm runs NCCL's pick: the fastest simulated)"
+    return names[0] if len(names) == 1 else f"the fastest of {', '.join(names)}"
 
 
 def _spec(scenario: Scenario) -> TrainingSpec:
@@ -81,15 +91,18 @@ def _spec(scenario: Scenario) -> TrainingSpec:
 
 
 def _scaled(scenario: Scenario, spec: TrainingSpec, i: int, value: int) -> TopologySpec:
-    """The scenario's topology with the swept parameter set to ``value``."""
+    """The scenario's topology with the swept parameter, a count of its builder (``nodes``,
+    ``ranks`` ...), set to ``value``."""
     assert spec.sweep_topology is not None
     param = spec.sweep_topology.param
     field = f"training.sweep.topology.{param}"
     topology = scenario.topology
-    if param not in topology.params:
+    counts = [name for name, kind in BUILDERS[topology.kind].params.items()
+              if kind is Param.COUNT]
+    if param not in counts:
         raise InputError([Problem(scenario.source, field, (
-            f"unknown parameter of topology {topology.label}; expected one of "
-            f"{', '.join(topology.params)}"))])
+            f"expected a count of topology {topology.label} to scale the GPUs, one of "
+            f"{', '.join(counts)}"))])
     try:
         return TopologySpec(topology.kind, {**topology.params, param: value}, topology.label)
     except InputError as error:
@@ -108,10 +121,9 @@ def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, s
     network, compute = spec.network, spec.compute
     itemsize = scenario.dtype.itemsize
     tensors = network.tensors
-    cap = spec.bucket_cap if cap is None else cap
-    buckets = assign_buckets([t.numel * itemsize for t in tensors], cap=cap,
-                             first=spec.first_bucket if spec.first_bucket is None
-                             else min(spec.first_bucket, cap))
+    first = spec.first_limit(cap)
+    cap = spec.cap if cap is None else cap
+    buckets = assign_buckets([t.numel * itemsize for t in tensors], cap=cap, first=first)
     layer_of = [i for i, layer in enumerate(network.layers) for _ in layer.tensors]
     forward = [forward_s(layer, spec.batch, compute.flops) for layer in network.layers]
     backward = [backward_s(layer, spec.batch, compute.flops) for layer in network.layers]
@@ -122,7 +134,7 @@ def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, s
         check_memory(replace(scenario, sizes=tuple(sorted({b.nbytes for b in buckets}))), setup,
                      proxy_elements)
     runs: list[Result] = []
-    check = _Check(ranks)
+    check = _Check()
     memo = cache if cache is not None else {}
     for bucket in buckets:
         if scenario.verify:
@@ -145,13 +157,13 @@ def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, s
     verified = check.verified and all(run.verified for run in runs) if scenario.verify else None
     return Step(
         scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
-        model=network.name, batch=spec.batch, bucket_cap=cap, first_bucket=spec.first_bucket,
+        model=network.name, batch=spec.batch, bucket_cap=cap, first_bucket=first,
         overlap=spec.overlap, forward_s=sum(forward), backward_s=sum(backward),
         optimizer_s=update, communication_s=timeline.communication_s,
         exposed_s=timeline.exposed_s, step_s=timeline.step_s, buckets=bucket_runs,
         timeline=timeline, verified=verified, identical=check.identical if scenario.verify
         else None, max_abs_error=check.error if scenario.verify else math.nan,
-        checked_tensors=check.tensors)
+        checked_tensors=check.tensors, whole=check.whole if scenario.verify else None)
 
 
 def _allreduce(scenario: Scenario, setup: Setup, nbytes: int,
@@ -188,47 +200,46 @@ def _nccl_pick(scenario: Scenario, setup: Setup, nbytes: int) -> tuple[Algorithm
 
 
 class _Check:
-    """The gradients' check over a step's buckets: every rank ends with numpy's average of all
-    ranks' gradients (exactly when the world size is a power of two, since dividing multiples
-    of 2^-6 by it is then exact; else within the roundings of the division and the sum), and
-    every rank with the same bits."""
+    """The gradients' check over a step's buckets: every rank ends with exactly numpy's average
+    of all ranks' gradients, and every rank with the same bits. Exactly, because gradients are
+    drawn as world size × (multiples of 2^-6 small enough to sum exactly in any order): the
+    division DDP makes is then exact, and so is every partial sum, so that a missing or doubled
+    contribution can never hide in a rounding tolerance. ``tensors`` counts the gradient tensors
+    the proxies reached, ``whole`` says whether every element was moved (no proxy)."""
 
-    def __init__(self, ranks: int) -> None:
-        self.ranks = ranks
-        self.verified, self.identical = True, True
+    def __init__(self) -> None:
+        self.verified, self.identical, self.whole = True, True, True
         self.error, self.tensors = 0.0, 0
 
-    def bucket(self, gradients: np.ndarray, averaged: np.ndarray, views: list[slice]) -> None:
+    def bucket(self, gradients: np.ndarray, averaged: np.ndarray, views: list[slice],
+               whole: bool) -> None:
         """Check one bucket: ``gradients`` as drawn, ``averaged`` after the allreduce (both
         ranks × proxy), ``views`` its gradient tensors' proxy elements."""
         mean = gradients.astype(np.float64).mean(axis=0)
         error = np.abs(averaged.astype(np.float64) - mean)
-        # p divisions (eps/2 each, relative) and p-1 additions (Higham §4.2): within
-        # eps·Σ|g| per element; none of them rounds when p is a power of two
-        exact = self.ranks & (self.ranks - 1) == 0
-        bound = 0.0 if exact else float(np.finfo(averaged.dtype).eps) * np.abs(
-            gradients.astype(np.float64)).sum(axis=0)
         self.error = max(self.error, float(error.max(initial=0.0)))
-        self.verified = self.verified and bool(np.all(error <= bound))
+        self.verified = self.verified and bool(np.all(error == 0.0))
         self.identical = self.identical and bool(np.all(averaged == averaged[:1]))
         self.tensors += sum(1 for view in views if view.stop > view.start)
+        self.whole = self.whole and whole
 
 
-def _verified_allreduce(scenario: Scenario, setup: Setup, bucket: Bucket, tensors: tuple[Tensor, ...],
-                        seed: int, proxy_elements: int, check: _Check) -> Result:
-    """The bucket's allreduce on its own gradients: drawn per rank (seeded by the bucket),
-    divided by the world size (DDP divides each gradient before the allreduce, so the sum is
-    the average), summed over the fabric, then checked."""
+def _verified_allreduce(scenario: Scenario, setup: Setup, bucket: Bucket,
+                        tensors: tuple[Tensor, ...], seed: int, proxy_elements: int,
+                        check: _Check) -> Result:
+    """The bucket's allreduce on its own gradients: drawn per rank (seeded by the bucket, as
+    :class:`_Check` needs them), divided by the world size (DDP divides each gradient before
+    the allreduce, so that the sum is the average), summed over the fabric, then checked."""
     ranks = setup.machine.ranks
     held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
 
     def inputs(algorithm: Algorithm) -> np.ndarray:
         if algorithm.name not in held:
             payload = point_payload(scenario, setup, algorithm, bucket.nbytes, proxy_elements)
-            gradients = make_inputs(np.random.default_rng([seed, bucket.index]), ranks, payload,
-                                    ReduceOp.SUM)
-            divided = gradients / scenario.dtype.type(ranks)
-            held[algorithm.name] = (gradients, divided.astype(scenario.dtype))
+            drawn = make_inputs(np.random.default_rng([seed, bucket.index]), ranks, payload,
+                                ReduceOp.SUM)
+            gradients = drawn * scenario.dtype.type(ranks)  # exact: small multiples of 2^-6
+            held[algorithm.name] = (gradients, gradients / scenario.dtype.type(ranks))
         return held[algorithm.name][1]
 
     result = _allreduce(scenario, setup, bucket.nbytes, inputs, proxy_elements)
@@ -237,5 +248,5 @@ def _verified_allreduce(scenario: Scenario, setup: Setup, bucket: Bucket, tensor
                             proxy_elements)
     offsets = np.cumsum([0, *(tensors[t].numel for t in bucket.tensors)])
     views = [payload.view(Span(int(a), int(b))) for a, b in itertools.pairwise(offsets)]
-    check.bucket(gradients, averaged, views)
+    check.bucket(gradients, averaged, views, payload.exact)
     return result

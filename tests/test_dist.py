@@ -279,3 +279,19 @@ def test_reduce_op_has_torchs_names():
     assert {op.name: op.value for op in ReduceOp} == {
         "SUM": ModelOp.SUM, "PRODUCT": ModelOp.PROD, "MIN": ModelOp.MIN, "MAX": ModelOp.MAX,
         "AVG": ModelOp.AVG}
+
+
+def test_tensors_beyond_the_memory_budget_are_refused(monkeypatch):
+    from simulator import limits
+    from simulator.errors import InputError
+
+    monkeypatch.setattr(limits, "PROXY_BUDGET_BYTES", 1 << 20)
+
+    def big(rank):
+        dist.all_reduce(np.zeros(1 << 17, dtype=np.float32))  # 512 KiB each, 1.5 MiB in all
+
+    with pytest.raises(InputError) as caught:
+        dist.spawn(big, 3)
+    assert str(caught.value) == ("dist.spawn: all_reduce: 3 ranks × 524288 bytes is 1 MiB to "
+                                 "move and check, more than 1 MiB; use smaller tensors (or a "
+                                 "scenario with verify: false to time large sizes)")

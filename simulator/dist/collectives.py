@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+import simulator.limits as limits
 from simulator.algorithms.registry import REGISTRY, nccl_kernel
 from simulator.dist.rendezvous import Call
 from simulator.errors import InputError, Problem
@@ -78,6 +79,12 @@ class Simulation:
 
     def _record(self, calls: list[Call]) -> CallRecord:
         first = calls[0]
+        total = sum(call.row.nbytes for call in calls)
+        if total > limits.PROXY_BUDGET_BYTES:  # the run copies every rank's tensor, whole
+            raise InputError([Problem(SOURCE, first.name, (
+                f"{len(calls)} ranks × {calls[0].row.nbytes} bytes is {total >> 20} MiB to move "
+                f"and check, more than {limits.PROXY_BUDGET_BYTES >> 20} MiB; use smaller "
+                "tensors (or a scenario with verify: false to time large sizes)"))])
         buffers = np.stack([call.row for call in calls])
         if first.collective is Collective.BROADCAST:
             buffers[ROOT] = buffers[first.root]

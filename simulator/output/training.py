@@ -19,7 +19,7 @@ STEP_COLUMNS = ("scenario", "sweep", "topology", "ranks", "model", "batch", "buc
                 "first_bucket_bytes", "overlap", "buckets", "forward_s", "backward_s",
                 "optimizer_s", "compute_s", "communication_s", "exposed_s", "step_s",
                 "efficiency", "allreduces", "verified", "identical", "max_abs_error",
-                "checked_tensors")
+                "checked_tensors", "whole")
 """Columns of ``<name>-steps.csv``: one row per step (``sweep``: empty for the scenario's own
 step, ``bucket_cap`` or ``topology`` for a sweep's)."""
 BUCKET_COLUMNS = ("scenario", "sweep", "ranks", "bucket_cap_bytes", "bucket", "tensors",
@@ -54,6 +54,7 @@ def steps_frame(training: Training) -> pd.DataFrame:
         "exposed_s": step.exposed_s, "step_s": step.step_s, "efficiency": step.efficiency,
         "allreduces": allreduces(step), "verified": step.verified, "identical": step.identical,
         "max_abs_error": step.max_abs_error, "checked_tensors": step.checked_tensors,
+        "whole": step.whole,
     } for sweep, step in labelled_steps(training)]
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
 
@@ -77,12 +78,12 @@ def format_training(training: Training) -> str:
     rate = "free" if compute.free else f"{compute.flops / 1e12:.1f} TFLOP/s sustained"
     optimizer = (f"optimizer {spec.optimizer_s * 1e3:.3g} ms" if spec.optimizer_s is not None
                  else spec.optimizer.value)
-    first = "none" if spec.first_bucket is None else format_size(spec.first_bucket)
+    first = format_size(step.first_bucket)
     lines = [
         f"# training {training.scenario}: {spec.network.name} ({spec.network.numel:,} parameters),"
         f" batch {spec.batch} per GPU, {compute.name} ({spec.precision.value}, {rate}), "
         f"{optimizer}",
-        f"# DDP: buckets of {format_size(spec.bucket_cap)} (first {first}), overlap "
+        f"# DDP: buckets of {format_size(spec.cap)} (first {first}), overlap "
         f"{'on' if spec.overlap else 'off'}; each bucket's allreduce: {training.policy}",
         _step_header(),
         _step_row(step),
@@ -93,12 +94,12 @@ def format_training(training: Training) -> str:
     lines += [f"{b.index:>8} {b.tensors:>8} {b.nbytes:>12} {b.ready_s * 1e3:>9.3f} "
               f"{b.start_s * 1e3:>9.3f} {b.end_s * 1e3:>9.3f} "
               f"{_algorithm(b.algorithm, b.protocol):>18} {b.time_s * 1e6:>10.2f} "
-              f"{b.model_time_s * 1e6:>10.2f} {_mark(b.verified):>8}" for b in step.buckets]
+              f"{b.model_time_s * 1e6:>10.2f} {_mark(b.verified, step.whole):>8}" for b in step.buckets]
     if training.cap_sweep:
         lines += [f"# bucket-cap sweep on {step.ranks} GPUs", _step_header("cap")]
         lines += [_step_row(s, format_size(s.bucket_cap)) for s in training.cap_sweep]
     if training.scale_sweep:
-        lines += [f"# GPU-count sweep, buckets of {format_size(spec.bucket_cap)}",
+        lines += [f"# GPU-count sweep, buckets of {format_size(spec.cap)}",
                   _step_header()]
         lines += [_step_row(s) for s in training.scale_sweep]
     return "\n".join(lines) + "\n"
@@ -113,15 +114,19 @@ def _step_row(step: Step, first: str | None = None) -> str:
     return (f"{first or step.ranks:>8} {step.compute_s * 1e3:>12.3f} "
             f"{step.communication_s * 1e3:>10.3f} {step.exposed_s * 1e3:>12.3f} "
             f"{step.step_s * 1e3:>10.3f} {step.efficiency * 100:>9.1f}% {len(step.buckets):>8} "
-            f"{_mark(step.verified):>8}  {allreduces(step)}")
+            f"{_mark(step.verified, step.whole):>8}  {allreduces(step)}")
 
 
 def _algorithm(name: str, protocol: str) -> str:
     return f"{name}/{protocol}" if protocol else name
 
 
-def _mark(verified: bool | None) -> str:
-    return "-" if verified is None else "ok" if verified else "FAILED"
+def _mark(verified: bool | None, whole: bool | None = True) -> str:
+    """``ok``, ``ok*`` (checked on a proxy), ``FAILED`` or ``-`` (not checked), as a run's
+    table marks its points."""
+    if verified is None:
+        return "-"
+    return ("ok" if whole else "ok*") if verified else "FAILED"
 
 
 def write_training(training: Training, directory: Path, formats: Sequence[str]) -> list[Path]:

@@ -230,9 +230,16 @@ class Scenario:
         issues: list[tuple[str, str | None]] = [("name", name_problem(self.name))]
         if self.training is None:
             issues.append(("sizes", None if self.sizes else "expected at least one size"))
-        elif self.collective is not Collective.ALLREDUCE:
-            issues.append(("collective", f"expected allreduce with training (DDP allreduces "
-                                         f"gradients), got {self.collective.value}"))
+        else:
+            if self.collective is not Collective.ALLREDUCE:
+                issues.append(("collective", f"expected allreduce with training (DDP allreduces "
+                                             f"gradients), got {self.collective.value}"))
+            if self.reduce_op is not ReduceOp.SUM:
+                issues.append(("op", f"expected sum with training (DDP divides the gradients by "
+                                     f"the world size and sums them), got {self.reduce_op.value}"))
+            if not np.issubdtype(self.dtype, np.floating):
+                issues.append(("dtype", f"expected a floating-point type with training "
+                                        f"(gradients), got {self.dtype.name}"))
         issues += [(f"sizes[{i}]", size_problem(size, self.dtype)) for i, size in enumerate(self.sizes)]
         issues.append(("sizes", duplicate_problem(self.sizes, "size")))
         known = REGISTRY[self.collective]

@@ -7,7 +7,8 @@ import contextlib
 import importlib
 import inspect
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from typing import Literal
 
 from simulator.errors import UnitError
 from simulator.scenario.fields import FieldReader
@@ -37,28 +38,36 @@ def read_training(reader: FieldReader, value: object) -> TrainingSpec | None:
     compute = _compute(reader, section.get("gpu", "h100"),
                        Precision(precision) if precision else Precision.MIXED)
     optimizer, optimizer_s = _optimizer(reader, section.get("optimizer", "adam"))
-    cap = reader.parse("training.bucket_cap", section.get("bucket_cap", "25MiB"), parse_size)
-    first = section.get("first_bucket", "1MiB")
-    first_bytes = None if first == "cap" else reader.parse(
-        "training.first_bucket", first, _size_or_cap)
+    cap = (reader.parse("training.bucket_cap", section["bucket_cap"], _positive_size)
+           if "bucket_cap" in section else None)
+    first = section.get("first_bucket")
+    first_limit: int | Literal["cap"] | None = "cap" if first == "cap" else None if first is None \
+        else reader.parse("training.first_bucket", first, _size_or_cap)
     overlap = reader.parse("training.overlap", section.get("overlap", True), parse_flag)
     caps, topology = _sweep(reader, section.get("sweep", {}))
     if len(reader.problems) > before or network is None or compute is None:
         return None
-    assert batch is not None and cap is not None and overlap is not None and precision
-    if cap < 1:
-        reader.problem("training.bucket_cap", "expected a size ≥ 1 byte, got 0")
-        return None
+    assert batch is not None and overlap is not None and precision
     return TrainingSpec(network=network, batch=batch, compute=compute,
                         precision=Precision(precision), optimizer=optimizer,
-                        optimizer_s=optimizer_s, bucket_cap=cap, first_bucket=first_bytes,
+                        optimizer_s=optimizer_s, bucket_cap=cap, first_bucket=first_limit,
                         overlap=overlap, sweep_caps=caps, sweep_topology=topology)
 
 
 def _size_or_cap(value: object) -> int:
-    size = parse_size(value)
+    try:
+        size = parse_size(value)
+    except UnitError:
+        size = 0
     if size < 1:
         raise UnitError(f"expected a size ≥ 1 byte or 'cap', got {value!r}")
+    return size
+
+
+def _positive_size(value: object) -> int:
+    size = parse_size(value)
+    if size < 1:
+        raise UnitError(f"expected a size ≥ 1 byte, got {value!r}")
     return size
 
 
@@ -100,7 +109,7 @@ def _preset(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
     try:
         return build(**kwargs)
     except ValueError as error:
-        reader.problem(field, str(error))
+        reader.problem(f"{field}.{next(iter(kwargs))}" if kwargs else field, str(error))
         return None
 
 
@@ -128,9 +137,14 @@ def _torch(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
         reader.problem(f"{field}.torch", "needs PyTorch: pip install 'allreduce-sim[torch]'")
         return None
     try:
-        module = getattr(importlib.import_module(module_name), factory)()
+        build = getattr(importlib.import_module(module_name), factory)
     except (ImportError, AttributeError) as error:
         reader.problem(f"{field}.torch", f"cannot load {target!r}: {error}")
+        return None
+    try:
+        module = build()
+    except Exception as error:  # the user's factory: whatever it raises is their input's problem
+        reader.problem(f"{field}.torch", f"{target!r} failed: {type(error).__name__}: {error}")
         return None
     if not isinstance(module, torch.nn.Module):
         reader.problem(f"{field}.torch", f"expected {target!r} to return a torch.nn.Module, "
@@ -151,6 +165,8 @@ def _layers(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
     ``flops`` per sample or as measured ``backward`` (and ``forward``) times per step."""
     field = "training.model"
     reader.check_keys(spec, field, ["name", "layers", "source"], required=("name",))
+    if "name" not in spec:
+        return None
     items = spec["layers"]
     if not isinstance(items, list) or not items:
         reader.problem(f"{field}.layers", f"expected a non-empty list of layers, got {items!r}")
@@ -174,6 +190,8 @@ def _layer(reader: FieldReader, field: str, item: object) -> Layer | None:
         return None
     reader.check_keys(spec, field, ["name", "params", "flops", "forward", "backward"],
                       required=("name",))
+    if "name" not in spec:
+        return None
     params = spec.get("params", {})
     if not isinstance(params, Mapping):
         reader.problem(f"{field}.params", f"expected a mapping of parameter names to shapes, "
@@ -272,7 +290,7 @@ def _sizes(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
         reader.problem(field, f"expected a list of sizes like [1MiB, 25MiB], got {value!r}")
         return ()
-    sizes = [reader.parse(f"{field}[{i}]", item, _size_or_cap) for i, item in enumerate(value)]
+    sizes = [reader.parse(f"{field}[{i}]", item, _positive_size) for i, item in enumerate(value)]
     return tuple(s for s in sizes if s is not None) if all(s is not None for s in sizes) else ()
 
 
@@ -282,10 +300,3 @@ def _counts(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:
         reader.problem(field, f"expected a list of whole numbers ≥ 1, got {value!r}")
         return ()
     return tuple(value)
-
-
-def topology_sweep_problem(sweep: TopologySweep, params: Sequence[str]) -> str | None:
-    """Why a GPU-count sweep cannot scale this topology (its builder lacks the parameter)."""
-    if sweep.param in params:
-        return None
-    return f"unknown parameter {sweep.param!r} of the topology; expected one of {', '.join(params)}"

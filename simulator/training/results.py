@@ -32,10 +32,12 @@ class BucketRun:
 class Step:
     """One training step on ``ranks`` GPUs: its compute (forward, backward, optimizer), its
     allreduces, the part of them not hidden behind compute (``exposed_s``), the step's time, and
-    the scaling efficiency against one GPU (the same step without communication). ``verified``
-    says every rank's gradients ended equal to numpy's average of all ranks' (None: not
-    checked), ``identical`` that all ranks ended bit for bit the same, ``max_abs_error`` the
-    largest difference from numpy's average, over ``checked_tensors`` gradient tensors."""
+    the scaling efficiency against one GPU (the same step without communication).
+    ``first_bucket`` is the first bucket's limit the step used. ``verified`` says every rank's
+    gradients ended equal to numpy's average of all ranks' (None: not checked), ``identical``
+    that all ranks ended bit for bit the same, ``max_abs_error`` the largest difference from
+    numpy's average; the check covers the elements moved, every one when ``whole``, else a
+    proxy of each bucket reaching ``checked_tensors`` gradient tensors."""
 
     scenario: str
     topology: str
@@ -43,7 +45,7 @@ class Step:
     model: str
     batch: int
     bucket_cap: int
-    first_bucket: int | None
+    first_bucket: int
     overlap: bool
     forward_s: float
     backward_s: float
@@ -57,6 +59,7 @@ class Step:
     identical: bool | None
     max_abs_error: float
     checked_tensors: int
+    whole: bool | None
 
     @property
     def compute_s(self) -> float:

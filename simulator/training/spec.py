@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from simulator.training.buckets import BUCKET_CAP_BYTES, FIRST_BUCKET_BYTES
 from simulator.training.compute import Optimizer, Precision
@@ -40,10 +41,11 @@ class TopologySweep:
 class TrainingSpec:
     """One data-parallel training step: ``network`` trained on ``batch`` samples per GPU, its
     matrix products at ``precision`` on ``compute``, then ``optimizer`` (or ``optimizer_s``, a
-    time given); gradients in DDP buckets of ``bucket_cap`` bytes with a first bucket of
-    ``first_bucket`` (None: ``bucket_cap`` too), allreduced during the backward pass when
-    ``overlap`` (else after it). ``sweep_caps`` and ``sweep_topology`` ask for sweeps over the
-    bucket cap and over the GPU count."""
+    time given); gradients in DDP buckets of ``bucket_cap`` bytes (None: DDP's default) with a
+    first bucket of ``first_bucket`` bytes, or ``cap`` (as large as the others), or None: as
+    DDP chooses (:meth:`first_limit`); allreduced during the backward pass when ``overlap``
+    (else after it). ``sweep_caps`` and ``sweep_topology`` ask for sweeps over the bucket cap
+    (each as if given) and over the GPU count."""
 
     network: Network
     batch: int
@@ -51,8 +53,26 @@ class TrainingSpec:
     precision: Precision = Precision.MIXED
     optimizer: Optimizer = Optimizer.ADAM
     optimizer_s: float | None = None
-    bucket_cap: int = BUCKET_CAP_BYTES
-    first_bucket: int | None = FIRST_BUCKET_BYTES
+    bucket_cap: int | None = None
+    first_bucket: int | Literal["cap"] | None = None
     overlap: bool = True
     sweep_caps: tuple[int, ...] = ()
     sweep_topology: TopologySweep | None = None
+
+    @property
+    def cap(self) -> int:
+        """The bucket cap in bytes: as given, else DDP's default."""
+        return BUCKET_CAP_BYTES if self.bucket_cap is None else self.bucket_cap
+
+    def first_limit(self, cap: int | None = None) -> int:
+        """The first bucket's limit with a bucket cap of ``cap`` bytes (None: the spec's): as
+        given; else as DDP does, 1 MiB with the default cap and the cap itself once a user
+        sets ``bucket_cap_mb`` (``_BucketCapacityConfig.create`` in torch/nn/parallel/
+        distributed.py, torch 2.13). A swept cap counts as set."""
+        given = cap is not None or self.bucket_cap is not None
+        cap = self.cap if cap is None else cap
+        if self.first_bucket == "cap":
+            return cap
+        if self.first_bucket is not None:
+            return self.first_bucket
+        return cap if given else FIRST_BUCKET_BYTES

@@ -50,7 +50,8 @@ def network_from_module(module: torch.nn.Module, *, name: str, sample_input: obj
 
 def _owners(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, tuple[Tensor, ...]]]:
     """Each module owning parameters directly: its qualified name, itself, and the parameters
-    ``named_parameters()`` attributes to it (those not already yielded through an earlier owner)."""
+    ``named_parameters()`` attributes to it (those not already yielded through an earlier
+    owner) that need gradients: DDP buckets only those (frozen ones have nothing to allreduce)."""
     seen: set[int] = set()
     owners = []
     for prefix, sub in module.named_modules():
@@ -61,6 +62,8 @@ def _owners(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, tuple[T
         for local, parameter in own:
             if id(parameter) not in seen:
                 seen.add(id(parameter))
+                if not parameter.requires_grad:
+                    continue
                 tensors.append(Tensor(f"{prefix}.{local}" if prefix else local, tuple(parameter.shape)))
         owners.append((prefix, sub, tuple(tensors)))
     return owners
