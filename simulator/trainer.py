@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from simulator.algorithms.algorithm import Algorithm
-from simulator.engine.payload import make_inputs
+from simulator.engine.payload import Payload, make_inputs
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.model.execution import system_of
@@ -231,7 +231,7 @@ def _verified_allreduce(scenario: Scenario, setup: Setup, bucket: Bucket,
     :class:`_Check` needs them), divided by the world size (DDP divides each gradient before
     the allreduce, so that the sum is the average), summed over the fabric, then checked."""
     ranks = setup.machine.ranks
-    held: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    held: dict[str, tuple[Payload, np.ndarray, np.ndarray]] = {}
 
     def inputs(algorithm: Algorithm) -> np.ndarray:
         if algorithm.name not in held:
@@ -239,13 +239,11 @@ def _verified_allreduce(scenario: Scenario, setup: Setup, bucket: Bucket,
             drawn = make_inputs(np.random.default_rng([seed, bucket.index]), ranks, payload,
                                 ReduceOp.SUM)
             gradients = drawn * scenario.dtype.type(ranks)  # exact: small multiples of 2^-6
-            held[algorithm.name] = (gradients, gradients / scenario.dtype.type(ranks))
-        return held[algorithm.name][1]
+            held[algorithm.name] = (payload, gradients, gradients / scenario.dtype.type(ranks))
+        return held[algorithm.name][2]
 
     result = _allreduce(scenario, setup, bucket.nbytes, inputs, proxy_elements)
-    gradients, averaged = held[result.algorithm]
-    payload = point_payload(scenario, setup, scenario.algorithm(result.algorithm), bucket.nbytes,
-                            proxy_elements)
+    payload, gradients, averaged = held[result.algorithm]
     offsets = np.cumsum([0, *(tensors[t].numel for t in bucket.tensors)])
     views = [payload.view(Span(int(a), int(b))) for a, b in itertools.pairwise(offsets)]
     check.bucket(gradients, averaged, views, payload.exact)

@@ -16,7 +16,15 @@ from simulator.training.compute import ACCELERATORS, Optimizer, Precision
 from simulator.training.network import BACKWARD_PER_FORWARD, Layer, Network, Tensor
 from simulator.training.spec import Compute, TopologySweep, TrainingSpec
 from simulator.training.zoo import NETWORKS
-from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_flops, parse_size, parse_time
+from simulator.units import (
+    parse_bandwidth,
+    parse_count,
+    parse_counts,
+    parse_flag,
+    parse_flops,
+    parse_size,
+    parse_time,
+)
 
 KEYS = ("model", "batch", "gpu", "precision", "optimizer", "bucket_cap", "first_bucket",
         "overlap", "sweep")
@@ -281,7 +289,7 @@ def _sweep(reader: FieldReader, value: object) -> tuple[tuple[int, ...], Topolog
                                                 f"{dict(scaled)!r}")
         elif scaled is not None:
             [(param, values)] = scaled.items()
-            counts = _counts(reader, f"{field}.topology.{param}", values)
+            counts = reader.parse(f"{field}.topology.{param}", values, parse_counts)
             topology = TopologySweep(str(param), counts) if counts else None
     return caps, topology
 
@@ -292,11 +300,3 @@ def _sizes(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:
         return ()
     sizes = [reader.parse(f"{field}[{i}]", item, _positive_size) for i, item in enumerate(value)]
     return tuple(s for s in sizes if s is not None) if all(s is not None for s in sizes) else ()
-
-
-def _counts(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:
-    if not isinstance(value, list) or not value or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in value):
-        reader.problem(field, f"expected a list of whole numbers ≥ 1, got {value!r}")
-        return ()
-    return tuple(value)
