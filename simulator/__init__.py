@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.2.0"
+from simulator.version import __version__
 
 _EXPORTS = {
     "RESULT_COLUMNS": "simulator.output.results",

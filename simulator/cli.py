@@ -21,9 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Never
 
-from simulator import __version__
 from simulator.errors import AlgorithmError, InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
+from simulator.version import __version__
 
 if TYPE_CHECKING:
     import pandas as pd

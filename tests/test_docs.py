@@ -2,7 +2,11 @@
 runs end to end, the README's Python and the docs' scenario snippets run or parse, the README
 stays short, nothing points outside the repository, and every relative link resolves."""
 
+import os
 import re
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,6 +99,57 @@ def test_worked_example_closed_form_is_exact_where_it_claims(registered):
                               "sizes": [4, 4000, "4MiB"]})
             assert frame.sim_time_s.to_numpy() == pytest.approx(frame.model_time_s.to_numpy(),
                                                                 rel=1e-9), (claim, ranks)
+
+
+SAVED_AND_REGISTERED = """
+import sys
+from pathlib import Path
+
+import simulator
+from simulator import simulate
+from simulator.algorithms import REGISTRY, Collective
+from simulator.algorithms.star import StarAllreduce
+
+assert Path(simulator.__file__).parent == Path(sys.argv[1]), simulator.__file__
+assert type(REGISTRY[Collective.ALLREDUCE]["star"]) is StarAllreduce
+frame = simulate({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                               "latency": "500ns"}, "algorithms": ["star"], "sizes": [4000],
+                  "gpu": {"reduce_bandwidth": "100GB/s", "launch_latency": "1us"}})
+print(repr(float(frame.sim_time_s[0])), repr(float(frame.model_time_s[0])),
+      bool(frame.verified[0]))
+"""
+"""Run in a fresh interpreter on the copied package: the guide's example as a registered
+algorithm, on the guide's case."""
+
+
+def test_worked_example_saved_in_the_package_and_registered_as_the_guide_says(tmp_path):
+    # The guide's last step, done literally on a copy of the package: the example saved as
+    # simulator/algorithms/star.py and StarAllreduce() added to _ALGORITHMS with its import. A
+    # fresh interpreter then imports the package from scratch, so the registry imports star.py
+    # while simulator.algorithms is still being initialised: star.py's own
+    # `from simulator.algorithms import ...` must find every name there (it once raised a
+    # circular ImportError). The copy keeps the tree itself untouched by the test.
+    package = tmp_path / "simulator"
+    shutil.copytree(REPO / "simulator", package, ignore=shutil.ignore_patterns("__pycache__"))
+    [example_source] = blocks(GUIDE, "python")
+    (package / "algorithms" / "star.py").write_text(example_source, encoding="utf-8")
+    registry = package / "algorithms" / "registry.py"
+    text = registry.read_text(encoding="utf-8")
+    edited = text.replace("from simulator.algorithms.tree import",
+                          "from simulator.algorithms.star import StarAllreduce\n"
+                          "from simulator.algorithms.tree import", 1)
+    edited = edited.replace("    BucketAllreduce(),\n)", "    BucketAllreduce(),\n    StarAllreduce(),\n)", 1)
+    assert edited.count("StarAllreduce") == 2, "the registry's shape changed; update this test"
+    registry.write_text(edited, encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-c", SAVED_AND_REGISTERED, str(package)],
+                          cwd=tmp_path, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    # the guide's hand computation (test above): T = 1 + 0.48 + 3.12 + 1 + 0.48 = 6.08 us
+    simulated, closed_form, verified = proc.stdout.split()
+    assert float(simulated) == pytest.approx(6.08e-6, rel=1e-12)
+    assert float(closed_form) == pytest.approx(6.08e-6, rel=1e-12)
+    assert verified == "True"
 
 
 def test_readme_python_runs():

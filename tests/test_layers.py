@@ -14,6 +14,7 @@ PACKAGE = REPO / "simulator"
 
 ALLOWED: dict[str, set[str]] = {
     "errors": set(),
+    "version": set(),  # a leaf: every layer may state the version without importing the root
     "units": {"errors"},
     "limits": set(),
     "model": {"model", "units", "limits", "errors"},
@@ -22,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "scenario": {"scenario", "training", "algorithms", "model", "units", "limits", "errors"},
     "engine": {"engine", "algorithms", "model", "limits", "errors"},
     "output": {"output", "scenario", "training", "algorithms", "model", "units", "limits",
-               "errors", "__init__"},
+               "errors", "version"},
     "runner": {"scenario", "algorithms", "model", "engine", "output", "units", "limits", "errors",
                "measured"},
     "sweep": {"errors", "limits", "output", "runner", "scenario"},
@@ -30,11 +31,11 @@ ALLOWED: dict[str, set[str]] = {
                 "units", "limits", "errors"},
     "dist": {"runner", "scenario", "algorithms", "model", "engine", "output", "limits",
              "errors"},
-    "cli": {"__init__", "errors", "limits", "output", "runner", "scenario", "calibration",
+    "cli": {"version", "errors", "limits", "model", "output", "runner", "scenario", "calibration",
             "measured", "sweep", "trainer"},
     "calibration": {"algorithms", "errors", "measured", "model", "scenario"},
     "__main__": {"cli"},
-    "__init__": set(),  # re-exports lazily, by name (PEP 562), and imports nothing eagerly
+    "__init__": {"version"},  # re-exports lazily, by name (PEP 562); only the leaf eagerly
     "topologies": set(),
     "measured": {"measured", "errors"},
 }
@@ -96,6 +97,20 @@ def test_every_layer_is_known_and_nothing_but_main_imports_the_cli():
     importers = {str(path.relative_to(REPO)) for path in SOURCES
                  if any(module == "simulator.cli" for module in imports(path))}
     assert importers == {"simulator/__main__.py"}
+
+
+def test_the_version_is_a_leaf_that_the_root_and_the_metadata_read():
+    # simulator/version.py imports nothing, no module imports the package root (the version was
+    # once read from it, upward), and the installed metadata (pyproject's dynamic version) agrees
+    import importlib.metadata
+
+    import simulator
+    from simulator.version import __version__
+
+    assert imports(PACKAGE / "version.py") == []
+    assert [str(path.relative_to(REPO)) for path in SOURCES
+            if "simulator" in imports(path)] == []
+    assert simulator.__version__ == __version__ == importlib.metadata.version("allreduce-sim")
 
 
 def test_the_walk_sees_a_violation():

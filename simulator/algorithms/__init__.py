@@ -18,14 +18,18 @@ from simulator.algorithms.algorithm import (
 from simulator.algorithms.comm import COPY, REDUCE, Combine, Comm, Program
 from simulator.algorithms.cost import CostInputs, pipeline_s, proportionate_pipeline_s
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES, recv_pieces, send_pieces, swap
+from simulator.model.collective import ROOT, Collective
+from simulator.model.span import Span
+
+# isort: split
+# The registry last: it imports every algorithm module, and an algorithm module may import the
+# names above from this package (the guide's star.py does), so they must all exist by then.
 from simulator.algorithms.registry import (
     REGISTRY,
     algorithm_names,
     composable_names,
     get_algorithm,
 )
-from simulator.model.collective import ROOT, Collective
-from simulator.model.span import Span
 
 __all__ = [
     "COPY",

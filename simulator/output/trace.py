@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator import __version__
 from simulator.algorithms.registry import algorithm_names
 from simulator.errors import InputError, Problem, UnitError
 from simulator.limits import MAX_TRACE_COUNTERS, MAX_TRACE_SLICES
@@ -33,6 +32,7 @@ from simulator.model.activity import Activity, Slice
 from simulator.output.files import write_atomically
 from simulator.scenario.spec import Scenario
 from simulator.units import format_size, parse_size
+from simulator.version import __version__
 
 _VERB = {"send": "send", "recv-wait": "wait", "reduce": "reduce", "in-switch": "in-switch wait",
          "switch-reduce": "switch reduce"}

@@ -17,7 +17,6 @@ from typing import Any
 
 import pandas as pd
 
-from simulator import __version__
 from simulator.algorithms.algorithm import Algorithm, NoOptions
 from simulator.algorithms.registry import REGISTRY
 from simulator.model.execution import Execution
@@ -28,6 +27,7 @@ from simulator.output.results import RESULT_COLUMNS, RunSettings
 from simulator.scenario.rules import option_kinds
 from simulator.scenario.spec import ALL, AUTO, Scenario
 from simulator.units import format_bandwidth, format_time
+from simulator.version import __version__
 
 
 @dataclass(frozen=True)
