@@ -13,9 +13,9 @@ import time
 
 import networkx as nx
 
+from simulator.model.analysis.fabric import summarize
 from simulator.model.machine import Machine
 from simulator.model.topology import cluster, dragonfly, fat_tree, torus
-from simulator.output.fabric import summarize
 
 H100 = dict(nvlink_bandwidth=450e9, nvlink_latency=3e-7, pcie_bandwidth=63e9,
             pcie_latency=5e-7, nic_bandwidth=50e9, nic_latency=8.5e-7, uplink_latency=8.5e-7)

@@ -175,7 +175,8 @@ def _calibrate(args: argparse.Namespace) -> int:
 
 
 def _topo(args: argparse.Namespace) -> int:
-    from simulator.output.fabric import format_summary, summarize
+    from simulator.model.analysis.fabric import summarize
+    from simulator.output.fabric import format_summary
     from simulator.output.fabric_figure import draw_fabric
 
     spec = _topology_spec(args.topology)

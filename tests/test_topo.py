@@ -10,19 +10,13 @@ import networkx as nx
 import pytest
 
 from simulator.cli import main
+from simulator.model.analysis import hops as hops_module
+from simulator.model.analysis.bisection import rank_bisection
+from simulator.model.analysis.fabric import Injection, TierLoad, gpus_by_rank, levels, summarize
+from simulator.model.analysis.hops import Hops, gpu_diameter
 from simulator.model.topology import dgx, fully_connected, mesh, ring, switch, torus
-from simulator.output import hops as hops_module
-from simulator.output.bisection import rank_bisection
-from simulator.output.fabric import (
-    Injection,
-    TierLoad,
-    format_summary,
-    gpus_by_rank,
-    levels,
-    summarize,
-)
+from simulator.output.fabric import format_summary
 from simulator.output.fabric_figure import SMALL_NODES, draw_fabric
-from simulator.output.hops import Hops, gpu_diameter
 
 B = 50e9
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -1,7 +1,7 @@
 """A topology drawn to a PNG: every node of a small one, the rows of a large one.
 
 Rows from the bottom up: GPUs, NICs, switch tiers 0 (in host), 1 (leaf), 2 (spine), 3 (core)
-(:func:`~simulator.output.fabric.levels`). A small topology (at most :data:`SMALL_NODES` nodes)
+(:func:`~simulator.model.analysis.fabric.levels`). A small topology (at most :data:`SMALL_NODES` nodes)
 shows every node in its row, coloured by kind, and every cable coloured by its kind (edge attribute
 ``link``); a row's nodes are ordered by where their neighbours below sit, so cables mostly run
 straight up. One with GPUs only (ring, torus, mesh, fully connected) is drawn as a circle, or as
@@ -24,16 +24,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
+from simulator.model.analysis.fabric import GPU_ROW, NIC_ROW, FabricSummary, gpus_by_rank, levels
 from simulator.model.topology import NVLINK
-from simulator.output.fabric import (
-    GPU_ROW,
-    NIC_ROW,
-    FabricSummary,
-    bandwidth,
-    gpus_by_rank,
-    levels,
-    row_name,
-)
+from simulator.output.fabric import bandwidth, row_name
 from simulator.output.files import write_atomically
 
 SMALL_NODES = 150

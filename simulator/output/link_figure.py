@@ -18,7 +18,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from simulator.output.fabric import GPU_ROW, NIC_ROW, row_name
+from simulator.model.analysis.fabric import GPU_ROW, NIC_ROW
+from simulator.output.fabric import row_name
 from simulator.output.files import write_atomically
 from simulator.units import format_size
 
