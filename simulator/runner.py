@@ -257,15 +257,16 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
 def _run(scenario: Scenario, algorithm: Algorithm, machine: Machine, buffers: np.ndarray,
          spec: RunSpec, recorder: Recorder) -> tuple[Timing, Engine]:
     """Simulate one point on the scenario's engine: the vectorised one where the algorithm has a
-    schedule (``auto``, ``vector``), else SimPy; InputError for ``vector`` without a schedule,
-    and for a schedule of more messages than the vectorised engine can hold. A traced point
-    runs on SimPy, whatever the scenario's engine (only it runs the programs)."""
+    hand-written schedule (``auto``) or any (``vector``: its program's trace where it has no
+    builder) and the engine does not decline it, else SimPy; InputError for ``vector`` where it
+    declines, and for a schedule of more messages than the vectorised engine can hold. A point
+    whose timeline is traced runs on SimPy, whatever the scenario's engine."""
     schedule, declined = None, None
     if scenario.engine is not Engine.SIMPY and not recorder.trace:
         group = Group.whole(machine, spec.payload.count, spec.payload.dtype.itemsize,
                             spec.piece_bytes, spec.stream_bytes)
         schedule = steps_on_channels(algorithm, group, machine.layout, spec.channels)
-        declined = None if schedule is None else declines(schedule, machine)
+        declined = declines(schedule, machine, asked=scenario.engine is Engine.VECTOR)
     if schedule is None or declined is not None:
         if scenario.engine is Engine.VECTOR and not recorder.trace:
             reason = declined or (f"it has no schedule for the vector engine (those with one: "

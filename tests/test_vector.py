@@ -1,7 +1,8 @@
-"""The vectorised engine (simulator.engine.vector) against the SimPy engine: every algorithm that
-has a schedule, on random scenarios with and without shared links, uneven sizes, pipeline
-pieces, GPU costs, channels and both execution models, gives the same time (1e-12 relative) and
-the same final buffers; and the engine's own parts by hand."""
+"""The vectorised engine (simulator.engine.vector) against the SimPy engine: every algorithm with
+a hand-written schedule, on random scenarios with and without shared links, uneven sizes,
+pipeline pieces, GPU costs, channels and both execution models, gives the same time (1e-12
+relative) and the same final buffers; and the engine's own parts by hand. That every builder is
+its program's trace, at many more shapes than these end-to-end runs, is tests/test_trace.py's."""
 
 import numpy as np
 import pytest
@@ -23,13 +24,9 @@ from simulator.runner import prepare, run_point
 from simulator.scenario import scenario_from_dict
 
 SCHEDULED = {collective: [name for name, algorithm in REGISTRY[collective].items()
-                          if algorithm.scheduled(Group(np.arange(2), Span(0, 2))) is not None]
+                          if algorithm.has_builder()]
              for collective in Collective}
-
-
-def test_every_algorithm_but_nvls_has_a_schedule():
-    for collective in Collective:
-        assert SCHEDULED[collective] == [name for name in REGISTRY[collective] if name != "nvls"]
+"""The algorithms of each collective with a hand-written schedule (all but nvls)."""
 
 
 def random_topology(rng):
@@ -80,7 +77,7 @@ def both_engines(scenario, channels=1, proxy=4096):
     return simpy, vector, simpy_buffers, vector_buffers
 
 
-@pytest.mark.parametrize("seed", range(100))
+@pytest.mark.parametrize("seed", range(24))  # builder = trace at many more: tests/test_trace.py
 def test_both_engines_agree_on_random_scenarios(seed):
     scenario = random_scenario(seed)
     channels = 1 + seed % 3 if scenario.collective is Collective.ALLREDUCE else 1
@@ -123,9 +120,6 @@ def test_without_verification_no_data_moves_and_the_times_are_the_same(engine):
     assert list(timed.engine) == list(checked.engine)
 
 
-WITH_SCHEDULE = ("ring, hierarchical, direct, halving_doubling, recursive_doubling, "
-                 "binomial_tree, tree, double_binary_tree, bucket")
-
 
 def test_auto_runs_the_vector_engine_where_a_schedule_exists():
     frame = simulate({"topology": {"preset": "dgx_h100"}, "algorithms": ["ring", "nvls"],
@@ -135,14 +129,12 @@ def test_auto_runs_the_vector_engine_where_a_schedule_exists():
     assert frame.sim_time_s[0] == pytest.approx(14 * (600e-9 + 512 / 450e9), rel=1e-12)
 
 
-def test_engine_vector_on_an_algorithm_without_schedule_is_an_input_error():
-    scenario = {"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"], "sizes": [4096],
-                "engine": "vector"}
-    with pytest.raises(InputError) as caught:
-        run_point(scenario, "nvls", 4096)
-    assert str(caught.value) == (
-        "<dict>: engine: expected auto or simpy for 'nvls': it has no schedule for the vector "
-        f"engine (those with one: {WITH_SCHEDULE})")
+def test_engine_vector_runs_an_algorithm_without_builder_on_its_trace():
+    scenario = {"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"], "sizes": [4096]}
+    vector = run_point({**scenario, "engine": "vector"}, "nvls", 4096)
+    simpy = run_point({**scenario, "engine": "simpy"}, "nvls", 4096)
+    assert (vector.engine, simpy.engine) == ("vector", "simpy") and vector.verified
+    assert vector.sim_time_s == simpy.sim_time_s
 
 
 def test_reducing_threads_on_a_costly_gpu_run_on_simpy():
@@ -174,8 +166,9 @@ def test_a_subclass_that_rewrites_the_program_does_not_inherit_the_schedule():
             yield from super().program(comm)
 
     group = Group(np.arange(4), Span(0, 8))
-    assert RingAllreduce().scheduled(group) is not None
-    assert Twice().scheduled(group) is None
+    assert RingAllreduce().has_builder() and not Twice().has_builder()
+    assert Twice().scheduled(group).size == 2 * RingAllreduce().scheduled(group).size == 48
+    assert Twice().stepped(group).traced and not RingAllreduce().stepped(group).traced
 
 
 def test_ranges_concatenates_aranges():

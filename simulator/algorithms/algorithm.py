@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.schedule import Group, Schedule, Steps
+from simulator.algorithms.trace import trace
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.nccl import NcclAlgorithm
@@ -118,30 +119,39 @@ class Algorithm(ABC):
     def program(self, comm: Comm) -> Program:
         """The generator rank ``comm.rank`` runs on ``comm.buffer``."""
 
-    def schedule(self, group: Group) -> Schedule | None:
+    def schedule(self, group: Group) -> Schedule:
         """The same program as a schedule of arrays (:mod:`simulator.algorithms.schedule`), for
-        the vectorised engine; None where there is none, and the SimPy engine runs it."""
-        return None
+        the vectorised engine: by default traced from :meth:`program`
+        (:func:`~simulator.algorithms.trace.trace`). An algorithm may override it with a
+        hand-written builder, a fast path (numpy for any p instead of Python per message) that
+        ``tests/test_trace.py`` holds equal to the trace."""
+        return trace(self, group)
 
-    def steps(self, group: Group) -> Steps | None:
+    def steps(self, group: Group) -> Steps:
         """:meth:`schedule` produced a block at a time where the algorithm can
         (:class:`~simulator.algorithms.schedule.Steps`: for runs too large to hold whole); by
         default the whole schedule as one block."""
-        schedule = self.schedule(group)
-        return None if schedule is None else Steps.whole(schedule)
+        return Steps.whole(self.schedule(group))
 
-    def scheduled(self, group: Group) -> Schedule | None:
-        """:meth:`schedule`, when it describes this class's :meth:`program`: a subclass that
-        rewrites the program but inherits the schedule has none, so no engine runs a schedule
-        that says something else than the program."""
-        return self.schedule(group) if self._owner("schedule") is self._owner("program") else None
+    def has_builder(self) -> bool:
+        """Whether :meth:`schedule` is a hand-written builder of this class's own
+        :meth:`program`: a subclass that rewrites the program but inherits the builder has
+        none, so no engine runs a schedule that says something else than the program."""
+        return self._owner("schedule") is self._owner("program")
 
-    def stepped(self, group: Group) -> Steps | None:
-        """:meth:`steps` under :meth:`scheduled`'s rule."""
+    def scheduled(self, group: Group) -> Schedule:
+        """:meth:`schedule` where it is a builder of this program (:meth:`has_builder`), else
+        the program's trace."""
+        return self.schedule(group) if self.has_builder() else trace(self, group)
+
+    def stepped(self, group: Group) -> Steps:
+        """:meth:`steps` under :meth:`scheduled`'s rule; a trace is marked
+        :attr:`Steps.traced`."""
+        if not self.has_builder():
+            return Steps.whole(trace(self, group), traced=True)
         if self._owner("steps") is self._owner("program"):
             return self.steps(group)
-        schedule = self.scheduled(group)
-        return None if schedule is None else Steps.whole(schedule)
+        return Steps.whole(self.schedule(group))
 
     def _owner(self, method: str) -> type:
         """The class in this one's method order that defines ``method``."""

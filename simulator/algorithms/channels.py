@@ -20,6 +20,7 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.schedule import Group, Schedule, Steps
+from simulator.algorithms.trace import trace_program
 from simulator.model.machine import Layout
 
 
@@ -45,26 +46,28 @@ def on_channels_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: 
 
 
 def steps_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
-                      channels: int) -> Steps | None:
+                      channels: int) -> Steps:
     """:func:`schedule_on_channels` as the engine takes it: on one channel the algorithm's own
-    :meth:`~simulator.algorithms.algorithm.Algorithm.steps` (a window of blocks where it has
-    them), on several the channels' schedules as one block."""
+    :meth:`~simulator.algorithms.algorithm.Algorithm.stepped` (a window of blocks where it has
+    them), on several the channels' schedules as one block (:attr:`Steps.traced
+    <simulator.algorithms.schedule.Steps.traced>` where that is the trace)."""
     if channels == 1:
         return algorithm.stepped(group)
-    schedule = schedule_on_channels(algorithm, group, layout, channels)
-    return None if schedule is None else Steps.whole(schedule)
+    return Steps.whole(schedule_on_channels(algorithm, group, layout, channels),
+                       traced=not algorithm.has_builder())
 
 
 def schedule_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
-                         channels: int) -> Schedule | None:
+                         channels: int) -> Schedule:
     """:func:`on_channels` as a schedule: channel c runs ``algorithm``'s schedule on the c-th
-    slice of the buffer over the ranks in channel c's order, on connections of its own; None
-    when the algorithm has no schedule."""
+    slice of the buffer over the ranks in channel c's order, on connections of its own; where
+    the algorithm has no builder (:meth:`~simulator.algorithms.algorithm.Algorithm.has_builder`),
+    the trace of :func:`on_channels` itself."""
     if channels == 1:
         return algorithm.scheduled(group)
+    if not algorithm.has_builder():
+        return trace_program(group, lambda comm: on_channels(algorithm, comm, channels),
+                             algorithm.name)
     slices = group.buffer.split(channels)
-    parts = [algorithm.scheduled(group.subgroup(layout.channel_order(c), slices[c]))
-             for c in range(channels)]
-    if any(part is None for part in parts):
-        return None
-    return Schedule.concat([part for part in parts if part is not None])
+    return Schedule.concat([algorithm.scheduled(group.subgroup(layout.channel_order(c), slices[c]))
+                            for c in range(channels)])

@@ -107,7 +107,11 @@ class Hierarchical(Algorithm):
             else:
                 yield comm.parallel(*now)
 
-    def schedule(self, group: Group) -> Schedule | None:
+    def has_builder(self) -> bool:
+        """The builder below composes ``inter``'s schedule: it is one where ``inter`` has one."""
+        return super().has_builder() and self.options.inter.has_builder()
+
+    def schedule(self, group: Group) -> Schedule:
         by_host, rails = _hosts_and_rails(group)
         local = len(by_host[0])
         pieces = group.buffer.cut(piece_sizes(group.buffer.count, group.itemsize, None,
@@ -120,11 +124,9 @@ class Hierarchical(Algorithm):
                                                       steps=steps, reducing_steps=steps)
                                    for ranks in by_host])
 
-        def across_hosts(piece: Span) -> Schedule | None:
-            parts = [self.options.inter.scheduled(group.subgroup(rail, mine))
-                     for rail, mine in zip(rails, piece.split(local), strict=True)]
-            return None if any(part is None for part in parts) else Schedule.apart(
-                [part for part in parts if part is not None])
+        def across_hosts(piece: Span) -> Schedule:
+            return Schedule.apart([self.options.inter.scheduled(group.subgroup(rail, mine))
+                                   for rail, mine in zip(rails, piece.split(local), strict=True)])
 
         def allgather(piece: Span) -> Schedule:
             return Schedule.apart([ring_pass_schedule(group.subgroup(ranks, piece), start=0,
@@ -136,13 +138,10 @@ class Hierarchical(Algorithm):
             now = [(phase(pieces[tick - i]), lanes[i]) for i, phase in
                    enumerate((reduce_scatter, across_hosts, allgather))
                    if 0 <= tick - i < len(pieces)]
-            if any(branch is None for branch, _ in now):
-                return None
-            ticks.append(Together(tuple(b for b, _ in now if b is not None),
-                                  tuple(lane for _, lane in now)))
+            ticks.append(Together(tuple(b for b, _ in now), tuple(lane for _, lane in now)))
         return Schedule.sequence(ticks, group.ranks)
 
-    def steps(self, group: Group) -> Steps | None:
+    def steps(self, group: Group) -> Steps:
         """Unstreamed (one piece), the three phases in sequence with ``inter``'s steps on every
         rail side by side, so that a ring across thousands of hosts runs a window at a time;
         streamed, the whole schedule."""
@@ -151,12 +150,8 @@ class Hierarchical(Algorithm):
             return super().steps(group)
         by_host, rails = _hosts_and_rails(group)
         local, steps = len(by_host[0]), len(by_host[0]) - 1
-        inter: list[Steps] = []
-        for rail, mine in zip(rails, group.buffer.split(local), strict=True):
-            part = self.options.inter.stepped(group.subgroup(rail, mine))
-            if part is None:
-                return None
-            inter.append(part)
+        inter = [self.options.inter.stepped(group.subgroup(rail, mine))
+                 for rail, mine in zip(rails, group.buffer.split(local), strict=True)]
         reduce_scatter, allgather = (
             Schedule.apart([ring_pass_schedule(group.subgroup(ranks, group.buffer), start=start,
                                                steps=steps, reducing_steps=reducing)

@@ -62,6 +62,10 @@ class Schedule:
     thread: Index | None = None
     """Which of the schedule's side-by-side threads each message belongs to (None: all one):
     :meth:`sequence` keeps the connections of different threads apart, as channels do."""
+    switches: tuple[tuple[int, ...], ...] = ()
+    """The members (global ranks, in order) of each in-switch reduction group: an endpoint
+    ``-1 - g`` in ``src`` or ``dst`` is group g's reducing switch, so that a message to it is a
+    switch upload and one from it a switch copy down (:mod:`simulator.algorithms.trace`)."""
 
     def __post_init__(self) -> None:
         sizes = {name: len(getattr(self, name)) for name in ARRAYS}
@@ -114,9 +118,17 @@ class Schedule:
         for part in parts:  # each part's threads numbered after the previous parts'
             thread.append(part.threads + base)
             base += int(part.threads.max(initial=0)) + 1
+        switches: list[tuple[int, ...]] = []
+        for part, offset in zip(parts, offsets, strict=True):  # groups after the parts' before
+            if part.switches:
+                at = slice(offset, offset + part.size)
+                for name in ("src", "dst"):
+                    ends = joined[name][at]
+                    ends[ends < 0] -= len(switches)
+                switches.extend(part.switches)
         return Schedule(**joined, thread=np.concatenate(thread),
                         reducing_threads=sum(part.reducing_threads for part in parts
-                                             if part.reduce.any()))
+                                             if part.reduce.any()), switches=tuple(switches))
 
 
     @staticmethod
@@ -193,11 +205,16 @@ class Steps:
     ends_in_reach: bool = True
     """Whether every rank's last receive lies in the last ``reach`` blocks (the last block of a
     ring pass holds every rank's last step), so that a phase after it reaches back no further."""
+    traced: bool = False
+    """Whether the schedule is a program's trace (:mod:`simulator.algorithms.trace`) because
+    the algorithm has no hand-written builder: ``engine: auto`` leaves those to SimPy, as it did
+    before traces existed (:func:`simulator.engine.vector.declines`)."""
 
     @staticmethod
-    def whole(schedule: Schedule) -> Steps:
+    def whole(schedule: Schedule, traced: bool = False) -> Steps:
         """A schedule built at once, as one block."""
-        return Steps(1, schedule.size, 0, lambda _: schedule, schedule.reducing_threads)
+        return Steps(1, schedule.size, 0, lambda _: schedule, schedule.reducing_threads,
+                     traced=traced)
 
     @staticmethod
     def apart(parts: Sequence[Steps]) -> Steps:
@@ -237,8 +254,8 @@ class Steps:
         if self.blocks == 1:
             return self.block(0)
         parts = [self.block(k) for k in range(self.blocks)]
-        joined = {name: np.concatenate([getattr(part, name) for part in parts])
-                  for name in ARRAYS}
+        joined: dict[str, Any] = {name: np.concatenate([getattr(part, name) for part in parts])
+                                  for name in ARRAYS}
         thread = (None if all(part.thread is None for part in parts)
                   else np.concatenate([part.threads for part in parts]))
         return Schedule(**joined, reducing_threads=self.reducing_threads, thread=thread)
@@ -450,7 +467,8 @@ class _Tails:
         self.keys, self.index = keys[latest], index[latest]
 
 
-ARRAYS = tuple(f.name for f in fields(Schedule) if f.name not in ("reducing_threads", "thread"))
+ARRAYS = tuple(f.name for f in fields(Schedule)
+               if f.name not in ("reducing_threads", "thread", "switches"))
 """The per-message arrays of a schedule."""
 
 

@@ -118,6 +118,8 @@ class _Routes:
 
     def __init__(self, machine: Machine) -> None:
         self.machine = machine
+        self.nodes: tuple[str, ...] = machine.placement
+        """The node of each endpoint: the ranks' GPUs, then any switches (:meth:`switches`)."""
         capacities = machine.routing.capacities()
         self.number = {link: i for i, link in enumerate(capacities)}
         self.capacity = np.array(list(capacities.values()), dtype=np.float64)
@@ -132,9 +134,17 @@ class _Routes:
         """Active flows on each link, kept as flows join and leave."""
         self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
 
+    def switches(self, names: tuple[str, ...]) -> None:
+        """Endpoints ``-1 - g`` are switch ``names[g]`` (before any pair is routed)."""
+        self.nodes = (*self.machine.placement, *names)
+
     def pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
         """The pair number of each (sender, receiver), routing the pairs not met before."""
-        key = src * self.machine.ranks + dst
+        nodes, ranks = len(self.nodes), self.machine.ranks
+        if nodes > ranks:  # switch endpoints -1 - g are nodes ranks + g
+            src, dst = np.where(src < 0, ranks - 1 - src, src), np.where(dst < 0, ranks - 1 - dst,
+                                                                          dst)
+        key = src * nodes + dst
         if np.array_equal(key, self._last[0]):  # blocks of whole steps repeat their pairs
             return self._last[1]
         at = np.searchsorted(self.keys, key)
@@ -154,13 +164,13 @@ class _Routes:
         links: list[int] = []
         alone: list[float] = []
         for key in keys.tolist():
-            src, dst = divmod(key, machine.ranks)
+            src, dst = divmod(key, len(self.nodes))
             if src == dst:  # a join marker: no route, no time (Schedule.markers)
                 latency.append(0.0)
                 alone.append(INF)
                 counts.append(0)
                 continue
-            route = machine.routing.route(machine.placement[src], machine.placement[dst])
+            route = machine.routing.route(self.nodes[src], self.nodes[dst])
             latency.append(route.latency_s)
             alone.append(route.bottleneck_Bps)
             counts.append(len(route.links))
@@ -416,6 +426,9 @@ class _Run:
         self.sharing_wall_s = 0.0
         self._left = False  # a flow left since the last re-share
         self._drop_due = False  # a block was loaded since the window last moved
+        self.machine = machine
+        self.switch_delay: np.ndarray | None = None  # each switch's reduction latency
+        self.sums: dict[int, np.ndarray] = {}  # in-switch rounds' sums so far, by last upload
         for _ in range(min(steps.blocks, steps.reach + 1)):
             self._load()
 
@@ -426,6 +439,8 @@ class _Run:
         k = len(self.block_ends)
         block = self.steps.block(k)
         first = self.block_ends[-1] if self.block_ends else 0
+        if k == 0 and block.switches:
+            self._switches(block.switches)
         self._check(block, first, k)
         send_view = self.payload.views(block.send_start, block.send_stop)
         same = block.recv_start is block.send_start and block.recv_stop is block.send_stop
@@ -465,6 +480,31 @@ class _Run:
         self.pair = window["pair"]
         self.posted, self.arrived = window["posted"], window["arrived"]
         self.received = window["received"]
+
+    def _switches(self, groups: tuple[tuple[int, ...], ...]) -> None:
+        """Route the schedule's switch endpoints to each group's reducing switch, and charge
+        its reduction latency before each copy down (as :mod:`simulator.engine.inswitch`)."""
+        switches = []
+        for group in groups:
+            switch = self.machine.reducing_switch(group)
+            if switch is None:
+                raise AlgorithmError(f"{self.name}: ranks {list(group)} share no switch that "
+                                     "reduces (a switch node with reduction: true)")
+            switches.append(switch)
+        self.routes.switches(tuple(switch.name for switch in switches))
+        self.switch_delay = np.array([switch.reduction_latency_s for switch in switches])
+
+    def _ready(self, messages: np.ndarray, at: float | np.ndarray) -> np.ndarray:
+        """When ``messages`` posted ``at`` may start: after their route's latency, and a copy
+        down of an in-switch sum after the switch's reduction latency first (the same
+        floating-point operations as the SimPy engine's timeouts)."""
+        if self.switch_delay is None:
+            ready: np.ndarray = at + self._latency(messages)
+            return ready
+        src = self.s.src[messages]
+        delay = np.where(src < 0, self.switch_delay[np.maximum(-1 - src, 0)], 0.0)
+        ready = (at + delay) + self._latency(messages)
+        return ready
 
     def _load_ahead(self, posted: np.ndarray) -> None:
         """Load every block that ``posted`` messages (window positions) may release, before
@@ -526,6 +566,13 @@ class _Run:
         inside the schedule so far, elements inside the buffer, and, for a block loaded after
         the start, nothing posted at the start or released by a message already received."""
         count, end = self.payload.count, first + block.size
+        switches = 0 if self.switch_delay is None else len(self.switch_delay)
+        for name in ("src", "dst"):
+            ends = getattr(block, name)
+            if len(ends) and (ends.min() < -switches or ends.max() >= self.routes.machine.ranks):
+                raise AlgorithmError(f"{self.name}: schedule field {name} names an endpoint "
+                                     f"outside the {self.routes.machine.ranks} ranks and "
+                                     f"{switches} switch groups")
         for name in ("posted_after", "connection_previous", "receive_previous"):
             pointer = getattr(block, name)
             if len(pointer) and (pointer.min() < NONE or pointer.max() >= end):
@@ -622,7 +669,7 @@ class _Run:
         """Messages whose bytes all arrived: free their connection, request their receive."""
         following = self.next_on_connection.of(ended)
         following = following[self.posted[following] < INF]
-        ready = np.maximum(self.posted[following] + self._latency(following), now)
+        ready = np.maximum(self._ready(following, self.posted[following]), now)
         starting = self._schedule_starts(following, ready, now)
         previous = self._local(self.s.receive_previous[ended])
         can = (previous < 0)
@@ -657,8 +704,24 @@ class _Run:
         the receives that follow them."""
         self.received[messages] = True
         self.finished_s = now
+        self._combine(messages)
+        starting = self._post(self.released.of(messages), now)
+        following = self.next_receive.of(messages)
+        following = following[self.arrived[following] < INF]
+        return starting, self._request(following, now)
+
+    def _combine(self, messages: np.ndarray) -> None:
+        """Copy or reduce the data of received ``messages`` into their receivers' spans (a
+        switch upload's into its round's sum)."""
         start, length = self.recv_view[0][messages], self.recv_view[1][messages]
         data = self.snapshots.take(messages, length)
+        if self.switch_delay is not None:
+            kept = self._add_uploads(messages, data, length)
+            if not kept.all():
+                data = data[np.repeat(kept, length)]
+                messages, start, length = messages[kept], start[kept], length[kept]
+                if len(messages) == 0:
+                    return
         target = ranges(self.s.dst[messages] * self.width + start, length)
         reducing = self.s.reduce[messages]
         receivers = self.s.dst[messages]
@@ -673,10 +736,6 @@ class _Run:
             per = np.repeat(reducing, length)
             self.ufunc.at(self.flat, target[per], data[per])
             self.flat[target[~per]] = data[~per]
-        starting = self._post(self.released.of(messages), now)
-        following = self.next_receive.of(messages)
-        following = following[self.arrived[following] < INF]
-        return starting, self._request(following, now)
 
     def _post(self, messages: np.ndarray, now: float) -> np.ndarray:
         """Post ``messages`` now: take their data; those whose connection is free start after
@@ -686,16 +745,51 @@ class _Run:
         self._load_ahead(messages)
         self.posted[messages] = now
         start, length = self.send_view[0][messages], self.send_view[1][messages]
-        source = ranges(self.s.src[messages] * self.width + start, length)
-        self.snapshots.keep(messages, self.flat[source], length)
+        self.snapshots.keep(messages, self._sent(messages, start, length), length)
         previous = self._local(self.s.connection_previous[messages])
         free = previous < 0
         free[~free] = self.arrived[previous[~free]] < INF
-        ready = now + self._latency(messages[free])
+        ready = self._ready(messages[free], now)
         behind = previous[free]
         has = behind >= 0
         ready[has] = np.maximum(ready[has], self.arrived[behind[has]])
         return self._schedule_starts(messages[free], ready, now)
+
+    def _sent(self, messages: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """The data ``messages`` carry, concatenated: their spans of their senders' buffers as
+        they are now, and for a copy down of an in-switch round its sum (dropped once every
+        copy of it is posted: they are all released by the round's last upload at once)."""
+        src = self.s.src[messages]
+        if self.switch_delay is None or (src >= 0).all():
+            data: np.ndarray = self.flat[ranges(src * self.width + start, length)]
+            return data
+        data = np.empty(int(length.sum()), dtype=self.flat.dtype)
+        at = np.cumsum(length) - length
+        mine = src >= 0
+        data[ranges(at[mine], length[mine])] = self.flat[ranges(src[mine] * self.width
+                                                                + start[mine], length[mine])]
+        rounds = self.s.posted_after[messages]
+        for m in np.flatnonzero(~mine).tolist():
+            data[at[m]:at[m] + length[m]] = self.sums[int(rounds[m])]
+        for key in np.unique(rounds[~mine]).tolist():
+            del self.sums[key]
+        return data
+
+    def _add_uploads(self, messages: np.ndarray, data: np.ndarray,
+                     length: np.ndarray) -> np.ndarray:
+        """Add the data of the switch uploads among ``messages`` (just received) to their
+        rounds' sums, in each round's chain order (as the switch sums its members' in group
+        order); returns which of ``messages`` are not uploads."""
+        up = self.s.dst[messages] < 0
+        at = np.cumsum(length) - length
+        start = self.window.start
+        for m in np.flatnonzero(up).tolist():
+            mine = data[at[m]:at[m] + length[m]]
+            before = int(self.s.receive_previous[messages[m]])
+            self.sums[int(messages[m]) + start] = (
+                mine.copy() if before < 0 else self.ufunc(self.sums.pop(before), mine))
+        rest: np.ndarray = ~up
+        return rest
 
     def _schedule_starts(self, messages: np.ndarray, ready: np.ndarray,
                          now: float) -> np.ndarray:
@@ -771,13 +865,31 @@ class _Run:
                               f"{self.steps.reach} blocks")
 
 
-def declines(schedule: Schedule | Steps, machine: Machine) -> str | None:
-    """Why the vectorised engine leaves ``schedule`` to SimPy on ``machine``, or None: several
-    threads of one rank reducing at once on a GPU whose reductions take time queue in an order
-    that same-instant ties decide, and SimPy's event order is the reference for those."""
+def declines(schedule: Schedule | Steps, machine: Machine, *, asked: bool = False) -> str | None:
+    """Why the vectorised engine leaves ``schedule`` to SimPy on ``machine``, or None.
+
+    - Several threads of one rank reducing at once on a GPU whose reductions take time queue
+      in an order that same-instant ties decide, and SimPy's event order is the reference for
+      those.
+    - In-switch reductions of several groups (NVLS on channels) share each rank's connection
+      to the switch, in an order decided by time: the trace cannot give it.
+    - Unless the scenario ``asked`` for this engine (``engine: vector``), a schedule that is
+      only a program's trace (:attr:`Steps.traced <simulator.algorithms.schedule.Steps.traced>`:
+      no hand-written builder, as for NVLS) runs on SimPy, as ``engine: auto`` did before
+      traces existed, so that auto's pick per point (the results' ``engine`` column) stays
+      as it was.
+    """
     if schedule.reducing_threads > 1 and machine.gpu.reduce_s(1.0) > 0:
         return (f"its {schedule.reducing_threads} threads per rank reduce at once on a GPU with a "
                 "reduction cost, whose queue only the SimPy engine orders")
+    whole = schedule if isinstance(schedule, Schedule) else schedule.block(0) if (
+        schedule.blocks == 1) else Schedule.empty()  # only traces have switches: all one block
+    if len(whole.switches) > 1:
+        return (f"its in-switch reductions run in {len(whole.switches)} groups, whose uploads "
+                "share each rank's connection to the switch in an order only the SimPy engine "
+                "decides")
+    if not asked and isinstance(schedule, Steps) and schedule.traced:
+        return "it has no hand-written schedule, and auto runs traced ones on SimPy"
     return None
 
 

@@ -1,0 +1,475 @@
+"""Schedules traced from programs: every rank's program run once against a recording communicator.
+
+A program (:mod:`simulator.algorithms.comm`) gets nothing back from ``yield``: what it posts and
+asks for never depends on when or with what data its requests complete. So running each rank's
+generator to its end, recording every request, says everything the SimPy engine would do with
+it, and :func:`trace_program` turns that record into the :class:`~simulator.algorithms.schedule.Schedule`
+the vectorised engine runs. That makes the trace every algorithm's default schedule
+(:meth:`Algorithm.schedule <simulator.algorithms.algorithm.Algorithm.schedule>`); a hand-written
+builder is a fast path (numpy for any p instead of Python per message), held equal to the trace
+by ``tests/test_trace.py`` through :func:`canonical`.
+
+What each request becomes (the op kinds of a schedule, told apart by their endpoints):
+
+- a ``send`` matched to its ``recv`` (the k-th send on a connection, sender to receiver on one
+  channel, with the k-th receive on it): a **message** from rank to rank, posted after the
+  sender's last request before the send, received after the receiver's last request before the
+  receive, queued behind the connection's message before it;
+- ``comm.reduce(into, source)``: a **local reduce**, from the rank to itself, reducing: no
+  route, so it arrives as it is posted and then holds the GPU as a reducing receive does;
+- the end of a ``comm.parallel`` that something follows: **join markers** (from the rank to
+  itself, nothing moved, :meth:`Schedule.sequence`'s), one per branch end but the first;
+- ``comm.switch_reduce`` and ``comm.switch_result`` of in-switch reduction (NVLink SHARP, see
+  :mod:`simulator.engine.inswitch`): a **switch upload** of each member's span to the group's
+  switch (destination ``-1 - g`` for group g of :attr:`Schedule.switches`), queued behind the
+  rank's upload before it, and a **switch copy down** of the round's sum to each member (source
+  ``-1 - g``), posted when the round's last upload has arrived, queued behind the copy before
+  it down that member's link. A round's uploads form one receive chain in the group's order
+  (member i's completes after member i-1's), so the chain's last completes when every
+  contribution has arrived, as the switch waits for all of them, and sums them in that order.
+
+Messages are numbered in dependency order (every pointer names an earlier message), by the
+longest chain of requests before them, so that a schedule's numbering follows time as a
+builder's step-by-step numbering does.
+
+Branches of one ``comm.parallel`` that send to the same peer must do so on channels of their
+own (``comm.on_channel``), as :meth:`Comm.parallel <simulator.algorithms.comm.Comm.parallel>`
+asks: on one connection, the order of two running branches' sends is decided by time, which a
+trace cannot know.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simulator.algorithms.comm import (
+    REDUCE,
+    Comm,
+    LocalReduce,
+    Outbox,
+    Parallel,
+    Program,
+    Recv,
+    Send,
+    SwitchContribution,
+    SwitchResult,
+)
+from simulator.algorithms.schedule import NONE, Group, Schedule
+from simulator.errors import AlgorithmError
+from simulator.model.machine import Layout
+from simulator.model.span import Span
+
+if TYPE_CHECKING:
+    from simulator.algorithms.algorithm import Algorithm
+
+_Connection = tuple[int, int, tuple[int, ...]]   # (sender, receiver, channel path)
+_Path = tuple[tuple[int, int], ...]               # a thread: (parallel, branch) from the top
+
+
+def trace(algorithm: Algorithm, group: Group, name: str | None = None) -> Schedule:
+    """``algorithm``'s program on every member of ``group``, as a schedule."""
+    return trace_program(group, algorithm.program, name or algorithm.name)
+
+
+def trace_program(group: Group, program: Callable[[Comm], Program], name: str) -> Schedule:
+    """The schedule of ``program(comm)`` run by every member of ``group`` (``name`` says whose,
+    in errors): AlgorithmError where the programs deadlock or leave messages unreceived, with
+    the SimPy engine's words."""
+    recording = _Recording(name)
+    layout = Layout(tuple((group.hosts if group.hosts is not None
+                           else np.zeros(group.size, dtype=np.int64)).tolist()), group.grid)
+    members = tuple(group.members.tolist())
+    for position, rank in enumerate(members):
+        outbox = Outbox()
+        comm = Comm(position, group.size, group.buffer, itemsize=group.itemsize,
+                    piece_bytes=group.piece_bytes, layout=layout, outbox=outbox,
+                    stream_bytes=group.stream_bytes)
+        comm.members = members
+        recording.thread(rank, outbox, program(comm), NONE, ())
+    return recording.schedule()
+
+
+@dataclass
+class _Join:
+    """Where a rank stands after a ``comm.parallel`` whose branches ended at several requests:
+    the join markers waiting for all of them, made the first time something follows."""
+
+    rank: int
+    ends: list[int]
+    marker: int | None = None
+
+
+_Position = int | _Join
+"""What a thread's next request waits for: a request (its op number, NONE at the start), or
+the ends of the branches of a parallel it ran."""
+
+
+def _same(a: _Position, b: _Position) -> bool:
+    """Whether two positions are one (joins by identity: two joins of equal ends are not)."""
+    return a is b if isinstance(a, _Join) or isinstance(b, _Join) else a == b
+
+
+@dataclass
+class _Recording:
+    """The ops of a trace as they are recorded, one entry per op in each list (op numbers are
+    creation order; :meth:`schedule` renumbers them)."""
+
+    name: str
+    src: list[int] = field(default_factory=list)
+    dst: list[int] = field(default_factory=list)
+    send: list[Span] = field(default_factory=list)
+    recv: list[Span] = field(default_factory=list)
+    reduce: list[bool] = field(default_factory=list)
+    posted_after: list[int] = field(default_factory=list)
+    connection_previous: list[int] = field(default_factory=list)
+    receive_previous: list[int] = field(default_factory=list)
+    lane: list[int] = field(default_factory=list)
+    sends: dict[_Connection, list[tuple[Span, int]]] = field(default_factory=dict)
+    """Per connection, each posted send's span and what it was posted after, in posting order."""
+    receives: dict[_Connection, list[int]] = field(default_factory=dict)
+    """Per connection, the op of each receive, in request order."""
+    lanes: dict[tuple[int, ...], int] = field(default_factory=dict)
+    switches: dict[tuple[int, ...], int] = field(default_factory=dict)
+    uploads: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    """Per (group, rank), the upload op of each round, in order."""
+    results: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    """Per (group, rank), the copy-down op of each round the rank waits for, in order."""
+    direct: set[_Path] = field(default_factory=set)
+    """Threads that reduce themselves (on any rank)."""
+    branches: dict[_Path, dict[int, set[int]]] = field(default_factory=dict)
+    """Per thread, each of its parallels' branches (on any rank)."""
+
+    def op(self, src: int, dst: int, send: Span, recv: Span, reduce: bool, posted_after: int,
+           receive_previous: int, lane: int = 0) -> int:
+        """A new op (its connection predecessor is filled in when messages are matched)."""
+        self.src.append(src)
+        self.dst.append(dst)
+        self.send.append(send)
+        self.recv.append(recv)
+        self.reduce.append(reduce)
+        self.posted_after.append(posted_after)
+        self.connection_previous.append(NONE)
+        self.receive_previous.append(receive_previous)
+        self.lane.append(lane)
+        return len(self.src) - 1
+
+    def at(self, position: _Position) -> int:
+        """The op a request at ``position`` waits for, making a join's markers if need be:
+        marker i is posted after end i-1 (or the marker before) and received after end i, so
+        the last completes when every end has (:meth:`Schedule.sequence`'s join markers)."""
+        if isinstance(position, int):
+            return position
+        if position.marker is None:
+            rank, ends = position.rank, position.ends
+            marker = ends[0]
+            for end in ends[1:]:
+                marker = self.op(rank, rank, Span(0, 0), Span(0, 0), False, marker, end)
+            position.marker = marker
+        return position.marker
+
+    def thread(self, rank: int, outbox: Outbox, program: Program, start: _Position,
+               path: _Path) -> _Position:
+        """Record one thread of ``rank`` (its program, or a branch of a parallel) from
+        ``start``; returns where it ends."""
+        position = start
+        parallels = itertools.count()
+        for request in program:
+            self.posts(rank, outbox, position)
+            if isinstance(request, Parallel):
+                k = next(parallels)
+                self.branches.setdefault(path, {}).setdefault(k, set()).update(
+                    range(len(request.programs)))
+                ends: list[int] = []
+                for b, branch in enumerate(request.programs):
+                    end = self.thread(rank, outbox, branch, position, (*path, (k, b)))
+                    if not _same(end, position):
+                        ends.extend(end.ends if isinstance(end, _Join) and end.marker is None
+                                    else [self.at(end)])
+                position = (position if not ends else ends[0] if len(ends) == 1
+                            else _Join(rank, ends))
+            elif isinstance(request, Recv):
+                after = self.at(position)
+                op = self.op(request.peer, rank, request.into, request.into,
+                             request.combine is REDUCE, NONE, after,
+                             self.lane_of(request.channel))
+                self.receives.setdefault((request.peer, rank, request.channel), []).append(op)
+                position = op
+                if request.combine is REDUCE:
+                    self.direct.add(path)
+            elif isinstance(request, LocalReduce):
+                after = self.at(position)
+                position = self.op(rank, rank, request.source, request.into, True, after, after)
+                self.direct.add(path)
+            elif isinstance(request, SwitchResult):
+                key = (self.switch(request.group), rank)
+                position = self.op(NONE, rank, request.into, request.into, False, NONE,
+                                   self.at(position))
+                self.results.setdefault(key, []).append(position)
+            else:
+                raise AlgorithmError(f"{self.name}: rank {rank} yielded {request!r}; expected "
+                                     "comm.recv(...), comm.reduce(...), comm.switch_result(...) "
+                                     "or comm.parallel(...)")
+        self.posts(rank, outbox, position)
+        return position
+
+    def posts(self, rank: int, outbox: Outbox, position: _Position) -> None:
+        """Record what ``rank`` posted since its last request, each posted after ``position``."""
+        for post in outbox.take():
+            after = self.at(position)
+            if isinstance(post, Send):
+                self.sends.setdefault((rank, post.peer, post.channel), []).append(
+                    (post.span, after))
+                self.lane_of(post.channel)
+            else:
+                self.contribute(rank, post, after)
+
+    def contribute(self, rank: int, post: SwitchContribution, after: int) -> None:
+        """An upload of ``post.span`` to the switch of ``post.group``, behind the rank's last."""
+        g = self.switch(post.group)
+        mine = self.uploads.setdefault((g, rank), [])
+        op = self.op(rank, -1 - g, post.span, post.span, False, after, NONE)
+        self.connection_previous[op] = mine[-1] if mine else NONE
+        mine.append(op)
+
+    def switch(self, group: tuple[int, ...]) -> int:
+        """The number of ``group``'s in-switch reduction group."""
+        return self.switches.setdefault(group, len(self.switches))
+
+    def lane_of(self, channel: tuple[int, ...]) -> int:
+        """The number of a channel path (first seen first): :attr:`Schedule.thread`."""
+        return self.lanes.setdefault(channel, len(self.lanes))
+
+    # -- the schedule --------------------------------------------------------------------------
+
+    def schedule(self) -> Schedule:
+        """Match sends to receives and uploads to rounds, check, and number in dependency order."""
+        self.match_messages()
+        self.match_rounds()
+        order = self.dependency_order()
+        number = np.empty(len(order), dtype=np.int64)
+        number[order] = np.arange(len(order), dtype=np.int64)
+
+        def renumbered(pointers: list[int]) -> np.ndarray:
+            p = np.array(pointers, dtype=np.int64)[order]
+            mapped: np.ndarray = np.where(p >= 0, number[np.maximum(p, 0)], NONE)
+            return mapped
+
+        def column(values: Sequence[int | bool]) -> np.ndarray:
+            array: np.ndarray = np.array(values, dtype=np.int64)[order]
+            return array
+
+        return Schedule(
+            column(self.src), column(self.dst), column([s.start for s in self.send]),
+            column([s.stop for s in self.send]), column([s.start for s in self.recv]),
+            column([s.stop for s in self.recv]), column(self.reduce).astype(bool),
+            renumbered(self.posted_after), renumbered(self.connection_previous),
+            renumbered(self.receive_previous), reducing_threads=self.reducing_threads(),
+            thread=column(self.lane) if len(self.lanes) > 1 else None,
+            switches=tuple(self.switches))
+
+    def match_messages(self) -> None:
+        """The k-th send on each connection is the k-th receive on it (MPI's non-overtaking
+        rule): give each receive its sender's span and posting, and its connection's message
+        before it."""
+        unsent: list[_Connection] = []
+        for connection in sorted(set(self.sends) | set(self.receives)):
+            sends = self.sends.get(connection, [])
+            receives = self.receives.get(connection, [])
+            src, dst, _ = connection
+            previous = NONE
+            for (span, after), op in zip(sends, receives, strict=False):
+                if span.count != self.recv[op].count:
+                    raise AlgorithmError(f"{self.name}: rank {dst} received {span.count} "
+                                         f"elements from rank {src} into a span of "
+                                         f"{self.recv[op].count}")
+                self.send[op], self.posted_after[op] = span, after
+                self.connection_previous[op] = previous
+                previous = op
+            if len(receives) > len(sends):
+                unsent.append(connection)
+        if unsent:
+            waiting = sorted({dst for _, dst, _ in unsent})
+            raise AlgorithmError(f"{self.name}: deadlock: ranks {waiting[:8]} wait for "
+                                 "messages that are never sent")
+        unreceived = sorted((src, dst) for (src, dst, channel), sends in self.sends.items()
+                            for _ in sends[len(self.receives.get((src, dst, channel), [])):])
+        if unreceived:
+            src, dst = unreceived[0]
+            raise AlgorithmError(f"{self.name}: rank {src} sent {len(unreceived)} message(s) "
+                                 f"never received (first to rank {dst})")
+
+    def match_rounds(self) -> None:
+        """Round k of a group: every member's k-th upload, chained in the group's order, and
+        the copies down to the members that wait for its result, posted after the last
+        upload, each behind the copy of round k-1 down the same link."""
+        for group, g in self.switches.items():
+            uploads = [self.uploads.get((g, rank), []) for rank in group]
+            rounds = max(len(u) for u in uploads)
+            if min(len(u) for u in uploads) < rounds:
+                raise AlgorithmError(f"{self.name}: {rounds - min(len(u) for u in uploads)} "
+                                     "in-switch reduction(s) missed contributions from some "
+                                     "ranks")
+            for k in range(rounds):
+                span = self.send[uploads[0][k]]
+                for rank, mine in zip(group, uploads, strict=True):
+                    if self.send[mine[k]] != span:
+                        raise AlgorithmError(f"{self.name}: rank {rank} contributed "
+                                             f"{self.send[mine[k]]} to in-switch reduction {k}, "
+                                             f"others {span}")
+                for before, after in itertools.pairwise(mine[k] for mine in uploads):
+                    self.receive_previous[after] = before
+            for rank in group:
+                results = self.results.get((g, rank), [])
+                if len(results) > rounds:
+                    raise AlgorithmError(f"{self.name}: deadlock: ranks {[rank]} wait for "
+                                         "messages that are never sent")
+                previous = NONE
+                for k, op in enumerate(results):
+                    span = self.send[uploads[0][k]]
+                    if span.count != self.recv[op].count:
+                        raise AlgorithmError(f"{self.name}: rank {rank} takes in-switch result "
+                                             f"{k} of {span.count} elements into a span of "
+                                             f"{self.recv[op].count}")
+                    self.src[op], self.send[op] = -1 - g, span
+                    self.posted_after[op] = uploads[-1][k]
+                    self.connection_previous[op] = previous
+                    previous = op
+
+    def dependency_order(self) -> np.ndarray:
+        """Every op after the ops it waits for (Kahn's algorithm), by the longest chain before
+        it, creation order among equals; AlgorithmError (a deadlock) where they wait in a
+        circle."""
+        ops = len(self.src)
+        waits = [[p for p in (self.posted_after[m], self.connection_previous[m],
+                              self.receive_previous[m]) if p >= 0] for m in range(ops)]
+        followers: list[list[int]] = [[] for _ in range(ops)]
+        for m, before in enumerate(waits):
+            for p in before:
+                followers[p].append(m)
+        left = [len(before) for before in waits]
+        level = [0] * ops
+        ready = [m for m in range(ops) if left[m] == 0]
+        done = 0
+        while ready:
+            done += len(ready)
+            following = []
+            for m in ready:
+                for f in followers[m]:
+                    level[f] = max(level[f], level[m] + 1)
+                    left[f] -= 1
+                    if left[f] == 0:
+                        following.append(f)
+            ready = following
+        if done < ops:
+            stuck = sorted({self.dst[m] for m in range(ops) if left[m] > 0 and self.dst[m] >= 0})
+            raise AlgorithmError(f"{self.name}: deadlock: ranks {stuck[:8]} wait for messages "
+                                 "that are never sent")
+        ordered: np.ndarray = np.lexsort((np.arange(ops), np.array(level, dtype=np.int64)))
+        return ordered
+
+    def reducing_threads(self) -> int:
+        """How many threads may reduce at once, as builders count them: a thread that reduces
+        counts one, a parallel the sum of its branches that reduce (on any rank), and a thread
+        the most of itself and its parallels."""
+
+        def reduces(path: _Path) -> bool:
+            return path in self.direct or any(
+                reduces((*path, (k, b))) for k, bs in self.branches.get(path, {}).items()
+                for b in bs)
+
+        def threads(path: _Path) -> int:
+            alone = 1 if path in self.direct else 0
+            return max([alone, *(sum(threads((*path, (k, b))) for b in sorted(bs)
+                                     if reduces((*path, (k, b))))
+                                 for k, bs in self.branches.get(path, {}).items())])
+
+        return max(1, threads(()))
+
+
+def canonical(schedule: Schedule) -> dict[str, object]:
+    """``schedule`` in a numbering of its own, so that two schedules of one program compare
+    equal array for array however their builders numbered the messages: every op but the join
+    markers (from a rank to itself, reducing nothing), ordered by the longest chain of ops
+    before it, then sender, receiver, spans and whether it reduces; its pointers in that
+    numbering, a pointer to a join marker as the set of ops the markers wait for (numbered
+    after the ops, sets in sorted order), as the markers' order and count say nothing the
+    engine could tell apart. ValueError where two ops are alike in all of that (the numbering
+    would be ambiguous). Also the switch groups and :attr:`Schedule.reducing_threads` (at
+    least one: a schedule that reduces nowhere counts none or one alike); not
+    :attr:`Schedule.thread`, which only keeps connections apart when schedules are
+    composed."""
+    marker = schedule.markers & ~schedule.reduce
+    pointers = {name: getattr(schedule, name).tolist()
+                for name in ("posted_after", "connection_previous", "receive_previous")}
+    resolved: dict[int, tuple[int, ...]] = {}
+
+    def waits_for(p: int) -> tuple[int, ...]:
+        """The ops (not markers) that pointer ``p`` waits for."""
+        if p < 0:
+            return ()
+        if not marker[p]:
+            return (p,)
+        if p not in resolved:
+            resolved[p] = ()  # a marker circle waits for nothing it could reach
+            resolved[p] = tuple(sorted({*waits_for(pointers["posted_after"][p]),
+                                        *waits_for(pointers["receive_previous"][p])}))
+        return resolved[p]
+
+    real = np.flatnonzero(~marker).tolist()
+    waits = {name: {m: waits_for(values[m]) for m in real} for name, values in pointers.items()}
+    level = _levels(real, waits)
+    columns = ("src", "dst", "send_start", "send_stop", "recv_start", "recv_stop", "reduce")
+    values = {name: getattr(schedule, name) for name in columns}
+    keys = [(level[m], *(int(values[name][m]) for name in columns)) for m in real]
+    order = sorted(range(len(real)), key=keys.__getitem__)
+    if any(keys[a] == keys[b] for a, b in itertools.pairwise(order)):
+        raise ValueError("two ops are alike in level, endpoints and spans: no canonical order")
+    number = {real[i]: n for n, i in enumerate(order)}
+    joins = sorted({tuple(sorted(number[m] for m in w)) for by in waits.values()
+                    for w in by.values() if len(w) > 1})
+    join_number = {join: len(real) + j for j, join in enumerate(joins)}
+
+    def encoded(w: tuple[int, ...]) -> int:
+        if not w:
+            return NONE
+        if len(w) == 1:
+            return number[w[0]]
+        return join_number[tuple(sorted(number[m] for m in w))]
+
+    ordered = [real[i] for i in order]
+    form: dict[str, object] = {name: values[name][ordered] for name in columns}
+    for name, by in waits.items():
+        form[name] = np.array([encoded(by[m]) for m in ordered], dtype=np.int64)
+    form["joins"] = joins
+    form["switches"] = schedule.switches
+    form["reducing_threads"] = max(1, schedule.reducing_threads)
+    return form
+
+
+def _levels(ops: list[int], waits: dict[str, dict[int, tuple[int, ...]]]) -> dict[int, int]:
+    """The longest chain of ops before each of ``ops`` (pointers through markers resolved)."""
+    before = {m: {p for by in waits.values() for p in by[m]} for m in ops}
+    followers: dict[int, list[int]] = {m: [] for m in ops}
+    for m, ps in before.items():
+        for p in ps:
+            followers[p].append(m)
+    left = {m: len(ps) for m, ps in before.items()}
+    level = dict.fromkeys(ops, 0)
+    ready = [m for m in ops if left[m] == 0]
+    while ready:
+        following = []
+        for m in ready:
+            for f in followers[m]:
+                level[f] = max(level[f], level[m] + 1)
+                left[f] -= 1
+                if left[f] == 0:
+                    following.append(f)
+        ready = following
+    if any(left.values()):
+        raise ValueError("the schedule's ops wait for each other in a circle")
+    return level

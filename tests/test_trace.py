@@ -1,0 +1,289 @@
+"""Schedules traced from programs (simulator.algorithms.trace): every hand-written builder is the
+trace of its algorithm's program, array for array (in the trace's canonical numbering), at small
+p, odd p, uneven chunks, pipeline pieces, streams and channels; the trace's op kinds by hand; and
+NVLS, which has only its trace, run by the vectorised engine to the SimPy engine's times."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from simulator import simulate
+from simulator.algorithms import REGISTRY, Collective, Comm
+from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.channels import on_channels, schedule_on_channels
+from simulator.algorithms.comm import COPY
+from simulator.algorithms.schedule import NONE, Group
+from simulator.algorithms.trace import canonical, trace, trace_program
+from simulator.engine.payload import Payload, make_inputs
+from simulator.engine.run import RunSpec, run_collective
+from simulator.engine.vector import declines, run_schedule
+from simulator.errors import AlgorithmError
+from simulator.model.machine import Layout
+from simulator.model.span import Span
+from simulator.runner import prepare, run_point
+from simulator.scenario import scenario_from_dict
+
+BUILT = [(collective, name) for collective in Collective
+         for name, algorithm in REGISTRY[collective].items() if algorithm.has_builder()]
+
+
+def assert_same(built, traced):
+    """The two schedules, canonically numbered, are equal array for array."""
+    want, got = canonical(traced), canonical(built)
+    assert want.keys() == got.keys()
+    for name, value in want.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(got[name], value, err_msg=name)
+        else:
+            assert got[name] == value, name
+
+
+def test_every_algorithm_but_nvls_has_a_builder():
+    for collective in Collective:
+        assert [name for c, name in BUILT if c is collective] == [
+            name for name in REGISTRY[collective] if name != "nvls"]
+
+
+FLAT = [(collective, name) for collective, name in BUILT
+        if name not in ("hierarchical", "bucket")]  # hosts, a torus: below
+
+
+@pytest.mark.parametrize("collective, name", FLAT, ids=[f"{c.value}-{n}" for c, n in FLAT])
+def test_a_builder_is_the_trace_of_its_program(collective, name):
+    # p = 2 .. 8, powers of two and not; 7·p + 3 elements (chunks of unequal sizes) and 1000;
+    # one piece per span, or 64-byte pieces; allreduces on 1 to 3 channels (two hosts from
+    # p = 4, so that each channel rotates each host's ranks). Members in a shuffled order on a
+    # span that does not start at 0, as a subgroup's.
+    algorithm = REGISTRY[collective][name]
+    channels = (1, 2, 3) if collective is Collective.ALLREDUCE else (1,)
+    for p in (2, 3, 4, 5, 8):
+        members = np.random.default_rng(p).permutation(p + 2)[:p]
+        hosts = np.arange(p) * 2 // p if p >= 4 else np.zeros(p, dtype=np.int64)
+        layout = Layout(tuple(hosts.tolist()))
+        for count in (7 * p + 3, 1000):
+            for piece_bytes in (None, 64):
+                group = Group(members, Span(5, 5 + count), 4, piece_bytes)
+                for c in channels:
+                    whole = Group(np.arange(p), Span(0, count), 4, piece_bytes, hosts)
+                    built = schedule_on_channels(algorithm, whole, layout, c)
+                    traced = trace_program(
+                        whole, lambda comm, c=c: on_channels(algorithm, comm, c), name)
+                    assert_same(built, traced)
+                assert_same(algorithm.scheduled(group), trace(algorithm, group))
+                assert_same(algorithm.stepped(group).schedule(), trace(algorithm, group))
+
+
+def test_a_ring_cut_into_blocks_is_the_trace_of_its_program(monkeypatch):
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 5)  # a step a block
+    for collective in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.ALLGATHER):
+        group = Group(np.array([3, 1, 4, 0, 2]), Span(7, 7 + 41), 4)
+        steps = REGISTRY[collective]["ring"].stepped(group)
+        assert steps.blocks > 1
+        assert_same(steps.schedule(), trace(REGISTRY[collective]["ring"], group))
+
+
+def machine_group(topology, count, piece_bytes=None, stream_bytes=None):
+    scenario = scenario_from_dict({"topology": topology, "sizes": [4 * count]})
+    machine = prepare(scenario, select=False).machine
+    return machine, Group.whole(machine, count, 4, piece_bytes, stream_bytes)
+
+
+@pytest.mark.parametrize("inter", ["ring", "tree", "double_binary_tree", "halving_doubling",
+                                   "direct", "recursive_doubling", "binomial_tree"])
+def test_hierarchical_is_the_trace_of_its_program(inter, monkeypatch):
+    # 2 and 3 hosts of 3 GPUs; whole, or streamed in 1 KiB pieces (three phases at once on
+    # lanes of their own, joined per tick); one piece per chunk or 64-byte pipeline pieces; the
+    # inter-host ring also a block at a time.
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 2)
+    algorithm = REGISTRY[Collective.ALLREDUCE]["hierarchical"].configured(
+        dataclasses.replace(REGISTRY[Collective.ALLREDUCE]["hierarchical"].options,
+                            inter=REGISTRY[Collective.ALLREDUCE][inter]))
+    for nodes in (2, 3):
+        for stream_bytes in (None, 1024):
+            for piece_bytes in (None, 64):
+                _, group = machine_group({"preset": "dgx_h100", "nodes": nodes,
+                                          "gpus_per_node": 3}, 1001, piece_bytes, stream_bytes)
+                assert_same(algorithm.stepped(group).schedule(), trace(algorithm, group))
+
+
+@pytest.mark.parametrize("dims", [[2, 3], [3, 3], [2, 2, 2]])
+def test_bucket_is_the_trace_of_its_program(dims):
+    for piece_bytes in (None, 64):
+        _, group = machine_group({"kind": "torus", "dims": dims, "bandwidth": "25GB/s",
+                                  "latency": "1us"}, 1001, piece_bytes)
+        algorithm = REGISTRY[Collective.ALLREDUCE]["bucket"]
+        assert_same(algorithm.stepped(group).schedule(), trace(algorithm, group))
+
+
+def test_the_canonical_form_tells_a_changed_pointer():
+    group = Group(np.arange(4), Span(0, 64), 4)
+    schedule = REGISTRY[Collective.ALLREDUCE]["ring"].scheduled(group)
+    for name in ("posted_after", "connection_previous", "receive_previous"):
+        pointers = getattr(schedule, name).copy()
+        pointers[pointers.argmax()] = NONE
+        changed = canonical(dataclasses.replace(schedule, **{name: pointers}))
+        assert not np.array_equal(changed[name], canonical(schedule)[name])
+
+
+# --- op kinds by hand ------------------------------------------------------------------------
+
+
+def arrays(schedule):
+    return {name: getattr(schedule, name).tolist() for name in (
+        "src", "dst", "send_start", "send_stop", "recv_start", "recv_stop", "reduce",
+        "posted_after", "connection_previous", "receive_previous")}
+
+
+def test_nvls_traces_to_uploads_and_copies_down():
+    # 3 ranks, 2 pieces of 4 elements. Uploads (dst -1: the group's switch) of piece j from
+    # ranks 0, 1, 2 chain in that order (receive_previous), each behind the rank's upload
+    # before it; the copies down of piece j (src -1) are posted after rank 2's upload of it,
+    # each behind the copy before it down the same link, received in the rank's order. By
+    # level: 0 U(0,0); 1 U(0,1) U(1,0); 2 U(1,1) U(2,0); 3 D(0,0) D(1,0) U(2,1) D(2,0);
+    # 4 D(0,1) D(1,1) D(2,1).
+    group = Group(np.arange(3), Span(0, 8), 4, piece_bytes=16)
+    schedule = trace(REGISTRY[Collective.ALLREDUCE]["nvls"], group)
+    assert schedule.switches == ((0, 1, 2),)
+    piece = [0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 1, 1]
+    assert arrays(schedule) == {
+        "src": [0, 0, 1, 1, 2, -1, -1, 2, -1, -1, -1, -1],
+        "dst": [-1, -1, -1, -1, -1, 0, 1, -1, 2, 0, 1, 2],
+        "send_start": [4 * j for j in piece], "send_stop": [4 * j + 4 for j in piece],
+        "recv_start": [4 * j for j in piece], "recv_stop": [4 * j + 4 for j in piece],
+        "reduce": [False] * 12,
+        "posted_after": [-1, -1, -1, -1, -1, 4, 4, -1, 4, 7, 7, 7],
+        "connection_previous": [-1, 0, -1, 2, -1, -1, -1, 4, -1, 5, 6, 8],
+        "receive_previous": [-1, -1, 0, 1, 2, -1, -1, 3, -1, 5, 6, 8]}
+    assert schedule.reducing_threads == 1 and schedule.thread is None
+
+
+class LocalThenSend(Algorithm):
+    """Rank 0 folds the second half of its buffer into the first, then sends the first half to
+    rank 1, which copies it in; two branches of rank 1 receive at once, joined before a last
+    receive (a made-up program, to show local reduces and join markers)."""
+
+    name = "local_then_send"
+    collective = Collective.ALLREDUCE
+
+    def program(self, comm: Comm):
+        first, second = comm.chunks(2)
+        if comm.rank == 0:
+            yield comm.reduce(into=first, source=second)
+            comm.send(1, first)
+            comm.on_channel(1).send(1, second)
+            comm.on_channel(2).send(1, second)
+        else:
+            yield comm.recv(0, into=first, combine=COPY)
+            yield comm.parallel(self.branch(comm.on_channel(1), second),
+                                self.branch(comm.on_channel(2), second))
+            yield comm.recv(0, into=first, combine=COPY)
+
+    def branch(self, comm: Comm, span: Span):
+        yield comm.recv(0, into=span)
+
+    def model_s(self, cost, count):
+        return 0.0
+
+
+def test_a_local_reduce_is_an_op_from_a_rank_to_itself_and_a_join_a_marker():
+    group = Group(np.arange(2), Span(0, 8), 4)
+    with pytest.raises(AlgorithmError, match=r"deadlock: ranks \[1\]"):
+        trace(LocalThenSend(), group)  # the last receive's message is never sent
+    schedule = trace_program(group, lambda comm: _and_last(LocalThenSend(), comm), "local")
+    assert arrays(schedule) == {
+        "src": [0, 0, 0, 0, 1, 0],          # local reduce, message, 2 branches, marker, last
+        "dst": [0, 1, 1, 1, 1, 1],
+        "send_start": [4, 0, 4, 4, 0, 0], "send_stop": [8, 4, 8, 8, 0, 4],
+        "recv_start": [0, 0, 4, 4, 0, 0], "recv_stop": [4, 4, 8, 8, 0, 4],
+        "reduce": [True, False, True, True, False, False],
+        "posted_after": [-1, 0, 0, 0, 2, 0],
+        "connection_previous": [-1, -1, -1, -1, -1, 1],
+        "receive_previous": [-1, -1, 1, 1, 3, 4]}
+    assert schedule.reducing_threads == 2  # the two branches reduce at once
+
+
+def _and_last(algorithm, comm):
+    """The program, with rank 0 sending the last receive's message at the end."""
+    yield from algorithm.program(comm)
+    if comm.rank == 0:
+        comm.send(1, comm.chunks(2)[0])
+
+
+def waits_for_each_other(comm):
+    yield comm.recv(1 - comm.rank, Span(0, 4))
+
+
+def sends_more_than_received(comm):
+    if comm.rank == 0:
+        yield comm.recv(1, Span(0, 2))
+    else:
+        comm.send(0, Span(0, 4))
+
+
+def sends_twice(comm):
+    if comm.rank == 0:
+        yield comm.recv(1, Span(0, 4))
+    else:
+        comm.send(0, Span(0, 4))
+        comm.send(0, Span(0, 4))
+
+
+@pytest.mark.parametrize("program, message", [
+    (waits_for_each_other, "deadlock: ranks [0, 1] wait for messages that are never sent"),
+    (sends_more_than_received, "rank 0 received 4 elements from rank 1 into a span of 2"),
+    (sends_twice, "rank 1 sent 1 message(s) never received (first to rank 0)")])
+def test_programs_that_cannot_run_are_algorithm_errors(program, message):
+    # the SimPy engine's words for the same programs
+    with pytest.raises(AlgorithmError) as caught:
+        trace_program(Group(np.arange(2), Span(0, 4), 4), program, "broken")
+    assert str(caught.value) == f"broken: {message}"
+
+
+# --- NVLS on the vectorised engine -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1024, 3 << 20 | 12, 64 << 20])
+@pytest.mark.parametrize("op", ["sum", "max"])
+def test_nvls_runs_on_the_vectorised_engine_with_the_simpy_engines_times(size, op):
+    # A DGX H100's NVSwitch: up to the switch in 512 KiB pieces, down again after the
+    # reduction latency; each GPU link carries one flow at a time each way, so the two engines
+    # do the same floating-point operations and agree to the last bit (==, not approx).
+    scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"],
+                                   "sizes": [size], "op": op})
+    machine = prepare(scenario, select=False).machine
+    nvls = scenario.algorithm("nvls")
+    payload = Payload.for_size(size, scenario.dtype, machine.ranks, 4096, None, 1)
+    inputs = make_inputs(np.random.default_rng(1), machine.ranks, payload, scenario.reduce_op)
+    simpy_buffers, vector_buffers = inputs.copy(), inputs.copy()
+    simpy = run_collective(nvls, machine, RunSpec(payload, scenario.reduce_op), simpy_buffers)
+    steps = nvls.stepped(Group.whole(machine, payload.count, 4))
+    assert steps.traced and declines(steps, machine, asked=True) is None
+    vector = run_schedule(steps, machine, payload, scenario.reduce_op, vector_buffers, "nvls")
+    assert vector.time_s == simpy.time_s
+    assert vector.messages == simpy.messages == 2 * 8 * -(-size // (512 << 10))
+    np.testing.assert_array_equal(vector_buffers, simpy_buffers)
+
+
+def test_engine_vector_runs_nvls_and_auto_keeps_it_on_simpy():
+    scenario = {"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"],
+                "sizes": [4096, 3 << 20]}
+    auto, vector = simulate(scenario), simulate({**scenario, "engine": "vector"})
+    assert list(auto.engine) == ["simpy"] * 2 and list(vector.engine) == ["vector"] * 2
+    np.testing.assert_array_equal(vector.sim_time_s, auto.sim_time_s)
+    assert vector.verified.all() and list(vector.messages) == list(auto.messages)
+
+
+def test_nvls_on_channels_is_left_to_simpy():
+    # Each channel reduces its own group, whose uploads share each rank's one connection to
+    # the switch in an order that only time decides.
+    machine, group = machine_group({"preset": "dgx_h100"}, 4096)
+    nvls = REGISTRY[Collective.ALLREDUCE]["nvls"]
+    schedule = schedule_on_channels(nvls, group, machine.layout, 2)
+    assert len(schedule.switches) == 2
+    assert declines(schedule, machine, asked=True) == (
+        "its in-switch reductions run in 2 groups, whose uploads share each rank's connection "
+        "to the switch in an order only the SimPy engine decides")
+    result = run_point({"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"],
+                        "sizes": [4096], "channels": 2}, "nvls", 4096)
+    assert result.engine == "simpy"
