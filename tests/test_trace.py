@@ -229,6 +229,46 @@ def sends_twice(comm):
         comm.send(0, Span(0, 4))
 
 
+class FoldPassFold(Algorithm):
+    """Fold the second half of the buffer into the first (a local reduce), send it to the right
+    while reducing the left neighbour's into the second half, then fold again: local reduces
+    on both sides of a message, on one thread."""
+
+    name = "fold_pass_fold"
+    collective = Collective.ALLREDUCE
+
+    def program(self, comm: Comm):
+        first, second = comm.chunks(2)
+        yield comm.reduce(into=first, source=second)
+        comm.send((comm.rank + 1) % comm.size, first)
+        yield comm.recv((comm.rank - 1) % comm.size, into=second)
+        yield comm.reduce(into=first, source=second)
+
+    def model_s(self, cost, count):
+        return 0.0
+
+
+def test_local_reduces_take_the_simpy_engines_time_on_the_vectorised_engine():
+    # 4 ranks on a switch (2 hops of 1 µs at 25 GB/s), a GPU reducing at 40 GB/s after a 1 µs
+    # launch; halves of 2048 float32 (8192 B): fold g, pass alpha + h·beta, reduce g, fold g.
+    scenario = scenario_from_dict({
+        "topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"},
+        "sizes": [16384], "gpu": {"reduce_bandwidth": "40GB/s", "launch_latency": "1us"}})
+    machine = prepare(scenario, select=False).machine
+    payload = Payload.for_size(16384, scenario.dtype, 4, 4096, None, 1)
+    inputs = make_inputs(np.random.default_rng(2), 4, payload, scenario.reduce_op)
+    simpy_buffers, vector_buffers = inputs.copy(), inputs.copy()
+    simpy = run_collective(FoldPassFold(), machine, RunSpec(payload, scenario.reduce_op),
+                           simpy_buffers)
+    steps = FoldPassFold().stepped(Group.whole(machine, payload.count, 4))
+    assert declines(steps, machine, asked=True) is None
+    vector = run_schedule(steps, machine, payload, scenario.reduce_op, vector_buffers, "fold")
+    g = 1e-6 + 8192 / 40e9
+    assert simpy.time_s == pytest.approx(3 * g + 2e-6 + 8192 / 25e9, rel=1e-12)
+    assert vector.time_s == simpy.time_s and vector.messages == simpy.messages == 4
+    np.testing.assert_array_equal(vector_buffers, simpy_buffers)
+
+
 @pytest.mark.parametrize("program, message", [
     (waits_for_each_other, "deadlock: ranks [0, 1] wait for messages that are never sent"),
     (sends_more_than_received, "rank 0 received 4 elements from rank 1 into a span of 2"),

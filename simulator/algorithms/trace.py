@@ -16,7 +16,9 @@ What each request becomes (the op kinds of a schedule, told apart by their endpo
   sender's last request before the send, received after the receiver's last request before the
   receive, queued behind the connection's message before it;
 - ``comm.reduce(into, source)``: a **local reduce**, from the rank to itself, reducing: no
-  route, so it arrives as it is posted and then holds the GPU as a reducing receive does;
+  route, so it arrives as it is posted and then holds the GPU as a reducing receive does. It
+  reads ``source`` when posted, where the SimPy engine reads it when the reduction ends: the
+  same data unless another branch of the rank writes ``source`` in between;
 - the end of a ``comm.parallel`` that something follows: **join markers** (from the rank to
   itself, nothing moved, :meth:`Schedule.sequence`'s), one per branch end but the first;
 - ``comm.switch_reduce`` and ``comm.switch_result`` of in-switch reduction (NVLink SHARP, see
