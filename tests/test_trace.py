@@ -20,6 +20,7 @@ from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.vector import declines, run_schedule
 from simulator.errors import AlgorithmError
 from simulator.model.machine import Layout
+from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.runner import prepare, run_point
 from simulator.scenario import scenario_from_dict
@@ -327,3 +328,21 @@ def test_nvls_on_channels_is_left_to_simpy():
     result = run_point({"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"],
                         "sizes": [4096], "channels": 2}, "nvls", 4096)
     assert result.engine == "simpy"
+
+
+def test_switch_ops_the_machine_cannot_run_are_algorithm_errors():
+    nvls = REGISTRY[Collective.ALLREDUCE]["nvls"]
+    schedule = trace(nvls, Group(np.arange(4), Span(0, 16), 4))
+    machine, _ = machine_group({"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                                "latency": "1us"}, 16)
+    payload = Payload(16, 16, np.dtype("float32"))
+    buffers = np.zeros((4, 16), dtype=np.float32)
+    with pytest.raises(AlgorithmError) as caught:
+        run_schedule(schedule, machine, payload, ReduceOp.SUM, buffers, "nvls")
+    assert str(caught.value) == ("nvls: ranks [0, 1, 2, 3] share no switch that reduces (a "
+                                 "switch node with reduction: true)")
+    with pytest.raises(AlgorithmError) as caught:
+        run_schedule(dataclasses.replace(schedule, switches=()), machine, payload, ReduceOp.SUM,
+                     buffers, "nvls")
+    assert str(caught.value) == ("nvls: schedule field src names an endpoint outside the 4 "
+                                 "ranks and 0 switch groups")

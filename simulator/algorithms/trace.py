@@ -96,7 +96,7 @@ def trace_program(group: Group, program: Callable[[Comm], Program], name: str) -
     return recording.schedule()
 
 
-@dataclass
+@dataclass(eq=False)
 class _Join:
     """Where a rank stands after a ``comm.parallel`` whose branches ended at several requests:
     the join markers waiting for all of them, made the first time something follows."""

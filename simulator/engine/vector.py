@@ -14,7 +14,12 @@ message for message:
   program has completed; a reducing receive then holds the receiver's GPU reduction engine
   (first come, first served) for ``launch + bytes / reduce_bandwidth``;
 - data are taken from the sender's buffer when the message is posted and copied or reduced into
-  the receiver's when its receive completes.
+  the receiver's when its receive completes;
+- in-switch reduction (a trace's switch uploads and copies down, see
+  :mod:`simulator.algorithms.trace`) as :mod:`simulator.engine.inswitch` runs it: an upload
+  moves a member's span to the group's switch and adds it to its round's sum; a copy down,
+  posted when the round's last upload arrived, waits the switch's reduction latency, then its
+  route's, then the copy before it down the same link.
 
 At each instant the engine ends every flow due then, completes receives, posts the messages
 they release and starts those ready, cascading until nothing more happens at that instant, and
@@ -569,10 +574,10 @@ class _Run:
         switches = 0 if self.switch_delay is None else len(self.switch_delay)
         for name in ("src", "dst"):
             ends = getattr(block, name)
-            if len(ends) and (ends.min() < -switches or ends.max() >= self.routes.machine.ranks):
+            if len(ends) and (ends.min() < -switches or ends.max() >= self.machine.ranks):
                 raise AlgorithmError(f"{self.name}: schedule field {name} names an endpoint "
-                                     f"outside the {self.routes.machine.ranks} ranks and "
-                                     f"{switches} switch groups")
+                                     f"outside the {self.machine.ranks} ranks and {switches} "
+                                     "switch groups")
         for name in ("posted_after", "connection_previous", "receive_previous"):
             pointer = getattr(block, name)
             if len(pointer) and (pointer.min() < NONE or pointer.max() >= end):
