@@ -310,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
     from simulator.output.results import RunSettings
     from simulator.output.stream import ResultsStream
     from simulator.output.table import format_table
-    from simulator.runner import checked_setup, outlook, run_points
+    from simulator.runner import checked_setup, outlook, plan_points, run_points, settings_of
     from simulator.scenario.parse import load_scenario
 
     scenario = load_scenario(args.scenario)
@@ -322,15 +322,17 @@ def _run(args: argparse.Namespace) -> int:
                           formats)
     total = None
     try:
-        setup = checked_setup(scenario, args.seed, args.proxy_elements)
+        settings = settings_of(scenario, args.seed, args.proxy_elements)
+        setup = checked_setup(scenario, settings)
         watch = watch_for(scenario, [algorithm.name for algorithm in setup.algorithms],
                           args.trace, args.trace_point, args.links)
-        coming = outlook(scenario, setup)
+        plans = plan_points(scenario, setup, settings)
+        coming = outlook(scenario, setup, plans)
         total = len(coming.points)
         if not args.quiet:
             print(f"{scenario.source}: {coming.describe()}", file=sys.stderr, flush=True)
         points = run_points(scenario, seed=args.seed, proxy_elements=args.proxy_elements,
-                            setup=setup, watch=watch)
+                            setup=setup, watch=watch, plans=plans)
         with _progress_bar(total, args.quiet) as bar:
             for planned in coming.points:
                 bar.set_postfix_str(planned.label)

@@ -24,8 +24,10 @@ from typing import TYPE_CHECKING, Any
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.output.results import Result, results_frame
-from simulator.runner import Setup, checked_setup, prepare, run_point
+from simulator.plan import Setup, plan_point, prepare
+from simulator.runner import checked_setup, run_plan, settings_of
 from simulator.scenario.spec import Scenario
+from simulator.settings import RunSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,8 +61,8 @@ _SETUPS: dict[str, Setup] = {}
 cached in it), as :func:`simulate` builds it once for all its points."""
 
 
-def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int, seed: int,
-            proxy_elements: int) -> Result | Failure:
+def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int,
+            settings: RunSettings) -> Result | Failure:
     """One point, on a worker: its result, or what went wrong (never an exception, so one
     failed point cannot stop the others). ``token`` names the scenario within its sweep."""
     try:
@@ -69,8 +71,9 @@ def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int, see
             for stale in [key for key in _SETUPS if not key.startswith(f"{sweep_id}/")]:
                 del _SETUPS[stale]
             _SETUPS[token] = prepare(scenario, select=False)
-        return run_point(scenario, algorithm, size_bytes, seed=seed, proxy_elements=proxy_elements,
-                         setup=_SETUPS[token])
+        setup = _SETUPS[token]
+        plan = plan_point(scenario, setup, scenario.algorithm(algorithm), size_bytes, settings)
+        return run_plan(scenario, setup, plan)
     except InputError as error:
         message = "; ".join(problem.message for problem in error.problems)
     except SimulatorError as error:
@@ -91,8 +94,10 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
         raise InputError([Problem("sweep", "workers", f"expected a whole number ≥ 1, got "
                                                       f"{workers}")])
     work = []
+    settings = []
     for index, scenario in enumerate(scenarios):
-        setup = checked_setup(scenario, seed, proxy_elements)
+        settings.append(settings_of(scenario, seed, proxy_elements))
+        setup = checked_setup(scenario, settings[index])
         work += [(index, algorithm.name, size) for algorithm in setup.algorithms
                  for size in scenario.sizes]
     if scheduler is None:
@@ -105,7 +110,7 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     try:
         sweep_id = uuid.uuid4().hex
         futures = [client.submit(run_one, f"{sweep_id}/{index}", scenarios[index], algorithm, size,
-                                 seed, proxy_elements, pure=False)
+                                 settings[index], pure=False)
                    for index, algorithm, size in work]
         bar = tqdm(total=len(futures), unit="point", disable=not progress, file=sys.stderr)
         for _ in as_completed(futures):

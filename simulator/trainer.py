@@ -22,16 +22,18 @@ import numpy as np
 
 from simulator.algorithms.algorithm import Algorithm
 from simulator.engine.payload import Payload, make_inputs
+from simulator.engine.plan import PointPlan
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.model.execution import system_of
 from simulator.model.nccl import choose
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
-from simulator.model.topology import BUILDERS, Param
 from simulator.output.results import Result
-from simulator.runner import Setup, as_scenario, check_memory, check_run, point_payload, prepare, run_point
-from simulator.scenario.spec import Scenario, TopologySpec
+from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare
+from simulator.runner import run_plan, settings_of
+from simulator.scenario.spec import Scenario
+from simulator.settings import RunSettings
 from simulator.training.buckets import Bucket, assign_buckets
 from simulator.training.compute import backward_s, forward_s, optimizer_s
 from simulator.training.network import Tensor
@@ -46,28 +48,24 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
           progress: Callable[[str], None] | None = None) -> Training:
     """Simulate the scenario's training step (verified, if the scenario verifies) and its
     sweeps; ``progress`` hears of each step as it starts. InputError if the scenario has no
-    ``training:`` section or a sweep's topology cannot be built."""
+    ``training:`` section."""
     scenario = as_scenario(scenario)
     spec = _spec(scenario)
-    check_run(scenario.source, seed, proxy_elements)
+    settings = settings_of(scenario, seed, proxy_elements)
     setup = prepare(scenario)
-    topologies = ([_scaled(scenario, spec, i, value)  # every problem before any simulation
-                   for i, value in enumerate(spec.sweep_topology.values)]
-                  if spec.sweep_topology is not None else [])
     say = progress or (lambda _: None)
     say(f"step on {setup.machine.ranks} GPUs")
-    step = simulate_step(scenario, setup, seed=seed, proxy_elements=proxy_elements)
-    timed = replace(scenario, verify=False)
+    step = simulate_step(scenario, setup, settings)
+    timed = replace(settings, verify=False)
     cache: dict[int, Result] = {}
     caps = []
     for cap in spec.sweep_caps:
         say(f"step with buckets of {format_size(cap)}")
-        caps.append(simulate_step(timed, setup, cap=cap, cache=cache))
+        caps.append(simulate_step(scenario, setup, timed, cap=cap, cache=cache))
     scaled = []
-    for topology in topologies:
+    for topology in scenario.scaled_topologies():
         say(f"step on {topology.ranks} GPUs")
-        bigger = replace(timed, topology=topology)
-        scaled.append(simulate_step(bigger, prepare(bigger)))
+        scaled.append(simulate_step(scenario, prepare(scenario, topology=topology), timed))
     return Training(scenario.name, spec, _policy(scenario, setup), step, tuple(caps),
                     tuple(scaled))
 
@@ -90,33 +88,14 @@ def _spec(scenario: Scenario) -> TrainingSpec:
     return scenario.training
 
 
-def _scaled(scenario: Scenario, spec: TrainingSpec, i: int, value: int) -> TopologySpec:
-    """The scenario's topology with the swept parameter, a count of its builder (``nodes``,
-    ``ranks`` ...), set to ``value``."""
-    assert spec.sweep_topology is not None
-    param = spec.sweep_topology.param
-    field = f"training.sweep.topology.{param}"
-    topology = scenario.topology
-    counts = [name for name, kind in BUILDERS[topology.kind].params.items()
-              if kind is Param.COUNT]
-    if param not in counts:
-        raise InputError([Problem(scenario.source, field, (
-            f"expected a count of topology {topology.label} to scale the GPUs, one of "
-            f"{', '.join(counts)}"))])
-    try:
-        return TopologySpec(topology.kind, {**topology.params, param: value}, topology.label)
-    except InputError as error:
-        raise InputError([Problem(scenario.source, f"{field}[{i}]", problem.message)
-                          for problem in error.problems]) from None
-
-
-def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, seed: int = 0,
-                  proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
-                  cache: dict[int, Result] | None = None) -> Step:
-    """One step of the scenario's training on ``setup``'s machine, with DDP's bucket cap
-    ``cap`` (None: the scenario's). With ``verify``, every bucket's allreduce moves its own
-    gradients and the averages are checked; without, each distinct bucket size is simulated
-    once (in ``cache``, if given, across calls on the same machine)."""
+def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings | None = None, *,
+                  cap: int | None = None, cache: dict[int, Result] | None = None) -> Step:
+    """One step of the scenario's training on ``setup``'s machine (its topology), with DDP's
+    bucket cap ``cap`` (None: the scenario's). With ``settings.verify`` (None: the scenario's
+    settings), every bucket's allreduce moves its own gradients and the averages are checked;
+    without, each distinct bucket size is simulated once (in ``cache``, if given, across calls
+    on the same machine)."""
+    settings = settings or scenario.run
     spec = _spec(scenario)
     network, compute = spec.network, spec.compute
     itemsize = scenario.dtype.itemsize
@@ -130,19 +109,17 @@ def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, s
     update = spec.optimizer_s if spec.optimizer_s is not None else optimizer_s(
         network.numel, spec.optimizer, compute.memory_bandwidth)
     ranks = setup.machine.ranks
-    if scenario.verify:
-        check_memory(replace(scenario, sizes=tuple(sorted({b.nbytes for b in buckets}))), setup,
-                     proxy_elements)
+    if settings.verify:
+        check_memory(scenario, setup, settings, tuple(sorted({b.nbytes for b in buckets})))
     runs: list[Result] = []
     check = _Check()
     memo = cache if cache is not None else {}
     for bucket in buckets:
-        if scenario.verify:
-            runs.append(_verified_allreduce(scenario, setup, bucket, tensors, seed,
-                                            proxy_elements, check))
+        if settings.verify:
+            runs.append(_verified_allreduce(scenario, setup, settings, bucket, tensors, check))
         else:
             if bucket.nbytes not in memo:
-                memo[bucket.nbytes] = _allreduce(scenario, setup, bucket.nbytes)
+                memo[bucket.nbytes] = _allreduce(scenario, setup, settings, bucket.nbytes)
             runs.append(memo[bucket.nbytes])
     timeline = step_timeline([layer.name for layer in network.layers], forward, backward,
                              layer_of, buckets, [float(run.sim_time_s) for run in runs], update,
@@ -154,21 +131,20 @@ def simulate_step(scenario: Scenario, setup: Setup, *, cap: int | None = None, s
                   run.verified)
         for bucket, ready, interval, run in zip(buckets, timeline.ready_s,
                                                 timeline.communication, runs, strict=True))
-    verified = check.verified and all(run.verified for run in runs) if scenario.verify else None
+    verified = check.verified and all(run.verified for run in runs) if settings.verify else None
     return Step(
-        scenario=scenario.name, topology=scenario.topology.label, ranks=ranks,
+        scenario=scenario.name, topology=setup.topology.label, ranks=ranks,
         model=network.name, batch=spec.batch, bucket_cap=cap, first_bucket=first,
         overlap=spec.overlap, forward_s=sum(forward), backward_s=sum(backward),
         optimizer_s=update, communication_s=timeline.communication_s,
         exposed_s=timeline.exposed_s, step_s=timeline.step_s, buckets=bucket_runs,
-        timeline=timeline, verified=verified, identical=check.identical if scenario.verify
-        else None, max_abs_error=check.error if scenario.verify else math.nan,
-        checked_tensors=check.tensors, whole=check.whole if scenario.verify else None)
+        timeline=timeline, verified=verified, identical=check.identical if settings.verify
+        else None, max_abs_error=check.error if settings.verify else math.nan,
+        checked_tensors=check.tensors, whole=check.whole if settings.verify else None)
 
 
-def _allreduce(scenario: Scenario, setup: Setup, nbytes: int,
-               inputs: Callable[[Algorithm], np.ndarray] | None = None,
-               proxy_elements: int = DEFAULT_PROXY_ELEMENTS) -> Result:
+def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: int,
+               inputs: Callable[[PointPlan], np.ndarray] | None = None) -> Result:
     """The allreduce a bucket of ``nbytes`` gets: with ``algorithms: auto``, what NCCL's tuner
     picks (its algorithm family's kernel, at the protocol it picks); else the scenario's one
     algorithm, or the fastest simulated of its algorithms (as a tuned library would choose)."""
@@ -179,9 +155,9 @@ def _allreduce(scenario: Scenario, setup: Setup, nbytes: int,
         candidates = candidates or setup.algorithms
     best: Result | None = None
     for algorithm in candidates:
-        data = inputs(algorithm) if inputs is not None else None
-        result = run_point(scenario, algorithm, nbytes, setup=setup, inputs=data,
-                           proxy_elements=proxy_elements)
+        plan = plan_point(scenario, setup, algorithm, nbytes, settings)
+        data = inputs(plan) if inputs is not None else None
+        result = run_plan(scenario, setup, plan, inputs=data)
         if best is None or result.sim_time_s < best.sim_time_s:
             best = result
     assert best is not None
@@ -224,25 +200,24 @@ class _Check:
         self.whole = self.whole and whole
 
 
-def _verified_allreduce(scenario: Scenario, setup: Setup, bucket: Bucket,
-                        tensors: tuple[Tensor, ...], seed: int, proxy_elements: int,
-                        check: _Check) -> Result:
+def _verified_allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, bucket: Bucket,
+                        tensors: tuple[Tensor, ...], check: _Check) -> Result:
     """The bucket's allreduce on its own gradients: drawn per rank (seeded by the bucket, as
     :class:`_Check` needs them), divided by the world size (DDP divides each gradient before
     the allreduce, so that the sum is the average), summed over the fabric, then checked."""
     ranks = setup.machine.ranks
     held: dict[str, tuple[Payload, np.ndarray, np.ndarray]] = {}
 
-    def inputs(algorithm: Algorithm) -> np.ndarray:
-        if algorithm.name not in held:
-            payload = point_payload(scenario, setup, algorithm, bucket.nbytes, proxy_elements)
-            drawn = make_inputs(np.random.default_rng([seed, bucket.index]), ranks, payload,
-                                ReduceOp.SUM)
+    def inputs(plan: PointPlan) -> np.ndarray:
+        name, payload = plan.algorithm.name, plan.payload
+        if name not in held:
+            drawn = make_inputs(np.random.default_rng([settings.seed, bucket.index]), ranks,
+                                payload, ReduceOp.SUM)
             gradients = drawn * scenario.dtype.type(ranks)  # exact: small multiples of 2^-6
-            held[algorithm.name] = (payload, gradients, gradients / scenario.dtype.type(ranks))
-        return held[algorithm.name][2]
+            held[name] = (payload, gradients, gradients / scenario.dtype.type(ranks))
+        return held[name][2]
 
-    result = _allreduce(scenario, setup, bucket.nbytes, inputs, proxy_elements)
+    result = _allreduce(scenario, setup, settings, bucket.nbytes, inputs)
     payload, gradients, averaged = held[result.algorithm]
     offsets = np.cumsum([0, *(tensors[t].numel for t in bucket.tensors)])
     views = [payload.view(Span(int(a), int(b))) for a, b in itertools.pairwise(offsets)]

@@ -129,7 +129,7 @@ def ring_on(order, size_bytes):
                                    "sizes": [size_bytes]})
     setup = prepare(scenario)
     machine = setup.machine.subgroup(order)
-    setup = Setup(machine, replace(setup.cost, machine=machine), setup.algorithms)
+    setup = Setup(setup.topology, machine, replace(setup.cost, machine=machine), setup.algorithms)
     return run_point(scenario, "ring", size_bytes, setup=setup)
 
 

@@ -17,7 +17,6 @@ import pytest
 import simulator.runner
 from simulator import simulate
 from simulator.cli import main
-from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.output.results import Result
 from simulator.output.writers import WRITERS, Writer
 from simulator.runner import checked_setup, outlook
@@ -171,7 +170,7 @@ def test_the_outlook_is_every_point_in_run_order_with_the_closed_form_its_row_ge
     scenario = load_scenario(REPO / source)
     if source != GOLDEN:
         scenario = replace(scenario, sizes=scenario.sizes[::3])
-    coming = outlook(scenario, checked_setup(scenario, 0, DEFAULT_PROXY_ELEMENTS))
+    coming = outlook(scenario, checked_setup(scenario, scenario.run))
     frame = simulate(scenario)
     assert [(p.algorithm, p.size_bytes) for p in coming.points] == list(
         zip(frame.algorithm, frame.size_bytes, strict=True))

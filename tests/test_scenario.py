@@ -31,7 +31,7 @@ def test_defaults_and_units_resolved(tmp_path):
     assert scenario.sizes == (1024, 4000)
     assert (scenario.collective, scenario.dtype, scenario.reduce_op) == (
         Collective.ALLREDUCE, np.dtype("float32"), ReduceOp.SUM)
-    assert scenario.verify is True
+    assert scenario.run.verify is True
     assert scenario.output is None and scenario.output_dir == Path("results/good")
     assert scenario.gpu.reduce_bandwidth_Bps is None
 

@@ -166,11 +166,12 @@ def test_averaged_gradients_against_numpy_by_hand():
     # the simulated allreduce sums them; every rank then holds mean(g) exactly (p = 4).
     from simulator.engine.payload import make_inputs
     from simulator.model.reduction import ReduceOp
-    from simulator.runner import as_scenario, point_payload, prepare, run_point
+    from simulator.plan import as_scenario, plan_point, prepare
+    from simulator.runner import run_point
 
     plain = as_scenario({"topology": SWITCH, "algorithms": ["ring"], "sizes": [4096]})
     setup = prepare(plain)
-    payload = point_payload(plain, setup, plain.algorithm("ring"), 4096)
+    payload = plan_point(plain, setup, plain.algorithm("ring"), 4096).payload
     gradients = make_inputs(np.random.default_rng(7), 4, payload, ReduceOp.SUM)
     buffers = gradients / np.float32(4)
     run_point(plain, "ring", 4096, setup=setup, inputs=buffers)

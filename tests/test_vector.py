@@ -217,7 +217,7 @@ def test_threads_that_start_after_one_receive_all_run():
 
 
 def test_a_schedule_beyond_the_message_limit_is_an_input_error(monkeypatch):
-    monkeypatch.setattr("simulator.runner.MAX_MESSAGES", 47)
+    monkeypatch.setattr("simulator.engine.executor.MAX_MESSAGES", 47)
     scenario = {"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
                              "latency": "1us"}, "algorithms": ["ring"], "sizes": [4096]}
     assert run_point(scenario, "ring", 4096).messages == 24  # 2(p-1)·p

@@ -18,7 +18,8 @@ from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution, system_of
 from simulator.model.nccl import Protocol, choose
-from simulator.runner import Setup, prepare, run_point
+from simulator.plan import Setup, plan_point, prepare
+from simulator.runner import run_plan
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.parse import scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
@@ -96,8 +97,9 @@ class Simulation:
         scenario = replace(self.scenario, collective=first.collective, sizes=(size_bytes,),
                            dtype=buffers.dtype, reduce_op=first.op, algorithms=(name,),
                            protocol=protocol)
-        result = run_point(scenario, name, size_bytes, setup=setup, inputs=buffers,
-                           proxy_elements=buffers.shape[1])
+        settings = replace(scenario.run, proxy_elements=buffers.shape[1])
+        plan = plan_point(scenario, setup, scenario.algorithm(name), size_bytes, settings)
+        result = run_plan(scenario, setup, plan, inputs=buffers)
         for call in calls:
             call.deliver(buffers)
         return CallRecord(index, first.name, first.collective, size_bytes, result.algorithm,

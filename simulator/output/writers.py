@@ -122,8 +122,8 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "execution": Execution(scenario.execution).value,
         "protocol": "auto" if scenario.protocol is None else scenario.protocol.value,
         "channels": AUTO if scenario.channels is None else scenario.channels,
-        "engine": scenario.engine.value,
-        "verify": scenario.verify,
+        "engine": scenario.run.engine.value,
+        "verify": scenario.run.verify,
         "output": str(run.output if run.output is not None else scenario.output_dir),
     }
     if scenario.piece_bytes is not None:

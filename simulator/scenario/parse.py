@@ -36,8 +36,9 @@ from simulator.scenario.rules import (
     size_problem,
     topology_issues,
 )
-from simulator.scenario.spec import ALL, AUTO, Engine, Scenario, TopologySpec
+from simulator.scenario.spec import ALL, AUTO, Scenario, TopologySpec
 from simulator.scenario.training import read_training
+from simulator.settings import Engine, RunSettings
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
@@ -114,13 +115,14 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
     assert topology is not None and gpu is not None and options is not None
     return Scenario(name=name, source=source, topology=topology, collective=collective,
                     algorithms=algorithms, sizes=sizes, dtype=dtype,
-                    reduce_op=ReduceOp(op_name), gpu=gpu, verify=bool(verify),
+                    reduce_op=ReduceOp(op_name), gpu=gpu,
                     output=None if output is None else Path(output), piece_bytes=piece_bytes,
                     algorithm_options=options, execution=None if execution is None else Execution(execution),
                     protocol=None if protocol in (None, AUTO) else Protocol(protocol),
                     nccl_choice=data.get("algorithms") == AUTO,
                     channels=None if channels == AUTO else channels,
-                    engine=Engine(engine) if engine is not None else Engine.AUTO,
+                    run=RunSettings(verify=bool(verify), engine=Engine(engine)
+                                    if engine is not None else Engine.AUTO),
                     training=training)
 
 

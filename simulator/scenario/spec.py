@@ -9,9 +9,8 @@ parser (:mod:`simulator.scenario.parse`) asks too, so both paths give the same m
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from enum import Enum
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -26,7 +25,7 @@ from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import Protocol
 from simulator.model.reduction import DTYPES, ReduceOp
-from simulator.model.topology import BUILDERS, ParamValue
+from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.rules import (
     Issue,
@@ -42,7 +41,10 @@ from simulator.scenario.rules import (
     size_problem,
     topology_issues,
 )
+from simulator.settings import Engine, RunSettings
 from simulator.training.spec import TrainingSpec
+
+__all__ = ["ALL", "AUTO", "CODE", "Engine", "RunSettings", "Scenario", "TopologySpec"]
 
 ALL = "all"
 """The ``algorithms`` value meaning every algorithm that applies (None in a Scenario)."""
@@ -51,15 +53,6 @@ AUTO = "auto"
 
 CODE = "<code>"
 """The ``source`` of a scenario or topology built in Python rather than read from a file."""
-
-
-class Engine(Enum):
-    """Which engine runs a scenario's points (``engine:``): both give the same times and
-    buffers where both can run (tests/test_vector.py)."""
-
-    AUTO = "auto"      # the vectorised engine where the algorithm has a schedule, else SimPy
-    SIMPY = "simpy"    # the per-rank reference engine (simulator/engine/run.py)
-    VECTOR = "vector"  # the vectorised schedule engine (simulator/engine/vector.py)
 
 
 @dataclass(frozen=True)
@@ -120,9 +113,9 @@ class Scenario:
     every algorithm that applies and reports, per size, what NCCL's tuner would run beside the
     fastest simulated alternative; it needs the ``nccl`` execution model. ``channels`` splits an
     allreduce's buffer over that many channels (None: ``auto``, see
-    ``simulator.runner.channels_for``). ``engine`` runs each point on the SimPy engine or the
-    vectorised one (``auto``: the vectorised one where the algorithm has a schedule). Enum
-    fields and ``dtype`` also take their names, and
+    ``simulator.plan.channels_for``). ``run`` holds how it is run, apart from what it
+    simulates (:class:`~simulator.settings.RunSettings`): the file's ``verify`` and ``engine``
+    (an engine also by its name). Enum fields and ``dtype`` also take their names, and
     ``output`` a string. ``training`` makes it a data-parallel training step whose gradient
     buckets give the sizes (docs/training.md). Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
@@ -138,14 +131,13 @@ class Scenario:
     gpu: GpuSpec = field(default_factory=GpuSpec)
     piece_bytes: int | None = None
     algorithm_options: Mapping[str, Any] = field(default_factory=dict)
-    verify: bool = True
     output: Path | None = None
     source: str = CODE
     execution: Execution | None = None
     protocol: Protocol | None = None
     nccl_choice: bool = False
     channels: int | None = None
-    engine: Engine = Engine.AUTO
+    run: RunSettings = field(default_factory=RunSettings)
     training: TrainingSpec | None = None
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
@@ -181,7 +173,7 @@ class Scenario:
                                            f"{', '.join(p.value for p in Protocol)} or None, got "
                                            f"{self.protocol!r}"))
         for name, enum in (("collective", Collective), ("reduce_op", ReduceOp),
-                           ("execution", Execution), ("engine", Engine)):
+                           ("execution", Execution)):
             value = getattr(self, name)
             if value is None and name == "execution":
                 continue  # the topology is not a TopologySpec: that is the problem to report
@@ -191,6 +183,10 @@ class Scenario:
                     set_(name, enum(value))
                 except ValueError:
                     issues.append((name, f"expected {what}, got {value!r}"))
+        if isinstance(self.run, RunSettings):
+            issues += _run_issues(self.run, lambda run: set_("run", run))
+        else:
+            issues.append(("run", f"expected a RunSettings, got {self.run!r}"))
         if not isinstance(self.dtype, np.dtype) or self.dtype.name not in DTYPES:
             problem = choice_problem(getattr(self.dtype, "name", self.dtype), DTYPES, "a dtype")
             issues.append(("dtype", problem))
@@ -216,7 +212,7 @@ class Scenario:
                                              f"{self.piece_bytes!r}"))
         if isinstance(self.output, str):
             set_("output", Path(self.output))
-        typed = (("name", str), ("topology", TopologySpec), ("gpu", GpuSpec), ("verify", bool),
+        typed = (("name", str), ("topology", TopologySpec), ("gpu", GpuSpec),
                  ("nccl_choice", bool), ("channels", (int, type(None))),
                  ("source", str), ("algorithm_options", Mapping), ("output", (Path, type(None))))
         for name, kind in typed:
@@ -240,6 +236,7 @@ class Scenario:
             if not np.issubdtype(self.dtype, np.floating):
                 issues.append(("dtype", f"expected a floating-point type with training "
                                         f"(gradients), got {self.dtype.name}"))
+            issues += self._sweep_issues()
         issues += [(f"sizes[{i}]", size_problem(size, self.dtype)) for i, size in enumerate(self.sizes)]
         issues.append(("sizes", duplicate_problem(self.sizes, "size")))
         known = REGISTRY[self.collective]
@@ -263,6 +260,35 @@ class Scenario:
                        else "expected a directory path"))
         return _present(issues)
 
+    def _sweep_issues(self) -> list[Issue]:
+        """What is wrong with the training's GPU-count sweep: it must scale a count of the
+        topology's builder, to values the builder accepts."""
+        assert self.training is not None
+        sweep = self.training.sweep_topology
+        if sweep is None or not isinstance(self.topology, TopologySpec):
+            return []
+        field_name = f"training.sweep.topology.{sweep.param}"
+        counts = [name for name, kind in BUILDERS[self.topology.kind].params.items()
+                  if kind is Param.COUNT]
+        if sweep.param not in counts:
+            return [(field_name, f"expected a count of topology {self.topology.label} to scale "
+                                 f"the GPUs, one of {', '.join(counts)}")]
+        issues: list[Issue] = []
+        for i, value in enumerate(sweep.values):
+            params = {**self.topology.params, sweep.param: value}
+            issues += [(f"{field_name}[{i}]", message) for _, message
+                       in topology_issues(self.topology.kind, params)]
+        return issues
+
+    def scaled_topologies(self) -> tuple[TopologySpec, ...]:
+        """The topologies of the training's GPU-count sweep (none without one): the scenario's
+        with the swept count set to each value, checked when the scenario was made."""
+        sweep = self.training.sweep_topology if self.training is not None else None
+        if sweep is None:
+            return ()
+        return tuple(TopologySpec(self.topology.kind, {**self.topology.params, sweep.param: value},
+                                  self.topology.label) for value in sweep.values)
+
     @property
     def output_dir(self) -> Path:
         """Where results go: ``output``, or ``results/<name>`` when it is not set."""
@@ -272,6 +298,21 @@ class Scenario:
         """Registered algorithm ``name`` of this scenario's collective, with its options."""
         algorithm = REGISTRY[self.collective][name]
         return algorithm.configured(self.algorithm_options.get(name, algorithm.Options()))
+
+
+def _run_issues(run: RunSettings, set_run: Callable[[RunSettings], None]) -> list[Issue]:
+    """Accept an engine's name; say what is wrong with ``verify`` or ``engine`` otherwise (named
+    as the file's keys)."""
+    issues: list[Issue] = []
+    if not isinstance(run.verify, bool):
+        issues.append(("verify", f"expected a bool, got {run.verify!r}"))
+    if not isinstance(run.engine, Engine):
+        try:
+            set_run(replace(run, engine=Engine(run.engine)))
+        except ValueError:
+            issues.append(("engine", f"expected a Engine or one of "
+                                     f"{', '.join(e.value for e in Engine)}, got {run.engine!r}"))
+    return issues
 
 
 def _is_int(value: object) -> bool:

@@ -1,0 +1,110 @@
+"""The seam between a planned point and the engine that times it, in the spirit of httpx's
+transport: an :class:`Executor` says whether it ``declines`` a plan and ``run``\\ s it; :func:`run`
+picks one by the plan's ``engine`` and returns the timing and which engine gave it.
+
+Two executors: :class:`Simpy` runs every rank's program on the SimPy fabric (the reference; it
+declines nothing and is the only one that records timelines), :class:`Vector` runs the
+algorithm's schedule (its builder's, or its program's trace) with numpy
+(:mod:`simulator.engine.vector`) and declines what :func:`simulator.engine.vector.declines` says
+only SimPy orders, and, unless ``engine: vector`` asks for it, a schedule that is only a trace.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from simulator.algorithms.channels import steps_on_channels
+from simulator.algorithms.schedule import Group, Steps
+from simulator.engine.plan import PointPlan
+from simulator.engine.record import Recorder
+from simulator.engine.run import Timing, run_collective
+from simulator.engine.vector import declines as vector_declines
+from simulator.engine.vector import run_schedule
+from simulator.errors import InputError, Problem
+from simulator.limits import MAX_MESSAGES
+from simulator.settings import Engine
+
+
+class Executor(Protocol):
+    """An engine behind the seam."""
+
+    engine: Engine
+
+    def declines(self, plan: PointPlan) -> str | None:
+        """Why this engine cannot run ``plan`` (a sentence a user can act on), or None."""
+
+    def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
+        """Simulate ``plan``; ``buffers`` (ranks × proxy) end holding its result, before the
+        operator's ``finalize``."""
+
+
+class Simpy:
+    """The SimPy engine (:mod:`simulator.engine.run`): runs any plan."""
+
+    engine = Engine.SIMPY
+
+    def declines(self, plan: PointPlan) -> str | None:
+        """Nothing: every algorithm has a program."""
+        return None
+
+    def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
+        """Every rank's program on the fabric."""
+        return run_collective(plan.algorithm, plan.machine, plan.spec, buffers, recorder)
+
+
+class Vector:
+    """The vectorised engine (:mod:`simulator.engine.vector`): runs a plan's schedule, built once
+    per plan (``declines`` builds it and ``run`` reuses it)."""
+
+    engine = Engine.VECTOR
+
+    def __init__(self) -> None:
+        self._planned: tuple[PointPlan, Steps] | None = None
+
+    def steps(self, plan: PointPlan) -> Steps:
+        """The plan's schedule on its channels."""
+        if self._planned is None or self._planned[0] is not plan:
+            spec = plan.spec
+            group = Group.whole(plan.machine, spec.payload.count, spec.payload.dtype.itemsize,
+                                spec.piece_bytes, spec.stream_bytes)
+            schedule = steps_on_channels(plan.algorithm, group, plan.machine.layout,
+                                         spec.channels)
+            self._planned = (plan, schedule)
+        return self._planned[1]
+
+    def declines(self, plan: PointPlan) -> str | None:
+        """Why the schedule runs on SimPy instead (:func:`simulator.engine.vector.declines`)."""
+        return vector_declines(self.steps(plan), plan.machine,
+                               asked=plan.settings.engine is Engine.VECTOR)
+
+    def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
+        """The schedule with numpy; InputError for one held whole that is too large."""
+        steps = self.steps(plan)
+        if steps.blocks == 1 and steps.size > MAX_MESSAGES:  # held whole
+            raise InputError([Problem(plan.source, "sizes", (
+                f"{plan.payload.count * plan.payload.dtype.itemsize} bytes with "
+                f"{plan.algorithm.name} on {plan.machine.ranks} ranks is {steps.size:,} "
+                f"messages, more than the {MAX_MESSAGES:,} the vectorised engine holds at once; "
+                "use fewer ranks or a larger piece_size"))])
+        vector = run_schedule(steps, plan.machine, plan.payload, plan.spec.reduce_op, buffers,
+                              plan.algorithm.name, recorder)
+        return Timing(vector.time_s, vector.messages, vector.instants)
+
+
+def run(plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> tuple[Timing, Engine]:
+    """Simulate ``plan`` on the engine it asks for: the vectorised one where it does not decline
+    (``auto``, ``vector``), else SimPy; InputError for ``vector`` on a plan it declines. A
+    traced point runs on SimPy, whatever the plan's engine (only it runs the programs)."""
+    executor: Executor = Simpy()
+    if plan.settings.engine is not Engine.SIMPY and not recorder.trace:
+        vector = Vector()
+        declined = vector.declines(plan)
+        if declined is None:
+            executor = vector
+        elif plan.settings.engine is Engine.VECTOR:
+            raise InputError([Problem(plan.source, "engine", f"expected auto or simpy for "
+                                                             f"{plan.algorithm.name!r}: "
+                                                             f"{declined}")])
+    return executor.run(plan, buffers, recorder), executor.engine

@@ -1,0 +1,55 @@
+"""A point's plan: everything about one (algorithm, size) that is known before it is simulated.
+
+:func:`simulator.plan.plan_point` makes it once per point from a scenario; the engines
+(:mod:`simulator.engine.executor`), the closed form in the results row, the outlook printed before
+a run, the trainer and :mod:`simulator.dist` all read this one value instead of deriving its
+parts again. A plain frozen value of the engine's own types, so that the engine needs no
+scenario to run it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.cost import CostInputs
+from simulator.engine.payload import Payload
+from simulator.engine.run import RunSpec
+from simulator.model.execution import Plan
+from simulator.model.machine import Machine
+from simulator.settings import RunSettings
+
+
+@dataclass(frozen=True)
+class PointPlan:
+    """One point, planned.
+
+    ``machine`` and ``cost`` are as the execution model times them (NCCL's plan applied, and the
+    fastest of its stream piece sizes for the closed form); ``spec`` is what the run moves
+    (payload, operator, piece size, channels, stream pieces); ``nccl`` is NCCL's plan (None on
+    the ideal wire); ``start_s`` the pipeline fill paid before the first byte where ranks talk;
+    ``model_s`` the closed form as the results row reports it (``model_time_s``), the start
+    included; ``settings`` how it runs (verified or not, on which engine, the inputs' seed);
+    ``source`` the scenario's file, to name in errors.
+    """
+
+    source: str
+    algorithm: Algorithm
+    size_bytes: int
+    machine: Machine
+    cost: CostInputs
+    spec: RunSpec
+    nccl: Plan | None
+    start_s: float
+    model_s: float
+    settings: RunSettings
+
+    @property
+    def payload(self) -> Payload:
+        """What the run moves: the nominal count, and the proxy actually reduced."""
+        return self.spec.payload
+
+    @property
+    def channels(self) -> int:
+        """The channels the buffer is split over (:func:`simulator.plan.channels_for`)."""
+        return self.spec.channels

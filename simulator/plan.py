@@ -1,0 +1,183 @@
+"""Planning: a scenario's machine and algorithms (:class:`Setup`), and each of its points planned
+once (:func:`plan_point`), before anything is simulated.
+
+A pure layer between the scenario and the engine: it builds the topology and places the ranks,
+picks the algorithms, decides a point's channels, payload and NCCL plan, and computes its closed
+form, all without running an engine. :func:`simulator.runner.run_point` runs a plan,
+:func:`simulator.runner.outlook` reads the plans' closed forms, and the trainer and
+:mod:`simulator.dist` plan their own points. May import the scenario, the algorithms, the model,
+the engine's value types and the settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.channels import on_channels_s
+from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.phases.pieces import PIPELINE_BYTES
+from simulator.algorithms.registry import algorithm_names
+from simulator.engine.payload import Payload
+from simulator.engine.plan import PointPlan
+from simulator.engine.run import RunSpec
+from simulator.errors import InputError, Problem
+from simulator.limits import PROXY_BUDGET_BYTES
+from simulator.model.collective import Collective
+from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
+from simulator.model.machine import Machine
+from simulator.model.nccl import best_protocol
+from simulator.scenario.parse import load_scenario, scenario_from_dict
+from simulator.scenario.spec import Scenario, TopologySpec
+from simulator.settings import RunSettings
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every point of a scenario shares: the topology and the machine built from it, the
+    closed forms' inputs, and the algorithms to run (configured with the scenario's options)."""
+
+    topology: TopologySpec
+    machine: Machine
+    cost: CostInputs
+    algorithms: tuple[Algorithm, ...]
+
+
+def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario) -> Scenario:
+    """A scenario from a path to a YAML file, a mapping (as :func:`scenario_from_dict`) or itself."""
+    if isinstance(scenario, Scenario):
+        return scenario
+    if isinstance(scenario, Mapping):
+        return scenario_from_dict(scenario)
+    return load_scenario(scenario)
+
+
+def prepare(scenario: Scenario, *, select: bool = True,
+            topology: TopologySpec | None = None) -> Setup:
+    """Build the scenario's topology (or ``topology``, such as a training sweep's), place ranks
+    on its GPUs, and (unless ``select`` is False) pick its algorithms; InputError if one the
+    scenario names cannot run on it."""
+    topology = topology or scenario.topology
+    machine = Machine.of(topology.build(), scenario.gpu)
+    cost = CostInputs(machine, itemsize=scenario.dtype.itemsize, piece_bytes=scenario.piece_bytes)
+    return Setup(topology, machine, cost, _select(scenario, machine) if select else ())
+
+
+def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
+    if scenario.algorithms is None:
+        registered = [scenario.algorithm(name) for name in algorithm_names(scenario.collective)]
+        chosen = [algorithm for algorithm in registered if algorithm.unsupported(machine) is None]
+        if not chosen:
+            raise InputError([Problem(scenario.source, "algorithms",
+                                      f"no {scenario.collective.value} algorithm applies to "
+                                      f"topology {scenario.topology.label}")])
+        return tuple(chosen)
+    problems = []
+    for i, name in enumerate(scenario.algorithms):
+        reason = scenario.algorithm(name).unsupported(machine)
+        if reason:
+            problems.append(cannot_run(scenario, f"algorithms[{i}]", name, reason))
+    if problems:
+        raise InputError(problems)
+    return tuple(scenario.algorithm(name) for name in scenario.algorithms)
+
+
+def cannot_run(scenario: Scenario, field: str, name: str, reason: str) -> Problem:
+    """The problem of an algorithm the scenario's topology cannot run, and why."""
+    return Problem(scenario.source, field, f"{name!r} cannot run on topology "
+                                           f"{scenario.topology.label}: {reason}")
+
+
+def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
+                 size_bytes: int) -> int:
+    """The channels an allreduce of ``size_bytes`` runs on: the scenario's ``channels``, or with
+    ``auto`` one per GPU of a host where the ranks span several hosts under ``execution: nccl``
+    (each GPU's NIC then carries one channel's crossing, as NCCL's rings use every rail) and one
+    otherwise (on one host, on the ideal wire, or for a schedule that spreads over the rails
+    itself). Never more than leave each channel an element per rank: NCCL too runs fewer
+    channels on small buffers."""
+    if scenario.collective is not Collective.ALLREDUCE:
+        return 1
+    wanted = scenario.channels
+    if wanted is None and algorithm.rail_aware:
+        wanted = 1
+    if wanted is None:
+        per_host = machine.layout.ranks_per_host
+        several = machine.layout.host_count > 1 and len(per_host) == 1
+        nccl = scenario.execution is Execution.NCCL
+        wanted = next(iter(per_host)) if several and nccl else 1
+    count = size_bytes // scenario.dtype.itemsize
+    return max(1, min(wanted, count // machine.ranks))
+
+
+def payload_of(scenario: Scenario, settings: RunSettings, size_bytes: int, ranks: int,
+               channels: int) -> Payload:
+    """A point's payload; with ``verify`` off a timing-only one that moves no data, so the
+    memory of a run grows with its messages and not with ranks × chunks."""
+    if not settings.verify:
+        return Payload.timing_only(size_bytes, scenario.dtype)
+    return Payload.for_size(size_bytes, scenario.dtype, ranks, settings.proxy_elements,
+                            scenario.piece_bytes or PIPELINE_BYTES, channels)
+
+
+def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
+               settings: RunSettings | None = None) -> PointPlan:
+    """The point of ``algorithm`` at ``size_bytes`` on ``setup``'s machine, planned once: its
+    channels, payload, NCCL plan (the protocol the scenario's, or the one NCCL's model picks for
+    the algorithm's family at this size), the machine and closed-form inputs as the execution
+    model times them, the start paid before the first byte, and the closed form. ``settings``
+    (None: the scenario's own) say whether data moves and which engine runs. InputError if the
+    algorithm cannot run on the machine or NCCL's plan cannot be made."""
+    settings = settings or scenario.run
+    reason = algorithm.unsupported(setup.machine)
+    if reason:
+        raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
+    ranks = setup.machine.ranks
+    channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
+    payload = payload_of(scenario, settings, size_bytes, ranks, channels)
+    machine, cost, nccl = setup.machine, setup.cost, None
+    count = size_bytes // scenario.dtype.itemsize
+    if scenario.execution is not Execution.IDEAL:
+        family = algorithm.nccl_family
+        protocol = scenario.protocol or best_protocol(system_of(machine), family, size_bytes)
+        try:
+            nccl = nccl_plan(machine, family, protocol, size_bytes)
+        except ValueError as error:
+            raise InputError([Problem(scenario.source, "protocol",
+                                      f"{algorithm.name!r}: {error}")]) from None
+        machine = apply(nccl, machine)
+        timed = replace(cost, machine=machine)
+        streamed = [replace(timed, stream_bytes=piece) for piece in stream_choices(size_bytes)]
+        cost = min(streamed, key=lambda c: on_channels_s(algorithm, c, count, channels))
+    start = nccl.start_s if nccl is not None and ranks > 1 else 0.0
+    spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes)
+    return PointPlan(scenario.source, algorithm, size_bytes, machine, cost, spec, nccl, start,
+                     on_channels_s(algorithm, cost, count, channels) + start, settings)
+
+
+def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,
+                 sizes: tuple[int, ...] | None = None) -> None:
+    """InputError, naming what would help, if a size's proxy buffers (of ``sizes``, default the
+    scenario's) exceed the budget."""
+    ranks = setup.machine.ranks
+    proxy_elements = settings.proxy_elements
+    for size in scenario.sizes if sizes is None else sizes:
+        channels = max((channels_for(scenario, setup.machine, algorithm, size)
+                        for algorithm in setup.algorithms), default=1)
+        payload = payload_of(scenario, settings, size, ranks, channels)
+        need = ranks * payload.proxy_count * scenario.dtype.itemsize
+        if need > PROXY_BUDGET_BYTES:
+            if payload.proxy_count > max(proxy_elements, 8 * ranks * channels):
+                advice = "a larger piece_size (the proxy keeps two elements per pipeline piece)"
+            elif payload.proxy_count > proxy_elements:
+                advice = "fewer ranks (the proxy keeps eight elements per chunk)"
+            else:
+                advice = "a smaller --proxy-elements"
+            advice += ", or verify: false to run for the time only"
+            raise InputError([Problem(scenario.source, "sizes",
+                                      f"{size} bytes on {ranks} ranks needs {need >> 20} MiB of "
+                                      f"data to verify, more than {PROXY_BUDGET_BYTES >> 20} MiB; "
+                                      f"use {advice}")])
