@@ -57,15 +57,15 @@ def interrupt_on_call(monkeypatch, number, interrupt):
     """Make the runner's point function call ``interrupt()`` instead of running its
     ``number``-th point."""
     calls = []
-    real = simulator.runner.run_point
+    real = simulator.runner.run_plan
 
-    def run_point(*args, **kwargs):
-        calls.append(args[1])
+    def run_plan(*args, **kwargs):
+        calls.append(args[2])
         if len(calls) == number:
             interrupt()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(simulator.runner, "run_point", run_point)
+    monkeypatch.setattr(simulator.runner, "run_plan", run_plan)
 
 
 def press_ctrl_c():
