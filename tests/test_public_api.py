@@ -18,6 +18,7 @@ from simulator import (
     scenario_from_dict,
     simulate,
 )
+from simulator.settings import RunSettings
 from tests.conftest import REPO
 
 SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "500ns"}
@@ -120,7 +121,10 @@ def test_presets_are_found_from_any_directory(tmp_path, monkeypatch):
                           "'float8'; did you mean 'float64'?"),
     ({"sizes": (4096.0,)}, "sizes: expected a sequence of whole numbers of bytes, got (4096.0,)"),
     ({"piece_bytes": 1.5}, "piece_size: expected a whole number of bytes, got 1.5"),
-    ({"verify": "no"}, "verify: expected a bool, got 'no'"),
+    ({"run": RunSettings(verify="no")}, "verify: expected a bool, got 'no'"),
+    ({"run": RunSettings(engine="fast")}, "engine: expected a Engine or one of auto, simpy, vector, "
+                                          "got 'fast'"),
+    ({"run": RunSettings(engine="simpy")}, None),  # an engine by its name too
     ({"gpu": {"reduce_bandwidth": 1e12}},
      "gpu: expected a GpuSpec, got {'reduce_bandwidth': 1000000000000.0}"),
     ({"gpu": GpuSpec("1GB/s")}, "gpu.reduce_bandwidth: expected a positive bandwidth in bytes/s, "
