@@ -13,7 +13,7 @@ from simulator.algorithms import REGISTRY, Collective, Comm
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.channels import on_channels, schedule_on_channels
 from simulator.algorithms.comm import COPY
-from simulator.algorithms.schedule import NONE, Group
+from simulator.algorithms.schedule import NONE, Group, Op
 from simulator.algorithms.trace import canonical, trace, trace_program
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
@@ -146,6 +146,8 @@ def test_nvls_traces_to_uploads_and_copies_down():
     group = Group(np.arange(3), Span(0, 8), 4, piece_bytes=16)
     schedule = trace(REGISTRY[Collective.ALLREDUCE]["nvls"], group)
     assert schedule.switches == ((0, 1, 2),)
+    up, down = Op.SWITCH_UPLOAD, Op.SWITCH_COPY_DOWN
+    assert schedule.kinds.tolist() == [up] * 5 + [down, down, up] + [down] * 4
     piece = [0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 1, 1]
     assert arrays(schedule) == {
         "src": [0, 0, 1, 1, 2, -1, -1, 2, -1, -1, -1, -1],
@@ -202,6 +204,7 @@ def test_a_local_reduce_is_an_op_from_a_rank_to_itself_and_a_join_a_marker():
         "connection_previous": [-1, -1, -1, -1, -1, 1],
         "receive_previous": [-1, -1, 1, 1, 3, 4]}
     assert schedule.reducing_threads == 2  # the two branches reduce at once
+    assert schedule.kinds.tolist() == [Op.LOCAL_REDUCE, *[Op.MESSAGE] * 3, Op.JOIN, Op.MESSAGE]
 
 
 def _and_last(algorithm, comm):

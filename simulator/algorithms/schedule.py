@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields, replace
+from enum import IntEnum
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,21 @@ before the phase), or is the first on its connection."""
 
 Index = np.ndarray
 """An int64 array of message indices or ranks."""
+
+
+class Op(IntEnum):
+    """What one schedule entry is, as its endpoints tell (:attr:`Schedule.kinds`)."""
+
+    MESSAGE = 0
+    """From a rank to another: moved over the route, then copied or reduced in."""
+    LOCAL_REDUCE = 1
+    """From a rank to itself, reducing (``comm.reduce``): no route, GPU time only."""
+    JOIN = 2
+    """From a rank to itself, nothing reduced: a join marker (no time, no data)."""
+    SWITCH_UPLOAD = 3
+    """From a rank to endpoint ``-1 - g``: its span up to group g's reducing switch."""
+    SWITCH_COPY_DOWN = 4
+    """From endpoint ``-1 - g`` to a rank: the round's sum down from group g's switch."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,9 +196,19 @@ class Schedule:
 
     @property
     def markers(self) -> np.ndarray:
-        """Which messages are join markers (from a rank to itself): no time, no data."""
+        """Which entries go from a rank to itself (join markers and local reduces): no route,
+        so no message the fabric counts."""
         is_marker: np.ndarray = self.src == self.dst
         return is_marker
+
+    @property
+    def kinds(self) -> np.ndarray:
+        """Each entry's :class:`Op`, as its endpoints tell."""
+        kinds = np.full(self.size, Op.MESSAGE, dtype=np.int64)
+        kinds[self.markers] = np.where(self.reduce[self.markers], Op.LOCAL_REDUCE, Op.JOIN)
+        kinds[self.dst < 0] = Op.SWITCH_UPLOAD
+        kinds[self.src < 0] = Op.SWITCH_COPY_DOWN
+        return kinds
 
 
 @dataclass(frozen=True)

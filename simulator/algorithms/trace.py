@@ -9,7 +9,8 @@ the vectorised engine runs. That makes the trace every algorithm's default sched
 builder is a fast path (numpy for any p instead of Python per message), held equal to the trace
 by ``tests/test_trace.py`` through :func:`canonical`.
 
-What each request becomes (the op kinds of a schedule, told apart by their endpoints):
+What each request becomes (the op kinds of a schedule, :class:`~simulator.algorithms.schedule.Op`,
+told apart by their endpoints: :attr:`Schedule.kinds`):
 
 - a ``send`` matched to its ``recv`` (the k-th send on a connection, sender to receiver on one
   channel, with the k-th receive on it): a **message** from rank to rank, posted after the
