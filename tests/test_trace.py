@@ -349,3 +349,14 @@ def test_switch_ops_the_machine_cannot_run_are_algorithm_errors():
                      buffers, "nvls")
     assert str(caught.value) == ("nvls: schedule field src names an endpoint outside the 4 "
                                  "ranks and 0 switch groups")
+
+
+def test_auto_does_not_trace_what_it_leaves_to_simpy(monkeypatch):
+    def untraceable(*_):
+        raise AssertionError("traced")
+
+    monkeypatch.setattr("simulator.algorithms.algorithm.trace", untraceable)
+    scenario = {"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"], "sizes": [4096]}
+    assert run_point(scenario, "nvls", 4096).engine == "simpy"
+    with pytest.raises(AssertionError, match="traced"):
+        run_point({**scenario, "engine": "vector"}, "nvls", 4096)

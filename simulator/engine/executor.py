@@ -21,7 +21,7 @@ from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.engine.run import Timing, run_collective
 from simulator.engine.vector import declines as vector_declines
-from simulator.engine.vector import run_schedule
+from simulator.engine.vector import declines_trace, run_schedule
 from simulator.errors import InputError, Problem
 from simulator.limits import MAX_MESSAGES
 from simulator.settings import Engine
@@ -75,9 +75,12 @@ class Vector:
         return self._planned[1]
 
     def declines(self, plan: PointPlan) -> str | None:
-        """Why the schedule runs on SimPy instead (:func:`simulator.engine.vector.declines`)."""
-        return vector_declines(self.steps(plan), plan.machine,
-                               asked=plan.settings.engine is Engine.VECTOR)
+        """Why the schedule runs on SimPy instead (:func:`simulator.engine.vector.declines`);
+        an algorithm without a builder is not traced only to be declined."""
+        asked = plan.settings.engine is Engine.VECTOR
+        if not plan.algorithm.has_builder() and declines_trace(asked=asked):
+            return declines_trace(asked=asked)
+        return vector_declines(self.steps(plan), plan.machine, asked=asked)
 
     def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
         """The schedule with numpy; InputError for one held whole that is too large."""

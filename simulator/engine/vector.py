@@ -895,9 +895,15 @@ def declines(schedule: Schedule | Steps, machine: Machine, *, asked: bool = Fals
         return (f"its in-switch reductions run in {len(whole.switches)} groups, whose uploads "
                 "share each rank's connection to the switch in an order only the SimPy engine "
                 "decides")
-    if not asked and isinstance(schedule, Steps) and schedule.traced:
-        return "it has no hand-written schedule, and auto runs traced ones on SimPy"
+    if isinstance(schedule, Steps) and schedule.traced:
+        return declines_trace(asked=asked)
     return None
+
+
+def declines_trace(*, asked: bool) -> str | None:
+    """:func:`declines`' rule for a schedule that is only a program's trace, which a caller can
+    apply before tracing (a trace built only to be declined costs Python per message)."""
+    return None if asked else "it has no hand-written schedule, and auto runs traced ones on SimPy"
 
 
 def run_schedule(schedule: Schedule | Steps, machine: Machine, payload: Payload,
