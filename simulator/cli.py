@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Never
 
 from simulator.errors import AlgorithmError, InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
+from simulator.output.writers import DEFAULT_FORMATS, WRITERS
 from simulator.version import __version__
 
 if TYPE_CHECKING:
@@ -33,10 +34,10 @@ if TYPE_CHECKING:
     from simulator.scenario.spec import Scenario, TopologySpec
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-FORMATS = ("csv", "json", "png", "parquet")
-"""The names of ``output.writers.WRITERS`` (a test keeps them equal), listed here so that
-``--help`` does not import pandas and matplotlib."""
-DEFAULT_FORMATS = "csv,json,png"
+FORMATS = ", ".join(WRITERS)
+"""The formats ``--format`` takes, as ``--help`` and its error list them: csv, json, png, parquet
+(``output.writers`` is light to import, so ``--help`` still loads no pandas nor matplotlib)."""
+DEFAULT_FORMAT = ",".join(DEFAULT_FORMATS)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,9 +53,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--proxy-elements", type=int, default=DEFAULT_PROXY_ELEMENTS,
                      help="cap on elements per rank actually moved and verified "
                           f"(default {DEFAULT_PROXY_ELEMENTS})")
-    run.add_argument("--format", default=DEFAULT_FORMATS,
-                     help=f"comma-separated files to write, of {', '.join(FORMATS)}; the CSV is "
-                          f"always written (default {DEFAULT_FORMATS}; parquet needs pyarrow)")
+    run.add_argument("--format", default=DEFAULT_FORMAT,
+                     help=f"comma-separated files to write, of {FORMATS}; the CSV is always "
+                          f"written (default {DEFAULT_FORMAT}; parquet needs pyarrow)")
     run.add_argument("--no-plot", action="store_true", help="skip the PNG figure")
     run.add_argument("--quiet", action="store_true", help="no word on stderr before the run (points, "
                                                           "closed forms) and no progress bar")
@@ -76,9 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--seed", type=int, default=0, help="seed of the input data (default 0)")
     sweep.add_argument("--proxy-elements", type=int, default=DEFAULT_PROXY_ELEMENTS,
                        help=f"as for run (default {DEFAULT_PROXY_ELEMENTS})")
-    sweep.add_argument("--format", default=DEFAULT_FORMATS,
-                       help=f"files to write per scenario, of {', '.join(FORMATS)}; the CSV is "
-                            f"always written (default {DEFAULT_FORMATS})")
+    sweep.add_argument("--format", default=DEFAULT_FORMAT,
+                       help=f"files to write per scenario, of {FORMATS}; the CSV is always "
+                            f"written (default {DEFAULT_FORMAT})")
     sweep.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
@@ -253,10 +254,10 @@ def _topology_spec(text: str) -> TopologySpec:
 
 def _formats(text: str, no_plot: bool) -> tuple[str, ...]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in FORMATS]
+    unknown = [name for name in names if name not in WRITERS]
     if unknown or not names:
         raise InputError([Problem("command line", "--format", f"expected a comma-separated list "
-                                  f"of {', '.join(FORMATS)}, got {text!r}")])
+                                  f"of {FORMATS}, got {text!r}")])
     formats = tuple(name for name in dict.fromkeys(names) if not (no_plot and name == "png"))
     if not formats:
         raise InputError([Problem("command line", "--no-plot", f"drops the only file --format "
@@ -354,7 +355,9 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
            formats: tuple[str, ...]) -> int:
     """A training scenario: its step (verified) and sweeps, printed and written; Ctrl-C leaves
     the files as they were (they are written at the end, each atomically)."""
-    from simulator.output.training import format_training, write_training
+    from simulator.output.results import RunSettings
+    from simulator.output.training import format_training
+    from simulator.output.writers import write_training
     from simulator.trainer import train
 
     for option in ("trace", "trace_point", "links"):
@@ -373,7 +376,9 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
                          progress=progress)
         _print(format_training(training))
         with _writing(scenario.source, output):
-            paths = write_training(training, output, formats)
+            paths = write_training(training, scenario,
+                                   RunSettings(args.seed, args.proxy_elements, output), output,
+                                   formats)
     except KeyboardInterrupt:
         print(f"{scenario.source}: interrupted: nothing written", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -13,7 +13,7 @@ from simulator.algorithms.comm import COPY
 from simulator.algorithms.ring import RingAllreduce
 from simulator.cli import main
 from simulator.output.results import RESULT_COLUMNS, RunSettings
-from simulator.output.writers import settings
+from simulator.output.settings_json import settings
 from simulator.scenario import scenario_from_dict
 from tests.conftest import REPO
 
@@ -150,11 +150,15 @@ def test_version_and_help_answer_without_loading_the_simulator():
     assert run_cli("--version").stdout == f"allreduce-sim {__version__}\n"
 
 
-def test_format_names_are_the_writers():
-    from simulator.cli import FORMATS
+def test_the_formats_listed_are_the_writers(capsys):
+    # --help and the --format error name the registry's formats, in its order: no second list
     from simulator.output.writers import WRITERS
 
-    assert tuple(WRITERS) == FORMATS
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert list(WRITERS) == ["csv", "json", "png", "parquet"]
+    assert "of csv, json, png, parquet; the CSV is always written (default csv,json,png;" in help_text
 
 
 @pytest.mark.parametrize("args, message", [

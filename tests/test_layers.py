@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 from tests.conftest import REPO
@@ -115,6 +116,31 @@ def test_the_version_is_a_leaf_that_the_root_and_the_metadata_read():
     assert [str(path.relative_to(REPO)) for path in SOURCES
             if "simulator" in imports(path)] == []
     assert simulator.__version__ == __version__ == importlib.metadata.version("allreduce-sim")
+
+
+def module_of(path: Path) -> str:
+    return ".".join(path.relative_to(REPO).with_suffix("").parts)
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    # Every run-time import counted, those inside functions too (a lazy import hides a circle, it
+    # does not remove it), between the package's modules; a package's __init__ is left out, as
+    # the facade its own modules may import from (docs/writing-an-algorithm.md's star.py does)
+    modules = {module_of(path): path for path in SOURCES if path.name != "__init__.py"}
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            else:
+                continue
+            graph.add_edges_from((name, target) for target in targets
+                                 if target in modules and target != name)
+    assert list(nx.simple_cycles(graph)) == []
 
 
 def test_the_walk_sees_a_violation():

@@ -18,7 +18,7 @@ import simulator.runner
 from simulator import simulate
 from simulator.cli import main
 from simulator.output.results import Result
-from simulator.output.writers import WRITERS, Writer
+from simulator.output.writers import WRITERS
 from simulator.runner import checked_setup, outlook
 from simulator.scenario import load_scenario
 from tests.conftest import REPO
@@ -111,9 +111,9 @@ def test_ctrl_c_during_a_write_is_held_until_every_results_file_has_the_point(sm
         if len(writes) == 2:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)  # the handler runs in here, between two bytecodes
-        real.write(results, scenario, run, where)
+        real.results(results, scenario, run, where)
 
-    monkeypatch.setitem(WRITERS, "csv", Writer(".csv", write_csv))
+    monkeypatch.setitem(WRITERS, "csv", replace(real, results=write_csv))
     assert main(["run", str(path), "--quiet", "--format", "parquet"]) == 130
     assert capsys.readouterr().err == (f"{path}: interrupted: 2 of 6 points written to "
                                        f"{out / 'small.csv'} and {out / 'small.parquet'}\n")

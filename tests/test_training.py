@@ -2,6 +2,7 @@
 averages checked with numpy, the sweeps, the files and figures, and the training section's
 errors."""
 
+import json
 import math
 import random
 
@@ -21,6 +22,7 @@ from simulator.runner import simulate
 from simulator.trainer import train
 from simulator.training.buckets import Bucket, MiB, assign_buckets
 from simulator.training.timeline import step_timeline
+from simulator.version import __version__
 
 SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
 MLP = {"name": "mlp", "layers": [
@@ -335,6 +337,35 @@ def test_parquet_tables_equal_the_csv(tmp_path):
         assert list(csv.columns) == list(parquet.columns)
         assert csv[column].tolist() == pytest.approx(parquet[column].tolist(), rel=1e-15)
     assert not (tmp_path / "t-timeline.png").exists()
+
+
+def test_a_training_run_writes_every_format_it_is_asked_for(tmp_path, capsys):
+    # one registry of writers serves training runs too: --format json,parquet writes the tables
+    # as CSV (always) and Parquet, and the settings as JSON, with the step's own settings in it
+    path = tmp_path / "t.yaml"
+    path.write_text("topology: {kind: switch, ranks: 2, bandwidth: 25GB/s, latency: 1us}\n"
+                    "algorithms: [ring]\n"
+                    "training: {model: {name: m, layers: [{name: a, params: {w: [256, 256]}, "
+                    "backward: 1ms}]}, batch: 1, sweep: {bucket_cap: [1MiB]}}\n")
+    out = tmp_path / "out"
+    assert main(["run", str(path), "--output", str(out), "--quiet", "--format", "json,parquet"]) == 0
+    names = ["t-steps.csv", "t-buckets.csv", "t.json", "t-steps.parquet", "t-buckets.parquet"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"# results: {', '.join(str(out / name) for name in names)}")
+    described = json.loads((out / "t.json").read_text())
+    assert described["simulator"] == {"name": "allreduce-sim", "version": __version__}
+    assert "sizes" not in described["scenario"]
+    # the defaults made explicit: 256 x 256 = 65,536 parameters; an h100 sustains 52 % of its
+    # 989 TFLOP/s (514.28) and streams the optimizer at 3.35 TB/s; adam; DDP's 25 MiB buckets
+    # with a 1 MiB first one (the cap is not set; only the swept steps set it)
+    assert described["scenario"]["training"] == {
+        "model": {"name": "m", "parameters": 65536, "source": "given"}, "batch": 1,
+        "gpu": {"name": "h100", "flops": "514.28TFLOP/s", "memory_bandwidth": "3.35TB/s"},
+        "precision": "mixed", "optimizer": "adam", "bucket_cap": "25MiB", "first_bucket": "1MiB",
+        "overlap": True, "sweep": {"bucket_cap": ["1MiB"]}}
+    assert pd.read_parquet(out / "t-steps.parquet").step_s.tolist() == pd.read_csv(
+        out / "t-steps.csv").step_s.tolist()
 
 
 def test_a_training_scenario_is_not_a_sweep_of_sizes(tmp_path):

@@ -1,17 +1,16 @@
-"""A training scenario's results as text and files: the step (compute, communication, exposed
+"""A training scenario's results as text and tables: the step (compute, communication, exposed
 communication, step time, scaling efficiency), its buckets (what each held, when it ran, which
 algorithm and protocol), and the sweeps over the bucket cap and the GPU count
-(docs/training.md). Figures are :mod:`simulator.output.training_figure`'s."""
+(docs/training.md). Figures are :mod:`simulator.output.training_figure`'s; the files, in every
+format, :data:`simulator.output.writers.WRITERS`'."""
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 
 import pandas as pd
 
-from simulator.output.files import write_atomically
 from simulator.training.results import Step, Training
 from simulator.units import format_size
 
@@ -71,6 +70,11 @@ def buckets_frame(training: Training) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(BUCKET_COLUMNS))
 
 
+TABLES: dict[str, Callable[[Training], pd.DataFrame]] = {"steps": steps_frame,
+                                                        "buckets": buckets_frame}
+"""A training run's tables by name: the files ``<name>-steps`` and ``<name>-buckets``."""
+
+
 def format_training(training: Training) -> str:
     """The step, its buckets and the sweeps as nccl-tests-style text blocks."""
     spec, step = training.spec, training.step
@@ -127,35 +131,3 @@ def _mark(verified: bool | None, whole: bool | None = True) -> str:
     if verified is None:
         return "-"
     return ("ok" if whole else "ok*") if verified else "FAILED"
-
-
-def write_training(training: Training, directory: Path, formats: Sequence[str]) -> list[Path]:
-    """Write ``<name>-steps.csv`` and ``<name>-buckets.csv`` (always), the same tables as
-    Parquet with ``parquet`` in ``formats``, and with ``png`` the step's timeline and the sweeps'
-    figure; each file atomically. The paths written, in that order."""
-    directory.mkdir(parents=True, exist_ok=True)
-    name = training.scenario
-    writers: list[tuple[Path, Callable[[Path], None]]] = [
-        (directory / f"{name}-steps.csv",
-         lambda tmp: steps_frame(training).to_csv(tmp, index=False)),
-        (directory / f"{name}-buckets.csv",
-         lambda tmp: buckets_frame(training).to_csv(tmp, index=False)),
-    ]
-    if "parquet" in formats:
-        writers += [
-            (directory / f"{name}-steps.parquet",
-             lambda tmp: steps_frame(training).to_parquet(tmp, index=False)),
-            (directory / f"{name}-buckets.parquet",
-             lambda tmp: buckets_frame(training).to_parquet(tmp, index=False)),
-        ]
-    if "png" in formats:
-        from simulator.output.training_figure import draw_sweeps, draw_timeline
-
-        writers.append((directory / f"{name}-timeline.png",
-                        lambda tmp: draw_timeline(training, tmp)))
-        if training.cap_sweep or training.scale_sweep:
-            writers.append((directory / f"{name}-sweeps.png",
-                            lambda tmp: draw_sweeps(training, tmp)))
-    for path, write in writers:
-        write_atomically(path, write)
-    return [path for path, _ in writers]

@@ -1,57 +1,136 @@
-"""The files a run writes, one registry of writers: ``--format csv,json,png,parquet`` picks
-among them.
+"""The files a run writes, one registry of writers for a run of sizes and a training run alike:
+``--format csv,json,png,parquet`` picks among :data:`WRITERS`.
 
-Every writer takes the results frame, the scenario and how it was run, and writes one file
-atomically (:func:`~simulator.output.files.write_atomically`). The JSON file states the
-scenario's resolved settings and the simulator's version, so a results file found later says
-how it was made.
+Each :class:`Writer` is one format. For a run of sizes it writes ``<name><suffix>`` from the
+results frame; for a training run, its tables as ``<name>-steps<suffix>`` and
+``<name>-buckets<suffix>``, its settings as ``<name>.json`` and its figures as
+``<name>-timeline.png`` and ``<name>-sweeps.png`` (docs/results.md, docs/training.md). Every
+file is written atomically (:func:`~simulator.output.files.write_atomically`). The JSON states
+the scenario's resolved settings and the simulator's version (:mod:`.settings_json`), so a file
+found later says how it was made.
+
+The module is light to import: the command line lists the names of :data:`WRITERS` in its
+``--help`` without loading pandas or matplotlib, so each writer imports what it formats with
+when it writes.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from simulator.algorithms.algorithm import Algorithm, NoOptions
-from simulator.algorithms.registry import REGISTRY
-from simulator.model.execution import Execution
-from simulator.model.topology import BUILDERS, Param, ParamValue
-from simulator.output.figures import link_rate, write_figures
 from simulator.output.files import write_atomically
 from simulator.output.results import RESULT_COLUMNS, RunSettings
-from simulator.scenario.rules import option_kinds
-from simulator.scenario.spec import ALL, AUTO, Scenario
-from simulator.units import format_bandwidth, format_time
-from simulator.version import __version__
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from simulator.scenario.spec import Scenario
+    from simulator.training.results import Training
 
 
 @dataclass(frozen=True)
 class Writer:
-    """A results file: its suffix and the function that writes it."""
+    """One output format: its suffix, how it writes a run of sizes' results file, how it writes
+    a training run's files into a directory (returning their paths, in order), and whether it
+    holds the results' rows (a run of sizes then rewrites it after every point)."""
 
     suffix: str
-    write: Callable[[pd.DataFrame, Scenario, RunSettings, Path], None]
+    results: Callable[[pd.DataFrame, Scenario, RunSettings, Path], None]
+    training: Callable[[Training, Scenario, RunSettings, Path], list[Path]]
+    holds_rows: bool = False
+
+
+def to_csv(frame: pd.DataFrame, path: Path) -> None:
+    """A table as CSV: floats at full precision, no index."""
+    frame.to_csv(path, index=False)
+
+
+def to_parquet(frame: pd.DataFrame, path: Path) -> None:
+    """A table as Parquet, with its columns' types (needs pyarrow, the ``parquet`` extra)."""
+    frame.to_parquet(path, engine="pyarrow", index=False)
 
 
 def write_csv(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
-    """The results file: columns in :data:`RESULT_COLUMNS` order, floats at full precision."""
-    write_atomically(path, lambda tmp: results[list(RESULT_COLUMNS)].to_csv(tmp, index=False))
+    """The results file: columns in :data:`RESULT_COLUMNS` order."""
+    write_atomically(path, lambda tmp: to_csv(results[list(RESULT_COLUMNS)], tmp))
 
 
 def write_parquet(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
-    """The results file as Parquet: the CSV's columns and rows, with their types (needs pyarrow,
-    the ``parquet`` extra)."""
-    write_atomically(path, lambda tmp: results[list(RESULT_COLUMNS)].to_parquet(
-        tmp, engine="pyarrow", index=False))
+    """The results file as Parquet: the CSV's columns and rows, with their types."""
+    write_atomically(path, lambda tmp: to_parquet(results[list(RESULT_COLUMNS)], tmp))
 
 
 def write_settings(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
-    """The settings that produced the results, as JSON (see :func:`settings`)."""
+    """The settings that produced the results, as JSON
+    (:func:`~simulator.output.settings_json.settings`)."""
+    _settings_file(scenario, run, path)
+
+
+def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
+    """The figures of :func:`~simulator.output.figures.write_figures`: ``<name>.png`` (busbw and
+    time against size, with the scenario's link rate) and ``<name>-crossover.png`` beside it."""
+    from simulator.output.figures import link_rate, write_figures
+
+    write_figures(results, path.with_suffix(""), link_rate(scenario))
+
+
+def write_training_csv(training: Training, scenario: Scenario, run: RunSettings,
+                       directory: Path) -> list[Path]:
+    """``<name>-steps.csv`` and ``<name>-buckets.csv`` (:mod:`simulator.output.training`)."""
+    return _training_tables(training, directory, ".csv", to_csv)
+
+
+def write_training_parquet(training: Training, scenario: Scenario, run: RunSettings,
+                           directory: Path) -> list[Path]:
+    """The same two tables as Parquet."""
+    return _training_tables(training, directory, ".parquet", to_parquet)
+
+
+def write_training_settings(training: Training, scenario: Scenario, run: RunSettings,
+                            directory: Path) -> list[Path]:
+    """``<name>.json``: the scenario's settings with its training step's, and how it was run."""
+    path = directory / f"{training.scenario}.json"
+    _settings_file(scenario, run, path)
+    return [path]
+
+
+def write_training_png(training: Training, scenario: Scenario, run: RunSettings,
+                       directory: Path) -> list[Path]:
+    """``<name>-timeline.png`` (the step's two streams), and ``<name>-sweeps.png`` when the
+    scenario sweeps (:mod:`simulator.output.training_figure`)."""
+    from simulator.output.training_figure import draw_sweeps, draw_timeline
+
+    figures = [("timeline", draw_timeline)]
+    if training.cap_sweep or training.scale_sweep:
+        figures.append(("sweeps", draw_sweeps))
+    paths = []
+    for figure, draw in figures:
+        path = directory / f"{training.scenario}-{figure}.png"
+        write_atomically(path, partial(draw, training))
+        paths.append(path)
+    return paths
+
+
+def _training_tables(training: Training, directory: Path, suffix: str,
+                     write: Callable[[pd.DataFrame, Path], None]) -> list[Path]:
+    from simulator.output.training import TABLES
+
+    paths = []
+    for table, frame in TABLES.items():
+        path = directory / f"{training.scenario}-{table}{suffix}"
+        write_atomically(path, partial(write, frame(training)))
+        paths.append(path)
+    return paths
+
+
+def _settings_file(scenario: Scenario, run: RunSettings, path: Path) -> None:
+    from simulator.output.settings_json import settings
+
     text = json.dumps(settings(scenario, run), indent=2, ensure_ascii=False) + "\n"
 
     def write(tmp: Path) -> None:
@@ -60,102 +139,41 @@ def write_settings(results: pd.DataFrame, scenario: Scenario, run: RunSettings, 
     write_atomically(path, write)
 
 
-def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
-    """The figures of :func:`~simulator.output.figures.write_figures`: ``<name>.png`` (busbw and
-    time against size, with the scenario's link rate) and ``<name>-crossover.png`` beside it."""
-    write_figures(results, path.with_suffix(""), link_rate(scenario))
-
-
 WRITERS: dict[str, Writer] = {
-    "csv": Writer(".csv", write_csv),        # results, one row per (algorithm, size)
-    "json": Writer(".json", write_settings),  # the resolved settings and the simulator's version
-    "png": Writer(".png", write_png),         # bus bandwidth and time against size
-    "parquet": Writer(".parquet", write_parquet),  # the results again, typed (pyarrow)
+    # results, one row per (algorithm, size); a training run's steps and buckets
+    "csv": Writer(".csv", write_csv, write_training_csv, holds_rows=True),
+    # the resolved settings and the simulator's version
+    "json": Writer(".json", write_settings, write_training_settings),
+    # bus bandwidth and time against size; a training step's timeline and sweeps
+    "png": Writer(".png", write_png, write_training_png),
+    # the CSV's tables again, typed (pyarrow)
+    "parquet": Writer(".parquet", write_parquet, write_training_parquet, holds_rows=True),
 }
 """Every output format by name; ``--format`` takes a comma-separated list of these."""
 
 DEFAULT_FORMATS = ("csv", "json", "png")
 """What a run writes unless told otherwise (Parquet needs an optional package)."""
 
-RESULTS_FORMATS = ("csv", "parquet")
-"""The formats that hold the results' rows: a run rewrites them after every point."""
+RESULTS_FORMATS = tuple(name for name, writer in WRITERS.items() if writer.holds_rows)
+"""The formats that hold the results' rows: a run of sizes rewrites them after every point."""
 
 
 def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, directory: Path,
-                  formats: tuple[str, ...] = DEFAULT_FORMATS) -> list[Path]:
+                  formats: Sequence[str] = DEFAULT_FORMATS) -> list[Path]:
     """Write ``<directory>/<name><suffix>`` for each format, in order; the paths written."""
     paths = []
     for name in formats:
         writer = WRITERS[name]
         path = directory / f"{scenario.name}{writer.suffix}"
-        writer.write(results, scenario, run, path)
+        writer.results(results, scenario, run, path)
         paths.append(path)
     return paths
 
 
-def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
-    """The scenario's resolved settings (units written out, presets expanded into their builder's
-    parameters, every default made explicit but a builder parameter's, which its kind implies:
-    GPU costs, the options of every algorithm that has some, the execution model, protocol and
-    channels) and how it was run, as plain JSON data.
-
-    Its ``scenario`` part is itself a valid scenario mapping: ``scenario_from_dict`` of it gives
-    the same scenario back, but for its topology label and source (kept beside it) and the
-    ``output`` directory, which is where the files went.
-    """
-    gpu: dict[str, str] = {"launch_latency": format_time(scenario.gpu.launch_latency_s)}
-    if scenario.gpu.reduce_bandwidth_Bps is not None:
-        gpu = {"reduce_bandwidth": format_bandwidth(scenario.gpu.reduce_bandwidth_Bps), **gpu}
-    described: dict[str, Any] = {
-        "name": scenario.name,
-        "topology": _topology(scenario),
-        "collective": scenario.collective.value,
-        "algorithms": (AUTO if scenario.nccl_choice else ALL) if scenario.algorithms is None
-                      else list(scenario.algorithms),
-        "sizes": list(scenario.sizes),
-        "dtype": scenario.dtype.name,
-        "op": scenario.reduce_op.value,
-        "gpu": gpu,
-        "algorithm_options": {name: _options(scenario.algorithm(name))
-                              for name, algorithm in REGISTRY[scenario.collective].items()
-                              if algorithm.Options is not NoOptions},
-        "execution": Execution(scenario.execution).value,
-        "protocol": "auto" if scenario.protocol is None else scenario.protocol.value,
-        "channels": AUTO if scenario.channels is None else scenario.channels,
-        "engine": scenario.run.engine.value,
-        "verify": scenario.run.verify,
-        "output": str(run.output if run.output is not None else scenario.output_dir),
-    }
-    if scenario.piece_bytes is not None:
-        described["piece_size"] = scenario.piece_bytes
-    return {
-        "simulator": {"name": "allreduce-sim", "version": __version__},
-        "run": {"seed": run.seed, "proxy_elements": run.proxy_elements},
-        "source": scenario.source,
-        "topology_label": scenario.topology.label,
-        "scenario": described,
-    }
-
-
-def _topology(scenario: Scenario) -> dict[str, Any]:
-    """The builder and every parameter that is not at the builder's default."""
-    builder = BUILDERS[scenario.topology.kind]
-    defaults = builder.defaults
-    return {"kind": scenario.topology.kind, **{
-        key: _param(builder.params[key], value) for key, value in scenario.topology.params.items()
-        if not (key in defaults and value == defaults[key])}}
-
-
-def _param(kind: Param, value: ParamValue) -> Any:
-    if kind in (Param.BANDWIDTH, Param.TIME):
-        assert isinstance(value, (int, float))
-        return (format_bandwidth if kind is Param.BANDWIDTH else format_time)(float(value))
-    if kind is Param.COUNTS:
-        return list(value) if isinstance(value, tuple) else value
-    return value
-
-
-def _options(algorithm: Algorithm) -> dict[str, Any]:
-    return {key: (value.name if isinstance(value, Algorithm) else value)
-            for key in option_kinds(type(algorithm.options))
-            for value in [getattr(algorithm.options, key)]}
+def write_training(training: Training, scenario: Scenario, run: RunSettings, directory: Path,
+                   formats: Sequence[str] = DEFAULT_FORMATS) -> list[Path]:
+    """Write a training run's files of each format into ``directory``, in order; the paths
+    written."""
+    directory.mkdir(parents=True, exist_ok=True)
+    return [path for name in formats
+            for path in WRITERS[name].training(training, scenario, run, directory)]
