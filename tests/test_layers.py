@@ -2,6 +2,7 @@
 ``import`` statements with :mod:`ast`, and what importing a light module loads."""
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -116,6 +117,37 @@ def test_the_version_is_a_leaf_that_the_root_and_the_metadata_read():
     assert [str(path.relative_to(REPO)) for path in SOURCES
             if "simulator" in imports(path)] == []
     assert simulator.__version__ == __version__ == importlib.metadata.version("allreduce-sim")
+
+
+def table_rows() -> dict[str, tuple[str, set[str]]]:
+    """docs/design.md §1's layer table: for each package it names (``model/``, and the
+    subpackages beside it), the parent package and the layers its "may import" cell names."""
+    rows = {}
+    for line in (REPO / "docs" / "design.md").read_text(encoding="utf-8").splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and (packages := re.findall(r"`([\w/]+)/`", cells[0])):
+            for package in packages:
+                rows[package] = (packages[0], set(re.findall(r"`(\w+)`", cells[1])) & set(ALLOWED))
+    return rows
+
+
+PACKAGES = sorted(path.parent for path in PACKAGE.rglob("__init__.py") if path.parent != PACKAGE)
+
+
+@pytest.mark.parametrize("package", PACKAGES, ids=lambda p: str(p.relative_to(REPO)))
+def test_every_package_docstring_states_its_row_of_the_layer_table(package):
+    # docs/design.md §1: each package's row in the table, and its __init__ docstring says the
+    # same: a "May import" sentence naming every layer of the row
+    name = str(package.relative_to(PACKAGE))
+    rows = table_rows()
+    assert name in rows, f"docs/design.md's layer table has no row for {name}/"
+    parent, layers = rows[name]
+    docstring = ast.get_docstring(ast.parse((package / "__init__.py").read_text(encoding="utf-8")))
+    assert docstring is not None and "May import:" in docstring
+    words = " ".join(docstring.split())
+    assert [layer for layer in sorted(layers) if f"simulator.{layer}`" not in words] == []
+    if parent != name:  # a subpackage says whose layer it belongs to
+        assert f"simulator.{parent}`" in words
 
 
 def module_of(path: Path) -> str:

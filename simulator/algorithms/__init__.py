@@ -3,9 +3,10 @@
 This package is also the public API for writing an algorithm (``docs/writing-an-algorithm.md``):
 everything an algorithm file needs is importable from here.
 
-May import: :mod:`simulator.model`, :mod:`simulator.units`, :mod:`simulator.errors`. Never SimPy,
-the engine, scenario files or output: a program only yields requests to a communicator, so the
-same program can be timed by the SimPy engine, checked by a plain interpreter or traced.
+May import: :mod:`simulator.model`, :mod:`simulator.units`, :mod:`simulator.errors`; numpy. Never
+SimPy, pandas, matplotlib, the engine, scenario files or output: a program only yields requests
+to a communicator, so the same program can be timed by the SimPy engine, checked by a plain
+interpreter or traced.
 """
 
 from simulator.algorithms.algorithm import (

@@ -33,9 +33,11 @@ The package: this module is the API a rank calls; :mod:`.rendezvous` runs the ra
 matches their calls, :mod:`.tensors` turns tensors into numpy views and writes results back in
 place, and :mod:`.collectives` simulates each matched call and records it.
 
-May import: :mod:`simulator.runner`, :mod:`simulator.scenario`, :mod:`simulator.algorithms`,
-:mod:`simulator.model`, :mod:`simulator.engine`, :mod:`simulator.output`, :mod:`simulator.limits`,
-:mod:`simulator.errors`, numpy, and PyTorch only as the caller's tensors bring it. Never the CLI.
+May import: :mod:`simulator.plan`, :mod:`simulator.runner`, :mod:`simulator.scenario`,
+:mod:`simulator.algorithms`, :mod:`simulator.model`, :mod:`simulator.engine`,
+:mod:`simulator.output`, :mod:`simulator.settings`, :mod:`simulator.limits`,
+:mod:`simulator.errors`, numpy, and PyTorch only as the caller's tensors bring it. Never the CLI
+nor the trainer: per-rank code whose every collective is a ``run_point``.
 """
 
 from __future__ import annotations

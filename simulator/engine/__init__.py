@@ -2,6 +2,6 @@
 (max-min fair sharing), with GPUs' reduction engines, in-switch reduction and real numpy data.
 
 The only package that imports SimPy. May import: :mod:`simulator.algorithms` (the programs and
-their requests), :mod:`simulator.model`, :mod:`simulator.limits`, :mod:`simulator.errors`. Never
-scenario files or output.
+their requests), :mod:`simulator.model`, :mod:`simulator.settings` (which engine),
+:mod:`simulator.limits`, :mod:`simulator.errors`; SimPy, numpy. Never scenario files or output.
 """

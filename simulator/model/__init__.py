@@ -2,8 +2,10 @@
 buffer, topology builders (networkx graphs), routes, and the :class:`~.machine.Machine` that
 algorithms, closed forms and the engine all see; and what a run did on it besides taking its
 time (:mod:`.activity`: link usage, the bottleneck, the timeline), which the engine records and
-output formats.
+output formats; and graph analysis of a topology (:mod:`.analysis`: hops, bisection, the
+numbers ``topo`` prints).
 
-May import: networkx, numpy, :mod:`simulator.units`, :mod:`simulator.limits`,
-:mod:`simulator.errors`. Never SimPy, the engine, algorithms, scenario files or output.
+May import: :mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`; networkx,
+numpy. Never SimPy, pandas, matplotlib, nor any layer above: the engine, algorithms, scenario
+files or output.
 """

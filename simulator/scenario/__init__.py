@@ -1,9 +1,10 @@
 """Scenarios: what to run. YAML files and plain mappings in, a validated, typed
 :class:`~simulator.scenario.spec.Scenario` out, with every problem of an input reported at once.
 
-May import: :mod:`simulator.algorithms` (names, options and what can compose), :mod:`simulator.model`,
-:mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`, PyYAML. Never SimPy,
-the engine or output.
+May import: :mod:`simulator.training` (the ``training:`` section), :mod:`simulator.algorithms`
+(names, options and what can compose), :mod:`simulator.model`, :mod:`simulator.settings` (a
+file's ``verify`` and ``engine``), :mod:`simulator.units`, :mod:`simulator.limits`,
+:mod:`simulator.errors`, PyYAML. Never SimPy, the engine or output.
 """
 
 from simulator.scenario.parse import load_scenario, scenario_from_dict

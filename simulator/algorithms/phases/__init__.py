@@ -12,4 +12,8 @@ composing a new algorithm from phases finds both in one place.
 - :mod:`.tree`: reduce up, broadcast down, both overlapped;
 - :mod:`.recursive`: the fold, recursive halving and doubling;
 - :mod:`.direct`: every rank straight to every other.
+
+Part of :mod:`simulator.algorithms`, with its row of the layer table (docs/design.md §1).
+May import: :mod:`simulator.model`, :mod:`simulator.units`, :mod:`simulator.errors`; numpy.
+Never SimPy, pandas, matplotlib, the engine, scenario files or output.
 """
