@@ -60,8 +60,9 @@ def layer_of(path: Path) -> str:
     return part.removesuffix(".py")
 
 
-def imports(path: Path) -> list[str]:
-    """Every module ``path`` imports at run time (``if TYPE_CHECKING:`` blocks excluded)."""
+def imports(path: Path, *, names: bool = False) -> list[str]:
+    """Every module ``path`` imports at run time (``if TYPE_CHECKING:`` blocks excluded); with
+    ``names``, also ``a.b.c`` for each ``from a.b import c`` (``c`` may be a module)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If)
                and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
@@ -73,6 +74,8 @@ def imports(path: Path) -> list[str]:
             found += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(node.module)
+            if names:
+                found += [f"{node.module}.{alias.name}" for alias in node.names]
     return found
 
 
@@ -156,22 +159,15 @@ def module_of(path: Path) -> str:
 
 def test_no_module_imports_one_that_imports_it_back():
     # Every run-time import counted, those inside functions too (a lazy import hides a circle, it
-    # does not remove it), between the package's modules; a package's __init__ is left out, as
-    # the facade its own modules may import from (docs/writing-an-algorithm.md's star.py does)
+    # does not remove it), between the package's modules; type-only imports are not run, and a
+    # package's __init__ is left out, as the facade its own modules may import from
+    # (docs/writing-an-algorithm.md's star.py does)
     modules = {module_of(path): path for path in SOURCES if path.name != "__init__.py"}
     graph = nx.DiGraph()
     graph.add_nodes_from(modules)
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-            elif isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            else:
-                continue
-            graph.add_edges_from((name, target) for target in targets
-                                 if target in modules and target != name)
+        graph.add_edges_from((name, target) for target in imports(path, names=True)
+                             if target in modules and target != name)
     assert list(nx.simple_cycles(graph)) == []
 
 
