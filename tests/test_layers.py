@@ -130,7 +130,8 @@ def table_rows() -> dict[str, tuple[str, set[str]]]:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) == 3 and (packages := re.findall(r"`([\w/]+)/`", cells[0])):
             for package in packages:
-                rows[package] = (packages[0], set(re.findall(r"`(\w+)`", cells[1])) & set(ALLOWED))
+                named = re.findall(r"`(\w+)`", re.sub(r"\([^)]*\)", "", cells[1]))  # asides out
+                rows[package] = (packages[0], set(named) & set(ALLOWED))
     return rows
 
 
