@@ -15,8 +15,7 @@ from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import ARRAYS, Group, Schedule, Steps, Together, transfers
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
-from simulator.engine.sharing import max_min_rates
-from simulator.engine.vector import declines, progressive_filling, ranges, run_schedule
+from simulator.engine.vector import declines, ranges, run_schedule
 from simulator.errors import AlgorithmError, InputError
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
@@ -174,20 +173,6 @@ def test_a_subclass_that_rewrites_the_program_does_not_inherit_the_schedule():
 def test_ranges_concatenates_aranges():
     assert ranges(np.array([5, 0, 9]), np.array([2, 3, 0])).tolist() == [5, 6, 0, 1, 2]
     assert ranges(np.array([], dtype=np.int64), np.array([], dtype=np.int64)).tolist() == []
-
-
-@pytest.mark.parametrize("seed", range(20))
-def test_vectorised_progressive_filling_matches_the_reference(seed):
-    rng = np.random.default_rng(seed)
-    flows, links = int(rng.integers(1, 30)), int(rng.integers(1, 12))
-    capacity = rng.choice([10.0, 25.0, 40.0, 7.5], size=links)
-    routes = {f: sorted(set(rng.choice(links, size=int(rng.integers(1, 4))).tolist()))
-              for f in range(flows)}
-    flow_of = np.array([f for f, route in routes.items() for _ in route])
-    link_of = np.array([link for route in routes.values() for link in route])
-    expected = max_min_rates(routes, dict(enumerate(capacity.tolist())))
-    rates = progressive_filling(flow_of, link_of, flows, capacity)
-    np.testing.assert_allclose(rates, [expected[f] for f in range(flows)], rtol=1e-12)
 
 
 def test_threads_that_start_after_one_receive_all_run():

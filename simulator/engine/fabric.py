@@ -10,32 +10,45 @@ SimPy cannot cancel a timeout, so when a flow's rate changes its old finish time
 is ignored when it fires; such timers count as events and may advance ``env.now`` past the last
 real completion, which is why callers take end times from the transfers themselves.
 
+Link capacities follow the machine's capacity timeline (:class:`~simulator.engine.kernel.
+CapacityTimeline`): at each of its instants the flows crossing a changed link are re-shared.
+Without capacity events nothing is scheduled and the capacities are the graph's.
+
 Given a :class:`~simulator.engine.record.Recorder`, the fabric tells it every flow's start and
 end (per-link bytes and busy time) and, when it traces, every rate change.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Callable, Generator, Hashable
+from collections.abc import Callable, Generator, Hashable, Sequence
 from dataclasses import dataclass, field
 
 import simpy
 
+from simulator.engine.kernel import CapacityTimeline
 from simulator.engine.record import Recorder
 from simulator.engine.sharing import FairShare
+from simulator.model.machine import CapacityEvent
 from simulator.model.routing import LinkId, Routing
 
 
 @dataclass
 class _Flow:
-    """Bytes of one transfer still to move, and the rate they move at since ``updated_at``."""
+    """Bytes of one transfer still to move, and the rate they move at since ``updated_at``;
+    ``timer`` is its finish timer and ``version`` the timer's name (unique over the fabric);
+    ``before`` is its state as the instant ``changed_at`` began, the last instant its rate
+    changed."""
 
     remaining: float
     done: simpy.Event
     rate: float = 0.0
     updated_at: float = 0.0
-    version: int = 0
+    version: int = -1
+    timer: simpy.Event | None = None
+    changed_at: float = -1.0
+    before: tuple[float, float, float, int, simpy.Event | None] = (0.0, 0.0, 0.0, -1, None)
     recorded: list[list[float]] | None = None  # the recorder's state of its links
 
 
@@ -45,21 +58,34 @@ class FabricStats:
 
     transfers: int = 0
     bytes_moved: float = 0.0
+    capacity_steps: int = 0
+    """Instants of the capacity timeline processed (SimPy events that are not the run's)."""
 
 
 class Fabric:
     """Links of a topology as shared resources on a SimPy environment."""
 
     def __init__(self, env: simpy.Environment, routing: Routing,
-                 recorder: Recorder | None = None) -> None:
+                 recorder: Recorder | None = None,
+                 capacity_events: Sequence[CapacityEvent] = ()) -> None:
         self.env = env
         self.routing = routing
         self.recorder = recorder
         self._rates = recorder if recorder is not None and recorder.trace else None
-        self.sharing: FairShare[int, LinkId] = FairShare(routing.capacities())
         self.stats = FabricStats()
+        if not capacity_events:
+            self.sharing: FairShare[int, LinkId] = FairShare(routing.capacities())
+        else:  # the events at 0 now, each later instant a timer set from 0 (so exactly on time)
+            timeline = CapacityTimeline(routing.capacities(), capacity_events)
+            links = list(timeline.number)
+            self.sharing = FairShare(dict(zip(links, timeline.at_start().tolist(), strict=True)))
+            for step in timeline.later():
+                change = dict(zip([links[i] for i in step.links.tolist()],
+                                  step.capacities.tolist(), strict=True))
+                env.timeout(step.at_s).callbacks.append(functools.partial(self._capacity, change))
         self._flows: dict[int, _Flow] = {}
         self._ids = itertools.count()
+        self._versions = itertools.count()
         self._last_injection: dict[Hashable, simpy.Event] = {}
 
     def transfer(self, src: str, dst: str, size_bytes: float,
@@ -118,20 +144,46 @@ class Fabric:
         self._apply(self.sharing.remove(flow_id))
         flow.done.succeed()
 
+    def _capacity(self, change: dict[LinkId, float], _event: simpy.Event) -> None:
+        """An instant of the capacity timeline: new capacities, their flows re-shared."""
+        self.stats.capacity_steps += 1
+        self._apply(self.sharing.set_capacity(change))
+
     def _apply(self, rates: dict[int, float]) -> None:
-        """Advance the flows of a re-shared component to now, then retime those whose rate moved."""
+        """Retime the flows of a re-shared component whose rate moved: their bytes moved so
+        far, at the old rate, are taken off, and their finish timer set anew.
+
+        The vectorised engine re-shares once an instant; here a flow's rate may change several
+        times at one instant (a flow ends, the next message on its connection starts). So that
+        both engines do the same arithmetic, a flow's bytes are brought up to date only when its
+        rate moves, and a flow whose rate comes back, within one instant, to the rate it had when
+        the instant began takes back its state then, timer included, as if nothing happened."""
         now = self.env.now
         for flow_id, rate in rates.items():
             flow = self._flows[flow_id]
+            if rate == flow.rate:
+                continue
+            if self._rates is not None:
+                self._rates.flow_rate(flow_id, rate, now)
+            if flow.changed_at != now:  # its first change this instant
+                flow.changed_at = now
+                flow.before = (flow.rate, flow.remaining, flow.updated_at, flow.version,
+                               flow.timer)
+            elif rate == flow.before[0]:
+                flow.rate, flow.remaining, flow.updated_at, flow.version, flow.timer = flow.before
+                if flow.timer is not None and flow.timer.processed:  # it fired now, superseded
+                    self._set_timer(flow_id, flow, 0.0)
+                continue
             flow.remaining = max(flow.remaining - flow.rate * (now - flow.updated_at), 0.0)
             flow.updated_at = now
-            if rate != flow.rate:
-                if self._rates is not None:
-                    self._rates.flow_rate(flow_id, rate, now)
-                flow.rate = rate
-                flow.version += 1
-                timer = self.env.timeout(flow.remaining / rate)
-                timer.callbacks.append(_Finisher(self, flow_id, flow.version))
+            flow.rate = rate
+            flow.version = next(self._versions)
+            self._set_timer(flow_id, flow, flow.remaining / rate)
+
+    def _set_timer(self, flow_id: int, flow: _Flow, delay: float) -> None:
+        """End ``flow`` in ``delay`` seconds, unless it is retimed before."""
+        flow.timer = self.env.timeout(delay)
+        flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 Each rank is a SimPy process that steps through its algorithm's generator. Posted sends become
 transfers on the :class:`~simulator.engine.fabric.Fabric` carrying a copy of the span's data; a
 ``recv`` waits for the matching message, then copies it in or reduces it in on the rank's GPU,
-whose reduction engine is a capacity-1 resource (concurrent reductions queue). The run's time is
+whose reduction engine serves one reduction at a time, first come first served (the kernel's
+rule, :mod:`simulator.engine.kernel`). The run's time is
 when the last rank finishes its program.
 
 A *connection* (an ordered pair of ranks on one channel) injects one message at a time, in
@@ -44,6 +45,7 @@ from simulator.algorithms.comm import (
 )
 from simulator.engine.fabric import Fabric
 from simulator.engine.inswitch import InSwitchReductions
+from simulator.engine.kernel import serve_next
 from simulator.engine.payload import Payload
 from simulator.engine.record import Recorder
 from simulator.errors import AlgorithmError
@@ -71,7 +73,8 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class Timing:
-    """What one simulated collective cost: time, and counters that explain it."""
+    """What one simulated collective cost: time, and counters that explain it (``events``:
+    the SimPy events the run processed, the capacity timeline's own instants left out)."""
 
     time_s: float
     messages: int
@@ -96,12 +99,16 @@ class _Deliver:
 
 
 class _Gpu:
-    """A GPU's reduction engine: reducing ``n`` bytes holds it for ``launch + n / bandwidth``."""
+    """A GPU's reduction engine: reducing ``n`` bytes holds it for ``launch + n / bandwidth``,
+    one reduction at a time, first come, first served (:func:`~simulator.engine.kernel.serve_next`,
+    the vectorised engine's rule too). A reduction that must wait resumes when the one queued
+    before it ends, an event at exactly the time the rule gives."""
 
     def __init__(self, env: simpy.Environment, spec: GpuSpec) -> None:
         self.env = env
         self.spec = spec
-        self.engine = simpy.Resource(env, capacity=1)
+        self.free_at = 0.0
+        self._last_end: simpy.Event | None = None  # the end of the reduction queued last
 
     def reduce(self, size_bytes: float, done: Callable[[float, float], None] | None = None
                ) -> Generator[simpy.Event, object, None]:
@@ -109,10 +116,14 @@ class _Gpu:
         duration = self.spec.reduce_s(size_bytes)
         if duration <= 0:
             return
-        with self.engine.request() as turn:
-            yield turn
-            start = self.env.now
-            yield self.env.timeout(duration)
+        start, self.free_at = serve_next(self.free_at, self.env.now, duration)
+        before, ended = self._last_end, self.env.event()
+        self._last_end = ended
+        if start > self.env.now:
+            assert before is not None
+            yield before  # ends at ``start``
+        yield self.env.timeout(duration)
+        ended.succeed()
         if done is not None:
             done(start, self.env.now)
 
@@ -125,7 +136,7 @@ class _Run:
         self.env = simpy.Environment()
         self.algorithm = algorithm
         self.placement = machine.placement
-        self.fabric = Fabric(self.env, machine.routing, recorder)
+        self.fabric = Fabric(self.env, machine.routing, recorder, machine.capacity_events)
         self.trace = recorder if recorder is not None and recorder.trace else None
         self.gpus = [_Gpu(self.env, machine.gpu) for _ in machine.placement]
         self.payload = spec.payload
@@ -164,7 +175,8 @@ class _Run:
                 gc.enable()
         self._check_complete()
         return Timing(time_s=float(max(self.finished.values(), default=0.0)),
-                      messages=self.fabric.stats.transfers, events=events)
+                      messages=self.fabric.stats.transfers,
+                      events=events - self.fabric.stats.capacity_steps)
 
     def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
         yield from self._steps(rank, on_channels(self.algorithm, self.comms[rank], self.channels))

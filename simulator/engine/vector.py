@@ -23,9 +23,12 @@ message for message:
 
 At each instant the engine ends every flow due then, completes receives, posts the messages
 they release and starts those ready, cascading until nothing more happens at that instant, and
-only then re-shares the links, once, by vectorised progressive filling over every active flow
-(:func:`progressive_filling`). Times are computed with the same floating-point operations as the SimPy
-engine's, so alone on their links the two agree to the last bit, and under sharing to rounding.
+only then re-shares the links, once, by the kernel's progressive filling over every active flow
+(:func:`simulator.engine.kernel.max_min_rates`, which the SimPy engine calls per component);
+link capacities follow the machine's capacity timeline, each of its instants an instant here.
+Times are computed with the same floating-point operations as the SimPy engine's (the kernel's
+rates, bytes brought up to date only when a rate moves), so the two agree to the last bit,
+shared links or not.
 
 Given a :class:`~simulator.engine.record.Recorder`, the run also tallies, per link, the bytes
 its flows carried and the time it held at least one (:class:`_LinkTally`): the SimPy fabric's
@@ -42,13 +45,19 @@ from typing import Any
 import numpy as np
 
 from simulator.algorithms.schedule import ARRAYS, NONE, Schedule, Steps
+from simulator.engine.kernel import (
+    INF,
+    CapacityTimeline,
+    lone_rate,
+    lone_rates,
+    max_min_rates,
+    serve_in_order,
+)
 from simulator.engine.payload import Payload
 from simulator.engine.record import Recorder
 from simulator.errors import AlgorithmError
 from simulator.model.machine import Machine
 from simulator.model.reduction import ReduceOp
-
-INF = float("inf")
 
 
 @dataclass(frozen=True)
@@ -81,53 +90,17 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return indices
 
 
-def progressive_filling(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
-                        capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rate of ``flows`` flows, entry k saying flow ``flow_of[k]`` crosses link
-    ``link_of[k]`` (links numbered 0..len(capacity)-1), by progressive filling
-    (Bertsekas & Gallager, *Data Networks*, §6.5.2), every tightest link of a round at once.
-
-    >>> flow_of, link_of = np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1])
-    >>> progressive_filling(flow_of, link_of, 3, np.array([10., 30.]))
-    array([ 5.,  5., 25.])
-    """
-    users = np.bincount(link_of, minlength=len(capacity))
-    if users.max(initial=0) <= 1:  # no link shared: each flow at its bottleneck
-        rates = np.full(flows, INF)
-        np.minimum.at(rates, flow_of, capacity[link_of])
-        return rates
-    links = np.flatnonzero(users)
-    local = np.searchsorted(links, link_of)
-    users = users[links]
-    left = capacity[links].astype(np.float64)
-    rates = np.full(flows, np.nan)
-    alive = np.ones(len(flow_of), dtype=bool)
-    unfrozen = users.astype(np.float64)
-    while alive.any():
-        with np.errstate(divide="ignore", invalid="ignore"):
-            share = np.where(unfrozen > 0, np.maximum(left, 0.0) / unfrozen, INF)
-        level = share.min()
-        tight = share == level
-        frozen = np.unique(flow_of[alive & tight[local]])
-        rates[frozen] = level
-        done = alive & np.isin(flow_of, frozen)
-        left -= np.bincount(local[done], minlength=len(links)) * level
-        unfrozen -= np.bincount(local[done], minlength=len(links))
-        alive &= ~done
-    return rates
-
-
 class _Routes:
     """Latency and links of every (sender, receiver) pair the messages use, each routed once,
     when a block first uses it (pair keys kept sorted for a vectorised lookup)."""
 
-    def __init__(self, machine: Machine) -> None:
+    def __init__(self, machine: Machine, timeline: CapacityTimeline) -> None:
         self.machine = machine
         self.nodes: tuple[str, ...] = machine.placement
         """The node of each endpoint: the ranks' GPUs, then any switches (:meth:`switches`)."""
-        capacities = machine.routing.capacities()
-        self.number = {link: i for i, link in enumerate(capacities)}
-        self.capacity = np.array(list(capacities.values()), dtype=np.float64)
+        self.number = timeline.number
+        self.capacity = timeline.at_start() if timeline else timeline.nominal
+        """Every link's capacity now (the capacity timeline's steps change it)."""
         none = np.zeros(0, dtype=np.int64)
         self.keys, self.ids = none, none
         """Pair keys (sender × ranks + receiver), sorted, and the pair number of each."""
@@ -177,7 +150,7 @@ class _Routes:
                 continue
             route = machine.routing.route(self.nodes[src], self.nodes[dst])
             latency.append(route.latency_s)
-            alone.append(route.bottleneck_Bps)
+            alone.append(lone_rate(self.capacity[self.number[link]] for link in route.links))
             counts.append(len(route.links))
             links.extend(self.number[link] for link in route.links)
         ids = np.arange(len(self.latency), len(self.latency) + len(keys), dtype=np.int64)
@@ -189,6 +162,13 @@ class _Routes:
         keys, ids = np.concatenate([self.keys, keys]), np.concatenate([self.ids, ids])
         order = np.argsort(keys, kind="stable")
         self.keys, self.ids = keys[order], ids[order]
+
+    def set_capacity(self, links: np.ndarray, capacities: np.ndarray) -> None:
+        """New capacities for ``links``; every pair's lone rate follows."""
+        self.capacity[links] = capacities
+        pairs = len(self.count)
+        self.alone = lone_rates(np.repeat(np.arange(pairs), self.count), self.links, pairs,
+                                self.capacity)
 
     def links_of(self, pairs: np.ndarray) -> np.ndarray:
         """The links of each pair's route, concatenated."""
@@ -401,7 +381,9 @@ class _Run:
         self.ufunc = reduce_op.ufunc
         self.flat = buffers.reshape(-1)
         self.width = buffers.shape[1]
-        self.routes = _Routes(machine)
+        timeline = CapacityTimeline(machine.routing.capacities(), machine.capacity_events)
+        self.routes = _Routes(machine, timeline)
+        self.capacity_steps = list(reversed(timeline.later()))  # the next step last
         self.recorder = recorder
         self.tally = None if recorder is None else _LinkTally(len(self.routes.capacity))
         self.itemsize = payload.dtype.itemsize
@@ -429,7 +411,7 @@ class _Run:
         self.red_at = np.zeros(0)
         self.instants = 0
         self.sharing_wall_s = 0.0
-        self._left = False  # a flow left since the last re-share
+        self._left = False  # a flow left (or a capacity changed) since the last re-share
         self._drop_due = False  # a block was loaded since the window last moved
         self.machine = machine
         self.switch_delay: np.ndarray | None = None  # each switch's reduction latency
@@ -626,6 +608,8 @@ class _Run:
                                  self.red_at.min(initial=INF))
             if now == INF:
                 break
+            if self.capacity_steps and self.capacity_steps[-1].at_s <= now:
+                now = self._capacity_step()
             if self.tally is not None and len(self.active):
                 self.tally.elapse(self.routes.users, now - then)
             self.instants += 1
@@ -670,6 +654,14 @@ class _Run:
             self._reshare(now)
         self._left = False
 
+    def _capacity_step(self) -> float:
+        """Apply the capacity timeline's next step (re-shared at the end of its instant); its
+        time."""
+        step = self.capacity_steps.pop()
+        self.routes.set_capacity(step.links, step.capacities)
+        self._left = True
+        return step.at_s
+
     def _arrive(self, ended: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
         """Messages whose bytes all arrived: free their connection, request their receive."""
         following = self.next_on_connection.of(ended)
@@ -691,14 +683,7 @@ class _Run:
         if busy.any():
             reducing, duration = messages[busy], duration[busy]
             gpus = self.s.dst[reducing]
-            if len(gpus) == 1 or np.bincount(gpus).max() == 1:  # one request per GPU
-                finish = np.maximum(now, self.gpu_free[gpus]) + duration
-                self.gpu_free[gpus] = finish
-            else:  # several on one GPU (parallel reducing threads): first come, first served
-                finish = np.empty(len(reducing))
-                for k in np.argsort(gpus, kind="stable").tolist():
-                    finish[k] = max(now, self.gpu_free[gpus[k]]) + duration[k]
-                    self.gpu_free[gpus[k]] = finish[k]
+            finish = serve_in_order(self.gpu_free, gpus, now, duration)
             self.red_ids = np.concatenate([self.red_ids, reducing])
             self.red_at = np.concatenate([self.red_at, finish])
         now_done: np.ndarray = messages[~busy]
@@ -836,7 +821,7 @@ class _Run:
         else:
             link_of = routes.links_of(pair)
             flow_of = np.repeat(np.arange(len(self.active)), routes.count[pair])
-            rates = progressive_filling(flow_of, link_of, len(self.active), routes.capacity)
+            rates = max_min_rates(flow_of, link_of, len(self.active), routes.capacity)
         moved = rates != self.rate
         if moved.any():
             remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])

@@ -183,6 +183,30 @@ class NcclFacts:
 
 
 @dataclass(frozen=True)
+class CapacityEvent:
+    """From ``at_s`` on, directed link ``link`` (from node, to node) carries ``factor`` times its
+    nominal bandwidth (the graph's): 0.5 halves it, 1 restores it. A link's capacity is thus a
+    step function of time, which both engines apply at its instants
+    (:class:`simulator.engine.kernel.CapacityTimeline`); the closed forms see the nominal graph.
+
+    >>> CapacityEvent(("gpu0", "sw"), 1e-3, 0.5).factor
+    0.5
+    """
+
+    link: tuple[str, str]
+    at_s: float
+    factor: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.at_s) and self.at_s >= 0):
+            raise ValueError(f"a capacity event's time must be finite and at least 0, got "
+                             f"{self.at_s!r}")
+        if not (math.isfinite(self.factor) and self.factor > 0):
+            raise ValueError(f"a capacity event's factor must be finite and above 0, got "
+                             f"{self.factor!r}")
+
+
+@dataclass(frozen=True)
 class Machine:
     """Ranks placed on a topology: the GPU node of each rank, their hosts, the GPU's reduction
     engine, the routes between nodes and the switches that can reduce."""
@@ -198,6 +222,17 @@ class Machine:
     """NVLink links per GPU; 0 when the topology does not say."""
     nccl: NcclFacts = NcclFacts()
     """What NCCL achieves here, where the topology states it (calibrated presets do)."""
+    capacity_events: tuple[CapacityEvent, ...] = ()
+    """Changes of link capacity over the run, in any order (none: every link keeps its
+    bandwidth); each names a link of the topology."""
+
+    def __post_init__(self) -> None:
+        if self.capacity_events:
+            links = self.routing.capacities()
+            for event in self.capacity_events:
+                if event.link not in links:
+                    raise ValueError(f"capacity event on {event.link[0]}->{event.link[1]}: the "
+                                     "topology has no such link")
 
     @classmethod
     def of(cls, graph: nx.DiGraph, gpu: GpuSpec = GpuSpec()) -> Machine:

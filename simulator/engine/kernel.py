@@ -1,0 +1,200 @@
+"""The network kernel: the rules of the flow-level network and of a GPU's reductions, stated
+once, which both engines call (the SimPy engine per connected component of flows, the
+vectorised engine once per instant over every active flow).
+
+- :func:`max_min_rates`: max-min fair rates of flows over capacitated links, by progressive
+  filling (Bertsekas & Gallager, *Data Networks*, 2nd ed., §6.5.2). Every flow's rate rises
+  together until some link saturates; the flows on it are frozen at that share, which is taken
+  from every other link they cross; repeat. The result is the unique allocation in which no flow
+  can gain without taking from a flow that has no more.
+- :func:`lone_rates`: a flow alone on its links gets its bottleneck: the least capacity it
+  crosses (what progressive filling gives it, without the rounds).
+- :func:`serve_in_order`: a GPU's reduction engine serves one reduction at a time, first come
+  first served: a reduction starts when it is asked for or when the one before it ends,
+  whichever is later, and holds the engine for its duration.
+- :class:`CapacityTimeline`: each link's capacity as a step function of time, from the
+  machine's :class:`~simulator.model.machine.CapacityEvent` list (``Machine.capacity_events``);
+  the engines apply its instants as they reach them and re-share the flows that cross the links
+  it changes.
+
+**Why the arithmetic is fixed here.** Every round of :func:`max_min_rates` freezes the flows of
+*every* link at the round's least share at once, and takes ``k · share`` from a link that ``k``
+of them cross, in one operation. A link's numbers then depend only on the flows that cross it,
+never on the order flows were listed in nor on flows elsewhere: a link that none of a round's
+frozen flows cross loses ``0 · share`` (exactly nothing). So one connected component solved
+alone gets bit for bit the rates it gets inside a solution over every active flow, and the two
+engines, which solve different sets, agree to the last bit on the same flows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from simulator.model.machine import CapacityEvent
+
+INF = float("inf")
+
+Flow = TypeVar("Flow", bound=Hashable)
+Link = TypeVar("Link", bound=Hashable)
+
+
+def lone_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
+               capacity: np.ndarray) -> np.ndarray:
+    """Each flow's least capacity among the links it crosses (entry k: flow ``flow_of[k]``
+    crosses link ``link_of[k]``): its rate when no other flow shares its links.
+
+    >>> lone_rates(np.array([0, 0, 1]), np.array([0, 1, 1]), 2, np.array([10., 30.])).tolist()
+    [10.0, 30.0]
+    """
+    rates = np.full(flows, INF)
+    np.minimum.at(rates, flow_of, capacity[link_of])
+    return rates
+
+
+def lone_rate(capacities: Iterable[float]) -> float:
+    """:func:`lone_rates` for one flow, given the capacities of its links (the SimPy engine's
+    path for a flow that is alone, where building arrays would cost more than the answer)."""
+    return min(capacities)
+
+
+def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
+                  capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rate of ``flows`` flows, entry k saying flow ``flow_of[k]`` crosses link
+    ``link_of[k]`` (links numbered 0..len(capacity)-1; a link listed once per flow), by
+    progressive filling (Bertsekas & Gallager, *Data Networks*, §6.5.2), every tightest link
+    of a round at once (the module docstring says why).
+
+    >>> flow_of, link_of = np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1])
+    >>> max_min_rates(flow_of, link_of, 3, np.array([10., 30.]))
+    array([ 5.,  5., 25.])
+    """
+    users = np.bincount(link_of, minlength=len(capacity))
+    if users.max(initial=0) <= 1:  # no link shared: each flow at its bottleneck
+        return lone_rates(flow_of, link_of, flows, capacity)
+    links = np.flatnonzero(users)
+    local = np.searchsorted(links, link_of)
+    users = users[links]
+    left = capacity[links].astype(np.float64)
+    rates = np.full(flows, np.nan)
+    alive = np.ones(len(flow_of), dtype=bool)
+    unfrozen = users.astype(np.float64)
+    while alive.any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(unfrozen > 0, np.maximum(left, 0.0) / unfrozen, INF)
+        level = share.min()
+        tight = share == level
+        frozen = np.unique(flow_of[alive & tight[local]])
+        rates[frozen] = level
+        done = alive & np.isin(flow_of, frozen)
+        left -= np.bincount(local[done], minlength=len(links)) * level
+        unfrozen -= np.bincount(local[done], minlength=len(links))
+        alive &= ~done
+    return rates
+
+
+def max_min_of(flow_links: Mapping[Flow, Sequence[Link]],
+               capacity: Mapping[Link, float]) -> dict[Flow, float]:
+    """:func:`max_min_rates` keyed by name: each flow's links by name, each link's capacity.
+
+    >>> max_min_of({"a": ["x"], "b": ["x", "y"], "c": ["y"]}, {"x": 10.0, "y": 30.0})
+    {'a': 5.0, 'b': 5.0, 'c': 25.0}
+    """
+    number: dict[Link, int] = {}
+    link_of = [number.setdefault(link, len(number)) for links in flow_links.values()
+               for link in links]
+    flow_of = np.repeat(np.arange(len(flow_links)), [len(links) for links in flow_links.values()])
+    rates = max_min_rates(flow_of, np.array(link_of, dtype=np.int64), len(flow_links),
+                          np.array([capacity[link] for link in number], dtype=np.float64))
+    return dict(zip(flow_links, rates.tolist(), strict=True))
+
+
+def serve_next(free_at: float, now: float, duration: float) -> tuple[float, float]:
+    """Start and end of a job asked for at ``now`` that holds a server for ``duration``, the
+    server being free from ``free_at``: first come, first served, one job at a time (a GPU's
+    reduction engine, :class:`~simulator.model.machine.GpuSpec`). The server is then free from
+    the end.
+
+    >>> serve_next(5.0, 2.0, 1.0)
+    (5.0, 6.0)
+    """
+    start = max(now, free_at)
+    return start, start + duration
+
+
+def serve_in_order(free_at: np.ndarray, servers: np.ndarray, now: float,
+                   durations: np.ndarray) -> np.ndarray:
+    """When each of the jobs asked for at ``now`` ends, by :func:`serve_next`: job k holds
+    server ``servers[k]`` for ``durations[k]``, the jobs of one server one after the other in the
+    order given. ``free_at`` (when each server is next free) is updated in place.
+
+    >>> free_at = np.array([0.0, 5.0])
+    >>> serve_in_order(free_at, np.array([1, 0, 1]), 2.0, np.array([1.0, 1.0, 2.0])).tolist()
+    [6.0, 3.0, 8.0]
+    >>> free_at.tolist()
+    [3.0, 8.0]
+    """
+    if len(servers) == 1 or np.bincount(servers).max() == 1:  # one job per server: at once
+        finish: np.ndarray = np.maximum(now, free_at[servers]) + durations
+        free_at[servers] = finish
+        return finish
+    finish = np.empty(len(servers))
+    for k in np.argsort(servers, kind="stable").tolist():
+        _, finish[k] = serve_next(float(free_at[servers[k]]), now, float(durations[k]))
+        free_at[servers[k]] = finish[k]
+    return finish
+
+
+@dataclass(frozen=True)
+class CapacityStep:
+    """One instant of a :class:`CapacityTimeline`: at ``at_s``, link ``links[i]`` (numbered as
+    the timeline's links) gets capacity ``capacities[i]``."""
+
+    at_s: float
+    links: np.ndarray
+    capacities: np.ndarray
+
+
+class CapacityTimeline:
+    """Each link's capacity as a step function of time: its nominal capacity until the first
+    event on it, then ``nominal × factor`` of the latest event at or before the time (a factor
+    scales the nominal capacity, not the current one, so ``factor: 1`` restores a link).
+
+    ``nominal`` maps every link to its capacity; links are numbered in its order. ``steps``
+    holds one :class:`CapacityStep` per distinct event time, in time order; several events on
+    one link at one time: the last listed wins. Without events the timeline is constant and
+    the engines never look at it again.
+    """
+
+    def __init__(self, nominal: Mapping[tuple[str, str], float],
+                 events: Sequence[CapacityEvent] = ()) -> None:
+        self.number = {link: i for i, link in enumerate(nominal)}
+        self.nominal = np.array(list(nominal.values()), dtype=np.float64)
+        by_time: dict[float, dict[int, float]] = {}
+        for event in events:  # each names a link of ``nominal`` (Machine checks that)
+            i = self.number[event.link]
+            by_time.setdefault(float(event.at_s), {})[i] = float(self.nominal[i] * event.factor)
+        self.steps = tuple(
+            CapacityStep(at, np.array(list(changes), dtype=np.int64),
+                         np.array(list(changes.values()), dtype=np.float64))
+            for at, changes in sorted(by_time.items()))
+
+    def __bool__(self) -> bool:
+        """Whether any capacity ever changes."""
+        return bool(self.steps)
+
+    def at_start(self) -> np.ndarray:
+        """Every link's capacity at time 0 (the events at 0 applied)."""
+        capacity = self.nominal.copy()
+        for step in self.steps:
+            if step.at_s > 0:
+                break
+            capacity[step.links] = step.capacities
+        return capacity
+
+    def later(self) -> tuple[CapacityStep, ...]:
+        """The steps after time 0, in time order (those at 0 are in :meth:`at_start`)."""
+        return tuple(step for step in self.steps if step.at_s > 0)

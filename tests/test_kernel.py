@@ -1,0 +1,117 @@
+"""The network kernel (simulator.engine.kernel): max-min rates on hand-solved flow sets, the
+order- and component-independence that makes the two engines agree to the bit, the lone-flow
+rule, the GPU's first-come-first-served rule and the capacity timeline."""
+
+import numpy as np
+import pytest
+
+from simulator.engine.kernel import (
+    CapacityTimeline,
+    lone_rate,
+    lone_rates,
+    max_min_of,
+    max_min_rates,
+    serve_in_order,
+    serve_next,
+)
+from simulator.model.machine import CapacityEvent
+
+
+def test_max_min_rates_on_a_hand_solved_chain_of_three_links():
+    # Links x (10), y (30), z (12); flows a:x, b:x+y, c:y, d:y+z, e:z. Round 1: shares x 10/2 = 5,
+    # y 30/3 = 10, z 12/2 = 6; x is tightest, so a = b = 5 and y keeps 30 - 5 = 25 for c, d.
+    # Round 2: y 25/2 = 12.5, z 6: z is tightest, d = e = 6, and y keeps 25 - 6 = 19 for c alone.
+    rates = max_min_of({"a": ["x"], "b": ["x", "y"], "c": ["y"], "d": ["y", "z"], "e": ["z"]},
+                       {"x": 10.0, "y": 30.0, "z": 12.0})
+    assert rates == {"a": 5.0, "b": 5.0, "c": 19.0, "d": 6.0, "e": 6.0}
+
+
+def test_max_min_rates_freezes_every_tightest_link_of_a_round_at_once():
+    # x (8) and y (8) each carry two flows and tie at 4; z (20) carries one flow of each and a
+    # third, which gets what the two frozen at 4 leave: 20 - 4 - 4 = 12.
+    flow_of = np.array([0, 0, 1, 2, 2, 3, 4])
+    link_of = np.array([0, 2, 0, 1, 2, 1, 2])
+    rates = max_min_rates(flow_of, link_of, 5, np.array([8.0, 8.0, 20.0]))
+    assert rates.tolist() == [4.0, 4.0, 4.0, 4.0, 12.0]
+
+
+def test_without_shared_links_every_flow_gets_its_bottleneck():
+    flow_of, link_of = np.array([0, 0, 1]), np.array([0, 1, 2])
+    capacity = np.array([10.0, 4.0, 7.0])
+    assert max_min_rates(flow_of, link_of, 2, capacity).tolist() == [4.0, 7.0]
+    assert lone_rates(flow_of, link_of, 2, capacity).tolist() == [4.0, 7.0]
+    assert lone_rate([10.0, 4.0]) == 4.0
+
+
+def random_flows(rng, flows=40, links=12):
+    """A random flow set with capacities that do not divide evenly (so rounding shows)."""
+    capacity = rng.uniform(1.0, 100.0, size=links) * 1e9 / 3
+    routes = [sorted(set(rng.choice(links, size=int(rng.integers(1, 5))).tolist()))
+              for _ in range(flows)]
+    return capacity, routes
+
+
+def solve(routes, capacity):
+    flow_of = np.repeat(np.arange(len(routes)), [len(route) for route in routes])
+    link_of = np.array([link for route in routes for link in route], dtype=np.int64)
+    return max_min_rates(flow_of, link_of, len(routes), capacity)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_rates_do_not_depend_on_the_order_flows_are_listed_in_to_the_bit(seed):
+    rng = np.random.default_rng(seed)
+    capacity, routes = random_flows(rng)
+    order = rng.permutation(len(routes))
+    rates = solve(routes, capacity)
+    shuffled = solve([routes[k] for k in order], capacity)
+    np.testing.assert_array_equal(shuffled, rates[order])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_component_solved_alone_gets_its_rates_in_the_whole_to_the_bit(seed):
+    # The SimPy engine solves the component of a change, the vectorised engine every active
+    # flow: a union of two flow sets on disjoint links must give each set its own rates.
+    rng = np.random.default_rng(seed)
+    capacity_a, routes_a = random_flows(rng, flows=25, links=8)
+    capacity_b, routes_b = random_flows(rng, flows=15, links=6)
+    shifted = [[link + 8 for link in route] for route in routes_b]
+    whole = solve(routes_a + shifted, np.concatenate([capacity_a, capacity_b]))
+    np.testing.assert_array_equal(whole[:25], solve(routes_a, capacity_a))
+    np.testing.assert_array_equal(whole[25:], solve(routes_b, capacity_b))
+
+
+def test_a_gpu_serves_reductions_first_come_first_served():
+    # Free at 5, asked at 2 for 1 s: waits until 5, ends at 6; free already: starts at once.
+    assert serve_next(5.0, 2.0, 1.0) == (5.0, 6.0)
+    assert serve_next(1.0, 2.0, 1.0) == (2.0, 3.0)
+    free_at = np.array([0.0, 5.0])
+    # GPU 1 is busy until 5: its two jobs run 5..6 and 6..8; GPU 0's runs 2..3.
+    finish = serve_in_order(free_at, np.array([1, 0, 1]), 2.0, np.array([1.0, 1.0, 2.0]))
+    assert finish.tolist() == [6.0, 3.0, 8.0]
+    assert free_at.tolist() == [3.0, 8.0]
+
+
+def test_a_capacity_timeline_steps_from_the_nominal_capacities():
+    nominal = {("a", "b"): 10.0, ("b", "a"): 20.0}
+    events = (CapacityEvent(("b", "a"), 2.0, 0.5), CapacityEvent(("a", "b"), 0.0, 0.25),
+              CapacityEvent(("b", "a"), 2.0, 0.75), CapacityEvent(("b", "a"), 3.0, 1.0))
+    timeline = CapacityTimeline(nominal, events)
+    assert timeline.at_start().tolist() == [2.5, 20.0]
+    later = timeline.later()
+    assert [step.at_s for step in later] == [2.0, 3.0]
+    # two events on one link at one time: the last listed wins; a factor scales the nominal
+    assert later[0].links.tolist() == [1] and later[0].capacities.tolist() == [15.0]
+    assert later[1].capacities.tolist() == [20.0]
+    assert not CapacityTimeline(nominal) and CapacityTimeline(nominal).at_start().tolist() == [
+        10.0, 20.0]
+
+
+@pytest.mark.parametrize(("at_s", "factor", "message"), [
+    (-1.0, 0.5, "a capacity event's time must be finite and at least 0, got -1.0"),
+    (0.0, 0.0, "a capacity event's factor must be finite and above 0, got 0.0"),
+    (float("inf"), 0.5, "a capacity event's time must be finite and at least 0, got inf"),
+])
+def test_a_capacity_event_outside_its_range_is_refused(at_s, factor, message):
+    with pytest.raises(ValueError) as error:
+        CapacityEvent(("a", "b"), at_s, factor)
+    assert str(error.value) == message
