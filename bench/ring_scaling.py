@@ -51,6 +51,7 @@ from simulator.errors import SimulatorError
 from simulator.output.results import Result
 from simulator.runner import prepare, run_point
 from simulator.scenario import Engine, Scenario, TopologySpec
+from simulator.settings import RunSettings
 from simulator.units import parse_size
 
 BANDWIDTH_BPS = 25e9
@@ -91,7 +92,7 @@ def scenario_for(ranks: int, size_bytes: int, engine: Engine) -> Scenario:
                                        "latency": LATENCY_S})
     return Scenario(name=f"ring-scaling-{ranks}", source="bench/ring_scaling.py", topology=topology,
                     algorithms=("ring",), sizes=(size_bytes,), dtype=DTYPE,
-                    output=Path("/tmp/ring-scaling"), engine=engine)
+                    output=Path("/tmp/ring-scaling"), run=RunSettings(engine=engine))
 
 
 def bare_simpy_loop(ranks: int) -> float:
