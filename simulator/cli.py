@@ -308,7 +308,6 @@ def _run(args: argparse.Namespace) -> int:
     _check_options(args)
     formats = _formats(args.format, args.no_plot)
     from simulator.output.observed import watch_for, write_observed
-    from simulator.output.results import RunSettings
     from simulator.output.stream import ResultsStream
     from simulator.output.table import format_table
     from simulator.runner import checked_setup, outlook, plan_points, run_points, settings_of
@@ -319,11 +318,10 @@ def _run(args: argparse.Namespace) -> int:
     _check_writable(scenario.source, output)
     if scenario.training is not None:
         return _train(args, scenario, output, formats)
-    files = ResultsStream(scenario, RunSettings(args.seed, args.proxy_elements, output), output,
-                          formats)
+    settings = settings_of(scenario, args.seed, args.proxy_elements)
+    files = ResultsStream(scenario, settings, output, formats)
     total = None
     try:
-        settings = settings_of(scenario, args.seed, args.proxy_elements)
         setup = checked_setup(scenario, settings)
         watch = watch_for(scenario, [algorithm.name for algorithm in setup.algorithms],
                           args.trace, args.trace_point, args.links)
@@ -355,9 +353,9 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
            formats: tuple[str, ...]) -> int:
     """A training scenario: its step (verified) and sweeps, printed and written; Ctrl-C leaves
     the files as they were (they are written at the end, each atomically)."""
-    from simulator.output.results import RunSettings
     from simulator.output.training import format_training
     from simulator.output.writers import write_training
+    from simulator.runner import settings_of
     from simulator.trainer import train
 
     for option in ("trace", "trace_point", "links"):
@@ -377,7 +375,7 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
         _print(format_training(training))
         with _writing(scenario.source, output):
             paths = write_training(training, scenario,
-                                   RunSettings(args.seed, args.proxy_elements, output), output,
+                                   settings_of(scenario, args.seed, args.proxy_elements), output,
                                    formats)
     except KeyboardInterrupt:
         print(f"{scenario.source}: interrupted: nothing written", file=sys.stderr)
@@ -423,9 +421,9 @@ def _sweep(args: argparse.Namespace) -> int:
     them; failed points one line each on stderr (exit 1), the others kept."""
     _check_options(args)
     formats = _formats(args.format, args.no_plot)
-    from simulator.output.results import RunSettings
     from simulator.output.table import format_table
     from simulator.output.writers import write_results
+    from simulator.runner import settings_of
     from simulator.scenario.parse import load_scenario
     from simulator.sweep import sweep
 
@@ -446,7 +444,8 @@ def _sweep(args: argparse.Namespace) -> int:
     status = EXIT_OK
     for scenario, results in zip(scenarios, done.frames, strict=True):
         _print(format_table(results, picks_only=scenario.nccl_choice))
-        paths = write_results(results, scenario, RunSettings(args.seed, args.proxy_elements),
+        paths = write_results(results, scenario,
+                              settings_of(scenario, args.seed, args.proxy_elements),
                               scenario.output_dir, formats)
         _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
         status = max(status, _verification(scenario.source, results))

@@ -75,8 +75,8 @@ def test_auto_needs_nccl_allreduce(fields, message):
 
 
 def test_settings_record_auto(tmp_path):
-    from simulator.output.results import RunSettings
     from simulator.output.writers import write_settings
+    from simulator.settings import RunSettings
 
     scenario = scenario_from_dict({**H100, "algorithms": "auto", "sizes": [4096]})
     frame = simulate(scenario)

@@ -12,9 +12,10 @@ from simulator.algorithms import REGISTRY, Collective
 from simulator.algorithms.comm import COPY
 from simulator.algorithms.ring import RingAllreduce
 from simulator.cli import main
-from simulator.output.results import RESULT_COLUMNS, RunSettings
+from simulator.output.results import RESULT_COLUMNS
 from simulator.output.settings_json import settings
 from simulator.scenario import scenario_from_dict
+from simulator.settings import RunSettings
 from tests.conftest import REPO
 
 CONTRACT_COLUMNS = ["scenario", "topology", "ranks", "collective", "algorithm", "size_bytes",

@@ -19,9 +19,9 @@ from simulator.output.crossover import crossover, crossover_figure
 from simulator.output.figures import read_results
 from simulator.output.plots import LinkRate, results_figure
 from simulator.output.reference import Reference, errors, reference_figure
-from simulator.output.results import RunSettings
 from simulator.output.writers import write_results
 from simulator.scenario import scenario_from_dict
+from simulator.settings import RunSettings
 from tests.conftest import REPO
 
 H200 = REPO / "docs" / "reference" / "nccl-tests-h200.csv"

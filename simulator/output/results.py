@@ -6,10 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass, fields
-from pathlib import Path
 from typing import TYPE_CHECKING
-
-from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,13 +71,3 @@ def results_frame(results: Iterable[Result]) -> pd.DataFrame:
     frame = pd.DataFrame([astuple(result) for result in results], columns=list(RESULT_COLUMNS))
     return frame.astype({"verified": "boolean"})
 
-
-@dataclass(frozen=True)
-class RunSettings:
-    """How a scenario was run, beyond the scenario itself: the input data's seed, the cap on
-    elements per rank actually moved and verified, and where the results went when not to the
-    scenario's own ``output`` (``--output``)."""
-
-    seed: int = 0
-    proxy_elements: int = DEFAULT_PROXY_ELEMENTS
-    output: Path | None = None

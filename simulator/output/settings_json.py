@@ -5,25 +5,27 @@ simulator's version, so a results file found later says how it was made.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from simulator.algorithms.algorithm import Algorithm, NoOptions
 from simulator.algorithms.registry import REGISTRY
 from simulator.model.execution import Execution
 from simulator.model.topology import BUILDERS, Param, ParamValue
-from simulator.output.results import RunSettings
 from simulator.scenario.rules import option_kinds
 from simulator.scenario.spec import ALL, AUTO, Scenario
+from simulator.settings import RunSettings
 from simulator.training.spec import TrainingSpec
 from simulator.units import format_bandwidth, format_size, format_time
 from simulator.version import __version__
 
 
-def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
+def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -> dict[str, Any]:
     """The scenario's resolved settings (units written out, presets expanded into their builder's
     parameters, every default made explicit but a builder parameter's, which its kind implies:
     GPU costs, the options of every algorithm that has some, the execution model, protocol and
-    channels) and how it was run, as plain JSON data.
+    channels) and how it was run (``run``; the results went to ``output``, None: the
+    scenario's own directory), as plain JSON data.
 
     Its ``scenario`` part is itself a valid scenario mapping: ``scenario_from_dict`` of it gives
     the same scenario back, but for its topology label and source (kept beside it) and the
@@ -50,9 +52,9 @@ def settings(scenario: Scenario, run: RunSettings) -> dict[str, Any]:
         "execution": Execution(scenario.execution).value,
         "protocol": "auto" if scenario.protocol is None else scenario.protocol.value,
         "channels": AUTO if scenario.channels is None else scenario.channels,
-        "engine": scenario.run.engine.value,
-        "verify": scenario.run.verify,
-        "output": str(run.output if run.output is not None else scenario.output_dir),
+        "engine": run.engine.value,
+        "verify": run.verify,
+        "output": str(output if output is not None else scenario.output_dir),
     }
     if scenario.piece_bytes is not None:
         described["piece_size"] = scenario.piece_bytes

@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulator.output.files import interrupts_held
-from simulator.output.results import Result, RunSettings, results_frame
+from simulator.output.results import Result, results_frame
 from simulator.output.writers import RESULTS_FORMATS, WRITERS, write_results
 from simulator.scenario.spec import Scenario
+from simulator.settings import RunSettings
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulator.output.files import write_atomically
-from simulator.output.results import RESULT_COLUMNS, RunSettings
+from simulator.output.results import RESULT_COLUMNS
+from simulator.settings import RunSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -131,7 +132,7 @@ def _training_tables(training: Training, directory: Path, suffix: str,
 def _settings_file(scenario: Scenario, run: RunSettings, path: Path) -> None:
     from simulator.output.settings_json import settings
 
-    text = json.dumps(settings(scenario, run), indent=2, ensure_ascii=False) + "\n"
+    text = json.dumps(settings(scenario, run, path.parent), indent=2, ensure_ascii=False) + "\n"
 
     def write(tmp: Path) -> None:
         tmp.write_text(text, encoding="utf-8")
