@@ -29,13 +29,13 @@ gradient per bucket."""
 def main() -> None:
     for name, paper in PAPER_OVERLAP.items():
         scenario = load_scenario(REPO / "scenarios" / f"{name}.yaml")
-        scenario = replace(scenario, verify=False)
+        timed = replace(scenario.run, verify=False)
         assert scenario.training is not None
         setup = prepare(scenario)
         cache: dict = {}
-        on = simulate_step(scenario, setup, cache=cache)
+        on = simulate_step(scenario, setup, timed, cache=cache)
         off = simulate_step(replace(scenario, training=replace(scenario.training, overlap=False)),
-                            setup, cache=cache)
+                            setup, timed, cache=cache)
         speedup = (off.step_s - on.step_s) / off.step_s
         print(f"## {name}: {on.model}, {on.ranks} GPUs, batch {on.batch}")
         print(f"compute {on.compute_s * 1e3:.1f} ms, allreduces {on.communication_s * 1e3:.1f} ms;"

@@ -45,7 +45,8 @@ import numpy as np
 
 from simulator.algorithms.schedule import Group
 from simulator.runner import prepare, run_point
-from simulator.scenario import Engine, Scenario, TopologySpec
+from simulator.scenario import Scenario, TopologySpec
+from simulator.settings import Engine, RunSettings
 
 SIZE_BYTES = 1 << 30
 BANDWIDTH_BPS = 25e9
@@ -66,7 +67,7 @@ def scenario_for(ranks: int) -> Scenario:
                                        "latency": LATENCY_S})
     return Scenario(name=f"simgrid-ring-{ranks}", source="bench/simgrid_ring.py", topology=topology,
                     algorithms=("ring",), sizes=(SIZE_BYTES,), dtype=DTYPE,
-                    output=Path("/tmp/simgrid-ring"), engine=Engine.VECTOR)
+                    output=Path("/tmp/simgrid-ring"), run=RunSettings(engine=Engine.VECTOR))
 
 
 def ours(ranks: int, repeat: int) -> tuple[float, float]:
