@@ -137,8 +137,8 @@ def test_long_lines_run_a_window_of_blocks(monkeypatch):
     # two ring steps a block on lines of 6: each phase's rings come in blocks side by side
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 12)
     machine = Machine.of(torus((6, 3), 25e9, 5e-7))
-    steps = BUCKET.stepped(Group.whole(machine, 3001, 4))
-    assert steps is not None and steps.blocks > 4
+    blocks = BUCKET.in_blocks(Group.whole(machine, 3001, 4))
+    assert blocks is not None and blocks.count > 4
     scenario = grid_dict("torus", (6, 3), sizes=[4 * 3001])
     simpy, vector = (simulate({**scenario, "engine": engine}) for engine in ("simpy", "vector"))
     assert vector.sim_time_s[0] == pytest.approx(simpy.sim_time_s[0], rel=1e-12, abs=0)

@@ -244,7 +244,7 @@ def test_halving_doubling_runs_across_nodes_inside_hierarchical(nodes):
 
 
 def test_chunk_size_overlaps_reductions_with_transfers():
-    # a slow reduction engine: with 64 KiB pieces each piece is reduced while the next arrives
+    # a slow reducer: with 64 KiB pieces each piece is reduced while the next arrives
     gpu = GpuSpec(reduce_bandwidth_Bps=20e9)
     whole = run_one(flat_scenario("switch", ranks=8, algorithms=(RD,), gpu=gpu), 4 << 20)
     pieces = run_one(flat_scenario("switch", ranks=8, algorithms=(RD,), gpu=gpu,

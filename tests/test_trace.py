@@ -72,16 +72,16 @@ def test_a_builder_is_the_trace_of_its_program(collective, name):
                         whole, lambda comm, c=c: on_channels(algorithm, comm, c), name)
                     assert_same(built, traced)
                 assert_same(algorithm.scheduled(group), trace(algorithm, group))
-                assert_same(algorithm.stepped(group).schedule(), trace(algorithm, group))
+                assert_same(algorithm.in_blocks(group).schedule(), trace(algorithm, group))
 
 
 def test_a_ring_cut_into_blocks_is_the_trace_of_its_program(monkeypatch):
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 5)  # a step a block
     for collective in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.ALLGATHER):
         group = Group(np.array([3, 1, 4, 0, 2]), Span(7, 7 + 41), 4)
-        steps = REGISTRY[collective]["ring"].stepped(group)
-        assert steps.blocks > 1
-        assert_same(steps.schedule(), trace(REGISTRY[collective]["ring"], group))
+        blocks = REGISTRY[collective]["ring"].in_blocks(group)
+        assert blocks.count > 1
+        assert_same(blocks.schedule(), trace(REGISTRY[collective]["ring"], group))
 
 
 def machine_group(topology, count, piece_bytes=None, stream_bytes=None):
@@ -94,7 +94,7 @@ def machine_group(topology, count, piece_bytes=None, stream_bytes=None):
                                    "direct", "recursive_doubling", "binomial_tree"])
 def test_hierarchical_is_the_trace_of_its_program(inter, monkeypatch):
     # 2 and 3 hosts of 3 GPUs; whole, or streamed in 1 KiB pieces (three phases at once on
-    # lanes of their own, joined per tick); one piece per chunk or 64-byte pipeline pieces; the
+    # channels of their own, joined per tick); one piece per chunk or 64-byte pipeline pieces; the
     # inter-host ring also a block at a time.
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 2)
     algorithm = REGISTRY[Collective.ALLREDUCE]["hierarchical"].configured(
@@ -105,7 +105,7 @@ def test_hierarchical_is_the_trace_of_its_program(inter, monkeypatch):
             for piece_bytes in (None, 64):
                 _, group = machine_group({"preset": "dgx_h100", "nodes": nodes,
                                           "gpus_per_node": 3}, 1001, piece_bytes, stream_bytes)
-                assert_same(algorithm.stepped(group).schedule(), trace(algorithm, group))
+                assert_same(algorithm.in_blocks(group).schedule(), trace(algorithm, group))
 
 
 @pytest.mark.parametrize("dims", [[2, 3], [3, 3], [2, 2, 2]])
@@ -114,7 +114,7 @@ def test_bucket_is_the_trace_of_its_program(dims):
         _, group = machine_group({"kind": "torus", "dims": dims, "bandwidth": "25GB/s",
                                   "latency": "1us"}, 1001, piece_bytes)
         algorithm = REGISTRY[Collective.ALLREDUCE]["bucket"]
-        assert_same(algorithm.stepped(group).schedule(), trace(algorithm, group))
+        assert_same(algorithm.in_blocks(group).schedule(), trace(algorithm, group))
 
 
 def test_the_canonical_form_tells_a_changed_pointer():
@@ -264,9 +264,9 @@ def test_local_reduces_take_the_simpy_engines_time_on_the_vectorised_engine():
     simpy_buffers, vector_buffers = inputs.copy(), inputs.copy()
     simpy = run_collective(FoldPassFold(), machine, RunSpec(payload, scenario.reduce_op),
                            simpy_buffers)
-    steps = FoldPassFold().stepped(Group.whole(machine, payload.count, 4))
-    assert declines(steps, machine, asked=True) is None
-    vector = run_schedule(steps, machine, payload, scenario.reduce_op, vector_buffers, "fold")
+    blocks = FoldPassFold().in_blocks(Group.whole(machine, payload.count, 4))
+    assert declines(blocks, machine, asked=True) is None
+    vector = run_schedule(blocks, machine, payload, scenario.reduce_op, vector_buffers, "fold")
     g = 1e-6 + 8192 / 40e9
     assert simpy.time_s == pytest.approx(3 * g + 2e-6 + 8192 / 25e9, rel=1e-12)
     assert vector.time_s == simpy.time_s and vector.messages == simpy.messages == 4
@@ -301,9 +301,9 @@ def test_nvls_runs_on_the_vectorised_engine_with_the_simpy_engines_times(size, o
     inputs = make_inputs(np.random.default_rng(1), machine.ranks, payload, scenario.reduce_op)
     simpy_buffers, vector_buffers = inputs.copy(), inputs.copy()
     simpy = run_collective(nvls, machine, RunSpec(payload, scenario.reduce_op), simpy_buffers)
-    steps = nvls.stepped(Group.whole(machine, payload.count, 4))
-    assert steps.traced and declines(steps, machine, asked=True) is None
-    vector = run_schedule(steps, machine, payload, scenario.reduce_op, vector_buffers, "nvls")
+    blocks = nvls.in_blocks(Group.whole(machine, payload.count, 4))
+    assert blocks.traced and declines(blocks, machine, asked=True) is None
+    vector = run_schedule(blocks, machine, payload, scenario.reduce_op, vector_buffers, "nvls")
     assert vector.time_s == simpy.time_s
     assert vector.messages == simpy.messages == 2 * 8 * -(-size // (512 << 10))
     np.testing.assert_array_equal(vector_buffers, simpy_buffers)

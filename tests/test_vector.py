@@ -10,9 +10,9 @@ import pytest
 from simulator import simulate
 from simulator.algorithms import REGISTRY, Collective
 from simulator.algorithms.channels import schedule_on_channels
-from simulator.algorithms.phases.ring import ring_pass_schedule, ring_pass_steps
+from simulator.algorithms.phases.ring import ring_pass_blocks, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
-from simulator.algorithms.schedule import ARRAYS, Group, Schedule, Steps, Together, transfers
+from simulator.algorithms.schedule import ARRAYS, Blocks, Group, Schedule, Together, transfers
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.vector import declines, ranges, run_schedule
@@ -167,7 +167,7 @@ def test_a_subclass_that_rewrites_the_program_does_not_inherit_the_schedule():
     group = Group(np.arange(4), Span(0, 8))
     assert RingAllreduce().has_builder() and not Twice().has_builder()
     assert Twice().scheduled(group).size == 2 * RingAllreduce().scheduled(group).size == 48
-    assert Twice().stepped(group).traced and not RingAllreduce().stepped(group).traced
+    assert Twice().in_blocks(group).traced and not RingAllreduce().in_blocks(group).traced
 
 
 def test_ranges_concatenates_aranges():
@@ -213,7 +213,7 @@ def test_a_schedule_beyond_the_message_limit_is_an_input_error(monkeypatch):
         "vectorised engine holds at once; use fewer ranks or a larger piece_size")
 
 
-# --- schedules a block at a time (Steps) ---------------------------------------------------------
+# --- schedules a block at a time (Blocks) ---------------------------------------------------------
 
 
 def ring_cases():
@@ -238,9 +238,9 @@ def test_a_ring_run_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypatc
     ranks = simpy.ranks
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", steps_per_block * ranks)
     group = Group(np.arange(ranks, dtype=np.int64), Span(0, simpy.count), 4)
-    steps = scenario_from_dict(scenario).algorithm("ring").stepped(group)
+    blocks = scenario_from_dict(scenario).algorithm("ring").in_blocks(group)
     total = 2 * (ranks - 1) if scenario["collective"] == "allreduce" else ranks - 1
-    assert steps.blocks == -(-total // steps_per_block) and steps.reach == 1
+    assert blocks.count == -(-total // steps_per_block) and blocks.reach == 1
     vector = run_point({**scenario, "engine": "vector"}, "ring", scenario["sizes"][0])
     assert vector.engine == "vector" and vector.verified and simpy.verified
     assert vector.sim_time_s == pytest.approx(simpy.sim_time_s, rel=1e-12, abs=0)
@@ -250,9 +250,9 @@ def test_a_ring_run_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypatc
 def test_the_blocks_of_a_ring_pass_are_its_whole_schedule(monkeypatch):
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 10)  # 2 steps of 5
     group = Group(np.array([3, 1, 4, 0, 2]), Span(7, 7 + 41), 4)
-    steps = RingAllreduce().steps(group)
-    assert (steps.blocks, steps.size, steps.reach) == (4, 40, 1)
-    whole, joined = ring_pass_schedule(group, start=0, steps=8, reducing_steps=4), steps.schedule()
+    blocks = RingAllreduce().blocks(group)
+    assert (blocks.count, blocks.size, blocks.reach) == (4, 40, 1)
+    whole, joined = ring_pass_schedule(group, start=0, steps=8, reducing_steps=4), blocks.schedule()
     for name in ARRAYS:
         np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name), err_msg=name)
 
@@ -265,8 +265,8 @@ def test_the_window_holds_a_few_blocks_not_the_schedule(monkeypatch):
     payload = Payload(64 * 64, 64 * 64, np.dtype("float32"))
     inputs = make_inputs(np.random.default_rng(0), 64, payload, ReduceOp.SUM)
     buffers = inputs.copy()
-    steps = RingAllreduce().steps(Group(np.arange(64), Span(0, 64 * 64), 4))
-    timing = run_schedule(steps, setup.machine, payload, ReduceOp.SUM, buffers, "ring")
+    blocks = RingAllreduce().blocks(Group(np.arange(64), Span(0, 64 * 64), 4))
+    timing = run_schedule(blocks, setup.machine, payload, ReduceOp.SUM, buffers, "ring")
     assert timing.messages == 2 * 63 * 64
     assert timing.held <= 4 * 64  # a block ahead, the one running, the received not yet dropped
     np.testing.assert_array_equal(buffers, np.broadcast_to(inputs.sum(axis=0), buffers.shape))
@@ -274,11 +274,11 @@ def test_the_window_holds_a_few_blocks_not_the_schedule(monkeypatch):
 
 
 def split(schedule, size, reach):
-    """``schedule`` as Steps of ``size`` messages a block."""
+    """``schedule`` as Blocks of ``size`` messages a block."""
     def block(k):
         return Schedule(**{name: getattr(schedule, name)[k * size:(k + 1) * size]
                            for name in ARRAYS})
-    return Steps(-(-schedule.size // size), schedule.size, reach, block)
+    return Blocks(-(-schedule.size // size), schedule.size, reach, block)
 
 
 @pytest.mark.parametrize("size, reach, message", [
@@ -306,7 +306,7 @@ def test_blocks_that_break_the_window_rules_are_algorithm_errors(size, reach, me
 def test_hierarchical_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypatch, nodes, gpus,
                                                                         inter, reduce_cost):
     # The inter-host ring runs as blocks of one to two steps on every rail side by side
-    # (Steps.apart), between the intra-host phases (Steps.sequence).
+    # (Blocks.apart), between the intra-host phases (Blocks.sequence).
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 2 * nodes)
     scenario = {"topology": {"preset": "dgx_h100", "nodes": nodes, "gpus_per_node": gpus},
                 "algorithms": ["hierarchical"], "sizes": [4 * 3001], "execution": "ideal",
@@ -314,8 +314,8 @@ def test_hierarchical_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypa
     if reduce_cost:
         scenario["gpu"] = {"reduce_bandwidth": "100GB/s", "launch_latency": "2us"}
     setup = prepare(scenario_from_dict(scenario))
-    steps = setup.algorithms[0].stepped(Group.whole(setup.machine, 3001, 4))
-    assert steps.blocks > 1 if inter == "ring" and nodes > 2 else steps.blocks == 1
+    blocks = setup.algorithms[0].in_blocks(Group.whole(setup.machine, 3001, 4))
+    assert blocks.count > 1 if inter == "ring" and nodes > 2 else blocks.count == 1
     simpy = run_point({**scenario, "engine": "simpy"}, "hierarchical", 4 * 3001)
     vector = run_point({**scenario, "engine": "vector"}, "hierarchical", 4 * 3001)
     assert vector.engine == "vector" and vector.verified and simpy.verified
@@ -327,11 +327,11 @@ def test_hierarchical_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypa
 
 def test_blocks_of_apart_and_sequence_are_built_in_order():
     group = Group(np.arange(4), Span(0, 400), 4)
-    steps = Steps.apart([split(ring_pass_schedule(group, start=0, steps=6, reducing_steps=3),
-                               4, 1)] * 2)
-    steps.block(0)
+    blocks = Blocks.apart([split(ring_pass_schedule(group, start=0, steps=6, reducing_steps=3),
+                                 4, 1)] * 2)
+    blocks.block(0)
     with pytest.raises(AlgorithmError) as caught:
-        steps.block(2)
+        blocks.block(2)
     assert str(caught.value) == "blocks are built in order: asked for block 2 after 1"
 
 
@@ -362,8 +362,8 @@ def test_any_schedule_cut_into_blocks_runs_as_it_does_whole(algorithm):
     def block(k):
         return Schedule(**{name: getattr(schedule, name)[cuts[k]:cuts[k + 1]] for name in ARRAYS})
 
-    steps = Steps(len(cuts) - 1, schedule.size, len(cuts), block)
-    timing = run_schedule(steps, setup.machine, payload, ReduceOp.SUM, cut, algorithm)
+    blocks = Blocks(len(cuts) - 1, schedule.size, len(cuts), block)
+    timing = run_schedule(blocks, setup.machine, payload, ReduceOp.SUM, cut, algorithm)
     assert timing.time_s == expected.time_s and timing.messages == expected.messages
     np.testing.assert_array_equal(cut, whole)
 
@@ -384,14 +384,14 @@ def test_a_sequence_of_blocks_queues_behind_each_connections_chain_end(monkeypat
                      a(900, 910, 1), np.zeros(3, dtype=bool), a(-1, -1, -1), a(1, -1, -1),
                      a(1, -1, -1))
     group = Group(np.arange(2), Span(0, 1000), 4)
-    steps = Steps.sequence([first, ring_pass_steps(group, start=0, steps=2, reducing_steps=1)], 2)
+    blocks = Blocks.sequence([first, ring_pass_blocks(group, start=0, steps=2, reducing_steps=1)], 2)
     whole = Schedule.sequence([first, ring_pass_schedule(group, start=0, steps=2,
                                                          reducing_steps=1)], 2)
-    assert steps.blocks == 3 and steps.schedule().connection_previous[3] == 0
+    assert blocks.count == 3 and blocks.schedule().connection_previous[3] == 0
     payload = Payload(1000, 1000, np.dtype("float32"))
     times = [run_schedule(s, _switch(2), payload, ReduceOp.SUM,
                           np.ones((2, 1000), dtype=np.float32), "x").time_s
-             for s in (steps, steps.schedule(), whole)]
+             for s in (blocks, blocks.schedule(), whole)]
     assert times[0] == times[1] == times[2]
 
 
@@ -399,18 +399,18 @@ def test_a_sequence_after_parts_that_end_apart_reaches_back_over_the_whole_phase
     # Two rails side by side, one ending after one block, the other after four: the phase after
     # them opens on the short rail's last receive, four blocks back. Found by review.
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 1)
-    short = ring_pass_steps(Group(np.array([0, 1]), Span(0, 60), 4), start=0, steps=1,
-                            reducing_steps=1)
-    long = ring_pass_steps(Group(np.array([2, 3, 4]), Span(0, 60), 4), start=0, steps=4,
-                           reducing_steps=2)
+    short = ring_pass_blocks(Group(np.array([0, 1]), Span(0, 60), 4), start=0, steps=1,
+                             reducing_steps=1)
+    long = ring_pass_blocks(Group(np.array([2, 3, 4]), Span(0, 60), 4), start=0, steps=4,
+                            reducing_steps=2)
     after = ring_pass_schedule(Group(np.arange(5), Span(0, 60), 4), start=0, steps=4,
                                reducing_steps=0)
-    apart = Steps.apart([short, long])
-    assert (apart.blocks, apart.ends_in_reach) == (4, False)
-    steps = Steps.sequence([apart, after], 5)
-    assert (steps.blocks, steps.reach) == (5, 4)
+    apart = Blocks.apart([short, long])
+    assert (apart.count, apart.ends_in_reach) == (4, False)
+    blocks = Blocks.sequence([apart, after], 5)
+    assert (blocks.count, blocks.reach) == (5, 4)
     payload = Payload(60, 60, np.dtype("float32"))
     windowed, whole = (run_schedule(s, _switch(5), payload, ReduceOp.SUM,
                                     np.ones((5, 60), dtype=np.float32), "x")
-                       for s in (steps, steps.schedule()))
+                       for s in (blocks, blocks.schedule()))
     assert windowed.time_s == whole.time_s and windowed.messages == whole.messages

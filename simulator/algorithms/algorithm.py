@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.schedule import Group, Schedule, Steps
+from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
@@ -127,11 +127,11 @@ class Algorithm(ABC):
         ``tests/test_trace.py`` holds equal to the trace."""
         return trace(self, group)
 
-    def steps(self, group: Group) -> Steps:
+    def blocks(self, group: Group) -> Blocks:
         """:meth:`schedule` produced a block at a time where the algorithm can
-        (:class:`~simulator.algorithms.schedule.Steps`: for runs too large to hold whole); by
+        (:class:`~simulator.algorithms.schedule.Blocks`: for runs too large to hold whole); by
         default the whole schedule as one block."""
-        return Steps.whole(self.schedule(group))
+        return Blocks.whole(self.schedule(group))
 
     def has_builder(self) -> bool:
         """Whether :meth:`schedule` is a hand-written builder of this class's own
@@ -144,14 +144,14 @@ class Algorithm(ABC):
         the program's trace."""
         return self.schedule(group) if self.has_builder() else trace(self, group)
 
-    def stepped(self, group: Group) -> Steps:
-        """:meth:`steps` under :meth:`scheduled`'s rule; a trace is marked
-        :attr:`Steps.traced`."""
+    def in_blocks(self, group: Group) -> Blocks:
+        """:meth:`blocks` under :meth:`scheduled`'s rule; a trace is marked
+        :attr:`Blocks.traced`."""
         if not self.has_builder():
-            return Steps.whole(trace(self, group), traced=True)
-        if self._owner("steps") is self._owner("program"):
-            return self.steps(group)
-        return Steps.whole(self.schedule(group))
+            return Blocks.whole(trace(self, group), traced=True)
+        if self._owner("blocks") is self._owner("program"):
+            return self.blocks(group)
+        return Blocks.whole(self.schedule(group))
 
     def _owner(self, method: str) -> type:
         """The class in this one's method order that defines ``method``."""

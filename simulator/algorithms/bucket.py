@@ -17,7 +17,7 @@ from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.ring import RingAllgather, RingReduceScatter
-from simulator.algorithms.schedule import Group, Schedule, Steps
+from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.model.collective import Collective
 from simulator.model.machine import Grid, Machine
 
@@ -68,27 +68,27 @@ class BucketAllreduce(Algorithm):
             yield from _ALLGATHER.program(comm.subgroup(grid.line(me, dim), held[dim]))
 
     def schedule(self, group: Group) -> Schedule:
-        return self.steps(group).schedule()
+        return self.blocks(group).schedule()
 
-    def steps(self, group: Group) -> Steps:
+    def blocks(self, group: Group) -> Blocks:
         """The phases in sequence, each the ring's steps on every line side by side."""
         grid = _grid(group.grid, group.size)
         held = [[group.buffer] * group.size]         # held[i][position]: as in the program
-        reduce_scatters: list[Steps] = []
-        allgathers: list[Steps] = []
+        reduce_scatters: list[Blocks] = []
+        allgathers: list[Blocks] = []
         for dim, size in enumerate(grid.dims):
             lines = grid.lines(dim)
             after = list(held[dim])
-            reduce_scatters.append(Steps.apart([
-                _REDUCE_SCATTER.steps(group.subgroup(line, held[dim][line[0]]))
+            reduce_scatters.append(Blocks.apart([
+                _REDUCE_SCATTER.blocks(group.subgroup(line, held[dim][line[0]]))
                 for line in lines]))
-            allgathers.append(Steps.apart([
-                _ALLGATHER.steps(group.subgroup(line, held[dim][line[0]])) for line in lines]))
+            allgathers.append(Blocks.apart([
+                _ALLGATHER.blocks(group.subgroup(line, held[dim][line[0]])) for line in lines]))
             for line in lines:
                 for position, part in zip(line, held[dim][line[0]].split(size), strict=True):
                     after[position] = part
             held.append(after)
-        return Steps.sequence([*reduce_scatters, *reversed(allgathers)], group.ranks)
+        return Blocks.sequence([*reduce_scatters, *reversed(allgathers)], group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         grid = _grid(cost.layout.grid, cost.ranks)

@@ -19,7 +19,7 @@ import math
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.schedule import Group, Schedule, Steps
+from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace_program
 from simulator.model.machine import Layout
 
@@ -45,16 +45,16 @@ def on_channels_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: 
     return algorithm.model_s(cost, math.ceil(count / channels))
 
 
-def steps_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
-                      channels: int) -> Steps:
+def blocks_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
+                       channels: int) -> Blocks:
     """:func:`schedule_on_channels` as the engine takes it: on one channel the algorithm's own
-    :meth:`~simulator.algorithms.algorithm.Algorithm.stepped` (a window of blocks where it has
-    them), on several the channels' schedules as one block (:attr:`Steps.traced
-    <simulator.algorithms.schedule.Steps.traced>` where that is the trace)."""
+    :meth:`~simulator.algorithms.algorithm.Algorithm.in_blocks` (a window of blocks where it has
+    them), on several the channels' schedules as one block (:attr:`Blocks.traced
+    <simulator.algorithms.schedule.Blocks.traced>` where that is the trace)."""
     if channels == 1:
-        return algorithm.stepped(group)
-    return Steps.whole(schedule_on_channels(algorithm, group, layout, channels),
-                       traced=not algorithm.has_builder())
+        return algorithm.in_blocks(group)
+    return Blocks.whole(schedule_on_channels(algorithm, group, layout, channels),
+                        traced=not algorithm.has_builder())
 
 
 def schedule_on_channels(algorithm: Algorithm, group: Group, layout: Layout,

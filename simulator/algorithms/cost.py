@@ -116,7 +116,7 @@ class CostInputs:
 
 def pipeline_s(delay_s: float, stages_s: list[float], pieces: int) -> float:
     """Time for ``pieces`` equal pieces to stream through single-server ``stages_s`` in series
-    (each a link or a GPU reduction engine, serving one piece at a time, in order), plus pure
+    (each a link or a GPU reducer, serving one piece at a time, in order), plus pure
     delays summing to ``delay_s`` (latencies, which overlap between pieces).
 
     The flow-shop makespan for identical jobs: the first piece crosses every stage, then the

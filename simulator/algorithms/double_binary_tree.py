@@ -52,7 +52,7 @@ class DoubleBinaryTreeAllreduce(Algorithm):
     bytes in k pieces of c bytes per tree, on a perfect tree with c·beta ≥ 2g the first is
     2d·alpha + (2d + k - 1)·c·beta + 2d·g, d = ⌊log2 p⌋, about half the single tree's.
 
-    A rank reduces in one tree only, so the trees never queue on one reduction engine. Their
+    A rank reduces in one tree only, so the trees never queue on one reducer. Their
     messages meet where a pair is an edge of both trees (about p/4 pairs, for every p ≥ 2: a leaf
     of one tree whose parent is its child in the other). On ``fully_connected`` such a cable
     carries the leaf's half up and the other tree's half down, n bytes each way, so T is the

@@ -20,7 +20,7 @@ from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.ring import ring_pass, ring_pass_s, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
-from simulator.algorithms.schedule import Group, Schedule, Steps, Together
+from simulator.algorithms.schedule import Blocks, Group, Schedule, Together
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.span import Span, piece_sizes
@@ -82,19 +82,19 @@ class Hierarchical(Algorithm):
         host_ranks = comm.layout.host_ranks(me)      # the L ranks of my host
         rail = comm.layout.rail(me)                  # my local index on every host
         steps = len(host_ranks) - 1
-        lanes = [comm.within_channel(phase) for phase in range(3)] if len(comm.streams(
+        channels = [comm.within_channel(phase) for phase in range(3)] if len(comm.streams(
             comm.buffer)) > 1 else [comm] * 3
 
         def reduce_scatter(piece: Span) -> Program:
-            yield from ring_pass(lanes[0], host_ranks, piece.split(len(host_ranks)), start=-1,
+            yield from ring_pass(channels[0], host_ranks, piece.split(len(host_ranks)), start=-1,
                                  steps=steps, reducing_steps=steps)
 
         def across_hosts(piece: Span) -> Program:
             mine = piece.split(len(host_ranks))[host_ranks.index(me)]
-            yield from self.options.inter.program(lanes[1].subgroup(rail, mine))
+            yield from self.options.inter.program(channels[1].subgroup(rail, mine))
 
         def allgather(piece: Span) -> Program:
-            yield from ring_pass(lanes[2], host_ranks, piece.split(len(host_ranks)), start=0,
+            yield from ring_pass(channels[2], host_ranks, piece.split(len(host_ranks)), start=0,
                                  steps=steps, reducing_steps=0)
 
         pieces = comm.streams(comm.buffer)
@@ -116,7 +116,7 @@ class Hierarchical(Algorithm):
         local = len(by_host[0])
         pieces = group.buffer.cut(piece_sizes(group.buffer.count, group.itemsize, None,
                                               group.stream_bytes))
-        lanes = (0, 1, 2) if len(pieces) > 1 else (0, 0, 0)
+        channels = (0, 1, 2) if len(pieces) > 1 else (0, 0, 0)
         steps = local - 1
 
         def reduce_scatter(piece: Span) -> Schedule:
@@ -135,29 +135,29 @@ class Hierarchical(Algorithm):
 
         ticks: list[Schedule | Together] = []
         for tick in range(len(pieces) + 2):
-            now = [(phase(pieces[tick - i]), lanes[i]) for i, phase in
+            now = [(phase(pieces[tick - i]), channels[i]) for i, phase in
                    enumerate((reduce_scatter, across_hosts, allgather))
                    if 0 <= tick - i < len(pieces)]
-            ticks.append(Together(tuple(b for b, _ in now), tuple(lane for _, lane in now)))
+            ticks.append(Together(tuple(b for b, _ in now), tuple(channel for _, channel in now)))
         return Schedule.sequence(ticks, group.ranks)
 
-    def steps(self, group: Group) -> Steps:
+    def blocks(self, group: Group) -> Blocks:
         """Unstreamed (one piece), the three phases in sequence with ``inter``'s steps on every
         rail side by side, so that a ring across thousands of hosts runs a window at a time;
         streamed, the whole schedule."""
         pieces = piece_sizes(group.buffer.count, group.itemsize, None, group.stream_bytes)
         if len(pieces) > 1:
-            return super().steps(group)
+            return super().blocks(group)
         by_host, rails = _hosts_and_rails(group)
         local, steps = len(by_host[0]), len(by_host[0]) - 1
-        inter = [self.options.inter.stepped(group.subgroup(rail, mine))
+        inter = [self.options.inter.in_blocks(group.subgroup(rail, mine))
                  for rail, mine in zip(rails, group.buffer.split(local), strict=True)]
         reduce_scatter, allgather = (
             Schedule.apart([ring_pass_schedule(group.subgroup(ranks, group.buffer), start=start,
                                                steps=steps, reducing_steps=reducing)
                             for ranks in by_host])
             for start, reducing in ((-1, steps), (0, 0)))
-        return Steps.sequence([reduce_scatter, Steps.apart(inter), allgather], group.ranks)
+        return Blocks.sequence([reduce_scatter, Blocks.apart(inter), allgather], group.ranks)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         host_ranks, rail = cost.layout.host_ranks(0), cost.layout.rail(0)

@@ -16,11 +16,11 @@ from simulator.algorithms.phases.ring import (
     chain,
     chain_s,
     ring_pass,
+    ring_pass_blocks,
     ring_pass_s,
-    ring_pass_steps,
 )
 from simulator.algorithms.phases.tree import TreeNode, tree_schedule
-from simulator.algorithms.schedule import Group, Schedule, Steps
+from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.model.collective import ROOT, Collective
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
@@ -49,11 +49,11 @@ class RingAllreduce(Algorithm):
                              reducing_steps=p - 1)
 
     def schedule(self, group: Group) -> Schedule:
-        return self.steps(group).schedule()
+        return self.blocks(group).schedule()
 
-    def steps(self, group: Group) -> Steps:
+    def blocks(self, group: Group) -> Blocks:
         p = group.size
-        return ring_pass_steps(group, start=0, steps=2 * (p - 1), reducing_steps=p - 1)
+        return ring_pass_blocks(group, start=0, steps=2 * (p - 1), reducing_steps=p - 1)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
@@ -76,11 +76,11 @@ class RingReduceScatter(Algorithm):
                              reducing_steps=p - 1)
 
     def schedule(self, group: Group) -> Schedule:
-        return self.steps(group).schedule()
+        return self.blocks(group).schedule()
 
-    def steps(self, group: Group) -> Steps:
+    def blocks(self, group: Group) -> Blocks:
         p = group.size
-        return ring_pass_steps(group, start=-1, steps=p - 1, reducing_steps=p - 1)
+        return ring_pass_blocks(group, start=-1, steps=p - 1, reducing_steps=p - 1)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return ring_pass_s(cost, count, steps=cost.ranks - 1, reducing_steps=cost.ranks - 1)
@@ -102,10 +102,10 @@ class RingAllgather(Algorithm):
                              reducing_steps=0)
 
     def schedule(self, group: Group) -> Schedule:
-        return self.steps(group).schedule()
+        return self.blocks(group).schedule()
 
-    def steps(self, group: Group) -> Steps:
-        return ring_pass_steps(group, start=0, steps=group.size - 1, reducing_steps=0)
+    def blocks(self, group: Group) -> Blocks:
+        return ring_pass_blocks(group, start=0, steps=group.size - 1, reducing_steps=0)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return ring_pass_s(cost, count, steps=cost.ranks - 1, reducing_steps=0)

@@ -155,8 +155,8 @@ class Schedule:
         :class:`Together`, two trees), a chain of join markers (messages from a rank to itself,
         which take no time and move nothing) waits for all of them, as ``comm.parallel`` returns
         when every branch has. Each connection's first message in a phase queues behind its last
-        one in the phases before, on the same lane (a :class:`Together`'s branches run on lanes
-        of their own, as channels)."""
+        one in the phases before, on the same channel (a :class:`Together`'s branches run on
+        channels of their own)."""
         parts: list[Schedule] = []
         offset, threads = 0, 1
         last = np.full(ranks, NONE, dtype=np.int64)
@@ -165,11 +165,11 @@ class Schedule:
         width = 1 + max((int(b.threads.max(initial=0)) for s in steps for b in s), default=0)
         for phase in phases:
             branches = phase.branches if isinstance(phase, Together) else (phase,)
-            lane_of = phase.lanes if isinstance(phase, Together) else (0,)
+            channel_of = phase.channels if isinstance(phase, Together) else (0,)
             threads = max(threads, sum(b.reducing_threads for b in branches if b.reduce.any()))
             ends = []
-            for branch, lane in zip(branches, lane_of, strict=True):
-                key = ((lane * width + branch.threads) * ranks + branch.src) * ranks + branch.dst
+            for branch, channel in zip(branches, channel_of, strict=True):
+                key = ((channel * width + branch.threads) * ranks + branch.src) * ranks + branch.dst
                 shifted = {name: getattr(branch, name) for name in ARRAYS}
                 for name, rank in (("posted_after", branch.src),
                                    ("receive_previous", branch.dst)):
@@ -212,9 +212,9 @@ class Schedule:
 
 
 @dataclass(frozen=True)
-class Steps:
+class Blocks:
     """A schedule produced a block at a time, for runs too large to hold whole: ``block(k)``
-    builds block k (k = 0 .. ``blocks`` - 1, in order), whose messages follow block k-1's in
+    builds block k (k = 0 .. ``count`` - 1, in order), whose messages follow block k-1's in
     the one numbering of the whole schedule, pointers included (into block k or before). A
     message's ``posted_after`` reaches back at most ``reach`` blocks, and only blocks 0 to
     ``reach`` post messages at the start, so the vectorised engine holds a window of blocks:
@@ -223,7 +223,7 @@ class Steps:
     the messages in flight, not the schedule (a ring of 4096 ranks is 33.5 million
     messages)."""
 
-    blocks: int
+    count: int
     size: int
     reach: int
     block: Callable[[int], Schedule]
@@ -237,49 +237,49 @@ class Steps:
     before traces existed (:func:`simulator.engine.vector.declines`)."""
 
     @staticmethod
-    def whole(schedule: Schedule, traced: bool = False) -> Steps:
+    def whole(schedule: Schedule, traced: bool = False) -> Blocks:
         """A schedule built at once, as one block."""
-        return Steps(1, schedule.size, 0, lambda _: schedule, schedule.reducing_threads,
-                     traced=traced)
+        return Blocks(1, schedule.size, 0, lambda _: schedule, schedule.reducing_threads,
+                      traced=traced)
 
     @staticmethod
-    def apart(parts: Sequence[Steps]) -> Steps:
+    def apart(parts: Sequence[Blocks]) -> Blocks:
         """:meth:`Schedule.apart` a block at a time: block k joins every part's block k (the
         parts' own numberings mapped to the joint one)."""
-        if all(part.blocks == 1 for part in parts):
-            return Steps.whole(Schedule.apart([part.block(0) for part in parts]))
-        blocks = max(part.blocks for part in parts)
-        aligned = all(part.blocks == blocks and part.ends_in_reach for part in parts)
-        return Steps(blocks, sum(part.size for part in parts), max(part.reach for part in parts),
-                     _Apart(parts), max((part.reducing_threads for part in parts), default=1),
-                     aligned)
+        if all(part.count == 1 for part in parts):
+            return Blocks.whole(Schedule.apart([part.block(0) for part in parts]))
+        count = max(part.count for part in parts)
+        aligned = all(part.count == count and part.ends_in_reach for part in parts)
+        return Blocks(count, sum(part.size for part in parts), max(part.reach for part in parts),
+                      _Apart(parts), max((part.reducing_threads for part in parts), default=1),
+                      aligned)
 
     @staticmethod
-    def sequence(phases: Sequence[Schedule | Steps], ranks: int) -> Steps:
+    def sequence(phases: Sequence[Schedule | Blocks], ranks: int) -> Blocks:
         """:meth:`Schedule.sequence` of phases of one thread per rank, a block at a time: a
         phase's opening pointers (:data:`NONE`) go to the rank's last receive, and a
         connection's first message to the end of its chain, in the phases before. A phase's
         first block reaches back over the phase before it: ``reach`` blocks where that phase
-        ends in reach (:attr:`Steps.ends_in_reach`), else all of it. So every rank of a phase
+        ends in reach (:attr:`Blocks.ends_in_reach`), else all of it. So every rank of a phase
         must receive in the phase before, and only a phase's first block may open (as in
         ``hierarchical``); the engine refuses, with an AlgorithmError, a block that reaches
         further."""
-        steps = [phase if isinstance(phase, Steps) else Steps.whole(phase) for phase in phases
-                 if phase.size > 0]
-        if all(phase.blocks == 1 for phase in steps):
-            return Steps.whole(Schedule.sequence([phase.block(0) for phase in steps], ranks))
-        reach = max(1, *(phase.reach for phase in steps),
-                    *(phase.reach if phase.ends_in_reach else phase.blocks
-                      for phase in steps[:-1]))
-        return Steps(sum(phase.blocks for phase in steps), sum(phase.size for phase in steps),
-                     reach, _Sequence(steps, ranks),
-                     max(phase.reducing_threads for phase in steps), steps[-1].ends_in_reach)
+        blocks = [phase if isinstance(phase, Blocks) else Blocks.whole(phase) for phase in phases
+                  if phase.size > 0]
+        if all(phase.count == 1 for phase in blocks):
+            return Blocks.whole(Schedule.sequence([phase.block(0) for phase in blocks], ranks))
+        reach = max(1, *(phase.reach for phase in blocks),
+                    *(phase.reach if phase.ends_in_reach else phase.count
+                      for phase in blocks[:-1]))
+        return Blocks(sum(phase.count for phase in blocks), sum(phase.size for phase in blocks),
+                      reach, _Sequence(blocks, ranks),
+                      max(phase.reducing_threads for phase in blocks), blocks[-1].ends_in_reach)
 
     def schedule(self) -> Schedule:
         """Every block, as one schedule (for tests and composition)."""
-        if self.blocks == 1:
+        if self.count == 1:
             return self.block(0)
-        parts = [self.block(k) for k in range(self.blocks)]
+        parts = [self.block(k) for k in range(self.count)]
         joined: dict[str, Any] = {name: np.concatenate([getattr(part, name) for part in parts])
                                   for name in ARRAYS}
         thread = (None if all(part.thread is None for part in parts)
@@ -310,9 +310,9 @@ class _InOrder:
 
 
 class _Apart(_InOrder):
-    """The blocks of :meth:`Steps.apart`, built in order (block 0 starts over)."""
+    """The blocks of :meth:`Blocks.apart`, built in order (block 0 starts over)."""
 
-    def __init__(self, parts: Sequence[Steps]) -> None:
+    def __init__(self, parts: Sequence[Blocks]) -> None:
         self.parts = parts
         self.reach = max(part.reach for part in parts)
         self._reset()
@@ -327,7 +327,7 @@ class _Apart(_InOrder):
     def _build(self, k: int) -> Schedule:
         blocks: list[Schedule] = []
         for part, own, joint in zip(self.parts, self.own, self.joint, strict=True):
-            block = part.block(k) if k < part.blocks else Schedule.empty()
+            block = part.block(k) if k < part.count else Schedule.empty()
             joint.append(self.end)
             own.append(own[-1] + block.size)
             self.end += block.size
@@ -336,7 +336,7 @@ class _Apart(_InOrder):
 
             def mapped(pointer: Index, starts: Index = starts, at: Index = at) -> Index:
                 if ((pointer >= 0) & (pointer < starts[0])).any():
-                    raise AlgorithmError(f"a part of Steps.apart reaches back more than its "
+                    raise AlgorithmError(f"a part of Blocks.apart reaches back more than its "
                                          f"{self.reach} blocks")
                 which = np.maximum(np.searchsorted(starts, pointer, side="right") - 1, 0)
                 joined: Index = np.where(pointer >= 0, at[which] + pointer - starts[which], NONE)
@@ -351,9 +351,9 @@ class _Apart(_InOrder):
 
 
 class _Sequence(_InOrder):
-    """The blocks of :meth:`Steps.sequence`, built in order (block 0 starts over)."""
+    """The blocks of :meth:`Blocks.sequence`, built in order (block 0 starts over)."""
 
-    def __init__(self, phases: Sequence[Steps], ranks: int) -> None:
+    def __init__(self, phases: Sequence[Blocks], ranks: int) -> None:
         self.phases = phases
         self.ranks = ranks
         self._reset()
@@ -367,7 +367,7 @@ class _Sequence(_InOrder):
         self.tails, self.phase_tails = _Tails(), _Tails()
 
     def _build(self, k: int) -> Schedule:
-        while self.within == self.phases[self.phase].blocks:  # the phase is over: open the next
+        while self.within == self.phases[self.phase].count:  # the phase is over: open the next
             self.last = np.where(self.ends >= 0, self.ends, self.last)
             self.tails.update(self.phase_tails.keys, self.phase_tails.index)
             self.phase_tails = _Tails()
@@ -375,7 +375,7 @@ class _Sequence(_InOrder):
         block = self.phases[self.phase].block(self.within)
         self.within += 1
         if block.threads.any():
-            raise AlgorithmError("Steps.sequence takes phases of one thread per rank")
+            raise AlgorithmError("Blocks.sequence takes phases of one thread per rank")
         key = block.src * self.ranks + block.dst
         offset = self.offset
 
@@ -408,10 +408,10 @@ class _Sequence(_InOrder):
 @dataclass(frozen=True)
 class Together:
     """Phases run at once, each as its own thread of every rank in it (``comm.parallel``), on
-    lanes of their own (channels: separate connections); a :meth:`Schedule.sequence` step."""
+    channels of their own (separate connections); a :meth:`Schedule.sequence` step."""
 
     branches: tuple[Schedule, ...]
-    lanes: tuple[int, ...]
+    channels: tuple[int, ...]
 
 
 def _ends(schedule: Schedule, offset: int) -> np.ndarray:
@@ -456,7 +456,7 @@ def _joins(ends: np.ndarray, offset: int) -> tuple[Schedule, np.ndarray]:
 
 
 class _Tails:
-    """The last message so far on each (lane, sender, receiver) key, kept as sorted arrays."""
+    """The last message so far on each (channel, sender, receiver) key, kept as sorted arrays."""
 
     def __init__(self) -> None:
         self.keys = np.zeros(0, dtype=np.int64)

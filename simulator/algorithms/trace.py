@@ -131,12 +131,12 @@ class _Recording:
     posted_after: list[int] = field(default_factory=list)
     connection_previous: list[int] = field(default_factory=list)
     receive_previous: list[int] = field(default_factory=list)
-    lane: list[int] = field(default_factory=list)
+    channel: list[int] = field(default_factory=list)
     sends: dict[_Connection, list[tuple[Span, int]]] = field(default_factory=dict)
     """Per connection, each posted send's span and what it was posted after, in posting order."""
     receives: dict[_Connection, list[int]] = field(default_factory=dict)
     """Per connection, the op of each receive, in request order."""
-    lanes: dict[tuple[int, ...], int] = field(default_factory=dict)
+    channel_numbers: dict[tuple[int, ...], int] = field(default_factory=dict)
     switches: dict[tuple[int, ...], int] = field(default_factory=dict)
     uploads: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     """Per (group, rank), the upload op of each round, in order."""
@@ -148,7 +148,7 @@ class _Recording:
     """Per thread, each of its parallels' branches (on any rank)."""
 
     def op(self, src: int, dst: int, send: Span, recv: Span, reduce: bool, posted_after: int,
-           receive_previous: int, lane: int = 0) -> int:
+           receive_previous: int, channel: int = 0) -> int:
         """A new op (its connection predecessor is filled in when messages are matched)."""
         self.src.append(src)
         self.dst.append(dst)
@@ -158,7 +158,7 @@ class _Recording:
         self.posted_after.append(posted_after)
         self.connection_previous.append(NONE)
         self.receive_previous.append(receive_previous)
-        self.lane.append(lane)
+        self.channel.append(channel)
         return len(self.src) - 1
 
     def at(self, position: _Position) -> int:
@@ -199,7 +199,7 @@ class _Recording:
                 after = self.at(position)
                 op = self.op(request.peer, rank, request.into, request.into,
                              request.combine is REDUCE, NONE, after,
-                             self.lane_of(request.channel))
+                             self.channel_of(request.channel))
                 self.receives.setdefault((request.peer, rank, request.channel), []).append(op)
                 position = op
                 if request.combine is REDUCE:
@@ -227,7 +227,7 @@ class _Recording:
             if isinstance(post, Send):
                 self.sends.setdefault((rank, post.peer, post.channel), []).append(
                     (post.span, after))
-                self.lane_of(post.channel)
+                self.channel_of(post.channel)
             else:
                 self.contribute(rank, post, after)
 
@@ -243,9 +243,9 @@ class _Recording:
         """The number of ``group``'s in-switch reduction group."""
         return self.switches.setdefault(group, len(self.switches))
 
-    def lane_of(self, channel: tuple[int, ...]) -> int:
+    def channel_of(self, channel: tuple[int, ...]) -> int:
         """The number of a channel path (first seen first): :attr:`Schedule.thread`."""
-        return self.lanes.setdefault(channel, len(self.lanes))
+        return self.channel_numbers.setdefault(channel, len(self.channel_numbers))
 
     # -- the schedule --------------------------------------------------------------------------
 
@@ -272,7 +272,7 @@ class _Recording:
             column([s.stop for s in self.recv]), column(self.reduce).astype(bool),
             renumbered(self.posted_after), renumbered(self.connection_previous),
             renumbered(self.receive_previous), reducing_threads=self.reducing_threads(),
-            thread=column(self.lane) if len(self.lanes) > 1 else None,
+            thread=column(self.channel) if len(self.channel_numbers) > 1 else None,
             switches=tuple(self.switches))
 
     def match_messages(self) -> None:

@@ -1,5 +1,5 @@
 """The engine: when things move. SimPy processes run every rank's program on a flow-level fabric
-(max-min fair sharing), with GPUs' reduction engines, in-switch reduction and real numpy data.
+(max-min fair sharing), with GPUs' reducers, in-switch reduction and real numpy data.
 
 The only package that imports SimPy. May import: :mod:`simulator.algorithms` (the programs and
 their requests), :mod:`simulator.model`, :mod:`simulator.settings` (which engine),

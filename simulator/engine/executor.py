@@ -15,8 +15,8 @@ from typing import Protocol
 
 import numpy as np
 
-from simulator.algorithms.channels import steps_on_channels
-from simulator.algorithms.schedule import Group, Steps
+from simulator.algorithms.channels import blocks_on_channels
+from simulator.algorithms.schedule import Blocks, Group
 from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.engine.run import Timing, run_collective
@@ -61,16 +61,16 @@ class Vector:
     engine = Engine.VECTOR
 
     def __init__(self) -> None:
-        self._planned: tuple[PointPlan, Steps] | None = None
+        self._planned: tuple[PointPlan, Blocks] | None = None
 
-    def steps(self, plan: PointPlan) -> Steps:
+    def blocks(self, plan: PointPlan) -> Blocks:
         """The plan's schedule on its channels."""
         if self._planned is None or self._planned[0] is not plan:
             spec = plan.spec
             group = Group.whole(plan.machine, spec.payload.count, spec.payload.dtype.itemsize,
                                 spec.piece_bytes, spec.stream_bytes)
-            schedule = steps_on_channels(plan.algorithm, group, plan.machine.layout,
-                                         spec.channels)
+            schedule = blocks_on_channels(plan.algorithm, group, plan.machine.layout,
+                                          spec.channels)
             self._planned = (plan, schedule)
         return self._planned[1]
 
@@ -80,18 +80,18 @@ class Vector:
         asked = plan.settings.engine is Engine.VECTOR
         if not plan.algorithm.has_builder() and declines_trace(asked=asked):
             return declines_trace(asked=asked)
-        return vector_declines(self.steps(plan), plan.machine, asked=asked)
+        return vector_declines(self.blocks(plan), plan.machine, asked=asked)
 
     def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
         """The schedule with numpy; InputError for one held whole that is too large."""
-        steps = self.steps(plan)
-        if steps.blocks == 1 and steps.size > MAX_MESSAGES:  # held whole
+        blocks = self.blocks(plan)
+        if blocks.count == 1 and blocks.size > MAX_MESSAGES:  # held whole
             raise InputError([Problem(plan.source, "sizes", (
                 f"{plan.payload.count * plan.payload.dtype.itemsize} bytes with "
-                f"{plan.algorithm.name} on {plan.machine.ranks} ranks is {steps.size:,} "
+                f"{plan.algorithm.name} on {plan.machine.ranks} ranks is {blocks.size:,} "
                 f"messages, more than the {MAX_MESSAGES:,} the vectorised engine holds at once; "
                 "use fewer ranks or a larger piece_size"))])
-        vector = run_schedule(steps, plan.machine, plan.payload, plan.spec.reduce_op, buffers,
+        vector = run_schedule(blocks, plan.machine, plan.payload, plan.spec.reduce_op, buffers,
                               plan.algorithm.name, recorder)
         return Timing(vector.time_s, vector.messages, vector.instants)
 

@@ -9,9 +9,9 @@ vectorised engine once per instant over every active flow).
   can gain without taking from a flow that has no more.
 - :func:`lone_rates`: a flow alone on its links gets its bottleneck: the least capacity it
   crosses (what progressive filling gives it, without the rounds).
-- :func:`serve_in_order`: a GPU's reduction engine serves one reduction at a time, first come
+- :func:`serve_in_order`: a GPU's reducer serves one reduction at a time, first come
   first served: a reduction starts when it is asked for or when the one before it ends,
-  whichever is later, and holds the engine for its duration.
+  whichever is later, and holds the reducer for its duration.
 - :class:`CapacityTimeline`: each link's capacity as a step function of time, from the
   machine's :class:`~simulator.model.machine.CapacityEvent` list (``Machine.capacity_events``);
   the engines apply its instants as they reach them and re-share the flows that cross the links
@@ -115,7 +115,7 @@ def max_min_of(flow_links: Mapping[Flow, Sequence[Link]],
 def serve_next(free_at: float, now: float, duration: float) -> tuple[float, float]:
     """Start and end of a job asked for at ``now`` that holds a server for ``duration``, the
     server being free from ``free_at``: first come, first served, one job at a time (a GPU's
-    reduction engine, :class:`~simulator.model.machine.GpuSpec`). The server is then free from
+    reducer, :class:`~simulator.model.machine.GpuSpec`). The server is then free from
     the end.
 
     >>> serve_next(5.0, 2.0, 1.0)

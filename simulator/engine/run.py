@@ -3,7 +3,7 @@
 Each rank is a SimPy process that steps through its algorithm's generator. Posted sends become
 transfers on the :class:`~simulator.engine.fabric.Fabric` carrying a copy of the span's data; a
 ``recv`` waits for the matching message, then copies it in or reduces it in on the rank's GPU,
-whose reduction engine serves one reduction at a time, first come first served (the kernel's
+whose reducer serves one reduction at a time, first come first served (the kernel's
 rule, :mod:`simulator.engine.kernel`). The run's time is
 when the last rank finishes its program.
 
@@ -99,7 +99,7 @@ class _Deliver:
 
 
 class _Gpu:
-    """A GPU's reduction engine: reducing ``n`` bytes holds it for ``launch + n / bandwidth``,
+    """A GPU's reducer: reducing ``n`` bytes holds it for ``launch + n / bandwidth``,
     one reduction at a time, first come, first served (:func:`~simulator.engine.kernel.serve_next`,
     the vectorised engine's rule too). A reduction that must wait resumes when the one queued
     before it ends, an event at exactly the time the rule gives."""
@@ -112,7 +112,7 @@ class _Gpu:
 
     def reduce(self, size_bytes: float, done: Callable[[float, float], None] | None = None
                ) -> Generator[simpy.Event, object, None]:
-        """Hold the engine for the reduction; then ``done(start, end)`` if given."""
+        """Hold the reducer for the reduction; then ``done(start, end)`` if given."""
         duration = self.spec.reduce_s(size_bytes)
         if duration <= 0:
             return

@@ -1,6 +1,6 @@
 """The vectorised engine: runs a schedule (:mod:`simulator.algorithms.schedule`) with the SimPy
 engine's semantics, processing everything that happens at one instant as arrays. A schedule
-given a block at a time (:class:`~simulator.algorithms.schedule.Steps`) runs in a window of
+given a block at a time (:class:`~simulator.algorithms.schedule.Blocks`) runs in a window of
 blocks: loaded before they can be released, dropped once received.
 
 The model is the SimPy engine's (:mod:`simulator.engine.run`, :mod:`simulator.engine.fabric`),
@@ -11,7 +11,7 @@ message for message:
   then moves its bytes at its max-min fair share of every link it crosses, recomputed whenever
   a flow starts or ends;
 - a receive starts when its message has arrived and the receive before it in the receiver's
-  program has completed; a reducing receive then holds the receiver's GPU reduction engine
+  program has completed; a reducing receive then holds the receiver's GPU reducer
   (first come, first served) for ``launch + bytes / reduce_bandwidth``;
 - data are taken from the sender's buffer when the message is posted and copied or reduced into
   the receiver's when its receive completes;
@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.algorithms.schedule import ARRAYS, NONE, Schedule, Steps
+from simulator.algorithms.schedule import ARRAYS, NONE, Blocks, Schedule
 from simulator.engine.kernel import (
     INF,
     CapacityTimeline,
@@ -372,10 +372,10 @@ class _Run:
     follower columns hold schedule numbers (position + ``window.start``), so that dropping
     received messages renumbers nothing."""
 
-    def __init__(self, steps: Steps, machine: Machine, payload: Payload,
+    def __init__(self, blocks: Blocks, machine: Machine, payload: Payload,
                  reduce_op: ReduceOp, buffers: np.ndarray, name: str,
                  recorder: Recorder | None = None) -> None:
-        self.steps = steps
+        self.blocks = blocks
         self.name = name
         self.payload = payload
         self.ufunc = reduce_op.ufunc
@@ -416,7 +416,7 @@ class _Run:
         self.machine = machine
         self.switch_delay: np.ndarray | None = None  # each switch's reduction latency
         self.sums: dict[int, np.ndarray] = {}  # in-switch rounds' sums so far, by last upload
-        for _ in range(min(steps.blocks, steps.reach + 1)):
+        for _ in range(min(blocks.count, blocks.reach + 1)):
             self._load()
 
     # -- the window ----------------------------------------------------------------------------
@@ -424,7 +424,7 @@ class _Run:
     def _load(self) -> None:
         """Add the schedule's next block at the end of the window."""
         k = len(self.block_ends)
-        block = self.steps.block(k)
+        block = self.blocks.block(k)
         first = self.block_ends[-1] if self.block_ends else 0
         if k == 0 and block.switches:
             self._switches(block.switches)
@@ -455,7 +455,7 @@ class _Run:
         self.block_ends.append(first + size)
         for followers in (self.next_on_connection, self.next_receive, self.released):
             followers.grown(size)
-        self._drop_due = k > self.steps.reach
+        self._drop_due = k > self.blocks.reach
 
     def _views(self) -> None:
         """Name the window's columns (views: the run writes through them)."""
@@ -496,11 +496,11 @@ class _Run:
     def _load_ahead(self, posted: np.ndarray) -> None:
         """Load every block that ``posted`` messages (window positions) may release, before
         any of them can: up to ``reach`` blocks past the last one posted."""
-        steps = self.steps
-        if len(self.block_ends) == steps.blocks or len(posted) == 0:
+        blocks = self.blocks
+        if len(self.block_ends) == blocks.count or len(posted) == 0:
             return
         top = bisect.bisect_right(self.block_ends, int(posted.max()) + self.window.start)
-        while len(self.block_ends) < steps.blocks and len(self.block_ends) <= top + steps.reach:
+        while len(self.block_ends) < blocks.count and len(self.block_ends) <= top + blocks.reach:
             self._load()
 
     def _drop(self) -> None:
@@ -580,7 +580,7 @@ class _Run:
                                  f"{block.send_stop[m] - block.send_start[m]} elements from rank "
                                  f"{block.src[m]} into a span of "
                                  f"{block.recv_stop[m] - block.recv_start[m]}")
-        reach = self.steps.reach
+        reach = self.blocks.reach
         if k <= reach:  # loaded before the run starts
             return
         if (block.posted_after == NONE).any():
@@ -837,7 +837,7 @@ class _Run:
             ranks = np.unique(self.s.dst[stuck])[:8].tolist()
             raise AlgorithmError(f"{self.name}: deadlock: ranks {ranks} wait for messages "
                                  "that are never sent")
-        if len(self.block_ends) < self.steps.blocks:  # all received, nothing left to load it
+        if len(self.block_ends) < self.blocks.count:  # all received, nothing left to load it
             raise self._too_far(len(self.block_ends))
         if self.recorder is not None and self.tally is not None:
             carried = self.tally.bytes(self.routes)
@@ -852,10 +852,10 @@ class _Run:
     def _too_far(self, k: int) -> AlgorithmError:
         return AlgorithmError(f"{self.name}: block {k} of the schedule is released by messages "
                               f"received before it was loaded: it reaches back more than "
-                              f"{self.steps.reach} blocks")
+                              f"{self.blocks.reach} blocks")
 
 
-def declines(schedule: Schedule | Steps, machine: Machine, *, asked: bool = False) -> str | None:
+def declines(schedule: Schedule | Blocks, machine: Machine, *, asked: bool = False) -> str | None:
     """Why the vectorised engine leaves ``schedule`` to SimPy on ``machine``, or None.
 
     - Several threads of one rank reducing at once on a GPU whose reductions take time queue
@@ -864,7 +864,7 @@ def declines(schedule: Schedule | Steps, machine: Machine, *, asked: bool = Fals
     - In-switch reductions of several groups (NVLS on channels) share each rank's connection
       to the switch, in an order decided by time: the trace cannot give it.
     - Unless the scenario ``asked`` for this engine (``engine: vector``), a schedule that is
-      only a program's trace (:attr:`Steps.traced <simulator.algorithms.schedule.Steps.traced>`:
+      only a program's trace (:attr:`Blocks.traced <simulator.algorithms.schedule.Blocks.traced>`:
       no hand-written builder, as for NVLS) runs on SimPy, as ``engine: auto`` did before
       traces existed, so that auto's pick per point (the results' ``engine`` column) stays
       as it was. For NVLS SimPy is the faster anyway: its rounds pipeline a few messages an
@@ -880,7 +880,7 @@ def declines(schedule: Schedule | Steps, machine: Machine, *, asked: bool = Fals
         return (f"its in-switch reductions run in {len(whole.switches)} groups, whose uploads "
                 "share each rank's connection to the switch in an order only the SimPy engine "
                 "decides")
-    if isinstance(schedule, Steps) and schedule.traced:
+    if isinstance(schedule, Blocks) and schedule.traced:
         return declines_trace(asked=asked)
     return None
 
@@ -891,13 +891,13 @@ def declines_trace(*, asked: bool) -> str | None:
     return None if asked else "it has no hand-written schedule, and auto runs traced ones on SimPy"
 
 
-def run_schedule(schedule: Schedule | Steps, machine: Machine, payload: Payload,
+def run_schedule(schedule: Schedule | Blocks, machine: Machine, payload: Payload,
                  reduce_op: ReduceOp, buffers: np.ndarray, name: str,
                  recorder: Recorder | None = None) -> VectorTiming:
     """Run ``schedule`` (whole, or a block at a time) on ``machine``; ``buffers`` (ranks ×
     proxy) end holding its result (before ``reduce_op.finalize``). ``recorder`` (optional)
     gets every link's bytes and busy time; it must not trace (only SimPy traces)."""
-    steps = schedule if isinstance(schedule, Steps) else Steps.whole(schedule)
+    blocks = schedule if isinstance(schedule, Blocks) else Blocks.whole(schedule)
     if recorder is not None and recorder.trace:
         raise ValueError("the vectorised engine records links, not timelines: trace on SimPy")
-    return _Run(steps, machine, payload, reduce_op, buffers, name, recorder).run()
+    return _Run(blocks, machine, payload, reduce_op, buffers, name, recorder).run()

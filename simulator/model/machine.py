@@ -31,7 +31,7 @@ Bytes = TypeVar("Bytes", float, np.ndarray)
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """A GPU's reduction engine: ``reduce_bandwidth_Bps`` (None = free) and a launch latency."""
+    """A GPU's reducer: ``reduce_bandwidth_Bps`` (None = free) and a launch latency."""
 
     reduce_bandwidth_Bps: float | None = None
     launch_latency_s: float = 0.0

@@ -16,7 +16,7 @@ import numpy as np
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program, piece_label
 from simulator.algorithms.cost import CostInputs, pipeline_s, proportionate_pipeline_s
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
-from simulator.algorithms.schedule import NONE, Group, Schedule, Steps, pieces_per_span
+from simulator.algorithms.schedule import NONE, Blocks, Group, Schedule, pieces_per_span
 from simulator.model.span import Span
 
 
@@ -96,12 +96,12 @@ def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: 
 
 
 BLOCK_MESSAGES = 1 << 14
-"""Messages per block of :func:`ring_pass_steps` (whole steps, at least one): enough for numpy
+"""Messages per block of :func:`ring_pass_blocks` (whole steps, at least one): enough for numpy
 to amortise each block's Python, few enough that a window of blocks stays a few MiB."""
 
 
-def ring_pass_steps(group: Group, *, start: int, steps: int, reducing_steps: int,
-                    default_bytes: int | None = None) -> Steps:
+def ring_pass_blocks(group: Group, *, start: int, steps: int, reducing_steps: int,
+                     default_bytes: int | None = None) -> Blocks:
     """:func:`ring_pass_schedule` a block of whole steps at a time where every chunk is one
     message (step t's messages point only at step t-1's, so a block reaches back one block);
     where pieces pipeline the chunks, the whole schedule as one block."""
@@ -111,9 +111,9 @@ def ring_pass_steps(group: Group, *, start: int, steps: int, reducing_steps: int
                                 group.piece_bytes if group.piece_bytes is not None
                                 else default_bytes)
     if steps == 0 or n == 1 or pieces.max() > 1:
-        return Steps.whole(ring_pass_schedule(group, start=start, steps=steps,
-                                              reducing_steps=reducing_steps,
-                                              default_bytes=default_bytes))
+        return Blocks.whole(ring_pass_schedule(group, start=start, steps=steps,
+                                               reducing_steps=reducing_steps,
+                                               default_bytes=default_bytes))
     per_block = max(1, BLOCK_MESSAGES // n)
     position = np.arange(n, dtype=np.int64)
 
@@ -122,7 +122,7 @@ def ring_pass_steps(group: Group, *, start: int, steps: int, reducing_steps: int
         chunk = ((position[None, :] + start - sends[:, None]) % n).ravel()
         return _whole_chunks(group, chunk, starts, stops, reducing_steps, int(sends[0]))
 
-    return Steps(-(-steps // per_block), steps * n, 1, block)
+    return Blocks(-(-steps // per_block), steps * n, 1, block)
 
 
 def _pieces(group: Group, chunk: np.ndarray, starts: np.ndarray, stops: np.ndarray,
@@ -208,7 +208,7 @@ def _pipelined_ring_s(alpha: float, beta: float, pieces: list[int], reduce_s: li
         received     R(s, j) = max(E(s, j), R(previous receive)) + g_j on reducing steps
 
     T = R(steps-1, k-1). Messages go in (s, j) order on the connection and receives complete in
-    that order (one program, one GPU reduction engine), hence the two "previous" terms; the
+    that order (one program, one GPU reducer), hence the two "previous" terms; the
     reduction g_j = launch + c_j·gamma may be slower than the link (then the GPU sets the pace).
     """
     injected = received = 0.0

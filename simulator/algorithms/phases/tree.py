@@ -161,7 +161,7 @@ def tree_schedule(group: Group, nodes: Sequence[TreeNode], span: Span,
 # Closed forms of the tree phases. A piece's way from a leaf up to the root, or from the root down
 # to a leaf, is a chain of stages: each hop a link with its own pair's alpha_h (once) and beta_h
 # (c·beta_h per piece of c bytes), so an NVLink hop and a network hop each count for what they
-# are; each interior rank's reduction engine another stage (g = launch + c·gamma per reduction);
+# are; each interior rank's reducer another stage (g = launch + c·gamma per reduction);
 # copies are free. T is the longest chain: exact where no two flows share a link at once
 # (``fully_connected``; two DGX nodes of two GPUs each), for pieces of any sizes; elsewhere a
 # lower bound (a shared link only makes some message slower than alpha_h + c·beta_h).
@@ -204,7 +204,7 @@ class _Grid:
     def through(self, paths: _Paths, alpha_s: float = 0.0, beta: float = 0.0, first: int = 0,
                 later: int = 0) -> _Paths:
         """The longest paths one stage on: a link (latency ``alpha_s``, ``beta`` s/byte) or a
-        rank's reduction engine, with ``first`` reductions to do once a piece reaches it along
+        rank's reducer, with ``first`` reductions to do once a piece reaches it along
         this chain (m - i from its i-th of m children) and ``later`` = m per further piece. A
         path makes its full pieces' steps, and its step to the last piece, on an earlier stage
         or on this one."""
