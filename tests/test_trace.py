@@ -12,7 +12,7 @@ from simulator import simulate
 from simulator.algorithms import REGISTRY, Collective, Comm
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.channels import on_channels, schedule_on_channels
-from simulator.algorithms.comm import COPY
+from simulator.algorithms.comm import COPY, Outbox
 from simulator.algorithms.schedule import NONE, Group, Op
 from simulator.algorithms.trace import canonical, trace, trace_program
 from simulator.engine.payload import Payload, make_inputs
@@ -360,3 +360,17 @@ def test_auto_does_not_trace_what_it_leaves_to_simpy(monkeypatch):
     assert run_point(scenario, "nvls", 4096).engine == "simpy"
     with pytest.raises(AssertionError, match="traced"):
         run_point({**scenario, "engine": "vector"}, "nvls", 4096)
+
+
+def test_a_comm_is_one_members_view_of_its_group():
+    # three members of a 3x1 grid on two hosts, global ranks 4, 6 and 9, on elements [8, 20)
+    group = Group(np.array([4, 6, 9]), Span(8, 20), 4, piece_bytes=16,
+                  hosts=np.array([0, 0, 1]), stream_bytes=32)
+    outboxes = [Outbox() for _ in range(3)]
+    comms = group.comms(outboxes)
+    assert [(c.rank, c.size, c.members) for c in comms] == [(i, 3, (4, 6, 9)) for i in range(3)]
+    assert {(c.buffer, c.itemsize, c.piece_bytes, c.stream_bytes) for c in comms} == {
+        (Span(8, 20), 4, 16, 32)}
+    assert comms[0].layout == Layout((0, 0, 1)) and comms[2].layout.host_ranks(2) == (2,)
+    comms[1].send(2, Span(8, 12))  # posts to its own outbox, to global rank 9
+    assert [p.peer for p in outboxes[1].take()] == [9] and outboxes[0].take() == []

@@ -129,7 +129,9 @@ class Outbox:
 
 
 class Comm:
-    """One rank's view of a group: who it is, its buffer, and the verbs it may use.
+    """One rank's view of a group (a :class:`~simulator.algorithms.schedule.Group`, which
+    :meth:`Group.comms <simulator.algorithms.schedule.Group.comms>` views from each member): who
+    it is, its buffer, and the verbs it may use.
 
     Ranks are numbered 0..size-1 within the group; a :meth:`subgroup` is a communicator over
     some of them and a span of the buffer, so an algorithm can run another one inside it.

@@ -29,8 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from simulator.algorithms.comm import Comm, Outbox
 from simulator.errors import AlgorithmError
-from simulator.model.machine import Grid, Machine
+from simulator.model.machine import Grid, Layout, Machine
 from simulator.model.span import Span
 
 NONE = -1
@@ -500,12 +501,13 @@ ARRAYS = tuple(f.name for f in fields(Schedule)
 
 @dataclass(frozen=True, eq=False)
 class Group:
-    """What a schedule is built for, as a communicator is for a program: the global rank of each
+    """The ranks a collective runs on, what a schedule is built for: the global rank of each
     member (in the group's numbering), the span of the buffer it works on, the element size, the
     scenario's pipeline piece size (None: each algorithm's default), each member's host (None:
     one host), the pieces the execution model streams phases in (``Comm.stream_bytes``) and the
     torus or mesh the members fill, as :attr:`Layout.grid <simulator.model.machine.Layout>`
-    (None: none)."""
+    (None: none). A program runs on one member's view of it, a
+    :class:`~simulator.algorithms.comm.Comm` (:meth:`comms`)."""
 
     members: Index
     buffer: Span
@@ -527,6 +529,22 @@ class Group:
         return cls(np.arange(machine.ranks, dtype=np.int64), Span(0, count), itemsize,
                    piece_bytes, np.array(machine.layout.hosts, dtype=np.int64), stream_bytes,
                    machine.layout.grid)
+
+    def comms(self, outboxes: Sequence[Outbox]) -> list[Comm]:
+        """Every member's view of this group, in the group's order: member i's communicator
+        (rank i of :attr:`size`, this group's buffer, pieces, hosts and grid, the members' global
+        ranks) posting to ``outboxes[i]``."""
+        layout = Layout(tuple((self.hosts if self.hosts is not None
+                               else np.zeros(self.size, dtype=np.int64)).tolist()), self.grid)
+        members = tuple(self.members.tolist())
+        comms = []
+        for position, outbox in enumerate(outboxes):
+            comm = Comm(position, self.size, self.buffer, itemsize=self.itemsize,
+                        piece_bytes=self.piece_bytes, layout=layout, outbox=outbox,
+                        stream_bytes=self.stream_bytes)
+            comm.members = members
+            comms.append(comm)
+        return comms
 
     @property
     def ranks(self) -> int:

@@ -64,7 +64,6 @@ from simulator.algorithms.comm import (
 )
 from simulator.algorithms.schedule import NONE, Group, Schedule
 from simulator.errors import AlgorithmError
-from simulator.model.machine import Layout
 from simulator.model.span import Span
 
 if TYPE_CHECKING:
@@ -84,16 +83,9 @@ def trace_program(group: Group, program: Callable[[Comm], Program], name: str) -
     in errors): AlgorithmError where the programs deadlock or leave messages unreceived, with
     the SimPy engine's words."""
     recording = _Recording(name)
-    layout = Layout(tuple((group.hosts if group.hosts is not None
-                           else np.zeros(group.size, dtype=np.int64)).tolist()), group.grid)
-    members = tuple(group.members.tolist())
-    for position, rank in enumerate(members):
-        outbox = Outbox()
-        comm = Comm(position, group.size, group.buffer, itemsize=group.itemsize,
-                    piece_bytes=group.piece_bytes, layout=layout, outbox=outbox,
-                    stream_bytes=group.stream_bytes)
-        comm.members = members
-        recording.thread(rank, outbox, program(comm), NONE, ())
+    outboxes = [Outbox() for _ in range(group.size)]
+    for comm, outbox in zip(group.comms(outboxes), outboxes, strict=True):
+        recording.thread(comm.members[comm.rank], outbox, program(comm), NONE, ())
     return recording.schedule()
 
 

@@ -31,7 +31,9 @@ Bytes = TypeVar("Bytes", float, np.ndarray)
 
 @dataclass(frozen=True)
 class GpuSpec:
-    """A GPU's reducer: ``reduce_bandwidth_Bps`` (None = free) and a launch latency."""
+    """A GPU's reducer, what combines a received span into its buffer, one reduction at a time,
+    first come first served (docs/design.md §1, "Words": not an engine, which is what simulates
+    a point): ``reduce_bandwidth_Bps`` (None = free) and a launch latency."""
 
     reduce_bandwidth_Bps: float | None = None
     launch_latency_s: float = 0.0
