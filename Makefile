@@ -10,8 +10,8 @@ STAMP := $(VENV)/.installed
 run: $(STAMP)
 	$(PY) -m simulator run scenarios/dgx.yaml --trace results/dgx-h100/trace.json --trace-point ring:1MiB
 
-test: lint
-	$(PY) -m pytest -q
+test: lint  # the suite on every core (pytest-xdist); plain `pytest` runs it in one process
+	$(PY) -m pytest -q -n auto
 
 lint: $(STAMP)
 	$(PY) -m ruff check simulator tests bench
