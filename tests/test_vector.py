@@ -1,7 +1,7 @@
 """The vectorised engine (simulator.engine.vector) against the SimPy engine: every algorithm with
 a hand-written schedule, on random scenarios with and without shared links, uneven sizes,
-pipeline pieces, GPU costs, channels and both execution models, gives the same time (1e-12
-relative) and the same final buffers; and the engine's own parts by hand. That every builder is
+pipeline pieces, GPU costs, channels and both execution models, gives the same time (to the
+bit) and the same final buffers; and the engine's own parts by hand. That every builder is
 its program's trace, at many more shapes than these end-to-end runs, is tests/test_trace.py's."""
 
 import numpy as np
@@ -85,7 +85,7 @@ def test_both_engines_agree_on_random_scenarios(seed):
         assert scenario.gpu.reduce_bandwidth_Bps is not None
         assert channels > 1 or scenario.algorithms == ("double_binary_tree",)
         return
-    assert vector.time_s == pytest.approx(simpy.time_s, rel=1e-12, abs=0)
+    assert vector.time_s == simpy.time_s  # to the bit: one network kernel
     assert vector.messages == simpy.messages
     np.testing.assert_array_equal(vector_buffers, simpy_buffers)
 
@@ -100,7 +100,7 @@ def test_both_engines_agree_under_nccl_with_channels_across_nodes(algorithm):
     assert list(vector.engine) == ["vector"] * 2 and list(simpy.engine) == ["simpy"] * 2
     channels = 1 if algorithm == "hierarchical" else 4  # one per GPU of a host, but rail-aware
     assert list(vector.channels) == list(simpy.channels) == [channels] * 2
-    np.testing.assert_allclose(vector.sim_time_s, simpy.sim_time_s, rtol=1e-12, atol=0)
+    np.testing.assert_array_equal(vector.sim_time_s, simpy.sim_time_s)
     assert vector.verified.all() and simpy.verified.all()
 
 
@@ -243,7 +243,7 @@ def test_a_ring_run_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypatc
     assert blocks.count == -(-total // steps_per_block) and blocks.reach == 1
     vector = run_point({**scenario, "engine": "vector"}, "ring", scenario["sizes"][0])
     assert vector.engine == "vector" and vector.verified and simpy.verified
-    assert vector.sim_time_s == pytest.approx(simpy.sim_time_s, rel=1e-12, abs=0)
+    assert vector.sim_time_s == simpy.sim_time_s
     assert vector.messages == simpy.messages
 
 
@@ -319,7 +319,7 @@ def test_hierarchical_a_window_of_blocks_at_a_time_equals_the_simpy_run(monkeypa
     simpy = run_point({**scenario, "engine": "simpy"}, "hierarchical", 4 * 3001)
     vector = run_point({**scenario, "engine": "vector"}, "hierarchical", 4 * 3001)
     assert vector.engine == "vector" and vector.verified and simpy.verified
-    assert vector.sim_time_s == pytest.approx(simpy.sim_time_s, rel=1e-12, abs=0)
+    assert vector.sim_time_s == simpy.sim_time_s
     if inter == "ring":  # the closed form is exact where the inter-host algorithm's is
         assert vector.sim_time_s == pytest.approx(vector.model_time_s, rel=1e-12)
     assert vector.messages == simpy.messages

@@ -34,7 +34,7 @@ from simulator.model.machine import CapacityEvent
 from simulator.model.routing import LinkId, Routing
 
 
-@dataclass
+@dataclass(slots=True)
 class _Flow:
     """Bytes of one transfer still to move, and the rate they move at since ``updated_at``;
     ``timer`` is its finish timer and ``version`` the timer's name (unique over the fabric);
@@ -167,23 +167,21 @@ class Fabric:
                 self._rates.flow_rate(flow_id, rate, now)
             if flow.changed_at != now:  # its first change this instant
                 flow.changed_at = now
-                flow.before = (flow.rate, flow.remaining, flow.updated_at, flow.version,
-                               flow.timer)
+                if flow.rate:  # a flow that moved (a new one has no rate to come back to)
+                    flow.before = (flow.rate, flow.remaining, flow.updated_at, flow.version,
+                                   flow.timer)
             elif rate == flow.before[0]:
                 flow.rate, flow.remaining, flow.updated_at, flow.version, flow.timer = flow.before
                 if flow.timer is not None and flow.timer.processed:  # it fired now, superseded
-                    self._set_timer(flow_id, flow, 0.0)
+                    flow.timer = self.env.timeout(0.0)
+                    flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
                 continue
             flow.remaining = max(flow.remaining - flow.rate * (now - flow.updated_at), 0.0)
             flow.updated_at = now
             flow.rate = rate
             flow.version = next(self._versions)
-            self._set_timer(flow_id, flow, flow.remaining / rate)
-
-    def _set_timer(self, flow_id: int, flow: _Flow, delay: float) -> None:
-        """End ``flow`` in ``delay`` seconds, unless it is retimed before."""
-        flow.timer = self.env.timeout(delay)
-        flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
+            flow.timer = self.env.timeout(flow.remaining / rate)
+            flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
 
 
 @dataclass(frozen=True)
