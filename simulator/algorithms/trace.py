@@ -342,29 +342,13 @@ class _Recording:
         ops = len(self.src)
         waits = [[p for p in (self.posted_after[m], self.connection_previous[m],
                               self.receive_previous[m]) if p >= 0] for m in range(ops)]
-        followers: list[list[int]] = [[] for _ in range(ops)]
-        for m, before in enumerate(waits):
-            for p in before:
-                followers[p].append(m)
-        left = [len(before) for before in waits]
-        level = [0] * ops
-        ready = [m for m in range(ops) if left[m] == 0]
-        done = 0
-        while ready:
-            done += len(ready)
-            following = []
-            for m in ready:
-                for f in followers[m]:
-                    level[f] = max(level[f], level[m] + 1)
-                    left[f] -= 1
-                    if left[f] == 0:
-                        following.append(f)
-            ready = following
-        if done < ops:
-            stuck = sorted({self.dst[m] for m in range(ops) if left[m] > 0 and self.dst[m] >= 0})
+        level, circle = chain_levels(dict(enumerate(waits)))
+        if circle:
+            stuck = sorted({self.dst[m] for m in circle if self.dst[m] >= 0})
             raise AlgorithmError(f"{self.name}: deadlock: ranks {stuck[:8]} wait for messages "
                                  "that are never sent")
-        ordered: np.ndarray = np.lexsort((np.arange(ops), np.array(level, dtype=np.int64)))
+        chains = np.array([level[m] for m in range(ops)], dtype=np.int64)
+        ordered: np.ndarray = np.lexsort((np.arange(ops), chains))
         return ordered
 
     def reducing_threads(self) -> int:
@@ -448,14 +432,24 @@ def canonical(schedule: Schedule) -> dict[str, object]:
 
 def _levels(ops: list[int], waits: dict[str, dict[int, tuple[int, ...]]]) -> dict[int, int]:
     """The longest chain of ops before each of ``ops`` (pointers through markers resolved)."""
-    before = {m: {p for by in waits.values() for p in by[m]} for m in ops}
-    followers: dict[int, list[int]] = {m: [] for m in ops}
+    level, circle = chain_levels({m: sorted({p for by in waits.values() for p in by[m]})
+                                  for m in ops})
+    if circle:
+        raise ValueError("the schedule's ops wait for each other in a circle")
+    return level
+
+
+def chain_levels(before: dict[int, list[int]]) -> tuple[dict[int, int], list[int]]:
+    """Kahn's algorithm over ops and the ops each waits for (``before``, every op a key): the
+    longest chain of ops before each op, and the ops left waiting in a circle (none where an
+    order exists)."""
+    followers: dict[int, list[int]] = {m: [] for m in before}
     for m, ps in before.items():
         for p in ps:
             followers[p].append(m)
     left = {m: len(ps) for m, ps in before.items()}
-    level = dict.fromkeys(ops, 0)
-    ready = [m for m in ops if left[m] == 0]
+    level = dict.fromkeys(before, 0)
+    ready = [m for m in before if left[m] == 0]
     while ready:
         following = []
         for m in ready:
@@ -465,6 +459,4 @@ def _levels(ops: list[int], waits: dict[str, dict[int, tuple[int, ...]]]) -> dic
                 if left[f] == 0:
                     following.append(f)
         ready = following
-    if any(left.values()):
-        raise ValueError("the schedule's ops wait for each other in a circle")
-    return level
+    return level, [m for m in before if left[m] > 0]
