@@ -46,7 +46,7 @@ def main() -> None:
         print("|---:|---:|---:|---:|---:|")
         for cap_mb in CAPS_MB:
             # a cap set as DDP(bucket_cap_mb=...) is: the first bucket is as large as the rest
-            step = simulate_step(scenario, setup, cap=max(1, cap_mb << 20), cache=cache)
+            step = simulate_step(scenario, setup, timed, cap=max(1, cap_mb << 20), cache=cache)
             label = f"{cap_mb} MiB" if cap_mb else "0 (one per gradient)"
             print(f"| {label} | {len(step.buckets)} | "
                   f"{step.communication_s * 1e3:.1f} | {step.exposed_s * 1e3:.1f} | "

@@ -3,7 +3,7 @@ once (:func:`plan_point`), before anything is simulated.
 
 A pure layer between the scenario and the engine: it builds the topology and places the ranks,
 picks the algorithms, decides a point's channels, payload and NCCL plan, and computes its closed
-form, all without running an engine. :func:`simulator.runner.run_point` runs a plan,
+form, all without running an engine. :func:`simulator.runner.run_plan` runs a plan,
 :func:`simulator.runner.outlook` reads the plans' closed forms, and the trainer and
 :mod:`simulator.dist` plan their own points. May import the scenario, the algorithms, the model,
 the engine's value types and the settings.
@@ -124,14 +124,13 @@ def payload_of(scenario: Scenario, settings: RunSettings, size_bytes: int, ranks
 
 
 def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
-               settings: RunSettings | None = None) -> PointPlan:
+               settings: RunSettings) -> PointPlan:
     """The point of ``algorithm`` at ``size_bytes`` on ``setup``'s machine, planned once: its
     channels, payload, NCCL plan (the protocol the scenario's, or the one NCCL's model picks for
     the algorithm's family at this size), the machine and closed-form inputs as the execution
     model times them, the start paid before the first byte, and the closed form. ``settings``
-    (None: the scenario's own) say whether data moves and which engine runs. InputError if the
+    say whether data moves, which engine runs and the inputs' seed. InputError if the
     algorithm cannot run on the machine or NCCL's plan cannot be made."""
-    settings = settings or scenario.run
     reason = algorithm.unsupported(setup.machine)
     if reason:
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
@@ -151,11 +150,14 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         machine = apply(nccl, machine)
         timed = replace(cost, machine=machine)
         streamed = [replace(timed, stream_bytes=piece) for piece in stream_choices(size_bytes)]
-        cost = min(streamed, key=lambda c: on_channels_s(algorithm, c, count, channels))
+        closed, cost = min(((on_channels_s(algorithm, c, count, channels), c) for c in streamed),
+                           key=lambda timed_cost: timed_cost[0])  # the first of equals, as min's
+    else:
+        closed = on_channels_s(algorithm, cost, count, channels)
     start = nccl.start_s if nccl is not None and ranks > 1 else 0.0
     spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes)
     return PointPlan(scenario.source, algorithm, size_bytes, machine, cost, spec, nccl, start,
-                     on_channels_s(algorithm, cost, count, channels) + start, settings)
+                     closed + start, settings)
 
 
 def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,

@@ -28,7 +28,6 @@ from simulator.engine.payload import make_inputs
 from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
-from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.model.activity import Watch
 from simulator.model.execution import Execution, system_of
 from simulator.model.machine import Machine
@@ -43,10 +42,15 @@ __all__ = ["Setup", "as_scenario", "checked_setup", "outlook", "plan_points", "p
            "run_plan", "run_point", "run_points", "settings_of", "simulate"]
 
 
-def settings_of(scenario: Scenario, seed: int, proxy_elements: int) -> RunSettings:
-    """The scenario's run settings with the caller's seed and proxy length; InputError unless the
-    seed is ≥ 0 and at least one element is verified."""
-    settings = replace(scenario.run, seed=seed, proxy_elements=proxy_elements)
+def settings_of(scenario: Scenario, seed: int | None = None,
+                proxy_elements: int | None = None) -> RunSettings:
+    """The scenario's run settings (``Scenario.run``) with the caller's seed and proxy length
+    where given (None: the scenario's); InputError unless the seed is ≥ 0 and at least one
+    element is verified."""
+    run = scenario.run
+    settings = replace(run, seed=run.seed if seed is None else seed,
+                       proxy_elements=run.proxy_elements if proxy_elements is None
+                       else proxy_elements)
     problems = settings.problems(scenario.source)
     if problems:
         raise InputError(problems)
@@ -54,7 +58,7 @@ def settings_of(scenario: Scenario, seed: int, proxy_elements: int) -> RunSettin
 
 
 def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Algorithm | str,
-              size_bytes: int, *, seed: int = 0, proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+              size_bytes: int, *, seed: int | None = None, proxy_elements: int | None = None,
               setup: Setup | None = None, watch: Watch | None = None,
               inputs: np.ndarray | None = None) -> Result:
     """Simulate one collective of ``size_bytes`` per rank and check it against numpy.
@@ -146,8 +150,8 @@ def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol,
     return math.nan if predicted is None else predicted * 1e-6, picked
 
 
-def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
-             proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | None = None,
+             proxy_elements: int | None = None,
              watch: Watch | None = None) -> pd.DataFrame:
     """Every (algorithm, size) point of ``scenario``, one row each, columns RESULT_COLUMNS.
 
@@ -167,8 +171,8 @@ def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int =
                                     watch=watch))
 
 
-def run_points(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
-               proxy_elements: int = DEFAULT_PROXY_ELEMENTS, setup: Setup | None = None,
+def run_points(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | None = None,
+               proxy_elements: int | None = None, setup: Setup | None = None,
                watch: Watch | None = None,
                plans: Sequence[PointPlan] | None = None) -> Iterator[Result]:
     """:func:`simulate`'s points one at a time, each as soon as it is simulated, in its order
@@ -184,19 +188,17 @@ def run_points(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int
 
 
 def plan_points(scenario: Scenario, setup: Setup,
-                settings: RunSettings | None = None) -> tuple[PointPlan, ...]:
+                settings: RunSettings) -> tuple[PointPlan, ...]:
     """Every point of the scenario planned, in :func:`run_points`' order. InputError if a point's
     NCCL plan cannot be made."""
     return tuple(plan_point(scenario, setup, algorithm, size, settings)
                  for algorithm in setup.algorithms for size in scenario.sizes)
 
 
-def outlook(scenario: Scenario, setup: Setup,
-            plans: Sequence[PointPlan] | None = None) -> Outlook:
+def outlook(scenario: Scenario, setup: Setup, plans: Sequence[PointPlan]) -> Outlook:
     """What :func:`run_points` will simulate, before it does: every point with its closed form
-    (the ``model_time_s`` its row will have), in the same order, read off ``plans`` (None:
-    :func:`plan_points`). InputError if a point's NCCL plan cannot be made, as its run would."""
-    plans = plans if plans is not None else plan_points(scenario, setup)
+    (the ``model_time_s`` its row will have), in the same order, read off its ``plans``
+    (:func:`plan_points`)."""
     return Outlook(scenario.name, len(setup.algorithms), len(scenario.sizes), tuple(
         Planned(plan.algorithm.name, plan.size_bytes, plan.model_s) for plan in plans))
 

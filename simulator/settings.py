@@ -2,7 +2,8 @@
 engine times the points, the input data's seed and the elements per rank actually moved.
 
 A scenario file states ``verify`` and ``engine`` (they land in ``Scenario.run``); the command
-line's ``--seed`` and ``--proxy-elements`` give the rest. None of these changes a simulated time
+line's ``--seed`` and ``--proxy-elements`` (or the API's ``seed=`` and ``proxy_elements=``) give
+the rest, which a Scenario built in code may also set. None of these changes a simulated time
 (the engines agree, tests/test_vector.py), so a caller such as the trainer varies them with
 ``dataclasses.replace`` instead of forging a new scenario. A leaf: imports only ``limits`` and
 ``errors``.
@@ -21,7 +22,8 @@ class Engine(Enum):
     """Which engine runs a scenario's points (``engine:``): both give the same times and
     buffers where both can run (tests/test_vector.py)."""
 
-    AUTO = "auto"      # the vectorised engine where the algorithm has a schedule, else SimPy
+    AUTO = "auto"      # the vectorised engine where the algorithm has a hand-written builder
+    #                    and the engine does not decline the point, else SimPy
     SIMPY = "simpy"    # the per-rank reference engine (simulator/engine/run.py)
     VECTOR = "vector"  # the vectorised schedule engine (simulator/engine/vector.py)
 

@@ -1,6 +1,7 @@
 """Sweeps: every point of one or more scenarios, run in parallel on a Dask cluster.
 
-A point is one (scenario, algorithm, size): what :func:`simulator.runner.run_point` simulates.
+A point is one (scenario, algorithm, size): what :func:`simulator.runner.run_point` simulates
+(planned by :func:`simulator.plan.plan_point`, run by :func:`simulator.runner.run_plan`).
 Points are independent and seeded by ``(seed, size)``, so running them on any number of worker
 processes, in any order, gives the very rows a serial :func:`~simulator.runner.simulate` gives;
 the frames are put back in serial order. By default a local cluster of one single-threaded
@@ -22,7 +23,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from simulator.errors import InputError, Problem, SimulatorError
-from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, plan_point, prepare
 from simulator.runner import checked_setup, run_plan, settings_of
@@ -84,8 +84,8 @@ def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int,
 
 
 def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
-          workers: int | None = None, seed: int = 0,
-          proxy_elements: int = DEFAULT_PROXY_ELEMENTS, progress: bool = True) -> Sweep:
+          workers: int | None = None, seed: int | None = None,
+          proxy_elements: int | None = None, progress: bool = True) -> Sweep:
     """Run every point of ``scenarios`` on a Dask cluster (a local one of ``workers`` processes,
     default one per core, unless ``scheduler`` gives an address); a progress bar on stderr
     while it runs unless ``progress`` is False."""

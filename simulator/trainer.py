@@ -1,12 +1,13 @@
 """Data-parallel training steps: a scenario's ``training:`` section run on its fabric.
 
-Each DDP bucket's allreduce is simulated on the scenario's topology like any point of a run
-(:func:`simulator.runner.run_point`), with the bucket's own data: every rank's gradients (seeded,
-exactly summable), divided by the world size as DDP does before its allreduce, summed over the
-fabric, and checked to end averaged and identical on every rank. The durations then go on the
-step's two streams (:mod:`simulator.training.timeline`). Sweeps over the bucket cap and the GPU
-count rerun the step for the time only (``verify: false``), each distinct bucket size once, on
-the fastest engine that runs it. May import every layer but the command line.
+Each DDP bucket's allreduce is planned and simulated on the scenario's topology like any point of
+a run (:func:`simulator.plan.plan_point`, :func:`simulator.runner.run_plan`), with the bucket's
+own data: every rank's gradients (seeded, exactly summable), divided by the world size as DDP does
+before its allreduce, summed over the fabric, and checked to end averaged and identical on every
+rank. The durations then go on the step's two streams (:mod:`simulator.training.timeline`). Sweeps
+over the bucket cap and the GPU count rerun the step for the time only (``verify: false``), each
+distinct bucket size once, on the fastest engine that runs it. May import every layer but the
+command line.
 """
 
 from __future__ import annotations
@@ -24,7 +25,6 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.plan import PointPlan
 from simulator.errors import InputError, Problem
-from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.model.execution import system_of
 from simulator.model.nccl import choose
 from simulator.model.reduction import ReduceOp
@@ -43,8 +43,8 @@ from simulator.training.timeline import step_timeline
 from simulator.units import format_size
 
 
-def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int = 0,
-          proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
+def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | None = None,
+          proxy_elements: int | None = None,
           progress: Callable[[str], None] | None = None) -> Training:
     """Simulate the scenario's training step (verified, if the scenario verifies) and its
     sweeps; ``progress`` hears of each step as it starts. InputError if the scenario has no
@@ -88,14 +88,12 @@ def _spec(scenario: Scenario) -> TrainingSpec:
     return scenario.training
 
 
-def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings | None = None, *,
+def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
                   cap: int | None = None, cache: dict[int, Result] | None = None) -> Step:
     """One step of the scenario's training on ``setup``'s machine (its topology), with DDP's
-    bucket cap ``cap`` (None: the scenario's). With ``settings.verify`` (None: the scenario's
-    settings), every bucket's allreduce moves its own gradients and the averages are checked;
-    without, each distinct bucket size is simulated once (in ``cache``, if given, across calls
-    on the same machine)."""
-    settings = settings or scenario.run
+    bucket cap ``cap`` (None: the scenario's). With ``settings.verify``, every bucket's
+    allreduce moves its own gradients and the averages are checked; without, each distinct
+    bucket size is simulated once (in ``cache``, if given, across calls on the same machine)."""
     spec = _spec(scenario)
     network, compute = spec.network, spec.compute
     itemsize = scenario.dtype.itemsize

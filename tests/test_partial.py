@@ -19,7 +19,7 @@ from simulator import simulate
 from simulator.cli import main
 from simulator.output.results import Result
 from simulator.output.writers import WRITERS
-from simulator.runner import checked_setup, outlook
+from simulator.runner import checked_setup, outlook, plan_points
 from simulator.scenario import load_scenario
 from tests.conftest import REPO
 
@@ -170,7 +170,8 @@ def test_the_outlook_is_every_point_in_run_order_with_the_closed_form_its_row_ge
     scenario = load_scenario(REPO / source)
     if source != GOLDEN:
         scenario = replace(scenario, sizes=scenario.sizes[::3])
-    coming = outlook(scenario, checked_setup(scenario, scenario.run))
+    setup = checked_setup(scenario, scenario.run)
+    coming = outlook(scenario, setup, plan_points(scenario, setup, scenario.run))
     frame = simulate(scenario)
     assert [(p.algorithm, p.size_bytes) for p in coming.points] == list(
         zip(frame.algorithm, frame.size_bytes, strict=True))

@@ -122,7 +122,7 @@ def test_presets_are_found_from_any_directory(tmp_path, monkeypatch):
     ({"sizes": (4096.0,)}, "sizes: expected a sequence of whole numbers of bytes, got (4096.0,)"),
     ({"piece_bytes": 1.5}, "piece_size: expected a whole number of bytes, got 1.5"),
     ({"run": RunSettings(verify="no")}, "verify: expected a bool, got 'no'"),
-    ({"run": RunSettings(engine="fast")}, "engine: expected a Engine or one of auto, simpy, vector, "
+    ({"run": RunSettings(engine="fast")}, "engine: expected an Engine or one of auto, simpy, vector, "
                                           "got 'fast'"),
     ({"run": RunSettings(engine="simpy")}, None),  # an engine by its name too
     ({"gpu": {"reduce_bandwidth": 1e12}},

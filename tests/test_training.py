@@ -173,7 +173,7 @@ def test_averaged_gradients_against_numpy_by_hand():
 
     plain = as_scenario({"topology": SWITCH, "algorithms": ["ring"], "sizes": [4096]})
     setup = prepare(plain)
-    payload = plan_point(plain, setup, plain.algorithm("ring"), 4096).payload
+    payload = plan_point(plain, setup, plain.algorithm("ring"), 4096, plain.run).payload
     gradients = make_inputs(np.random.default_rng(7), 4, payload, ReduceOp.SUM)
     buffers = gradients / np.float32(4)
     run_point(plain, "ring", 4096, setup=setup, inputs=buffers)

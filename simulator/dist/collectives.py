@@ -1,7 +1,7 @@
 """How the ranks' matched calls become simulated collectives and what a run gives back: the
 scenario and algorithms :func:`~simulator.dist.spawn`'s arguments name, one
-:func:`simulator.runner.run_point` per call with every rank's row as its data, and a
-:class:`CallRecord` of each (time, algorithm, protocol, verified)."""
+:func:`simulator.plan.plan_point` and :func:`simulator.runner.run_plan` per call with every
+rank's row as its data, and a :class:`CallRecord` of each (time, algorithm, protocol, verified)."""
 
 from __future__ import annotations
 

@@ -78,9 +78,8 @@ class Vector:
         """Why the schedule runs on SimPy instead (:func:`simulator.engine.vector.declines`);
         an algorithm without a builder is not traced only to be declined."""
         asked = plan.settings.engine is Engine.VECTOR
-        if not plan.algorithm.has_builder() and declines_trace(asked=asked):
-            return declines_trace(asked=asked)
-        return vector_declines(self.blocks(plan), plan.machine, asked=asked)
+        untraced = None if plan.algorithm.has_builder() else declines_trace(asked=asked)
+        return untraced or vector_declines(self.blocks(plan), plan.machine, asked=asked)
 
     def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
         """The schedule with numpy; InputError for one held whole that is too large."""
@@ -99,7 +98,8 @@ class Vector:
 def run(plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> tuple[Timing, Engine]:
     """Simulate ``plan`` on the engine it asks for: the vectorised one where it does not decline
     (``auto``, ``vector``), else SimPy; InputError for ``vector`` on a plan it declines. A
-    traced point runs on SimPy, whatever the plan's engine (only it runs the programs)."""
+    point whose timeline the recorder traces runs on SimPy, whatever the plan's engine (only it
+    records timelines). The timing, and which engine gave it (the results' ``engine``)."""
     executor: Executor = Simpy()
     if plan.settings.engine is not Engine.SIMPY and not recorder.trace:
         vector = Vector()

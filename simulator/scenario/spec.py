@@ -301,16 +301,16 @@ class Scenario:
 
 
 def _run_issues(run: RunSettings, set_run: Callable[[RunSettings], None]) -> list[Issue]:
-    """Accept an engine's name; say what is wrong with ``verify`` or ``engine`` otherwise (named
-    as the file's keys)."""
-    issues: list[Issue] = []
+    """Accept an engine's name; say what is wrong with ``verify``, ``engine`` (named as the file's
+    keys), the seed or the proxy's length otherwise."""
+    issues: list[Issue] = [(problem.field, problem.message) for problem in run.problems("")]
     if not isinstance(run.verify, bool):
         issues.append(("verify", f"expected a bool, got {run.verify!r}"))
     if not isinstance(run.engine, Engine):
         try:
             set_run(replace(run, engine=Engine(run.engine)))
         except ValueError:
-            issues.append(("engine", f"expected a Engine or one of "
+            issues.append(("engine", f"expected an Engine or one of "
                                      f"{', '.join(e.value for e in Engine)}, got {run.engine!r}"))
     return issues
 
