@@ -120,11 +120,7 @@ class InSwitchReductions:
 
     def _switch(self, group: Group) -> ReducingSwitch:
         if group not in self._switches:
-            switch = self.machine.reducing_switch(group)
-            if switch is None:
-                raise AlgorithmError(f"{self.name}: ranks {list(group)} share no switch that "
-                                     "reduces (a switch node with reduction: true)")
-            self._switches[group] = switch
+            self._switches[group] = self.machine.switch_for(group, self.name)
         return self._switches[group]
 
 

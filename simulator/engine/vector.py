@@ -471,13 +471,7 @@ class _Run:
     def _switches(self, groups: tuple[tuple[int, ...], ...]) -> None:
         """Route the schedule's switch endpoints to each group's reducing switch, and charge
         its reduction latency before each copy down (as :mod:`simulator.engine.inswitch`)."""
-        switches = []
-        for group in groups:
-            switch = self.machine.reducing_switch(group)
-            if switch is None:
-                raise AlgorithmError(f"{self.name}: ranks {list(group)} share no switch that "
-                                     "reduces (a switch node with reduction: true)")
-            switches.append(switch)
+        switches = [self.machine.switch_for(group, self.name) for group in groups]
         self.routes.switches(tuple(switch.name for switch in switches))
         self.switch_delay = np.array([switch.reduction_latency_s for switch in switches])
 

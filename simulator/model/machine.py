@@ -22,6 +22,7 @@ from typing import TypeVar
 import networkx as nx
 import numpy as np
 
+from simulator.errors import AlgorithmError
 from simulator.model.routing import Route, Routing
 from simulator.model.topology import GPU, SWITCH, torus_coords
 
@@ -283,6 +284,15 @@ class Machine:
         ``ranks`` (all ranks when None), if any."""
         gpus = {self.placement[r] for r in (range(self.ranks) if ranks is None else ranks)}
         return next((s for s in self.reducing_switches if gpus <= s.gpus), None)
+
+    def switch_for(self, ranks: Sequence[int], name: str) -> ReducingSwitch:
+        """:meth:`reducing_switch` of ``ranks`` for an in-switch reduction of algorithm ``name``;
+        AlgorithmError, the same for both engines, where none is cabled to all of them."""
+        switch = self.reducing_switch(ranks)
+        if switch is None:
+            raise AlgorithmError(f"{name}: ranks {list(ranks)} share no switch that reduces (a "
+                                 "switch node with reduction: true)")
+        return switch
 
     def subgroup(self, ranks: Sequence[int]) -> Machine:
         """The same machine seen by a subgroup (ranks renumbered 0..len-1 in the given order)."""
