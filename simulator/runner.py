@@ -212,5 +212,20 @@ def checked_setup(scenario: Scenario, settings: RunSettings) -> Setup:
             "expected a scenario of sizes here: a training step runs with simulator.train() or "
             "python -m simulator run"))])
     setup = prepare(scenario)
+    if scenario.nccl_choice and setup.machine.ranks > 1:
+        _check_nccl_choice(scenario, setup.machine)
     check_memory(scenario, setup, settings)
     return setup
+
+
+def _check_nccl_choice(scenario: Scenario, machine: Machine) -> None:
+    """InputError unless NCCL's cost model can pick on ``machine``: ``algorithms: auto`` reports
+    that pick beside the fastest simulated, and a run without it would print an empty table."""
+    system = system_of(machine)
+    try:
+        choose(system, scenario.sizes[0])  # the model's graphs do not depend on the size
+    except ValueError:
+        raise InputError([Problem(scenario.source, "algorithms", (
+            f"expected a list of algorithms (or all): auto reports NCCL's pick, and NCCL's cost "
+            f"model here has no graphs for {system.arch.name.title()} GPUs (compute capability "
+            f"{machine.compute_capability}) on topology {scenario.topology.label}"))]) from None

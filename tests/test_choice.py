@@ -82,3 +82,22 @@ def test_settings_record_auto(tmp_path):
     frame = simulate(scenario)
     write_settings(frame, scenario, RunSettings(), tmp_path / "s.json")
     assert json.loads((tmp_path / "s.json").read_text())["scenario"]["algorithms"] == "auto"
+
+
+def test_auto_where_nccls_model_cannot_pick_is_an_error_that_says_why(tmp_path, capsys):
+    # Blackwell has no graphs in the NCCL model yet (issue 21): auto would print an empty table
+    # and exit 0; it is a one-line input error (exit 2) instead, before anything is simulated
+    from simulator.cli import main
+
+    message = ("expected a list of algorithms (or all): auto reports NCCL's pick, and NCCL's cost "
+               "model here has no graphs for Blackwell GPUs (compute capability 100) on topology "
+               "dgx_b200")
+    scenario = {"topology": {"preset": "dgx_b200"}, "algorithms": "auto", "sizes": [8]}
+    with pytest.raises(InputError) as error:
+        simulate(scenario_from_dict(scenario, source="api"))
+    assert [str(p) for p in error.value.problems] == [f"api: algorithms: {message}"]
+    path = tmp_path / "b200.yaml"
+    path.write_text("name: b200\ntopology: {preset: dgx_b200}\nalgorithms: auto\nsizes: [8]\n")
+    assert main(["run", str(path), "--output", str(tmp_path / "out"), "--quiet"]) == 2
+    assert capsys.readouterr().err == f"{path}: algorithms: {message}\n"
+    assert not (tmp_path / "out" / "b200.csv").exists()
