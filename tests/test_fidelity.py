@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fidelity import Row, geomean_error
+from bench.fidelity import NodeRow, Row, geomean_error
 from simulator.calibration import derived, modelled_us
 from simulator.measured.nccl_tests import load_measurements
 from simulator.model.machine import Machine
@@ -23,6 +23,13 @@ def test_geomean_error_is_the_typical_factor_either_way():
     assert geomean_error([Row(1, "NVLS/Simple", 400.0, {"nccl": 420.0})], "nccl") == pytest.approx(
         0.05, rel=1e-12)
     assert rows[0].ratio("ideal") == 2.0 and math.isclose(rows[1].ratio("ideal"), 0.5)
+
+
+def test_a_multi_node_row_has_its_busbw_and_time_errors_each_way():
+    # simulated 20 µs where 25 µs is measured: busbw 25 % too high, time 20 % too short
+    row = NodeRow(8, NcclAlgorithm.TREE, "LL", 25.2, 25.0, 20.0, 1.875)
+    assert row.busbw_error() == pytest.approx(0.25, rel=1e-12)
+    assert row.time_error() == pytest.approx(-0.2, rel=1e-12)
 
 
 def test_the_h100_picks_are_the_reported_ones():

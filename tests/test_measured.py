@@ -73,6 +73,16 @@ def test_the_shipped_h200_data_reads():
     assert (series.rows[0].size_bytes, series.rows[-1].busbw_GBps) == (32768, 480.7)
 
 
+def test_the_shipped_two_node_data_reads_with_its_in_place_times():
+    path = (Path(__file__).resolve().parent.parent / "docs" / "reference"
+            / "nccl-tests-h100-2node-ib.csv")
+    series = load_measurements(path)
+    assert len(series.rows) == 32
+    assert [(r.size_bytes, r.time_us, r.in_place_time_us) for r in series.rows[:2]] == [
+        (8, 68.52, 24.70), (16, 24.96, 24.93)]
+    assert (series.rows[-1].size_bytes, series.rows[-1].busbw_GBps) == (16 << 30, 469.21)
+
+
 @pytest.mark.parametrize("text, message", [
     ("hello\nworld\n", "line 1: expected nccl-tests output (a '#  size  count  type ...' header "
                        "line), found none"),

@@ -127,7 +127,8 @@ def parse_nccl_tests(text: str, source: str) -> MeasuredSeries:
 
 def parse_csv(text: str, source: str) -> MeasuredSeries:
     """Rows of a CSV with at least ``size_bytes``, ``time_us`` and ``busbw_GBps`` (``algbw_GBps``
-    optional: size / time when absent); ``#`` lines are comments."""
+    optional: size / time when absent; ``inplace_time_us`` optional, the in-place time); ``#``
+    lines are comments."""
     lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1)
              if line.strip() and not line.lstrip().startswith("#")]
     if not lines:
@@ -143,6 +144,7 @@ def parse_csv(text: str, source: str) -> MeasuredSeries:
             size, time = int(row["size_bytes"]), float(row["time_us"])
             busbw = float(row["busbw_GBps"])
             given = float(row["algbw_GBps"]) if row.get("algbw_GBps") else None
+            in_place = float(row["inplace_time_us"]) if row.get("inplace_time_us") else None
         except (TypeError, ValueError):
             raise _error(source, number, "expected numbers in size_bytes, time_us and "
                                          "busbw_GBps") from None
@@ -150,7 +152,7 @@ def parse_csv(text: str, source: str) -> MeasuredSeries:
             raise _error(source, number, f"expected a positive size and time, got {size} bytes "
                                          f"in {time} us")
         algbw = given if given is not None else size / time / 1e3
-        rows.append(Measurement(size, time, algbw, busbw, None, number))
+        rows.append(Measurement(size, time, algbw, busbw, in_place, number))
     if not rows:
         raise _error(source, lines[0][0], "a header but no data rows")
     return MeasuredSeries(source, tuple(rows))
