@@ -29,7 +29,7 @@ from simulator.limits import PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
 from simulator.model.machine import Machine
-from simulator.model.nccl import best_protocol
+from simulator.model.nccl import best_protocol, protocols_of
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
 from simulator.settings import RunSettings
@@ -69,7 +69,8 @@ def prepare(scenario: Scenario, *, select: bool = True,
 def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
     if scenario.algorithms is None:
         registered = [scenario.algorithm(name) for name in algorithm_names(scenario.collective)]
-        chosen = [algorithm for algorithm in registered if algorithm.unsupported(machine) is None]
+        chosen = [algorithm for algorithm in registered if algorithm.unsupported(machine) is None
+                  and _runs_a_protocol_left(scenario, algorithm)]
         if not chosen:
             raise InputError([Problem(scenario.source, "algorithms",
                                       f"no {scenario.collective.value} algorithm applies to "
@@ -83,6 +84,16 @@ def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
     if problems:
         raise InputError(problems)
     return tuple(scenario.algorithm(name) for name in scenario.algorithms)
+
+
+def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
+    """Whether NCCL runs the algorithm's family with a protocol ``nccl.proto`` leaves (always
+    under ``execution: ideal``, which has no protocols): ``all`` and ``auto`` leave out the
+    others, such as ``nvls`` when only LL128 is left."""
+    if scenario.execution is Execution.IDEAL or not scenario.nccl.proto:
+        return True
+    return bool(protocols_of(algorithm.nccl_family, scenario.nccl_enabled)
+                or not protocols_of(algorithm.nccl_family))
 
 
 def cannot_run(scenario: Scenario, field: str, name: str, reason: str) -> Problem:
@@ -141,7 +152,12 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     count = size_bytes // scenario.dtype.itemsize
     if scenario.execution is not Execution.IDEAL:
         family = algorithm.nccl_family
-        protocol = scenario.protocol or best_protocol(system_of(machine), family, size_bytes)
+        try:
+            protocol = scenario.protocol or best_protocol(system_of(machine), family, size_bytes,
+                                                          scenario.nccl_enabled)
+        except ValueError as error:
+            raise InputError([Problem(scenario.source, "nccl.proto", (
+                f"{algorithm.name!r}: {error}, which {scenario.nccl.proto!r} leaves out"))]) from None
         try:
             nccl = nccl_plan(machine, family, protocol, size_bytes)
         except ValueError as error:

@@ -31,7 +31,7 @@ from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.model.execution import Execution, system_of
 from simulator.model.machine import Machine
-from simulator.model.nccl import Protocol, choose, predicted_time_us
+from simulator.model.nccl import ALLREDUCE_CANDIDATES, Enabled, Protocol, choose, predicted_time_us
 from simulator.output.outlook import Outlook, Planned
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare
@@ -112,7 +112,8 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     time_s = timing.time_s + plan.start_s
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl = plan.nccl
-    nccl_time_s, nccl_pick = (_nccl_view(setup.machine, algorithm, nccl.protocol, size_bytes)
+    nccl_time_s, nccl_pick = (_nccl_view(setup.machine, algorithm, nccl.protocol, size_bytes,
+                                         scenario.nccl_enabled)
                               if nccl is not None else (math.nan, None))
     if watch is not None:
         watch.keep(recorder.activity(algorithm.name, size_bytes, time_s, engine.value, note=(
@@ -134,15 +135,16 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     )
 
 
-def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol,
-               size_bytes: int) -> tuple[float, bool]:
+def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol, size_bytes: int,
+               enabled: Enabled) -> tuple[float, bool]:
     """What NCCL's own cost model says of a point: its predicted time for the algorithm's NCCL
     family and protocol (NaN where the model has none), and whether the point is NCCL's pick
-    at this size (the family and protocol NCCL's tuner chooses, run by NCCL's own kernel)."""
+    at this size (the family and protocol NCCL's tuner chooses among those ``enabled``, run by
+    NCCL's own kernel)."""
     system = system_of(machine)
     predicted = predicted_time_us(system, algorithm.nccl_family, protocol, size_bytes)
     try:
-        pick = choose(system, size_bytes)
+        pick = choose(system, size_bytes, enabled)
     except ValueError:  # no NCCL algorithm is modelled on this system
         return math.nan if predicted is None else predicted * 1e-6, False
     picked = (algorithm.nccl_kernel and pick.algorithm is algorithm.nccl_family
@@ -219,13 +221,30 @@ def checked_setup(scenario: Scenario, settings: RunSettings) -> Setup:
 
 
 def _check_nccl_choice(scenario: Scenario, machine: Machine) -> None:
-    """InputError unless NCCL's cost model can pick on ``machine``: ``algorithms: auto`` reports
-    that pick beside the fastest simulated, and a run without it would print an empty table."""
+    """InputError unless NCCL's cost model can pick on ``machine`` among what ``nccl`` leaves it:
+    ``algorithms: auto`` reports that pick beside the fastest simulated, and a run without it
+    would print an empty table."""
     system = system_of(machine)
+    size = scenario.sizes[0]  # the model's graphs do not depend on the size
     try:
-        choose(system, scenario.sizes[0])  # the model's graphs do not depend on the size
+        choose(system, size)
     except ValueError:
         raise InputError([Problem(scenario.source, "algorithms", (
             f"expected a list of algorithms (or all): auto reports NCCL's pick, and NCCL's cost "
             f"model here has no graphs for {system.arch.name.title()} GPUs (compute capability "
             f"{machine.compute_capability}) on topology {scenario.topology.label}"))]) from None
+    enabled = scenario.nccl_enabled
+    runs = [(a, p) for a, p in ALLREDUCE_CANDIDATES
+            if predicted_time_us(system, a, p, size) is not None]
+    algorithms = [(a, p) for a, p in runs if a in enabled.algorithms]
+    if not algorithms:
+        names = ", ".join(dict.fromkeys(a.value for a, _ in runs))
+        raise InputError([Problem(scenario.source, "nccl.algo", (
+            f"expected a list that leaves NCCL's tuner an algorithm it can run on topology "
+            f"{scenario.topology.label} ({names}), got {scenario.nccl.algo!r}"))])
+    if not any(enabled.allows(a, p) for a, p in algorithms):
+        pairs = ", ".join(f"{a.value}/{p.value}" for a, p in algorithms)
+        raise InputError([Problem(scenario.source, "nccl.proto", (
+            f"expected a list that leaves NCCL's tuner a protocol for the algorithms nccl.algo "
+            f"leaves on topology {scenario.topology.label} ({pairs}), got "
+            f"{scenario.nccl.proto!r}"))])

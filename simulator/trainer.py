@@ -166,7 +166,7 @@ def _nccl_pick(scenario: Scenario, setup: Setup, nbytes: int) -> tuple[Algorithm
     """The scenario's algorithms that run NCCL's tuner pick at ``nbytes`` (none if NCCL's model
     has no algorithm for this system)."""
     try:
-        pick = choose(system_of(setup.machine), nbytes)
+        pick = choose(system_of(setup.machine), nbytes, scenario.nccl_enabled)
     except ValueError:
         return ()
     return tuple(a for a in setup.algorithms

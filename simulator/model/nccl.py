@@ -192,6 +192,24 @@ ALLREDUCE_CANDIDATES = (*((a, p) for a in (_T, _R) for p in Protocol), (_N, _S),
 """AllReduce's (algorithm, protocol) pairs this model covers; NVLS runs Simple only."""
 
 
+@dataclass(frozen=True)
+class Enabled:
+    """The algorithms and protocols NCCL's tuner may choose from: all of them by default, fewer
+    where ``NCCL_ALGO`` / ``NCCL_PROTO`` say so (tuning.cc ``algoEnable``, ``protoEnable``; their
+    list syntax is :mod:`simulator.model.nccl_env`'s)."""
+
+    algorithms: frozenset[NcclAlgorithm] = frozenset(NcclAlgorithm)
+    protocols: frozenset[Protocol] = frozenset(Protocol)
+
+    def allows(self, algorithm: NcclAlgorithm, protocol: Protocol) -> bool:
+        """Whether the tuner may pick ``algorithm`` with ``protocol``."""
+        return algorithm in self.algorithms and protocol in self.protocols
+
+
+EVERYTHING = Enabled()
+"""NCCL's defaults: no algorithm or protocol ruled out."""
+
+
 DEFAULT_GRAPHS: Mapping[Arch, Mapping[NcclAlgorithm, Graph]] = {
     Arch.HOPPER: {_R: Graph(12, 30.0, 30.0), _T: Graph(12, 30.0, 30.0), _N: Graph(16, 24.0, 24.0)},
     Arch.AMPERE: {_R: Graph(12, 20.0, 20.0), _T: Graph(12, 20.0, 20.0)},
@@ -281,11 +299,14 @@ def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protoc
     return lat + size_bytes / (1000 * bw)
 
 
-def choose(system: System, size_bytes: int) -> Choice:
-    """The (algorithm, protocol) with the lowest predicted time, as NCCL picks it by default;
-    ties go to the earlier pair in tuning.cc's order (Tree before Ring, LL before Simple)."""
+def choose(system: System, size_bytes: int, enabled: Enabled = EVERYTHING) -> Choice:
+    """The (algorithm, protocol) with the lowest predicted time among those ``enabled``, as NCCL
+    picks it; ties go to the earlier pair in tuning.cc's order (Tree before Ring, LL before
+    Simple). ValueError when no enabled pair is available on ``system``."""
     best: Choice | None = None
     for algorithm, protocol in ALLREDUCE_CANDIDATES:
+        if not enabled.allows(algorithm, protocol):
+            continue
         time = predicted_time_us(system, algorithm, protocol, size_bytes)
         if time is not None and (best is None or time < best.time_us):
             best = Choice(algorithm, protocol, time)
@@ -294,13 +315,30 @@ def choose(system: System, size_bytes: int) -> Choice:
     return best
 
 
-def best_protocol(system: System, algorithm: NcclAlgorithm, size_bytes: int) -> Protocol:
-    """The protocol NCCL's model picks for ``algorithm`` at ``size_bytes`` (as when NCCL_ALGO
-    forces the algorithm); Simple when the model has nothing to say for it."""
+def protocols_of(algorithm: NcclAlgorithm, enabled: Enabled = EVERYTHING) -> tuple[Protocol, ...]:
+    """The protocols NCCL runs ``algorithm`` with (AllReduce; NVLS and NVLSTree Simple only),
+    those ``enabled`` leave, in tuning.cc's order."""
+    return tuple(protocol for protocol in Protocol if protocol in enabled.protocols
+                 and (algorithm, protocol) in ALLREDUCE_CANDIDATES)
+
+
+def best_protocol(system: System, algorithm: NcclAlgorithm, size_bytes: int,
+                  enabled: Enabled = EVERYTHING) -> Protocol:
+    """The protocol NCCL's model picks for ``algorithm`` at ``size_bytes`` among those
+    ``enabled`` (as when NCCL_ALGO forces the algorithm); Simple, or the first protocol left,
+    when the model has nothing to say for it. ValueError when ``enabled`` leaves none the
+    algorithm runs with (NCCL_PROTO=LL128 for NVLS)."""
+    runs = protocols_of(algorithm) or tuple(Protocol)  # a family this model does not cover: any
+    protocols = tuple(protocol for protocol in runs if protocol in enabled.protocols)
+    if not protocols:
+        raise ValueError(f"NCCL runs {algorithm.value} with "
+                         f"{' or '.join(p.value for p in runs)} only")
     times = {protocol: predicted_time_us(system, algorithm, protocol, size_bytes)
-             for protocol in Protocol if (algorithm, protocol) in ALLREDUCE_CANDIDATES}
+             for protocol in protocols}
     known = {protocol: time for protocol, time in times.items() if time is not None}
-    return min(known, key=lambda protocol: known[protocol]) if known else _S
+    if known:
+        return min(known, key=lambda protocol: known[protocol])
+    return _S if _S in protocols else protocols[0]
 
 
 def _nvls_enabled(system: System, algorithm: NcclAlgorithm, graph: Graph) -> bool:

@@ -58,6 +58,9 @@ def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -
     }
     if scenario.piece_bytes is not None:
         described["piece_size"] = scenario.piece_bytes
+    if scenario.nccl:
+        described["nccl"] = {key: value for key, value in (("algo", scenario.nccl.algo),
+                                                           ("proto", scenario.nccl.proto)) if value}
     if scenario.training is not None:
         del described["sizes"]
         described["training"] = training_settings(scenario.training)

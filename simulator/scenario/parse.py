@@ -22,6 +22,7 @@ from simulator.model.collective import Collective
 from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import Protocol
+from simulator.model.nccl_env import NcclEnv
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
@@ -43,7 +44,7 @@ from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "channels",
-         "engine", "verify", "output", "training")
+         "engine", "verify", "output", "training", "nccl")
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -105,6 +106,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
         reader.problem("channels", f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, "
                                    f"got {channels!r}")
         channels = AUTO
+    nccl = _nccl(reader, data.get("nccl", {}), collective)
     training = read_training(reader, data["training"]) if "training" in data else None
     if "training" in data and "sizes" in data:
         reader.problem("sizes", "expected no sizes with training (the gradient buckets give them)")
@@ -123,7 +125,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     channels=None if channels == AUTO else channels,
                     run=RunSettings(verify=bool(verify), engine=Engine(engine)
                                     if engine is not None else Engine.AUTO),
-                    training=training)
+                    training=training, nccl=nccl)
 
 
 def load_preset(name: str) -> TopologySpec:
@@ -305,6 +307,21 @@ def _factor(value: object) -> int:
     if factor < 2:
         raise ValueError(f"expected a whole number ≥ 2, got {value!r}")
     return factor
+
+
+def _nccl(reader: FieldReader, value: object, collective: Collective) -> NcclEnv:
+    """``nccl: {algo: LIST, proto: LIST}``, NCCL_ALGO and NCCL_PROTO in NCCL's list syntax
+    (:mod:`simulator.model.nccl_env`); unset where a problem was recorded."""
+    spec = reader.mapping("nccl", value)
+    if spec is None:
+        return NcclEnv()
+    reader.check_keys(spec, "nccl", ("algo", "proto"))
+    given: dict[str, Any] = {key: spec[key] for key in ("algo", "proto") if key in spec}
+    env = NcclEnv(**given)
+    problems = env.problems(collective)
+    for where, message in problems:
+        reader.problem(where, message)
+    return NcclEnv() if problems else env
 
 
 def _gpu(reader: FieldReader, value: object) -> GpuSpec | None:

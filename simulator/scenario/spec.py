@@ -23,7 +23,8 @@ from simulator.errors import InputError, Problem
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
-from simulator.model.nccl import Protocol
+from simulator.model.nccl import Enabled, Protocol
+from simulator.model.nccl_env import NcclEnv
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.fields import choice_problem
@@ -111,7 +112,9 @@ class Scenario:
     :func:`~simulator.scenario.rules.default_execution`), with NCCL's ``protocol`` (None: the
     one NCCL's model picks per size and algorithm). ``nccl_choice`` (``algorithms: auto``) runs
     every algorithm that applies and reports, per size, what NCCL's tuner would run beside the
-    fastest simulated alternative; it needs the ``nccl`` execution model. ``channels`` splits an
+    fastest simulated alternative; it needs the ``nccl`` execution model. ``nccl`` sets
+    ``NCCL_ALGO`` and ``NCCL_PROTO`` (:class:`~simulator.model.nccl_env.NcclEnv`), which narrow
+    what NCCL's tuner picks and the protocols ``protocol: auto`` picks from. ``channels`` splits an
     allreduce's buffer over that many channels (None: ``auto``, see
     ``simulator.plan.channels_for``). ``run`` holds how it is run, apart from what it
     simulates (:class:`~simulator.settings.RunSettings`): the file's ``verify`` and ``engine``
@@ -139,6 +142,7 @@ class Scenario:
     channels: int | None = None
     run: RunSettings = field(default_factory=RunSettings)
     training: TrainingSpec | None = None
+    nccl: NcclEnv = field(default_factory=NcclEnv)
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
         """Pickle as the fields (options as a plain dict), so a sweep can send a scenario to
@@ -213,7 +217,7 @@ class Scenario:
         if isinstance(self.output, str):
             set_("output", Path(self.output))
         typed = (("name", str), ("topology", TopologySpec), ("gpu", GpuSpec),
-                 ("nccl_choice", bool), ("channels", (int, type(None))),
+                 ("nccl_choice", bool), ("channels", (int, type(None))), ("nccl", NcclEnv),
                  ("source", str), ("algorithm_options", Mapping), ("output", (Path, type(None))))
         for name, kind in typed:
             if not isinstance(getattr(self, name), kind):
@@ -256,9 +260,31 @@ class Scenario:
         if self.protocol is not None and self.execution is Execution.IDEAL:
             issues.append(("protocol", "expected no protocol with execution: ideal (protocols "
                                        "are NCCL's: set execution: nccl)"))
+        issues += self._nccl_issues()
         issues.append(("output", None if self.output is None or str(self.output).strip()
                        else "expected a directory path"))
         return _present(issues)
+
+    def _nccl_issues(self) -> list[Issue]:
+        """What is wrong with ``nccl``: a bad list, a restriction without NCCL's execution, or a
+        ``protocol`` that ``nccl.proto`` leaves out."""
+        problems = self.nccl.problems(self.collective)
+        if problems or not self.nccl:
+            return list(problems)
+        if self.execution is Execution.IDEAL:
+            return [("nccl", "expected no nccl with execution: ideal (NCCL_ALGO and NCCL_PROTO "
+                             "restrict NCCL's choice: set execution: nccl)")]
+        left = self.nccl_enabled.protocols
+        if self.protocol is not None and self.protocol not in left:
+            return [("protocol", f"expected a protocol nccl.proto {self.nccl.proto!r} leaves "
+                                 f"({', '.join(p.value for p in Protocol if p in left)}), got "
+                                 f"{self.protocol.value}")]
+        return []
+
+    @property
+    def nccl_enabled(self) -> Enabled:
+        """The algorithms and protocols ``nccl`` leaves NCCL's tuner for this collective."""
+        return self.nccl.enabled(self.collective)
 
     def _sweep_issues(self) -> list[Issue]:
         """What is wrong with the training's GPU-count sweep: it must scale a count of the

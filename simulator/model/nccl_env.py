@@ -1,0 +1,120 @@
+"""``NCCL_ALGO`` and ``NCCL_PROTO`` as a scenario sets them (``nccl: {algo: ..., proto: ...}``):
+NCCL's list syntax and what a list leaves its tuner to choose from.
+
+The syntax is ``parseList``'s (src/graph/tuning.cc, v2.30.7): names separated by commas, matched
+without regard to case; a leading ``^`` enables every name but those listed. Entries separated
+by semicolons give a collective its own list as ``COLLECTIVE:LIST`` (NCCL's function names:
+Broadcast, Reduce, AllGather, ReduceScatter, AllReduce); only the first entry may lack the
+prefix, and it then applies to every collective before a later entry replaces its collective's
+list. ``NCCL_PROTO="^LL128;allreduce:LL128"`` enables every protocol but LL128, and LL128
+alone for allreduce. An empty text changes nothing. Two leniencies: blanks around names are
+ignored, and a list that names nothing (``allreduce:``) is an error rather than NCCL's
+everything-off.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TypeVar
+
+from simulator.model.collective import Collective
+from simulator.model.nccl import Enabled, NcclAlgorithm, Protocol
+
+FUNCTIONS: Mapping[Collective, str] = {
+    Collective.BROADCAST: "Broadcast", Collective.REDUCE: "Reduce",
+    Collective.ALLGATHER: "AllGather", Collective.REDUCE_SCATTER: "ReduceScatter",
+    Collective.ALLREDUCE: "AllReduce",
+}
+"""NCCL's name of each collective (``ncclFuncStr``, src/init.cc), the prefixes of a list."""
+
+E = TypeVar("E", bound=Enum)
+
+
+def enabled_by(text: str, elements: Sequence[E], collective: Collective, what: str) -> frozenset[E]:
+    """The ``elements`` (by their values) that list ``text`` enables for ``collective``;
+    ValueError saying what is wrong with it (``what`` names an element: "algorithm")."""
+    by_name = {str(element.value).lower(): element for element in elements}
+    functions = {name.lower(): name for name in FUNCTIONS.values()}
+    enabled = frozenset(elements)
+    entries = [entry.strip() for entry in text.split(";") if entry.strip()]
+    for i, entry in enumerate(entries):
+        prefix, colon, names = entry.partition(":")
+        if not colon:
+            if i > 0:
+                raise ValueError(f"entry {entry!r} has no COLLECTIVE: prefix, which only the "
+                                 f"first may lack")
+            prefix, names = "", entry
+        elif ":" in names:
+            raise ValueError(f"entry {entry!r} has more than one ':'")
+        prefix = prefix.strip()
+        if colon and prefix.lower() not in functions:
+            raise ValueError(f"no collective {prefix!r} ({', '.join(FUNCTIONS.values())})"
+                             f"{_hint(prefix, functions)}")
+        names = names.strip()
+        excluded = names.startswith("^")
+        listed = [name.strip() for name in names.removeprefix("^").split(",") if name.strip()]
+        if not listed and not excluded:
+            raise ValueError(f"entry {entry!r} names no {what}")
+        chosen = set()
+        for name in listed:
+            if name.lower() not in by_name:
+                raise ValueError(f"no {what} {name!r}{_hint(name, by_name)}")
+            chosen.add(by_name[name.lower()])
+        if not prefix or prefix.lower() == FUNCTIONS[collective].lower():
+            enabled = frozenset(e for e in elements if (e in chosen) != excluded)
+    return enabled
+
+
+def _hint(word: str, names: Mapping[str, object]) -> str:
+    """``; did you mean 'NVLSTree'?`` for the near miss among ``names`` (matched in lower case,
+    suggested as NCCL spells it), as a scenario's other near misses are; or nothing."""
+    close = difflib.get_close_matches(word.lower(), list(names), n=1, cutoff=0.6)
+    if not close:
+        return ""
+    spelt = names[close[0]]
+    return f"; did you mean {str(spelt.value if isinstance(spelt, Enum) else spelt)!r}?"
+
+
+@dataclass(frozen=True)
+class NcclEnv:
+    """The NCCL environment a scenario sets: ``algo`` as ``NCCL_ALGO`` and ``proto`` as
+    ``NCCL_PROTO`` (empty: unset), which restrict what NCCL's tuner picks from."""
+
+    algo: str = ""
+    proto: str = ""
+
+    def enabled(self, collective: Collective) -> Enabled:
+        """What the two lists leave the tuner for ``collective``; ValueError if one is bad."""
+        return Enabled(enabled_by(self.algo, tuple(NcclAlgorithm), collective, "algorithm"),
+                       enabled_by(self.proto, tuple(Protocol), collective, "protocol"))
+
+    def problems(self, collective: Collective) -> list[tuple[str, str]]:
+        """Each bad list as (field, what was expected), fields named as in a scenario file
+        (``nccl.algo``, ``nccl.proto``): not a text, not NCCL's syntax, or leaving
+        ``collective`` nothing."""
+        problems = []
+        for key, text, elements, what in (("algo", self.algo, tuple(NcclAlgorithm), "algorithm"),
+                                          ("proto", self.proto, tuple(Protocol), "protocol")):
+            expected = (f"a list as NCCL_{key.upper()} takes it: "
+                        f"{', '.join(str(e.value) for e in elements)} separated by commas (a "
+                        f"leading ^: all but those; COLLECTIVE:LIST after a ; for one "
+                        f"collective)")
+            if not isinstance(text, str):
+                problems.append((f"nccl.{key}", f"expected {expected}, got {text!r}"))
+                continue
+            try:
+                enabled = enabled_by(text, elements, collective, what)
+            except ValueError as error:
+                problems.append((f"nccl.{key}", f"expected {expected}, got {text!r}: {error}"))
+                continue
+            if not enabled:
+                problems.append((f"nccl.{key}", f"expected a list that leaves "
+                                                f"{collective.value} a {what}, got {text!r}"))
+        return problems
+
+    def __bool__(self) -> bool:
+        """Whether either variable is set."""
+        return bool(self.algo or self.proto)
