@@ -40,10 +40,10 @@ def assert_same(built, traced):
             assert got[name] == value, name
 
 
-def test_every_algorithm_but_nvls_has_a_builder():
+def test_every_algorithm_but_the_in_switch_ones_has_a_builder():
     for collective in Collective:
         assert [name for c, name in BUILT if c is collective] == [
-            name for name in REGISTRY[collective] if name != "nvls"]
+            name for name in REGISTRY[collective] if name not in ("nvls", "nvls_tree")]
 
 
 FLAT = [(collective, name) for collective, name in BUILT
@@ -318,19 +318,22 @@ def test_engine_vector_runs_nvls_and_auto_keeps_it_on_simpy():
     assert vector.verified.all() and list(vector.messages) == list(auto.messages)
 
 
-def test_nvls_on_channels_is_left_to_simpy():
-    # Each channel reduces its own group, whose uploads share each rank's one connection to
-    # the switch in an order that only time decides.
+@pytest.mark.parametrize("channels", [2, 3])
+def test_nvls_on_channels_runs_on_both_engines_alike(channels):
+    # Each channel reduces its own group over connections of its own (one series of rounds per
+    # group, as NCCL gives each NVLS head its connections), so the trace orders every
+    # connection as the SimPy engine does, and the channels' uploads share each GPU's link.
+    scenario = {"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"],
+                "sizes": [3 << 20 | 12], "channels": channels}
     machine, group = machine_group({"preset": "dgx_h100"}, 4096)
     nvls = REGISTRY[Collective.ALLREDUCE]["nvls"]
-    schedule = schedule_on_channels(nvls, group, machine.layout, 2)
-    assert len(schedule.switches) == 2
-    assert declines(schedule, machine, asked=True) == (
-        "its in-switch reductions run in 2 groups, whose uploads share each rank's connection "
-        "to the switch in an order only the SimPy engine decides")
-    result = run_point({"topology": {"preset": "dgx_h100"}, "algorithms": ["nvls"],
-                        "sizes": [4096], "channels": 2}, "nvls", 4096)
-    assert result.engine == "simpy"
+    schedule = schedule_on_channels(nvls, group, machine.layout, channels)
+    assert len(schedule.switches) == channels
+    assert declines(schedule, machine, asked=True) is None
+    auto, vector = simulate(scenario), simulate({**scenario, "engine": "vector"})
+    assert list(auto.engine) == ["simpy"] and list(vector.engine) == ["vector"]
+    np.testing.assert_array_equal(vector.sim_time_s, auto.sim_time_s)
+    assert vector.verified.all() and list(vector.messages) == list(auto.messages)
 
 
 def test_switch_ops_the_machine_cannot_run_are_algorithm_errors():

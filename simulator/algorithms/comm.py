@@ -50,11 +50,24 @@ class Send:
 
 @dataclass(frozen=True)
 class SwitchContribution:
-    """A posted contribution of ``span`` to an in-switch reduction among ``group``."""
+    """A posted contribution of ``span`` to an in-switch reduction among ``group``, whose sum
+    the switch multicasts to ``to`` (global ranks; empty: to every member of ``group``), on
+    ``channel`` (a channel path, as a :class:`Send`'s: each (group, to, channel) has its own
+    rounds and connections)."""
 
     group: tuple[int, ...]
     span: Span
     label: str = ""
+    to: tuple[int, ...] = ()
+    channel: tuple[int, ...] = (0,)
+    multicast: bool = False
+    """A :meth:`Comm.switch_multicast`: rounds of their own, even where a group of one rank
+    would reduce to the same receivers."""
+
+    @property
+    def key(self) -> SwitchKey:
+        """The rounds this contribution joins."""
+        return self.group, self.to or self.group, self.channel, self.multicast
 
 
 @dataclass(frozen=True)
@@ -71,11 +84,25 @@ class Recv:
 
 @dataclass(frozen=True)
 class SwitchResult:
-    """Wait for the next in-switch reduction result of ``group`` and copy it into ``into``."""
+    """Wait for the next in-switch reduction result of ``group`` sent to ``to`` (empty: to every
+    member) on ``channel``, and copy it into ``into``."""
 
     group: tuple[int, ...]
     into: Span
     label: str = ""
+    to: tuple[int, ...] = ()
+    channel: tuple[int, ...] = (0,)
+    multicast: bool = False
+
+    @property
+    def key(self) -> SwitchKey:
+        """The rounds this result comes from."""
+        return self.group, self.to or self.group, self.channel, self.multicast
+
+
+SwitchKey = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], bool]
+"""An in-switch reduction's series of rounds: (contributors, receivers, channel path, whether
+a multicast), ranks global; round k is every contributor's k-th contribution to it."""
 
 
 @dataclass(frozen=True)
@@ -211,14 +238,37 @@ class Comm:
                                  f"{source.count} elements into a span of {into.count}")
         return LocalReduce(into, source)
 
-    def switch_reduce(self, span: Span, label: str = "") -> None:
+    def switch_reduce(self, span: Span, label: str = "", *, to: int | None = None) -> None:
         """Post ``span`` to the group's reducing switch (NVLink SHARP's multimem reduction);
-        every member must post the same spans in the same order."""
-        self._outbox.post(SwitchContribution(self.members, span, label))
+        every member must post the same spans in the same order. The sum goes down to every
+        member, or only to member ``to`` (a reduce-scatter's head, as NCCL's NVLS heads pull
+        their chunk with ``multimem.ld_reduce``)."""
+        self._outbox.post(SwitchContribution(self.members, span, label, self._receivers(to),
+                                             self._path()))
 
-    def switch_result(self, into: Span, label: str = "") -> SwitchResult:
-        """The request to yield to receive the switch's next reduced, multicast span."""
-        return SwitchResult(self.members, into, label)
+    def switch_multicast(self, span: Span, label: str = "") -> None:
+        """Post ``span`` to the switch alone, which copies it down to every member (NVLS's
+        ``multimem.st``): a round of one contribution, which reduces nothing."""
+        self._outbox.post(SwitchContribution((self.members[self.rank],), span, label,
+                                             self.members, self._path(), multicast=True))
+
+    def switch_result(self, into: Span, label: str = "", *, to: int | None = None,
+                      multicast_from: int | None = None) -> SwitchResult:
+        """The request to yield to receive the switch's next span: the group's sum (to every
+        member, or to member ``to`` as :meth:`switch_reduce` said), or member
+        ``multicast_from``'s :meth:`switch_multicast`."""
+        group = self.members if multicast_from is None else (self.members[multicast_from],)
+        receivers = self.members if multicast_from is not None else self._receivers(to)
+        return SwitchResult(group, into, label, receivers, self._path(),
+                            multicast=multicast_from is not None)
+
+    def _receivers(self, to: int | None) -> tuple[int, ...]:
+        """The global ranks an in-switch sum goes down to: member ``to``, or () for all."""
+        return () if to is None else (self.members[to],)
+
+    def _path(self) -> tuple[int, ...]:
+        """This communicator's channel path (as a :class:`Send` carries it)."""
+        return (*self._enclosing, self.channel)
 
     def subgroup(self, ranks: Sequence[int], buffer: Span) -> Comm:
         """A communicator over ``ranks`` (this group's numbering, including this rank) that

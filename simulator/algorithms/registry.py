@@ -27,6 +27,7 @@ from simulator.algorithms.halving_doubling import (
 )
 from simulator.algorithms.hierarchical import Hierarchical
 from simulator.algorithms.nvls import Nvls
+from simulator.algorithms.nvls_tree import NvlsTree
 from simulator.algorithms.recursive_doubling import (
     RecursiveDoublingAllgather,
     RecursiveDoublingAllreduce,
@@ -50,6 +51,7 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     RingReduce(),
     Hierarchical(),
     Nvls(),
+    NvlsTree(),
     DirectAllreduce(),
     DirectReduceScatter(),
     DirectAllgather(),

@@ -30,6 +30,10 @@ told apart by their endpoints: :attr:`Schedule.kinds`):
   it down that member's link. A round's uploads form one receive chain in the group's order
   (member i's completes after member i-1's), so the chain's last completes when every
   contribution has arrived, as the switch waits for all of them, and sums them in that order.
+  Its receivers are every member, or those the contributions name (``switch_reduce(to=...)``,
+  ``switch_multicast``): each must take every round's result. A group g of
+  :attr:`Schedule.switches` is one series of rounds (contributors, receivers, channel, whether a
+  multicast), and it lists the contributors.
 
 Messages are numbered in dependency order (every pointer names an earlier message), by the
 longest chain of requests before them, so that a schedule's numbering follows time as a
@@ -60,6 +64,7 @@ from simulator.algorithms.comm import (
     Recv,
     Send,
     SwitchContribution,
+    SwitchKey,
     SwitchResult,
 )
 from simulator.algorithms.schedule import NONE, Group, Schedule
@@ -129,7 +134,8 @@ class _Recording:
     receives: dict[_Connection, list[int]] = field(default_factory=dict)
     """Per connection, the op of each receive, in request order."""
     channel_numbers: dict[tuple[int, ...], int] = field(default_factory=dict)
-    switches: dict[tuple[int, ...], int] = field(default_factory=dict)
+    switches: dict[SwitchKey, int] = field(default_factory=dict)
+    """Each series of in-switch rounds (contributors, receivers, channel), numbered g."""
     uploads: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     """Per (group, rank), the upload op of each round, in order."""
     results: dict[tuple[int, int], list[int]] = field(default_factory=dict)
@@ -201,7 +207,7 @@ class _Recording:
                 position = self.op(rank, rank, request.source, request.into, True, after, after)
                 self.direct.add(path)
             elif isinstance(request, SwitchResult):
-                key = (self.switch(request.group), rank)
+                key = (self.switch(request.key), rank)
                 position = self.op(NONE, rank, request.into, request.into, False, NONE,
                                    self.at(position))
                 self.results.setdefault(key, []).append(position)
@@ -225,15 +231,15 @@ class _Recording:
 
     def contribute(self, rank: int, post: SwitchContribution, after: int) -> None:
         """An upload of ``post.span`` to the switch of ``post.group``, behind the rank's last."""
-        g = self.switch(post.group)
+        g = self.switch(post.key)
         mine = self.uploads.setdefault((g, rank), [])
         op = self.op(rank, -1 - g, post.span, post.span, False, after, NONE)
         self.connection_previous[op] = mine[-1] if mine else NONE
         mine.append(op)
 
-    def switch(self, group: tuple[int, ...]) -> int:
-        """The number of ``group``'s in-switch reduction group."""
-        return self.switches.setdefault(group, len(self.switches))
+    def switch(self, key: SwitchKey) -> int:
+        """The number of the in-switch reduction group of the rounds ``key``."""
+        return self.switches.setdefault(key, len(self.switches))
 
     def channel_of(self, channel: tuple[int, ...]) -> int:
         """The number of a channel path (first seen first): :attr:`Schedule.thread`."""
@@ -265,7 +271,7 @@ class _Recording:
             renumbered(self.posted_after), renumbered(self.connection_previous),
             renumbered(self.receive_previous), reducing_threads=self.reducing_threads(),
             thread=column(self.channel) if len(self.channel_numbers) > 1 else None,
-            switches=tuple(self.switches))
+            switches=tuple(key[0] for key in self.switches))
 
     def match_messages(self) -> None:
         """The k-th send on each connection is the k-th receive on it (MPI's non-overtaking
@@ -300,9 +306,9 @@ class _Recording:
 
     def match_rounds(self) -> None:
         """Round k of a group: every member's k-th upload, chained in the group's order, and
-        the copies down to the members that wait for its result, posted after the last
+        the copies down to its receivers, who wait for its result, posted after the last
         upload, each behind the copy of round k-1 down the same link."""
-        for group, g in self.switches.items():
+        for (group, receivers, *_), g in self.switches.items():
             uploads = [self.uploads.get((g, rank), []) for rank in group]
             rounds = max(len(u) for u in uploads)
             if min(len(u) for u in uploads) < rounds:
@@ -318,8 +324,15 @@ class _Recording:
                                              f"others {span}")
                 for before, after in itertools.pairwise(mine[k] for mine in uploads):
                     self.receive_previous[after] = before
-            for rank in group:
+            strays = sorted({rank for h, rank in self.results if h == g} - set(receivers))
+            if strays:
+                raise AlgorithmError(f"{self.name}: deadlock: ranks {strays[:8]} wait for "
+                                     "in-switch results never sent to them")
+            for rank in receivers:
                 results = self.results.get((g, rank), [])
+                if len(results) < rounds:
+                    raise AlgorithmError(f"{self.name}: rank {rank} takes {len(results)} of the "
+                                         f"{rounds} in-switch results sent to it")
                 if len(results) > rounds:
                     raise AlgorithmError(f"{self.name}: deadlock: ranks {[rank]} wait for "
                                          "messages that are never sent")

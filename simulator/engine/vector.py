@@ -470,10 +470,12 @@ class _Run:
 
     def _switches(self, groups: tuple[tuple[int, ...], ...]) -> None:
         """Route the schedule's switch endpoints to each group's reducing switch, and charge
-        its reduction latency before each copy down (as :mod:`simulator.engine.inswitch`)."""
+        its reduction latency before each copy down, none for a group of one contributor, a
+        multicast (as :mod:`simulator.engine.inswitch`)."""
         switches = [self.machine.switch_for(group, self.name) for group in groups]
         self.routes.switches(tuple(switch.name for switch in switches))
-        self.switch_delay = np.array([switch.reduction_latency_s for switch in switches])
+        self.switch_delay = np.array([switch.reduction_latency_s if len(group) > 1 else 0.0
+                                      for switch, group in zip(switches, groups, strict=True)])
 
     def _ready(self, messages: np.ndarray, at: float | np.ndarray) -> np.ndarray:
         """When ``messages`` posted ``at`` may start: after their route's latency, and a copy
@@ -855,8 +857,6 @@ def declines(schedule: Schedule | Blocks, machine: Machine, *, asked: bool = Fal
     - Several threads of one rank reducing at once on a GPU whose reductions take time queue
       in an order that same-instant ties decide, and SimPy's event order is the reference for
       those.
-    - In-switch reductions of several groups (NVLS on channels) share each rank's connection
-      to the switch, in an order decided by time: the trace cannot give it.
     - Unless the scenario ``asked`` for this engine (``engine: vector``), a schedule that is
       only a program's trace (:attr:`Blocks.traced <simulator.algorithms.schedule.Blocks.traced>`:
       no hand-written builder, as for NVLS) runs on SimPy, as ``engine: auto`` did before
@@ -868,12 +868,6 @@ def declines(schedule: Schedule | Blocks, machine: Machine, *, asked: bool = Fal
     if schedule.reducing_threads > 1 and machine.gpu.reduce_s(1.0) > 0:
         return (f"its {schedule.reducing_threads} threads per rank reduce at once on a GPU with a "
                 "reduction cost, whose queue only the SimPy engine orders")
-    whole = (schedule if isinstance(schedule, Schedule)  # only traces have switches, whole
-             else schedule.block(0) if schedule.traced else Schedule.empty())
-    if len(whole.switches) > 1:
-        return (f"its in-switch reductions run in {len(whole.switches)} groups, whose uploads "
-                "share each rank's connection to the switch in an order only the SimPy engine "
-                "decides")
     if isinstance(schedule, Blocks) and schedule.traced:
         return declines_trace(asked=asked)
     return None

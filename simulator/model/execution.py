@@ -83,6 +83,21 @@ above (264-275 GB/s) over 18 × 20.6 GB/s = 370.8 GB/s, at 16 GiB (274.69 / 370.
 own nvlsEfficiency (0.85) applies to its graph's bandwidth, which no published log states."""
 
 
+def nvls_tree_nvlink_Bps(machine: Machine, nvls_Bps: float) -> float:
+    """The NVLink rate NVLSTree's program moves at, from NVLS's rate ``nvls_Bps``.
+
+    NCCL's NVLS and NVLSTree kernels move the same bytes over a host's NVLink: every GPU puts
+    its buffer into the switch and takes the result back, and each head (L per host, one per
+    GPU) also pulls the host's sum of its chunk out (``multimem.ld_reduce``) and stores the
+    total back in (``multimem.st``), 1/L more each way (src/device/all_reduce.h). The ``nvls``
+    program moves only the first part, so NVLS's rate (:data:`NVLS_SHARE`, fitted to it) is
+    the kernel's rate over those bytes; ``nvls_tree`` moves the heads' part too, so its link
+    rate is that × (L+1)/L (0.741 × 9/8 = 0.834 on 8 GPUs, against nvlsEfficiency's 0.85).
+    Derived, not fitted."""
+    heads = max(machine.layout.ranks_per_host)
+    return nvls_Bps * (heads + 1) / heads
+
+
 MAX_STREAM_PIECES = 64
 """The most pieces a multi-phase schedule (``hierarchical``) streams a buffer in under NCCL's
 execution: its fill and drain then cost about 2/64 of its time, and the simulation stays small."""
@@ -190,6 +205,8 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
     achieved = facts.nvlink_Bps or machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9
     if family is NcclAlgorithm.NVLS:
         nvlink = facts.nvls_Bps or NVLS_SHARE * achieved
+    elif family is NcclAlgorithm.NVLS_TREE:
+        nvlink = nvls_tree_nvlink_Bps(machine, facts.nvls_Bps or NVLS_SHARE * achieved)
     else:
         nvlink = achieved * PROTOCOL_SHARE[protocol]
     cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9

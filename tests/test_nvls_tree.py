@@ -1,0 +1,105 @@
+"""NVLSTree (simulator/algorithms/nvls_tree.py): where it runs, the heads' tree across hosts as
+NCCL's connectNvls builds it, both engines alike, its closed form worked by hand, and the NVLink
+rate the NCCL execution model gives it."""
+
+import numpy as np
+import pytest
+
+from simulator.algorithms import REGISTRY
+from simulator.algorithms.host_tree import double_host_tree
+from simulator.algorithms.schedule import Group, Op
+from simulator.model.collective import Collective
+from simulator.model.execution import NVLINK_GBPS_PER_LINK, NVLS_SHARE, nvls_tree_nvlink_Bps
+from simulator.model.machine import Machine
+from simulator.model.nccl import Arch
+from simulator.plan import prepare
+from simulator.runner import simulate
+from simulator.scenario.parse import scenario_from_dict
+
+NVLS_TREE = REGISTRY[Collective.ALLREDUCE]["nvls_tree"]
+SMALL = {"kind": "dgx", "nodes": 2, "gpus_per_node": 2, "nvlink_bandwidth": "400GB/s",
+         "nvlink_latency": "300ns", "pcie_bandwidth": "50GB/s", "pcie_latency": "500ns",
+         "nic_bandwidth": "25GB/s", "nic_latency": "1us", "nvswitch_reduction": True}
+"""Two hosts of two GPUs in round numbers: NVLink 400 GB/s, NICs 25 GB/s, no reduction latency."""
+
+
+def machine_of(topology: dict) -> Machine:
+    scenario = scenario_from_dict({"topology": topology, "algorithms": ["ring"], "sizes": [8]})
+    return prepare(scenario, select=False).machine
+
+
+def test_it_runs_across_hosts_that_reduce_in_their_switches():
+    assert NVLS_TREE.unsupported(machine_of({"preset": "dgx_h100"})) == (
+        "it needs GPUs on two or more hosts (NCCL runs NVLS on one host), such as dgx_h100 with "
+        "nodes ≥ 2")
+    assert NVLS_TREE.unsupported(machine_of({**SMALL, "nvswitch_reduction": False})) == (
+        "it needs a switch with in-switch reduction (reduction: true) cabled to every GPU of "
+        "each host, such as the NVSwitch of a dgx_h100 node")
+    assert NVLS_TREE.unsupported(machine_of({"preset": "dgx_h100", "nodes": 2})) is None
+
+
+@pytest.mark.parametrize("hosts", [2, 3, 5, 6])
+def test_the_heads_tree_is_ncclGetDtree_over_each_rank_of_the_hosts(hosts):
+    # connectNvls: head h of a host (here its h-th GPU) sends up to head h of its parent host in
+    # the tree of its channel and down to head h of its children, nothing else crosses hosts
+    # (the network's messages are exactly the two trees' edges, on every rail)
+    local = 2
+    machine = machine_of({**SMALL, "nodes": hosts, "gpus_per_node": local})
+    schedule = NVLS_TREE.scheduled(Group.whole(machine, 4096, 4))
+    across = {(int(a), int(b)) for a, b, kind in zip(schedule.src, schedule.dst, schedule.kinds,
+                                                       strict=True)
+              if kind == Op.MESSAGE and a // local != b // local}
+    edges = {(host * local + h, parent * local + h) for host in range(hosts)
+             for node in double_host_tree(host, hosts) if (parent := node.parent) is not None
+             for h in range(local)}
+    assert across == edges | {(b, a) for a, b in edges}
+
+
+@pytest.mark.parametrize("topology, size, execution", [
+    (SMALL, 8 << 20, "ideal"), ({**SMALL, "nodes": 3}, 3 << 20 | 12, "ideal"),
+    ({"preset": "dgx_h100", "nodes": 2}, 16 << 20, "nccl"),
+    ({"preset": "dgx_h100", "nodes": 3}, 1 << 20, "nccl")])
+def test_both_engines_time_it_alike_to_the_bit(topology, size, execution):
+    scenario = {"topology": topology, "algorithms": ["nvls_tree"], "sizes": [size],
+                "execution": execution, "op": "max"}
+    simpy, vector = (simulate({**scenario, "engine": engine}) for engine in ("simpy", "vector"))
+    assert list(simpy.engine) == ["simpy"] and list(vector.engine) == ["vector"]
+    np.testing.assert_array_equal(vector.sim_time_s, simpy.sim_time_s)
+    assert vector.verified.all() and simpy.verified.all()
+    assert list(vector.messages) == list(simpy.messages)
+
+
+def test_the_closed_form_worked_by_hand():
+    # 8 MiB on two hosts of two GPUs: halves of 4 MiB, each head's chunk 2 MiB in k = 4 pieces
+    # of c = 512 KiB. Latencies: up and down the NVSwitch 0.3 µs each (twice: the host's sum and
+    # the multicast), a network hop 0.5 + 1 + 1 + 0.5 = 3 µs up and one down (depth 1).
+    # Chain: L + 3 = 5 pieces over NVLink (400 GB/s), 2 over the NIC (25 GB/s). Step: each NIC
+    # serves one edge of each tree, 2c a piece (2(L+1)c = 6c over NVLink is less).
+    c = 512 << 10
+    delay = 2 * (0.3e-6 + 0.3e-6) + 2 * 3e-6
+    chain = 5 * c / 400e9 + 2 * c / 25e9
+    step = 2 * c / 25e9
+    [row] = simulate({"topology": SMALL, "algorithms": ["nvls_tree"],
+                      "sizes": [8 << 20]}).itertuples()
+    assert row.model_time_s == pytest.approx(delay + chain + 3 * step, rel=1e-12)
+    assert row.model_time_s == pytest.approx(181.52576e-6, rel=1e-9)
+    assert row.sim_time_s == pytest.approx(183.76864e-6, rel=1e-9)  # 1.2 % above: sharing
+
+
+def test_the_closed_form_follows_the_simulation_on_two_dgx_h100():
+    # under NCCL's execution: within 2 % at 1 GiB, where the pipeline is long; at 16 MiB (two
+    # pieces a head and tree) the shared links' start-up makes the simulation slower
+    frame = simulate({"topology": {"preset": "dgx_h100", "nodes": 2},
+                      "algorithms": ["nvls_tree"], "sizes": ["16MiB", "1GiB"], "verify": False,
+                      "engine": "vector"})
+    ratio = list(frame.sim_time_s / frame.model_time_s)
+    assert 1.0 < ratio[0] < 1.25 and 1.0 < ratio[1] < 1.02
+
+
+def test_its_nvlink_rate_adds_the_heads_share_to_nvls():
+    # each of the L heads also pulls its chunk's sum out of the switch and stores the total
+    # back: (L + 1) / L of what the nvls program moves, at NVLS's rate
+    machine = machine_of({"preset": "dgx_h100", "nodes": 2})
+    nvls = NVLS_SHARE * 18 * NVLINK_GBPS_PER_LINK[Arch.HOPPER] * 1e9
+    assert nvls_tree_nvlink_Bps(machine, nvls) == pytest.approx(nvls * 9 / 8)
+    assert nvls_tree_nvlink_Bps(machine, nvls) / (18 * 20.6e9) == pytest.approx(0.833625)
