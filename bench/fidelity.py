@@ -276,7 +276,8 @@ def node_table(dataset: MultiNode, rows: list[NodeRow]) -> str:
 
 @dataclass(frozen=True)
 class Cluster:
-    """The machine a set of published points ran on: a preset, its node count and NIC rate."""
+    """The machine a set of published points ran on: a preset, its node count, NIC rate and
+    network transport."""
 
     title: str
     preset: str
@@ -284,6 +285,7 @@ class Cluster:
     nic_bandwidth: str | None
     reduce_bandwidth: str
     note: str
+    transport: str = "ib"
 
 
 @dataclass(frozen=True)
@@ -333,7 +335,7 @@ H100_TCPXO = Cluster(
     "default selection; reference/published-measurements.md §1.3a). On two nodes NCCL is said to "
     "pick Tree or NVLSTree (nccl-tests#196), which this simulator does not model across nodes: "
     "`ring` is what its tuner picks here, `hierarchical` (ring in each node, ring across, "
-    "streamed) the nearest schedule it has to NVLSTree.")
+    "streamed) the nearest schedule it has to NVLSTree.", "tcpxo")
 
 ML_ENGINEERING_8GIB = {4: (363.3, None), 5: (364.4, 414.2), 6: (365.1, 435.6), 7: (365.7, 460.0),
                        8: (365.6, 473.1)}
@@ -348,7 +350,9 @@ POINTS = (
     Point(A100_IB, 8, 256, 93.99, "ring", "latency floor"),
     _quoted(A100_IB, 8, 8 << 30, 192.0, "ring", "NIC-bound ring"),
     Point(H100_TCPXO, 8, 8, 135.8, "ring", "latency floor"),
+    Point(H100_TCPXO, 8, 8, 135.8, "double_binary_tree", "latency floor, NCCL's pick (Tree)"),
     Point(H100_TCPXO, 8, 1 << 20, 203.2, "ring", "latency and bandwidth"),
+    Point(H100_TCPXO, 8, 1 << 20, 203.2, "double_binary_tree", "the same, NCCL's pick (Tree)"),
     *(Point(H100_TCPXO, 8, size, time_us, algorithm, why)
       for size, time_us in ((128 << 20, 1652.2), (1 << 30, 6759.0), (8 << 30, 47535.0))
       for algorithm, why in (("ring", "the tuner's pick"), ("hierarchical", "nearest to NVLSTree"))),
@@ -364,6 +368,8 @@ def simulate_point(point: Point) -> tuple[float, float]:
                                       "gpus_per_node": point.gpus}
     if cluster.nic_bandwidth is not None:
         topology["nic_bandwidth"] = cluster.nic_bandwidth
+    if cluster.nodes > 1:
+        topology["transport"] = cluster.transport
     scenario = scenario_from_dict({
         "name": "fidelity-points", "sizes": [point.size_bytes], "topology": topology,
         "algorithms": [point.algorithm], "gpu": {"reduce_bandwidth": cluster.reduce_bandwidth},
@@ -377,10 +383,12 @@ def points() -> str:
     lines = ["### Published points: GPU counts and two nodes", "",
              "Under `execution: nccl`, the default. Time in µs; busbw in GB/s (nccl-tests' "
              "2(n−1)/n factor); the error is that of the simulated busbw. On two nodes the "
-             "bandwidth-bound points are NIC-bound and meet the measurements; small messages take "
-             "3–4× the simulated time, as they do NCCL's own cost model (about 40 µs here): the "
-             "network proxy's per-message costs, and TCPXO's host-side path on A3 Mega, are in "
-             "neither.", ""]
+             "bandwidth-bound points are NIC-bound and meet the measurements. Small messages pay "
+             "the network's per-message costs as NCCL's model has them (docs/model.md): the "
+             "proxy's netOverhead per message (DGX A100: AMD hosts, 2 µs), the transport's "
+             "latency per network step (TCPXO's fitted to the 8 B floor below; InfiniBand's 0). "
+             "NCCL's own model, with the same terms, gives the A100 ring at 256 B 68.0 µs and "
+             "its pick on A3 Mega (Tree/LL) 125.2 µs at 8 B and 159.8 µs at 1 MiB.", ""]
     for cluster in (H200_ONE_NODE, A100_IB, H100_TCPXO):
         lines += [f"**{cluster.title}.** {cluster.note}", "",
                   "| GPUs | size (B) | algorithm | what it tests | measured (µs) | measured busbw | "

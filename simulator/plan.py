@@ -159,7 +159,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
             raise InputError([Problem(scenario.source, "nccl.proto", (
                 f"{algorithm.name!r}: {error}, which {scenario.nccl.proto!r} leaves out"))]) from None
         try:
-            nccl = nccl_plan(machine, family, protocol, size_bytes)
+            nccl = nccl_plan(machine, family, protocol, size_bytes, algorithm.nccl_kernel)
         except ValueError as error:
             raise InputError([Problem(scenario.source, "protocol",
                                       f"{algorithm.name!r}: {error}")]) from None

@@ -4,7 +4,10 @@ A transfer of ``S`` bytes from node ``a`` to node ``b`` follows one route
 (:class:`~simulator.model.routing.Routing`), pays the route's summed latency once, then moves its
 bytes at its max-min fair rate (:mod:`simulator.engine.sharing`), recomputed whenever a flow on a
 connected link starts or ends. Alone on its links, a transfer therefore takes exactly
-``route.latency_s + S / route.bottleneck_Bps``: the alpha-beta cost of one message.
+``route.latency_s + S / route.bottleneck_Bps``: the alpha-beta cost of one message. A route
+with a ``proxy_s`` (a network message under NCCL's execution) first waits for its sender's
+network proxy, which posts one such message at a time, each holding it ``proxy_s``, in the
+order they were sent (:func:`~simulator.engine.kernel.serve_next`).
 
 SimPy cannot cancel a timeout, so when a flow's rate changes its old finish timer stays queued and
 is ignored when it fires; such timers count as events and may advance ``env.now`` past the last
@@ -27,11 +30,11 @@ from dataclasses import dataclass, field
 
 import simpy
 
-from simulator.engine.kernel import CapacityTimeline
+from simulator.engine.kernel import CapacityTimeline, serve_next
 from simulator.engine.record import Recorder
 from simulator.engine.sharing import FairShare
 from simulator.model.machine import CapacityEvent
-from simulator.model.routing import LinkId, Routing
+from simulator.model.routing import LinkId, Route, Routing
 
 
 @dataclass(slots=True)
@@ -87,6 +90,7 @@ class Fabric:
         self._ids = itertools.count()
         self._versions = itertools.count()
         self._last_injection: dict[Hashable, simpy.Event] = {}
+        self._proxy_free: dict[str, float] = {}  # when each sender's network proxy is next free
 
     def transfer(self, src: str, dst: str, size_bytes: float,
                  connection: Hashable | None = None,
@@ -105,14 +109,24 @@ class Fabric:
         if connection is not None:
             previous = self._last_injection.get(connection)
             self._last_injection[connection] = injected
-        return self.env.process(self._transfer(src, dst, size_bytes, previous, injected, moved))
-
-    def _transfer(self, src: str, dst: str, size_bytes: float, previous: simpy.Event | None,
-                  injected: simpy.Event, moved: Callable[[float, float], None] | None
-                  ) -> Generator[simpy.Event, object, None]:
         route = self.routing.route(src, dst)
+        wait = 0.0
+        if route.proxy_s > 0:  # the sender's proxy posts it when it gets to it
+            now = self.env.now
+            start, self._proxy_free[src] = serve_next(self._proxy_free.get(src, 0.0), now,
+                                                      route.proxy_s)
+            wait = start - now
+        return self.env.process(self._transfer(route, size_bytes, wait, previous, injected,
+                                               moved))
+
+    def _transfer(self, route: Route, size_bytes: float, wait: float,
+                  previous: simpy.Event | None, injected: simpy.Event,
+                  moved: Callable[[float, float], None] | None
+                  ) -> Generator[simpy.Event, object, None]:
         self.stats.transfers += 1
         self.stats.bytes_moved += size_bytes
+        if wait > 0:
+            yield self.env.timeout(wait)
         if route.latency_s > 0:
             yield self.env.timeout(route.latency_s)
         if previous is not None and not previous.processed:

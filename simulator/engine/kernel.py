@@ -11,7 +11,9 @@ vectorised engine once per instant over every active flow).
   crosses (what progressive filling gives it, without the rounds).
 - :func:`serve_in_order`: a GPU's reducer serves one reduction at a time, first come
   first served: a reduction starts when it is asked for or when the one before it ends,
-  whichever is later, and holds the reducer for its duration.
+  whichever is later, and holds the reducer for its duration. A GPU's network proxy serves the
+  messages it posts by the same rule (:func:`serve_spans`): a message goes when the proxy gets
+  to it, and holds the proxy for its ``proxy_s``.
 - :class:`CapacityTimeline`: each link's capacity as a step function of time, from the
   machine's :class:`~simulator.model.machine.CapacityEvent` list (``Machine.capacity_events``);
   the engines apply its instants as they reach them and re-share the flows that cross the links
@@ -137,15 +139,29 @@ def serve_in_order(free_at: np.ndarray, servers: np.ndarray, now: float,
     >>> free_at.tolist()
     [3.0, 8.0]
     """
+    return serve_spans(free_at, servers, now, durations)[1]
+
+
+def serve_spans(free_at: np.ndarray, servers: np.ndarray, now: float,
+                durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """When each of the jobs asked for at ``now`` starts and ends, by :func:`serve_next`, as
+    :func:`serve_in_order` serves them (a network proxy's messages start as it posts them,
+    :class:`~simulator.model.routing.Route`'s ``proxy_s``).
+
+    >>> free_at = np.array([0.0, 5.0])
+    >>> [t.tolist() for t in serve_spans(free_at, np.array([1, 1]), 2.0, np.array([1.0, 1.0]))]
+    [[5.0, 6.0], [6.0, 7.0]]
+    """
     if len(servers) == 1 or np.bincount(servers).max() == 1:  # one job per server: at once
-        finish: np.ndarray = np.maximum(now, free_at[servers]) + durations
+        start: np.ndarray = np.maximum(now, free_at[servers])
+        finish: np.ndarray = start + durations
         free_at[servers] = finish
-        return finish
-    finish = np.empty(len(servers))
+        return start, finish
+    start, finish = np.empty(len(servers)), np.empty(len(servers))
     for k in np.argsort(servers, kind="stable").tolist():
-        _, finish[k] = serve_next(float(free_at[servers[k]]), now, float(durations[k]))
+        start[k], finish[k] = serve_next(float(free_at[servers[k]]), now, float(durations[k]))
         free_at[servers[k]] = finish[k]
-    return finish
+    return start, finish
 
 
 @dataclass(frozen=True)

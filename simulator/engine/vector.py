@@ -6,7 +6,9 @@ blocks: loaded before they can be released, dropped once received.
 The model is the SimPy engine's (:mod:`simulator.engine.run`, :mod:`simulator.engine.fabric`),
 message for message:
 
-- a message is posted at the start or when its sender's receive ``posted_after`` completes; it
+- a message is posted at the start or when its sender's receive ``posted_after`` completes;
+  one whose route has a ``proxy_s`` (a network message under NCCL's execution) is handed on
+  when its sender's network proxy gets to it (:func:`~simulator.engine.kernel.serve_spans`); it
   pays its route's latency, then waits for the message before it on its connection to finish,
   then moves its bytes at its max-min fair share of every link it crosses, recomputed whenever
   a flow starts or ends;
@@ -52,6 +54,7 @@ from simulator.engine.kernel import (
     lone_rates,
     max_min_rates,
     serve_in_order,
+    serve_spans,
 )
 from simulator.engine.payload import Payload
 from simulator.engine.record import Recorder
@@ -105,6 +108,8 @@ class _Routes:
         self.keys, self.ids = none, none
         """Pair keys (sender × ranks + receiver), sorted, and the pair number of each."""
         self.latency = np.zeros(0)
+        self.proxy = np.zeros(0)
+        """Each pair's network proxy time per message (``Route.proxy_s``)."""
         self.count, self.first, self.links = none, none, none
         self.alone = np.zeros(0)
         """Each pair's rate alone on its route: the smallest capacity it crosses."""
@@ -138,6 +143,7 @@ class _Routes:
     def _add(self, keys: np.ndarray) -> None:
         machine = self.machine
         latency: list[float] = []
+        proxy: list[float] = []
         counts: list[int] = []
         links: list[int] = []
         alone: list[float] = []
@@ -145,16 +151,19 @@ class _Routes:
             src, dst = divmod(key, len(self.nodes))
             if src == dst:  # a join marker: no route, no time (Schedule.markers)
                 latency.append(0.0)
+                proxy.append(0.0)
                 alone.append(INF)
                 counts.append(0)
                 continue
             route = machine.routing.route(self.nodes[src], self.nodes[dst])
             latency.append(route.latency_s)
+            proxy.append(route.proxy_s)
             alone.append(lone_rate(self.capacity[self.number[link]] for link in route.links))
             counts.append(len(route.links))
             links.extend(self.number[link] for link in route.links)
         ids = np.arange(len(self.latency), len(self.latency) + len(keys), dtype=np.int64)
         self.latency = np.concatenate([self.latency, latency])
+        self.proxy = np.concatenate([self.proxy, proxy])
         self.alone = np.concatenate([self.alone, alone])
         self.count = np.concatenate([self.count, np.array(counts, dtype=np.int64)])
         self.first = np.cumsum(self.count) - self.count
@@ -389,6 +398,7 @@ class _Run:
         self.itemsize = payload.dtype.itemsize
         self.gpu = machine.gpu
         self.gpu_free = np.zeros(machine.ranks)
+        self.proxy_free = np.zeros(machine.ranks)  # when each GPU's network proxy is next free
         none = np.zeros(0, dtype=np.int64)
         self.window = _Window()
         self.block_ends: list[int] = []  # where each loaded block ends, in schedule numbering
@@ -729,17 +739,29 @@ class _Run:
         if len(messages) == 0:
             return messages
         self._load_ahead(messages)
-        self.posted[messages] = now
+        self.posted[messages] = self._handed(messages, now)
         start, length = self.send_view[0][messages], self.send_view[1][messages]
         self.snapshots.keep(messages, self._sent(messages, start, length), length)
         previous = self._local(self.s.connection_previous[messages])
         free = previous < 0
         free[~free] = self.arrived[previous[~free]] < INF
-        ready = self._ready(messages[free], now)
+        ready = self._ready(messages[free], self.posted[messages[free]])
         behind = previous[free]
         has = behind >= 0
         ready[has] = np.maximum(ready[has], self.arrived[behind[has]])
         return self._schedule_starts(messages[free], ready, now)
+
+    def _handed(self, messages: np.ndarray, now: float) -> np.ndarray:
+        """When ``messages``, posted ``now``, are handed on: now, or for a network message
+        (``proxy_s`` > 0) when its sender's proxy gets to it, in message order (the same
+        floating-point operations as the SimPy fabric's wait)."""
+        proxy = self.routes.proxy[self.pair[messages]]
+        at = np.full(len(messages), now)
+        busy = proxy > 0
+        if busy.any():
+            start, _ = serve_spans(self.proxy_free, self.s.src[messages[busy]], now, proxy[busy])
+            at[busy] = now + (start - now)
+        return at
 
     def _sent(self, messages: np.ndarray, start: np.ndarray, length: np.ndarray) -> np.ndarray:
         """The data ``messages`` carry, concatenated: their spans of their senders' buffers as

@@ -7,7 +7,14 @@ get it without a special case:
 
 - a collective starts after NCCL's base latency for its algorithm and protocol (``baseLat``);
 - a message between two ranks pays the step latency of the slowest kind of path it crosses
-  (``hwLat``: NVLink, PCI or NET), in place of the graph's wire latencies;
+  (``hwLat``: NVLink, PCI or NET), in place of the graph's wire latencies; a network step also
+  pays the transport's latency (``latencyInter``, twice for Simple: the flush;
+  :mod:`~simulator.model.transport`), and on several hosts a multi-node Ring Simple's
+  latencies are NCCL's "plateau" factor larger (:data:`~simulator.model.nccl.RING_PLATEAU`);
+- on several hosts, the network proxy of a message's sending GPU spends NCCL's ``netOverhead``
+  (×3 for Simple) on each message it posts (:attr:`Plan.proxy_s`): a GPU posts a network
+  message at most that often, which is what makes a multi-node ring pay ``nsteps ·
+  netOverhead`` (tuning.cc: "Inter-node rings still have to launch nsteps * net overhead");
 - links carry data at what NCCL achieves on them: NVLink at NCCL's own per-link bandwidth
   (``topo.h``: 20.0 GB/s on SM80, 20.6 on SM90) times the links per GPU, the network at 12 GB/s
   per 100 Gb/s of wire (``NET_BW``); each times the protocol's share (LL 0.5 of 16-byte lines,
@@ -31,11 +38,12 @@ from simulator.model.nccl import (
     DEFAULT_GRAPHS,
     HW_LATENCY_US,
     LL_MAX_BW_GBPS,
+    NET_OVERHEAD_US,
     PER_CHANNEL_MAX_RING_LL128_GBPS,
     PER_CHANNEL_MAX_TREE_GBPS,
     PER_CHANNEL_MAX_TREE_LL128_GBPS,
+    RING_PLATEAU,
     Arch,
-    CpuVendor,
     Hardware,
     NcclAlgorithm,
     Protocol,
@@ -43,6 +51,7 @@ from simulator.model.nccl import (
 )
 from simulator.model.routing import LinkId, Route, Routing
 from simulator.model.topology import GPU, NET_LINK, NIC, NVLINK, PCIE
+from simulator.model.transport import latency_inter_us
 
 
 class Execution(Enum):
@@ -174,14 +183,16 @@ def fill_s(family: NcclAlgorithm, protocol: Protocol, size_bytes: int, ranks: in
 @dataclass(frozen=True)
 class Plan:
     """What NCCL's execution of one algorithm and protocol changes: a start delay (NCCL's base
-    latency and the pipeline's fill at this size), the latency of a step by kind of path, and
-    each kind of link's rate (None: the graph's)."""
+    latency and the pipeline's fill at this size), the latency of a step by kind of path, each
+    kind of link's rate (None: the graph's), and the time a GPU's network proxy spends posting
+    each network message (0 on one host)."""
 
     protocol: Protocol
     base_latency_s: float
     step_latency_s: Mapping[Hardware, float]
     link_rate_Bps: Mapping[str, float | None]
     fill_s: float = 0.0
+    proxy_s: float = 0.0
 
     @property
     def start_s(self) -> float:
@@ -189,11 +200,14 @@ class Plan:
         return self.base_latency_s + self.fill_s
 
 
-def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_bytes: int = 0,
-              cpu: CpuVendor = CpuVendor.INTEL) -> Plan:
+def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
+              size_bytes: int = 0, kernel: bool = True) -> Plan:
     """The plan of NCCL algorithm ``family`` with ``protocol`` on ``machine`` for an allreduce
-    of ``size_bytes`` (0: no pipeline fill); ValueError when the machine does not state its GPUs
-    (compute capability and NVLink links) or the pair does not exist (NVLS runs Simple only)."""
+    of ``size_bytes`` (0: no pipeline fill, no plateau), run by NCCL's own kernel for the
+    family (``kernel``, ``Algorithm.nccl_kernel``) or by another schedule timed as that family;
+    ValueError when the machine does not state its GPUs (compute capability and NVLink links)
+    or the pair does not exist (NVLS runs Simple only). The host CPU and the network's
+    transport are the machine's (:class:`~simulator.model.machine.NcclFacts`)."""
     if machine.compute_capability == 0 or machine.nvlinks == 0:
         raise ValueError("needs a topology that states compute_capability and nvlinks, as the "
                          "dgx_h100 and dgx_a100 presets do")
@@ -202,6 +216,7 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
     arch = arch_of(machine.compute_capability)
     nodes = machine.layout.host_count
     facts = machine.nccl
+    cpu = facts.cpu
     achieved = facts.nvlink_Bps or machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9
     if family is NcclAlgorithm.NVLS:
         nvlink = facts.nvls_Bps or NVLS_SHARE * achieved
@@ -224,9 +239,42 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
     if nodes > 1 and nics:  # across hosts a channel runs at one NIC's pace, one channel a rail
         channels = max(machine.layout.ranks_per_host)
         rate = channels * min(nics) * NET_SHARE * PROTOCOL_SHARE[protocol]
-    return Plan(protocol, BASE_LATENCY_US[family, protocol] * 1e-6 + facts.launch_s,
-                {hw: HW_LATENCY_US[hw, family, protocol] * 1e-6 for hw in Hardware},
-                rates, fill_s(family, protocol, size_bytes, machine.ranks, channels, rate))
+    base, steps = latencies(machine, family, protocol, size_bytes, kernel)
+    proxy_s = NET_OVERHEAD_US[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
+        if nodes > 1 else 0.0  # getNetOverhead, ×3 for Simple (tuning.cc:405-408)
+    return Plan(protocol, base + facts.launch_s, steps, rates,
+                fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s)
+
+
+def latencies(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_bytes: int,
+              kernel: bool = True) -> tuple[float, dict[Hardware, float]]:
+    """NCCL's base latency and the latency of a step by kind of path (s) for ``family`` and
+    ``protocol`` on ``machine`` (``kernel``: run by NCCL's own kernel of the family), as
+    tuning.cc builds its latencies:
+
+    - a network step pays ``hwLat`` NET plus the transport's ``latencyInter``, twice for Simple
+      ("the flush extra latency", tuning.cc:389-391; :mod:`~simulator.model.transport`);
+    - with one GPU per host a Ring or Tree network step pays the Tree's NET latency ("With
+      ppn=1 latencies are fully exposed, use the Tree network latency", tuning.cc:386);
+    - NCCL's multi-node ring kernel, Simple, at 64 bytes per rank and channel or more, has all
+      its latencies ×1.4 (×1.9 before SM80), the "plateau effect of ring" of
+      ``ncclTopoGetAlgoTime`` (a figure of NCCL's ring kernel: other schedules timed as Ring
+      do not get it)."""
+    arch, nodes = arch_of(machine.compute_capability), machine.layout.host_count
+    simple = protocol is Protocol.SIMPLE
+    inter_us = latency_inter_us(machine.nccl.transport, nodes) * (2 if simple else 1)
+    exposed = (family in (NcclAlgorithm.RING, NcclAlgorithm.TREE) and nodes > 1
+               and max(machine.layout.ranks_per_host) == 1)
+    net = HW_LATENCY_US[Hardware.NET, NcclAlgorithm.TREE if exposed else family, protocol]
+    steps_us = {hw: HW_LATENCY_US[hw, family, protocol] for hw in Hardware}
+    steps_us[Hardware.NET] = net + inter_us
+    factor = 1.0
+    ring = DEFAULT_GRAPHS.get(arch, {}).get(NcclAlgorithm.RING)
+    if (kernel and family is NcclAlgorithm.RING and simple and nodes > 1 and ring is not None
+            and size_bytes / (ring.channels * machine.ranks) >= 64):
+        factor = RING_PLATEAU[arch]
+    base = BASE_LATENCY_US[family, protocol] * factor * 1e-6
+    return base, {hw: latency * factor * 1e-6 for hw, latency in steps_us.items()}
 
 
 def apply(plan: Plan, machine: Machine) -> Machine:
@@ -251,11 +299,13 @@ class PlannedRouting(Routing):
         key = (src, dst)
         if key not in self._cache:
             base = self._pxn(src, dst)
-            latency = base.latency_s
+            latency, proxy = base.latency_s, 0.0
             if self._base.is_gpu(src) and self._base.is_gpu(dst) and src != dst:
-                latency = self._plan.step_latency_s[self.hardware(base)]
+                hardware = self.hardware(base)
+                latency = self._plan.step_latency_s[hardware]
+                proxy = self._plan.proxy_s if hardware is Hardware.NET else 0.0
             bottleneck = min((self.capacity_Bps(link) for link in base.links), default=float("inf"))
-            self._cache[key] = Route(base.nodes, base.links, latency, bottleneck)
+            self._cache[key] = Route(base.nodes, base.links, latency, bottleneck, proxy)
         return self._cache[key]
 
     def _pxn(self, src: str, dst: str) -> Route:
@@ -316,11 +366,16 @@ class PlannedRouting(Routing):
 
 
 def system_of(machine: Machine) -> System:
-    """NCCL's view of ``machine`` for its cost model: ranks, hosts, GPU generation, and the
-    graphs its search is assumed to find there (:data:`~simulator.model.nccl.DEFAULT_GRAPHS`)."""
-    arch = arch_of(machine.compute_capability)
-    return System(ranks=machine.ranks, nodes=machine.layout.host_count, arch=arch,
-                  graphs=DEFAULT_GRAPHS.get(arch, {}))
+    """NCCL's view of ``machine`` for its cost model: ranks, hosts, GPU generation, host CPU,
+    and the graphs its search is assumed to find there
+    (:data:`~simulator.model.nccl.DEFAULT_GRAPHS`), each with the transport's latency as its
+    ``latencyInter`` (src/graph/search.cc:745)."""
+    arch, nodes = arch_of(machine.compute_capability), machine.layout.host_count
+    inter = latency_inter_us(machine.nccl.transport, nodes)
+    graphs = {algorithm: replace(graph, latency_inter_us=inter)
+              for algorithm, graph in DEFAULT_GRAPHS.get(arch, {}).items()}
+    return System(ranks=machine.ranks, nodes=nodes, arch=arch, graphs=graphs,
+                  cpu=machine.nccl.cpu)
 
 
 def arch_of(compute_capability: int) -> Arch:

@@ -23,8 +23,10 @@ import networkx as nx
 import numpy as np
 
 from simulator.errors import AlgorithmError
+from simulator.model.nccl import CpuVendor
 from simulator.model.routing import Route, Routing
 from simulator.model.topology import GPU, SWITCH, torus_coords
+from simulator.model.transport import Transport
 
 Bytes = TypeVar("Bytes", float, np.ndarray)
 """One size in bytes, or an array of them."""
@@ -178,11 +180,14 @@ class ReducingSwitch:
 class NcclFacts:
     """What NCCL achieves on a machine, as measured or fitted (0: let the NCCL execution model
     derive it): the NVLink rate per GPU and direction, the rate of NVLS, and a launch latency
-    beyond NCCL's base latency."""
+    beyond NCCL's base latency; and what NCCL's model reads of the hosts and the fabric: the
+    network's transport and the host CPU's vendor (its network overhead, its LL cap)."""
 
     nvlink_Bps: float = 0.0
     nvls_Bps: float = 0.0
     launch_s: float = 0.0
+    transport: Transport = Transport.IB
+    cpu: CpuVendor = CpuVendor.INTEL
 
 
 @dataclass(frozen=True)
@@ -265,7 +270,9 @@ class Machine:
             if data.get("kind") == SWITCH and data.get("reduction"))
         facts = NcclFacts(float(graph.graph.get("nccl_nvlink_bandwidth", 0.0)),
                           float(graph.graph.get("nccl_nvls_bandwidth", 0.0)),
-                          float(graph.graph.get("nccl_launch_latency", 0.0)))
+                          float(graph.graph.get("nccl_launch_latency", 0.0)),
+                          Transport(graph.graph.get("transport", Transport.IB.value)),
+                          CpuVendor(graph.graph.get("cpu", CpuVendor.INTEL.value)))
         return cls(placement, Layout(hosts, grid), gpu, Routing(graph), switches,
                    int(graph.graph.get("compute_capability", 0)), int(graph.graph.get("nvlinks", 0)),
                    facts)

@@ -14,6 +14,9 @@ from typing import Annotated
 
 import networkx as nx
 
+from simulator.errors import UnitError
+from simulator.model.nccl import CpuVendor
+from simulator.model.transport import Transport
 from simulator.units import (
     parse_bandwidth,
     parse_count,
@@ -39,6 +42,8 @@ class Param(Enum):
     RATIO = "a ratio ≥ 1 like 3 or '3:1'"
     SEED = "a whole number ≥ 0"
     FILE = "a file path"
+    TRANSPORT = "a transport: ib, roce, tcp or tcpxo"
+    CPU = "a host CPU vendor: intel or amd"
 
     def parse(self, value: object) -> ParamValue:
         """The value of a scenario field (``'25GB/s'`` -> 25e9); ValueError saying what was
@@ -56,7 +61,7 @@ class Param(Enum):
             parse_counts(list(value))
         elif self is Param.FLAG:
             parse_flag(value)
-        elif self in (Param.RATIO, Param.SEED, Param.FILE):
+        elif self in (Param.RATIO, Param.SEED, Param.FILE, Param.TRANSPORT, Param.CPU):
             self.parse(value)
         elif (isinstance(value, bool) or not isinstance(value, (int, float))
               or not math.isfinite(value) or value < 0 or (self is Param.BANDWIDTH and value == 0)):
@@ -74,11 +79,25 @@ Flag = Annotated[bool, Param.FLAG]
 Ratio = Annotated[float, Param.RATIO]
 Seed = Annotated[int, Param.SEED]
 File = Annotated[str, Param.FILE]
+TransportName = Annotated[str, Param.TRANSPORT]
+CpuName = Annotated[str, Param.CPU]
+
+
+def _choice(values: tuple[str, ...], what: str) -> Callable[[object], ParamValue]:
+    """A parser of one of ``values``; UnitError naming them otherwise."""
+    def parse(value: object) -> ParamValue:
+        if not isinstance(value, str) or value not in values:
+            raise UnitError(f"expected {what}, got {value!r}")
+        return value
+    return parse
+
 
 _PARSE: dict[Param, Callable[[object], ParamValue]] = {
     Param.COUNT: parse_count, Param.COUNTS: parse_counts, Param.BANDWIDTH: parse_bandwidth,
     Param.TIME: parse_time, Param.FLAG: parse_flag, Param.RATIO: parse_ratio,
     Param.SEED: parse_seed, Param.FILE: parse_file,
+    Param.TRANSPORT: _choice(tuple(t.value for t in Transport), Param.TRANSPORT.value),
+    Param.CPU: _choice(tuple(c.value for c in CpuVendor), Param.CPU.value),
 }
 
 
@@ -95,14 +114,16 @@ def cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
 
 
 def nccl_facts(compute_capability: int, nvlinks: int, nvlink_bandwidth: float,
-               nvls_bandwidth: float, launch_latency: float) -> dict[str, int | float]:
-    """The graph attributes that state a host's GPUs for the NCCL execution model (read by
-    :meth:`~simulator.model.machine.Machine.of`; 0: not stated, or derive it), shared by every
-    builder of DGX-like hosts."""
+               nvls_bandwidth: float, launch_latency: float, transport: str = "ib",
+               cpu: str = "intel") -> dict[str, int | float | str]:
+    """The graph attributes that state a host's GPUs, its CPU and the network's transport for
+    the NCCL execution model (read by :meth:`~simulator.model.machine.Machine.of`; 0: not
+    stated, or derive it), shared by every builder of DGX-like hosts."""
     return {"compute_capability": int(compute_capability), "nvlinks": int(nvlinks),
             "nccl_nvlink_bandwidth": float(nvlink_bandwidth),
             "nccl_nvls_bandwidth": float(nvls_bandwidth),
-            "nccl_launch_latency": float(launch_latency)}
+            "nccl_launch_latency": float(launch_latency),
+            "transport": Transport(transport).value, "cpu": CpuVendor(cpu).value}
 
 
 def add_nvswitch(graph: nx.DiGraph, host: int, reduction: bool, reduction_latency: float) -> str:

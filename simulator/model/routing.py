@@ -40,12 +40,15 @@ LinkId = tuple[str, str]
 
 @dataclass(frozen=True)
 class Route:
-    """The path a transfer takes, with what it costs: alpha (latency) and 1/beta (bottleneck)."""
+    """The path a transfer takes, with what it costs: alpha (latency) and 1/beta (bottleneck),
+    and the time the sender's network proxy is busy posting the message (``proxy_s``: the
+    sender posts its next such message no sooner; 0 but for NCCL's execution across hosts)."""
 
     nodes: tuple[str, ...]
     links: tuple[LinkId, ...]
     latency_s: float
     bottleneck_Bps: float
+    proxy_s: float = 0.0
 
 
 class Paths(Protocol):

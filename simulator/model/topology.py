@@ -55,6 +55,7 @@ from simulator.model.parts import (
     Bandwidth,
     Count,
     Counts,
+    CpuName,
     File,
     Flag,
     Param,
@@ -62,6 +63,7 @@ from simulator.model.parts import (
     Ratio,
     Seed,
     Time,
+    TransportName,
     add_nvswitch,
     cable,
     nccl_facts,
@@ -212,6 +214,8 @@ def dgx(
     nccl_nvlink_bandwidth: Bandwidth = 0.0,
     nccl_nvls_bandwidth: Bandwidth = 0.0,
     nccl_launch_latency: Time = 0.0,
+    transport: TransportName = "ib",
+    cpu: CpuName = "intel",
 ) -> nx.DiGraph:
     """``nodes`` DGX-style machines joined by one leaf switch.
 
@@ -228,6 +232,10 @@ def dgx(
     the same names; 0: not stated). The ``nccl_*`` parameters override what that model derives
     (0: derive): the NVLink rate NCCL achieves per GPU, the rate of NVLS, and a launch latency
     added to NCCL's base latency; ``python -m simulator calibrate`` fits them to measurements.
+    ``transport`` (``ib``, ``roce``, ``tcp``, ``tcpxo``) and ``cpu`` (``intel``, ``amd``) are
+    the network's transport and the hosts' CPU vendor, which set the network's per-message costs
+    under ``execution: nccl`` (graph attributes of the same names;
+    :mod:`~simulator.model.transport`).
 
     >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
@@ -235,7 +243,7 @@ def dgx(
     """
     graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})", paths=DgxPaths(),
                        **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
-                                    nccl_nvls_bandwidth, nccl_launch_latency))
+                                    nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu))
     graph.add_node("leaf", kind=SWITCH, tier=1)
     for host in range(nodes):
         nvswitch = add_nvswitch(graph, host, nvswitch_reduction, nvswitch_reduction_latency)
