@@ -208,8 +208,9 @@ def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.n
     """The closed-form times (µs) of NCCL's picks at ``sizes`` as a function of the facts."""
     picks = [choose(system_of(machine), size) for size in sizes]
 
-    def times(facts: NcclFacts) -> np.ndarray:
-        tuned = replace(machine, nccl=facts)
+    def times(facts: NcclFacts) -> np.ndarray:  # the machine's transport and CPU kept
+        tuned = replace(machine, nccl=replace(facts, transport=machine.nccl.transport,
+                                              cpu=machine.nccl.cpu))
         result = []
         for size, pick in zip(sizes, picks, strict=True):
             plan = nccl_plan(tuned, pick.algorithm, pick.protocol, size)

@@ -190,10 +190,24 @@ def ring_pass_s(cost: CostInputs, count: int, steps: int, reducing_steps: int) -
     if p == 1 or steps == 0:
         return 0.0
     pieces = [cost.nbytes(n) for n in cost.pieces(math.ceil(count / p))]
+    paced = _proxy_paced_s(cost, steps * len(pieces), pieces[-1])
     if len(pieces) == 1:
-        return _unpipelined_ring_s(cost, pieces[0], steps, reducing_steps)
-    return _pipelined_ring_s(cost.alpha(ring_pairs(p)), cost.beta(ring_pairs(p)), pieces,
-                             [cost.reduce_s(c) for c in pieces], steps, reducing_steps)
+        return max(_unpipelined_ring_s(cost, pieces[0], steps, reducing_steps), paced)
+    return max(_pipelined_ring_s(cost.alpha(ring_pairs(p)), cost.beta(ring_pairs(p)), pieces,
+                                 [cost.reduce_s(c) for c in pieces], steps, reducing_steps),
+               paced)
+
+
+def _proxy_paced_s(cost: CostInputs, messages: int, c: int) -> float:
+    """The bound a network proxy sets on a ring pass of ``messages`` messages a hop, the last of
+    c bytes: a hop whose sender's proxy spends g per network message (``Route.proxy_s``, NCCL's
+    netOverhead under ``execution: nccl``) posts them no faster than one per g, so its last
+    arrives no sooner than (messages − 1)·g + alpha_h + c·beta_h (0 without such a hop). It is
+    NCCL's ``nsteps · netOverhead`` of a ring across hosts (tuning.cc), and binding where the
+    proxy is slower than a step."""
+    routes = [cost.machine.route(a, b) for a, b in ring_pairs(cost.ranks)]
+    return max(((messages - 1) * r.proxy_s + r.latency_s + c / r.bottleneck_Bps
+                for r in routes if r.proxy_s > 0), default=0.0)
 
 
 def _pipelined_ring_s(alpha: float, beta: float, pieces: list[int], reduce_s: list[float],
