@@ -69,7 +69,8 @@ def prepare(scenario: Scenario, *, select: bool = True,
 def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
     if scenario.algorithms is None:
         registered = [scenario.algorithm(name) for name in algorithm_names(scenario.collective)]
-        chosen = [algorithm for algorithm in registered if algorithm.unsupported(machine) is None
+        chosen = [algorithm for algorithm in registered
+                  if unsupported(scenario, algorithm, machine) is None
                   and _runs_a_protocol_left(scenario, algorithm)]
         if not chosen:
             raise InputError([Problem(scenario.source, "algorithms",
@@ -78,7 +79,7 @@ def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
         return tuple(chosen)
     problems = []
     for i, name in enumerate(scenario.algorithms):
-        reason = scenario.algorithm(name).unsupported(machine)
+        reason = unsupported(scenario, scenario.algorithm(name), machine)
         if reason:
             problems.append(cannot_run(scenario, f"algorithms[{i}]", name, reason))
     if problems:
@@ -94,6 +95,15 @@ def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
         return True
     return bool(protocols_of(algorithm.nccl_family, scenario.nccl_enabled)
                 or not protocols_of(algorithm.nccl_family))
+
+
+def unsupported(scenario: Scenario, algorithm: Algorithm, machine: Machine) -> str | None:
+    """Why ``algorithm`` cannot run on ``machine`` in ``scenario``: where it cannot run at all,
+    or, under ``execution: nccl``, where NCCL would not run it (None when it can)."""
+    reason = algorithm.unsupported(machine)
+    if reason is None and scenario.execution is Execution.NCCL:
+        reason = algorithm.nccl_unsupported(machine)
+    return reason
 
 
 def cannot_run(scenario: Scenario, field: str, name: str, reason: str) -> Problem:
@@ -142,7 +152,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     model times them, the start paid before the first byte, and the closed form. ``settings``
     say whether data moves, which engine runs and the inputs' seed. InputError if the
     algorithm cannot run on the machine or NCCL's plan cannot be made."""
-    reason = algorithm.unsupported(setup.machine)
+    reason = unsupported(scenario, algorithm, setup.machine)
     if reason:
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
     ranks = setup.machine.ranks

@@ -40,10 +40,14 @@ def assert_same(built, traced):
             assert got[name] == value, name
 
 
-def test_every_algorithm_but_the_in_switch_ones_has_a_builder():
+TRACED = ("nvls", "nvls_tree", "pat")
+"""The algorithms that run on their program's trace alone."""
+
+
+def test_every_algorithm_but_the_traced_ones_has_a_builder():
     for collective in Collective:
         assert [name for c, name in BUILT if c is collective] == [
-            name for name in REGISTRY[collective] if name not in ("nvls", "nvls_tree")]
+            name for name in REGISTRY[collective] if name not in TRACED]
 
 
 FLAT = [(collective, name) for collective, name in BUILT

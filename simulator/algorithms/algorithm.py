@@ -106,6 +106,11 @@ class Algorithm(ABC):
         """Why this algorithm cannot run on ``machine``, or None when it can."""
         return None
 
+    def nccl_unsupported(self, machine: Machine) -> str | None:
+        """Why NCCL would not run this algorithm on ``machine`` although it can run there
+        (checked beside :meth:`unsupported` under ``execution: nccl`` only), or None."""
+        return None
+
     def configured(self, options: Any) -> Algorithm:
         """This algorithm with ``options`` (an instance of its :attr:`Options`) applied."""
         if not isinstance(options, self.Options):

@@ -28,6 +28,7 @@ from simulator.algorithms.halving_doubling import (
 from simulator.algorithms.hierarchical import Hierarchical
 from simulator.algorithms.nvls import Nvls
 from simulator.algorithms.nvls_tree import NvlsTree
+from simulator.algorithms.pat import PatAllgather, PatReduceScatter
 from simulator.algorithms.recursive_doubling import (
     RecursiveDoublingAllgather,
     RecursiveDoublingAllreduce,
@@ -61,6 +62,8 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     HalvingDoublingReduceScatter(),
     RecursiveDoublingAllreduce(),
     RecursiveDoublingAllgather(),
+    PatReduceScatter(),
+    PatAllgather(),
     BinomialTreeAllreduce(),
     BinomialTreeBroadcast(),
     BinomialTreeReduce(),

@@ -11,7 +11,8 @@ composing a new algorithm from phases finds both in one place.
 - :mod:`.ring`: passes around a ring, chains along it;
 - :mod:`.tree`: reduce up, broadcast down, both overlapped;
 - :mod:`.recursive`: the fold, recursive halving and doubling;
-- :mod:`.direct`: every rank straight to every other.
+- :mod:`.direct`: every rank straight to every other;
+- :mod:`.pat`: NCCL's PAT order, binomial trees to the ranks ±2^d in aggregated steps.
 
 Part of :mod:`simulator.algorithms`, with its row of the layer table (docs/design.md §1).
 May import: :mod:`simulator.model`, :mod:`simulator.units`, :mod:`simulator.errors`; numpy.
