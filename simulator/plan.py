@@ -93,8 +93,9 @@ def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
     others, such as ``nvls`` when only LL128 is left."""
     if scenario.execution is Execution.IDEAL or not scenario.nccl.proto:
         return True
-    return bool(protocols_of(algorithm.nccl_family, scenario.nccl_enabled)
-                or not protocols_of(algorithm.nccl_family))
+    family, collective = algorithm.nccl_family, scenario.collective
+    return bool(protocols_of(family, scenario.nccl_enabled, collective)
+                or not protocols_of(family, collective=collective))
 
 
 def unsupported(scenario: Scenario, algorithm: Algorithm, machine: Machine) -> str | None:
@@ -164,7 +165,8 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         family = algorithm.nccl_family
         try:
             protocol = scenario.protocol or best_protocol(system_of(machine), family, size_bytes,
-                                                          scenario.nccl_enabled)
+                                                          scenario.nccl_enabled,
+                                                          scenario.collective)
         except ValueError as error:
             raise InputError([Problem(scenario.source, "nccl.proto", (
                 f"{algorithm.name!r}: {error}, which {scenario.nccl.proto!r} leaves out"))]) from None

@@ -29,9 +29,10 @@ from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
+from simulator.model.collective import Collective
 from simulator.model.execution import Execution, system_of
 from simulator.model.machine import Machine
-from simulator.model.nccl import ALLREDUCE_CANDIDATES, Enabled, Protocol, choose, predicted_time_us
+from simulator.model.nccl import CANDIDATES, Enabled, Protocol, choose, predicted_time_us
 from simulator.output.outlook import Outlook, Planned
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare
@@ -113,7 +114,7 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl = plan.nccl
     nccl_time_s, nccl_pick = (_nccl_view(setup.machine, algorithm, nccl.protocol, size_bytes,
-                                         scenario.nccl_enabled)
+                                         scenario.nccl_enabled, collective)
                               if nccl is not None else (math.nan, None))
     if watch is not None:
         watch.keep(recorder.activity(algorithm.name, size_bytes, time_s, engine.value, note=(
@@ -136,15 +137,15 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
 
 
 def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol, size_bytes: int,
-               enabled: Enabled) -> tuple[float, bool]:
+               enabled: Enabled, collective: Collective) -> tuple[float, bool]:
     """What NCCL's own cost model says of a point: its predicted time for the algorithm's NCCL
     family and protocol (NaN where the model has none), and whether the point is NCCL's pick
     at this size (the family and protocol NCCL's tuner chooses among those ``enabled``, run by
     NCCL's own kernel)."""
     system = system_of(machine)
-    predicted = predicted_time_us(system, algorithm.nccl_family, protocol, size_bytes)
+    predicted = predicted_time_us(system, algorithm.nccl_family, protocol, size_bytes, collective)
     try:
-        pick = choose(system, size_bytes, enabled)
+        pick = choose(system, size_bytes, enabled, collective)
     except ValueError:  # no NCCL algorithm is modelled on this system
         return math.nan if predicted is None else predicted * 1e-6, False
     picked = (algorithm.nccl_kernel and pick.algorithm is algorithm.nccl_family
@@ -227,15 +228,15 @@ def _check_nccl_choice(scenario: Scenario, machine: Machine) -> None:
     system = system_of(machine)
     size = scenario.sizes[0]  # the model's graphs do not depend on the size
     try:
-        choose(system, size)
+        choose(system, size, collective=scenario.collective)
     except ValueError:
         raise InputError([Problem(scenario.source, "algorithms", (
             f"expected a list of algorithms (or all): auto reports NCCL's pick, and NCCL's cost "
             f"model here has no graphs for {system.arch.name.title()} GPUs (compute capability "
             f"{machine.compute_capability}) on topology {scenario.topology.label}"))]) from None
     enabled = scenario.nccl_enabled
-    runs = [(a, p) for a, p in ALLREDUCE_CANDIDATES
-            if predicted_time_us(system, a, p, size) is not None]
+    runs = [(a, p) for a, p in CANDIDATES[scenario.collective]
+            if predicted_time_us(system, a, p, size, scenario.collective) is not None]
     algorithms = [(a, p) for a, p in runs if a in enabled.algorithms]
     if not algorithms:
         names = ", ".join(dict.fromkeys(a.value for a, _ in runs))

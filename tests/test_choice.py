@@ -64,9 +64,9 @@ def test_ideal_rows_have_no_nccl_view():
     ({"topology": {"preset": "dgx_h100"}, "execution": "ideal"},
      "algorithms: expected 'all' or a list of algorithm names with execution: ideal: 'auto' "
      "(NCCL's choice) needs execution: nccl"),
-    ({**H100, "collective": "allgather"},
-     "algorithms: expected 'all' or a list of algorithm names for allgather: 'auto' (NCCL's "
-     "choice) is modelled for allreduce only"),
+    ({**H100, "collective": "broadcast"},
+     "algorithms: expected 'all' or a list of algorithm names for broadcast: 'auto' (NCCL's "
+     "choice) is modelled for allreduce, reduce_scatter and allgather only"),
 ])
 def test_auto_needs_nccl_allreduce(fields, message):
     with pytest.raises(InputError) as error:

@@ -19,6 +19,7 @@ from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pat import pat_allgather, pat_reduce_scatter, pat_s
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
+from simulator.model.nccl import NcclAlgorithm
 
 _EXACT = (ExactOn("fully_connected"),)
 """Every connection has its own cable there, so no two messages share a link."""
@@ -47,6 +48,8 @@ class PatReduceScatter(Algorithm):
     name = "pat"
     collective = Collective.REDUCE_SCATTER
     exact_on = _EXACT
+    nccl_family = NcclAlgorithm.PAT
+    nccl_kernel = True
 
     def nccl_unsupported(self, machine: Machine) -> str | None:
         return _one_gpu_per_host(machine)
@@ -70,6 +73,8 @@ class PatAllgather(Algorithm):
     name = "pat"
     collective = Collective.ALLGATHER
     exact_on = _EXACT
+    nccl_family = NcclAlgorithm.PAT
+    nccl_kernel = True
 
     def nccl_unsupported(self, machine: Machine) -> str | None:
         return _one_gpu_per_host(machine)

@@ -69,6 +69,7 @@ class RingReduceScatter(Algorithm):
     name = "ring"
     collective = Collective.REDUCE_SCATTER
     exact_on = _FLAT
+    nccl_kernel = True
 
     def program(self, comm: Comm) -> Program:
         p = comm.size
@@ -95,6 +96,7 @@ class RingAllgather(Algorithm):
     name = "ring"
     collective = Collective.ALLGATHER
     exact_on = _FLAT
+    nccl_kernel = True
 
     def program(self, comm: Comm) -> Program:
         p = comm.size

@@ -9,8 +9,9 @@ The model needs what NCCL's topology search found (:class:`Graph`: channels and 
 bandwidth per algorithm), which is not in the topology graph: a :class:`System` states it.
 
 Scope: AllReduce with Ring, Tree, NVLS and NVLSTree, the algorithms a node of NVLink GPUs with a
-NIC each can run; CollNet (in-network reduction by SHARP switches) and PAT (one GPU per node, no
-AllReduce) are not modelled. Times are in µs and bandwidths in GB/s (10^9 B/s) as in tuning.cc.
+NIC each can run, and ReduceScatter and AllGather with Ring and PAT (one GPU per node); CollNet
+(in-network reduction by SHARP switches) and NVLS's ReduceScatter and AllGather are not
+modelled. Times are in µs and bandwidths in GB/s (10^9 B/s) as in tuning.cc.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+
+from simulator.model.collective import Collective
 
 
 class NcclAlgorithm(Enum):
@@ -67,27 +70,39 @@ class CpuVendor(Enum):
 
 
 _T, _R, _N, _NT = NcclAlgorithm.TREE, NcclAlgorithm.RING, NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE
+_P = NcclAlgorithm.PAT
 _LL, _LL128, _S = Protocol.LL, Protocol.LL128, Protocol.SIMPLE
 
 BASE_LATENCY_US: Mapping[tuple[NcclAlgorithm, Protocol], float] = {
     (_T, _LL): 6.8, (_T, _LL128): 14.0, (_T, _S): 8.4,
     (_R, _LL): 6.6, (_R, _LL128): 14.0, (_R, _S): 8.4,
-    (_N, _S): 0.0, (_NT, _S): 0.0,
+    (_N, _S): 0.0, (_NT, _S): 0.0, (_P, _S): 8.0,
 }
 """``baseLat``: a collective's fixed cost per algorithm and protocol (nccl-model.md §1.1)."""
 
 HW_LATENCY_US: Mapping[tuple[Hardware, NcclAlgorithm, Protocol], float] = {
     (Hardware.NVLINK, _T, _LL): 0.6, (Hardware.NVLINK, _T, _LL128): 1.25, (Hardware.NVLINK, _T, _S): 4.0,
     (Hardware.NVLINK, _R, _LL): 0.6, (Hardware.NVLINK, _R, _LL128): 1.9, (Hardware.NVLINK, _R, _S): 3.4,
-    (Hardware.NVLINK, _N, _S): 25.0, (Hardware.NVLINK, _NT, _S): 25.0,
+    (Hardware.NVLINK, _N, _S): 25.0, (Hardware.NVLINK, _NT, _S): 25.0, (Hardware.NVLINK, _P, _S): 4.0,
     (Hardware.PCI, _T, _LL): 1.0, (Hardware.PCI, _T, _LL128): 1.9, (Hardware.PCI, _T, _S): 4.0,
     (Hardware.PCI, _R, _LL): 1.0, (Hardware.PCI, _R, _LL128): 2.5, (Hardware.PCI, _R, _S): 5.7,
-    (Hardware.PCI, _N, _S): 0.0, (Hardware.PCI, _NT, _S): 0.0,
+    (Hardware.PCI, _N, _S): 0.0, (Hardware.PCI, _NT, _S): 0.0, (Hardware.PCI, _P, _S): 4.0,
     (Hardware.NET, _T, _LL): 5.0, (Hardware.NET, _T, _LL128): 8.5, (Hardware.NET, _T, _S): 14.0,
     (Hardware.NET, _R, _LL): 2.7, (Hardware.NET, _R, _LL128): 4.0, (Hardware.NET, _R, _S): 14.0,
-    (Hardware.NET, _N, _S): 18.0, (Hardware.NET, _NT, _S): 20.9,
+    (Hardware.NET, _N, _S): 18.0, (Hardware.NET, _NT, _S): 20.9, (Hardware.NET, _P, _S): 14.0,
 }
-"""``hwLat``: the latency of one step over each kind of path (nccl-model.md §1.1)."""
+"""``hwLat``: the latency of one step over each kind of path (nccl-model.md §1.1; PAT's
+column from tuning.cc's ``ncclTunerConstantsDefaults``, Simple only)."""
+
+PAT_BANDWIDTH_SHARE = 0.75
+"""PAT's bus bandwidth is its graph's × 0.75 (tuning.cc ``ncclTopoTuneModel``:
+``if (a == NCCL_ALGO_PAT) busBw *= .75``)."""
+
+PAT_LEVEL_SHARE = 1 / 3.5
+"""PAT's latency pays interLat / 3.5 per level of log2i(nNodes) (tuning.cc, "Log latency")."""
+
+PAT_PER_RANK_US = 2.8
+"""PAT's latency also grows by 2.8 µs per rank (tuning.cc: "Still a linear part")."""
 
 _NODES = (1, 2, 3)
 """Column of the caps: one node, two nodes, three or more."""
@@ -191,6 +206,25 @@ class Choice:
 ALLREDUCE_CANDIDATES = (*((a, p) for a in (_T, _R) for p in Protocol), (_N, _S), (_NT, _S))
 """AllReduce's (algorithm, protocol) pairs this model covers; NVLS runs Simple only."""
 
+GATHER_CANDIDATES = (*((_R, p) for p in Protocol), (_P, _S))
+"""ReduceScatter's and AllGather's pairs this model covers: Ring, and PAT with Simple only
+(tuning.cc skips PAT's other protocols; NVLS and CollNetDirect are not modelled)."""
+
+CANDIDATES: Mapping[Collective, tuple[tuple[NcclAlgorithm, Protocol], ...]] = {
+    Collective.ALLREDUCE: ALLREDUCE_CANDIDATES, Collective.REDUCE_SCATTER: GATHER_CANDIDATES,
+    Collective.ALLGATHER: GATHER_CANDIDATES}
+"""The pairs per collective, in tuning.cc's order (ties go to the earlier)."""
+
+
+def steps(collective: Collective, ranks: int) -> int:
+    """tuning.cc's ``nsteps``: 2(p-1) for AllReduce, p-1 for ReduceScatter and AllGather."""
+    return 2 * (ranks - 1) if collective is Collective.ALLREDUCE else ranks - 1
+
+
+def _graph(system: System, algorithm: NcclAlgorithm) -> Graph | None:
+    """The graph an algorithm runs on: PAT's is the tree's (src/init.cc: ``graphs[]``)."""
+    return system.graphs.get(_T if algorithm is _P else algorithm)
+
 
 @dataclass(frozen=True)
 class Enabled:
@@ -221,12 +255,20 @@ speeds after channel duplication; NVLS: 16 channels (NCCL_NVLS_NCHANNELS) × 24 
 the model picks what NCCL is reported to pick (tests/test_fidelity.py)."""
 
 
-def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol) -> float:
-    """The algorithm bandwidth NCCL's model gives an AllReduce (0 when it cannot run), per
-    nccl-model.md §1.3: the graph's bus bandwidth, its refinements, then algbw."""
-    graph = system.graphs.get(algorithm)
-    if graph is None or (algorithm, protocol) not in ALLREDUCE_CANDIDATES:
+def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
+                   collective: Collective = Collective.ALLREDUCE) -> float:
+    """The algorithm bandwidth NCCL's model gives ``collective`` (0 when it cannot run), per
+    nccl-model.md §1.3: the graph's bus bandwidth, its refinements, then algbw (Ring's
+    × nRanks/nsteps; PAT's stays its bus bandwidth, as tuning.cc converts only Ring's for
+    ReduceScatter and AllGather). PAT runs only with one GPU per node (``ncclPatEnable``)."""
+    graph = _graph(system, algorithm)
+    if graph is None or (algorithm, protocol) not in CANDIDATES.get(collective, ()):
         return 0.0
+    if algorithm is _P:
+        if system.nodes != system.ranks:
+            return 0.0
+        bw = graph.bw_intra_GBps if system.nodes <= 2 else graph.bw_inter_GBps
+        return graph.channels * bw * PAT_BANDWIDTH_SHARE
     if algorithm in (_N, _NT) and not _nvls_enabled(system, algorithm, graph):
         return 0.0
     if protocol is _LL128 and not system.ll128:
@@ -255,25 +297,32 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol)
         if graph.plain_tree:
             bus *= 0.85
         return bus * 0.5
-    return bus * system.ranks / (2 * (system.ranks - 1))  # Ring, NVLS, NVLSTree: × nRanks/nsteps
+    return bus * system.ranks / steps(collective, system.ranks)  # Ring, NVLS, NVLSTree
 
 
-def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol) -> float:
-    """The latency NCCL's model charges an AllReduce, per nccl-model.md §1.4."""
-    graph = system.graphs[algorithm]
+def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
+               collective: Collective = Collective.ALLREDUCE) -> float:
+    """The latency NCCL's model charges ``collective``, per nccl-model.md §1.4: a ring's
+    nsteps (nNodes-1 of them across nodes for ReduceScatter and AllGather), PAT's
+    baseLat + log2i(nNodes)·interLat/3.5 + 2.8·nRanks."""
+    graph = _graph(system, algorithm)
+    assert graph is not None, algorithm
     intra = HW_LATENCY_US[graph.intra, algorithm, protocol]
-    net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R) else algorithm
+    net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R, _P) else algorithm
     inter = HW_LATENCY_US[Hardware.NET, net_algorithm, protocol] + graph.latency_inter_us
     if protocol is _S:
         inter += graph.latency_inter_us  # the flush
     base = BASE_LATENCY_US[algorithm, protocol]
     levels = system.nodes.bit_length() - 1  # log2i: floor of log2
     if algorithm is _R:
-        steps, inter_steps = 2 * (system.ranks - 1), 2 * (system.nodes - 1)
+        ring_steps = steps(collective, system.ranks)
+        inter_steps = (2 if collective is Collective.ALLREDUCE else 1) * (system.nodes - 1)
         overhead = 0.0
         if system.nodes > 1:
             overhead = NET_OVERHEAD_US[system.cpu] * (3 if protocol is _S else 1)
-        return base + (steps - inter_steps) * max(intra, overhead) + inter_steps * inter
+        return base + (ring_steps - inter_steps) * max(intra, overhead) + inter_steps * inter
+    if algorithm is _P:
+        return base + levels * inter * PAT_LEVEL_SHARE + system.ranks * PAT_PER_RANK_US
     if algorithm is _T:
         return base + 2 * ((system.per_node - 1) * intra + levels * inter)
     if algorithm is _N:
@@ -282,32 +331,38 @@ def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol) -> 
 
 
 def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
-                      size_bytes: int) -> float | None:
-    """``ncclTopoGetAlgoTime`` for one AllReduce of ``size_bytes`` (None: not available):
-    latency + bytes / bandwidth, with the Tree correction and the Ring plateau (§1.5)."""
-    bw = bandwidth_GBps(system, algorithm, protocol)
+                      size_bytes: int,
+                      collective: Collective = Collective.ALLREDUCE) -> float | None:
+    """``ncclTopoGetAlgoTime`` for one ``collective`` of ``size_bytes`` (the whole buffer, as
+    ncclFuncMaxSendRecvCount counts it; None: not available): latency + bytes / bandwidth,
+    with AllReduce's Tree correction and Ring plateau (§1.5)."""
+    bw = bandwidth_GBps(system, algorithm, protocol, collective)
     if bw <= 0:
         return None
-    lat = latency_us(system, algorithm, protocol)
+    lat = latency_us(system, algorithm, protocol, collective)
     log_size = (size_bytes >> 6).bit_length() - 1  # log2i(nBytes >> 6); -1 below 64 bytes
     if algorithm is _T and 0 <= log_size < 23:
         bw *= TREE_CORRECTION[protocol][log_size]
-    graph = system.graphs[algorithm]
+    graph = _graph(system, algorithm)
+    assert graph is not None, algorithm
     if (algorithm is _R and protocol is _S and system.nodes > 1
+            and collective is Collective.ALLREDUCE
             and size_bytes / (graph.channels * system.ranks) >= 64):
         lat *= RING_PLATEAU[system.arch]
     return lat + size_bytes / (1000 * bw)
 
 
-def choose(system: System, size_bytes: int, enabled: Enabled = EVERYTHING) -> Choice:
-    """The (algorithm, protocol) with the lowest predicted time among those ``enabled``, as NCCL
-    picks it; ties go to the earlier pair in tuning.cc's order (Tree before Ring, LL before
-    Simple). ValueError when no enabled pair is available on ``system``."""
+def choose(system: System, size_bytes: int, enabled: Enabled = EVERYTHING,
+           collective: Collective = Collective.ALLREDUCE) -> Choice:
+    """The (algorithm, protocol) with the lowest predicted time for ``collective`` among those
+    ``enabled``, as NCCL picks it; ties go to the earlier pair in tuning.cc's order (Tree before
+    Ring before PAT, LL before Simple). ValueError when no enabled pair is available on
+    ``system``."""
     best: Choice | None = None
-    for algorithm, protocol in ALLREDUCE_CANDIDATES:
+    for algorithm, protocol in CANDIDATES.get(collective, ()):
         if not enabled.allows(algorithm, protocol):
             continue
-        time = predicted_time_us(system, algorithm, protocol, size_bytes)
+        time = predicted_time_us(system, algorithm, protocol, size_bytes, collective)
         if time is not None and (best is None or time < best.time_us):
             best = Choice(algorithm, protocol, time)
     if best is None:
@@ -315,25 +370,27 @@ def choose(system: System, size_bytes: int, enabled: Enabled = EVERYTHING) -> Ch
     return best
 
 
-def protocols_of(algorithm: NcclAlgorithm, enabled: Enabled = EVERYTHING) -> tuple[Protocol, ...]:
-    """The protocols NCCL runs ``algorithm`` with (AllReduce; NVLS and NVLSTree Simple only),
-    those ``enabled`` leave, in tuning.cc's order."""
+def protocols_of(algorithm: NcclAlgorithm, enabled: Enabled = EVERYTHING,
+                 collective: Collective = Collective.ALLREDUCE) -> tuple[Protocol, ...]:
+    """The protocols NCCL runs ``algorithm`` with for ``collective`` (NVLS, NVLSTree and PAT
+    Simple only), those ``enabled`` leave, in tuning.cc's order."""
     return tuple(protocol for protocol in Protocol if protocol in enabled.protocols
-                 and (algorithm, protocol) in ALLREDUCE_CANDIDATES)
+                 and (algorithm, protocol) in CANDIDATES.get(collective, ()))
 
 
 def best_protocol(system: System, algorithm: NcclAlgorithm, size_bytes: int,
-                  enabled: Enabled = EVERYTHING) -> Protocol:
+                  enabled: Enabled = EVERYTHING,
+                  collective: Collective = Collective.ALLREDUCE) -> Protocol:
     """The protocol NCCL's model picks for ``algorithm`` at ``size_bytes`` among those
     ``enabled`` (as when NCCL_ALGO forces the algorithm); Simple, or the first protocol left,
     when the model has nothing to say for it. ValueError when ``enabled`` leaves none the
     algorithm runs with (NCCL_PROTO=LL128 for NVLS)."""
-    runs = protocols_of(algorithm) or tuple(Protocol)  # a family this model does not cover: any
+    runs = protocols_of(algorithm, collective=collective) or tuple(Protocol)  # else: any
     protocols = tuple(protocol for protocol in runs if protocol in enabled.protocols)
     if not protocols:
         raise ValueError(f"NCCL runs {algorithm.value} with "
                          f"{' or '.join(p.value for p in runs)} only")
-    times = {protocol: predicted_time_us(system, algorithm, protocol, size_bytes)
+    times = {protocol: predicted_time_us(system, algorithm, protocol, size_bytes, collective)
              for protocol in protocols}
     known = {protocol: time for protocol, time in times.items() if time is not None}
     if known:

@@ -192,13 +192,13 @@ def execution_problem(execution: Execution | None, topology: Any) -> str | None:
 
 def nccl_choice_problem(nccl_choice: bool, execution: Execution | None,
                         collective: Collective) -> str | None:
-    """NCCL's choice (``algorithms: auto``) comes from NCCL's cost model of allreduce, which
-    only the ``nccl`` execution model states."""
+    """NCCL's choice (``algorithms: auto``) comes from NCCL's cost model of allreduce,
+    reduce_scatter and allgather, which only the ``nccl`` execution model states."""
     if not nccl_choice:
         return None
-    if collective is not Collective.ALLREDUCE:
+    if collective not in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.ALLGATHER):
         return (f"expected 'all' or a list of algorithm names for {collective.value}: 'auto' "
-                "(NCCL's choice) is modelled for allreduce only")
+                "(NCCL's choice) is modelled for allreduce, reduce_scatter and allgather only")
     if execution is not Execution.NCCL:
         return ("expected 'all' or a list of algorithm names with execution: ideal: 'auto' "
                 "(NCCL's choice) needs execution: nccl")
