@@ -23,7 +23,8 @@ class Engine(Enum):
     buffers where both can run (tests/test_vector.py)."""
 
     AUTO = "auto"      # the vectorised engine where the algorithm has a hand-written builder
-    #                    and the engine does not decline the point, else SimPy
+    #                    (or asks for its trace there: Algorithm.trace_vectorised) and the
+    #                    engine does not decline the point, else SimPy
     SIMPY = "simpy"    # the per-rank reference engine (simulator/engine/run.py)
     VECTOR = "vector"  # the vectorised schedule engine (simulator/engine/vector.py)
 

@@ -138,11 +138,11 @@ def test_a_restriction_that_contradicts_the_scenario_is_an_error(fields, message
 
 
 @pytest.mark.parametrize(("fields", "message"), [
-    # NVLS across nodes needs CollNet (tuning.cc): two DGX H100 run Tree and Ring only
+    # NVLS across nodes needs CollNet (tuning.cc): two DGX H100 run Tree, Ring and NVLSTree
     ({"topology": {"preset": "dgx_h100", "nodes": 2}, "algorithms": "auto",
       "nccl": {"algo": "nvls"}},
      "nccl.algo: expected a list that leaves NCCL's tuner an algorithm it can run on topology "
-     "dgx_h100[nodes=2] (Tree, Ring), got 'nvls'"),
+     "dgx_h100[nodes=2] (Tree, Ring, NVLSTree), got 'nvls'"),
     ({"algorithms": "auto", "nccl": {"algo": "nvls", "proto": "LL"}},
      "nccl.proto: expected a list that leaves NCCL's tuner a protocol for the algorithms "
      "nccl.algo leaves on topology dgx_h100 (NVLS/Simple), got 'LL'"),

@@ -1,6 +1,6 @@
 """NVLSTree (simulator/algorithms/nvls_tree.py): where it runs, the heads' tree across hosts as
 NCCL's connectNvls builds it, both engines alike, its closed form worked by hand, and the NVLink
-rate the NCCL execution model gives it."""
+rate the NCCL execution model gives it; NCCL's tuner rates and picks it."""
 
 import numpy as np
 import pytest
@@ -9,9 +9,14 @@ from simulator.algorithms import REGISTRY
 from simulator.algorithms.host_tree import double_host_tree
 from simulator.algorithms.schedule import Group, Op
 from simulator.model.collective import Collective
-from simulator.model.execution import NVLINK_GBPS_PER_LINK, NVLS_SHARE, nvls_tree_nvlink_Bps
+from simulator.model.execution import (
+    NVLINK_GBPS_PER_LINK,
+    NVLS_SHARE,
+    nvls_tree_nvlink_Bps,
+    system_of,
+)
 from simulator.model.machine import Machine
-from simulator.model.nccl import Arch
+from simulator.model.nccl import Arch, NcclAlgorithm, Protocol, bandwidth_GBps, choose, latency_us
 from simulator.plan import prepare
 from simulator.runner import simulate
 from simulator.scenario.parse import scenario_from_dict
@@ -103,3 +108,43 @@ def test_its_nvlink_rate_adds_the_heads_share_to_nvls():
     nvls = NVLS_SHARE * 18 * NVLINK_GBPS_PER_LINK[Arch.HOPPER] * 1e9
     assert nvls_tree_nvlink_Bps(machine, nvls) == pytest.approx(nvls * 9 / 8)
     assert nvls_tree_nvlink_Bps(machine, nvls) / (18 * 20.6e9) == pytest.approx(0.833625)
+
+
+def test_nccls_tuner_rates_it_on_the_multi_node_nvls_graph():
+    # tuning.cc on the NVLS graph (8 heads, bwIntra 40, bwInter 48, assumed): per channel
+    # min(40 · 0.85 · 7/8 · 2 = 59.5, 48 · 2 (two nodes) = 96, perChMaxNVLSTreeBw 57.7) = 57.7,
+    # busBw 8 · 57.7 = 461.6, algbw × 16/30; latency intraLat 25 + 2 · log2(2) · interLat 20.9
+    system = system_of(machine_of({"preset": "dgx_h100", "nodes": 2}))
+    assert bandwidth_GBps(system, NcclAlgorithm.NVLS_TREE, Protocol.SIMPLE) == pytest.approx(
+        461.6 * 16 / 30, rel=1e-12)
+    assert latency_us(system, NcclAlgorithm.NVLS_TREE, Protocol.SIMPLE) == pytest.approx(66.8)
+    picks = [choose(system, size) for size in (4 << 20, 8 << 20, 1 << 30)]
+    assert [(p.algorithm, p.protocol) for p in picks] == [
+        (NcclAlgorithm.TREE, Protocol.LL128), (NcclAlgorithm.NVLS_TREE, Protocol.SIMPLE),
+        (NcclAlgorithm.NVLS_TREE, Protocol.SIMPLE)]
+    assert picks[2].time_us == pytest.approx(66.8 + (1 << 30) / (1000 * 461.6 * 16 / 30))
+    # eight nodes: the three-node column, min(59.5, 48, 45.5) = 45.5; from 64 MiB
+    eight = system_of(machine_of({"preset": "dgx_h100", "nodes": 8}))
+    assert bandwidth_GBps(eight, NcclAlgorithm.NVLS_TREE, Protocol.SIMPLE) == pytest.approx(
+        8 * 45.5 * 64 / 126, rel=1e-12)
+    assert [choose(eight, size).algorithm for size in (32 << 20, 64 << 20)] == [
+        NcclAlgorithm.TREE, NcclAlgorithm.NVLS_TREE]
+    # one node: NVLS, never NVLSTree
+    assert choose(system_of(machine_of({"preset": "dgx_h100"})), 1 << 30).algorithm is (
+        NcclAlgorithm.NVLS)
+
+
+def test_its_rate_is_capped_by_nccls_nvlstree_ceiling():
+    # 8 channels × 57.7 GB/s of busbw is algbw 461.6 · 16/30, over NVLink (L+1)/L of it
+    machine = machine_of({"preset": "dgx_h100", "nodes": 2})
+    nvls = NVLS_SHARE * 18 * NVLINK_GBPS_PER_LINK[Arch.HOPPER] * 1e9
+    assert nvls_tree_nvlink_Bps(machine, nvls, Arch.HOPPER) == pytest.approx(
+        461.6e9 * 16 / 30 * 9 / 8, rel=1e-12)
+    assert nvls_tree_nvlink_Bps(machine, nvls, Arch.AMPERE) == pytest.approx(nvls * 9 / 8)
+
+
+def test_it_is_nccls_pick_on_two_dgx_h100_and_auto_runs_it_vectorised():
+    [row] = simulate({"topology": {"preset": "dgx_h100", "nodes": 2}, "algorithms": ["nvls_tree"],
+                      "sizes": ["64MiB"]}).itertuples()
+    assert row.nccl_pick and row.engine == "vector" and row.verified
+    assert row.nccl_time_s == pytest.approx((66.8 + (64 << 20) / (1000 * 461.6 * 16 / 30)) * 1e-6)

@@ -67,6 +67,7 @@ class NvlsTree(Algorithm):
     nccl_family = NcclAlgorithm.NVLS_TREE
     nccl_kernel = True
     rail_aware = True  # every GPU of a host is a head, on its own NIC: channels add nothing
+    trace_vectorised = True  # dozens of flows an instant: the vectorised engine is the faster
 
     def unsupported(self, machine: Machine) -> str | None:
         layout = machine.layout

@@ -77,7 +77,7 @@ class Vector:
     def declines(self, plan: PointPlan) -> str | None:
         """Why the schedule runs on SimPy instead (:func:`simulator.engine.vector.declines`);
         an algorithm without a builder is not traced only to be declined."""
-        asked = plan.settings.engine is Engine.VECTOR
+        asked = plan.settings.engine is Engine.VECTOR or plan.algorithm.trace_vectorised
         untraced = None if plan.algorithm.has_builder() else declines_trace(asked=asked)
         return untraced or vector_declines(self.blocks(plan), plan.machine, asked=asked)
 

@@ -19,7 +19,8 @@ get it without a special case:
   (``topo.h``: 20.0 GB/s on SM80, 20.6 on SM90) times the links per GPU, the network at 12 GB/s
   per 100 Gb/s of wire (``NET_BW``); each times the protocol's share (LL 0.5 of 16-byte lines,
   LL128 0.92, Simple 1; tuning.cc's refinements), LL capped at ``llMaxBw``; NVLink SHARP at the
-  share :data:`NVLS_SHARE` fitted to measurements;
+  share :data:`NVLS_SHARE` fitted to measurements, NVLSTree at that rate with its heads' share
+  and NCCL's per-channel ceiling (:func:`nvls_tree_nvlink_Bps`);
 - reductions happen inside the copy (``recvReduceSend``) and cost no time of their own: the GPU's
   memory bandwidth (1.1 TB/s usable on H100, 0.68 on A100) exceeds the links' rate.
 
@@ -39,6 +40,7 @@ from simulator.model.nccl import (
     HW_LATENCY_US,
     LL_MAX_BW_GBPS,
     NET_OVERHEAD_US,
+    PER_CHANNEL_MAX_NVLS_TREE_GBPS,
     PER_CHANNEL_MAX_RING_LL128_GBPS,
     PER_CHANNEL_MAX_TREE_GBPS,
     PER_CHANNEL_MAX_TREE_LL128_GBPS,
@@ -92,7 +94,7 @@ above (264-275 GB/s) over 18 × 20.6 GB/s = 370.8 GB/s, at 16 GiB (274.69 / 370.
 own nvlsEfficiency (0.85) applies to its graph's bandwidth, which no published log states."""
 
 
-def nvls_tree_nvlink_Bps(machine: Machine, nvls_Bps: float) -> float:
+def nvls_tree_nvlink_Bps(machine: Machine, nvls_Bps: float, arch: Arch | None = None) -> float:
     """The NVLink rate NVLSTree's program moves at, from NVLS's rate ``nvls_Bps``.
 
     NCCL's NVLS and NVLSTree kernels move the same bytes over a host's NVLink: every GPU puts
@@ -102,9 +104,22 @@ def nvls_tree_nvlink_Bps(machine: Machine, nvls_Bps: float) -> float:
     program moves only the first part, so NVLS's rate (:data:`NVLS_SHARE`, fitted to it) is
     the kernel's rate over those bytes; ``nvls_tree`` moves the heads' part too, so its link
     rate is that × (L+1)/L (0.741 × 9/8 = 0.834 on 8 GPUs, against nvlsEfficiency's 0.85).
-    Derived, not fitted."""
+    Derived, not fitted.
+
+    Where NCCL's graph for NVLSTree on ``arch`` is known, the rate is capped by NCCL's own
+    ceiling on the NVLSTree kernel, ``perChMaxNVLSTreeBws`` (tuning.cc: 57.7 GB/s of bus
+    bandwidth per channel on two Hopper nodes, 45.5 on more), times the graph's channels, as
+    :data:`PER_CHANNEL_CAPS` caps the other kernels: converted to this program's link rate,
+    busbw × p / (2(p-1)) (algbw) × (L+1)/L. On 2 × 8 H100 that is 8 × 57.7 × 16/30 × 9/8 =
+    277 GB/s, below the 309 GB/s of NVLS's rate."""
     heads = max(machine.layout.ranks_per_host)
-    return nvls_Bps * (heads + 1) / heads
+    rate = nvls_Bps * (heads + 1) / heads
+    graph = None if arch is None else DEFAULT_GRAPHS.get(arch, {}).get(NcclAlgorithm.NVLS_TREE)
+    if arch is None or graph is None or machine.ranks < 2:
+        return rate
+    nodes = machine.layout.host_count
+    bus = graph.channels * PER_CHANNEL_MAX_NVLS_TREE_GBPS[arch][min(nodes, 3) - 1] * 1e9
+    return min(rate, bus * machine.ranks / (2 * (machine.ranks - 1)) * (heads + 1) / heads)
 
 
 MAX_STREAM_PIECES = 64
@@ -221,7 +236,7 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     if family is NcclAlgorithm.NVLS:
         nvlink = facts.nvls_Bps or NVLS_SHARE * achieved
     elif family is NcclAlgorithm.NVLS_TREE:
-        nvlink = nvls_tree_nvlink_Bps(machine, facts.nvls_Bps or NVLS_SHARE * achieved)
+        nvlink = nvls_tree_nvlink_Bps(machine, facts.nvls_Bps or NVLS_SHARE * achieved, arch)
     else:
         nvlink = achieved * PROTOCOL_SHARE[protocol]
     cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9

@@ -245,14 +245,26 @@ EVERYTHING = Enabled()
 
 
 DEFAULT_GRAPHS: Mapping[Arch, Mapping[NcclAlgorithm, Graph]] = {
-    Arch.HOPPER: {_R: Graph(12, 30.0, 30.0), _T: Graph(12, 30.0, 30.0), _N: Graph(16, 24.0, 24.0)},
+    Arch.HOPPER: {_R: Graph(12, 30.0, 30.0), _T: Graph(12, 30.0, 30.0), _N: Graph(16, 24.0, 24.0),
+                  _NT: Graph(8, 40.0, 48.0)},
     Arch.AMPERE: {_R: Graph(12, 20.0, 20.0), _T: Graph(12, 20.0, 20.0)},
 }
 """ASSUMED graphs of NCCL's topology search on a node of 8 GPUs on NVSwitch: no published log
 states them (docs/reference/published-measurements.md §2.4). Ring and tree: 12 channels ×
 30 GB/s (Hopper, 18 × 20.6 = 370.8 GB/s of NVLink) or × 20 GB/s (Ampere, 12 × 20), search.cc's
 speeds after channel duplication; NVLS: 16 channels (NCCL_NVLS_NCHANNELS) × 24 GB/s. With them
-the model picks what NCCL is reported to pick (tests/test_fidelity.py)."""
+the model picks what NCCL is reported to pick (tests/test_fidelity.py).
+
+NVLSTree: NCCL's tuner rates it on the NVLS graph (src/init.cc: ``graphs[] = {tree, ring,
+collNetDirect, collNetChain, nvls, nvls, tree}``), which on several nodes the search
+(src/graph/search.cc) builds from the network: one channel per head, a GPU and its NIC
+(``maxChannels = min(NCCL_MAX_NVLS_ARITY, GPUs)``: 8 on a DGX H100); bwIntra 40 GB/s, the
+largest of sm90SpeedArrayInter's speeds that NVLink carries when each GPU is the head of one
+channel and a member of seven (``ncclTopoSearchTryNvls`` takes twice the speed on the head:
+9 × 40 ≤ 18 × 20.6 = 370.8 GB/s, 9 × 42 is not); bwInter 48 GB/s, the speed array's top, which
+a 400 Gb/s NIC carries (pass 2 raises bwInter alone). ASSUMED, derived from search.cc: no
+published multi-node log prints this graph. With it the tuner picks NVLSTree on 2 × 8 H100 from
+8 MiB (Tree below), as NCCL's default is reported to be across H100 nodes (nccl-tests#309)."""
 
 
 def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
