@@ -1,9 +1,13 @@
 """Calibration: fit the NCCL execution model's free parameters to a user's own nccl-tests log.
 
-Three parameters are free, the ones measurements pin down best (``dgx`` builder parameters):
-``nccl_nvlink_bandwidth``, the NVLink rate NCCL achieves per GPU (large ring sizes);
-``nccl_nvls_bandwidth``, the rate of NVLS (large sizes where NCCL picks NVLS); and
-``nccl_launch_latency``, a launch cost beyond NCCL's base latency (small sizes). At every measured
+Three parameters are free on one node, the ones measurements pin down best (``dgx`` builder
+parameters): ``nccl_nvlink_bandwidth``, the NVLink rate NCCL achieves per GPU (large ring
+sizes); ``nccl_nvls_bandwidth``, the rate of NVLS (large sizes where NCCL picks NVLS); and
+``nccl_launch_latency``, a launch cost beyond NCCL's base latency (small sizes). A log of
+several nodes (``nodes`` > 1) fits the network's two terms instead: ``nccl_net_bandwidth``, the
+rate NCCL achieves per NIC, at most the wire's (large sizes), and ``nccl_net_latency``, a
+latency per network step beyond NCCL's ``hwLat`` and the transport's, at least 0 (small
+sizes); the hosts' own terms are a one-node log's to fit. At every measured
 size the model is the closed form of what NCCL's cost model picks there, under the ``nccl``
 execution model: the simulation meets it exactly for the ring and NVLS on one node, so the fit
 needs no simulation. The fit minimises Σ (log modelled time − log measured time)² by the
@@ -19,22 +23,26 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from simulator.algorithms.channels import on_channels_s
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.registry import nccl_kernel
 from simulator.errors import InputError, Problem
 from simulator.measured.nccl_tests import MeasuredSeries
 from simulator.model.collective import Collective
 from simulator.model.execution import (
+    NET_SHARE,
     NVLINK_GBPS_PER_LINK,
     NVLS_SHARE,
     apply,
     arch_of,
     nccl_plan,
+    nic_Bps,
     system_of,
 )
 from simulator.model.machine import Machine, NcclFacts
 from simulator.model.nccl import choose
 from simulator.scenario.parse import load_preset
+from simulator.scenario.spec import TopologySpec
 
 SMALLEST = 32 << 10
 """Sizes below 32 KiB are latency alone, and nccl-tests' own noise; the fit starts here."""
@@ -56,7 +64,8 @@ class Point:
 
 @dataclass(frozen=True)
 class Calibration:
-    """The fitted parameters, the preset they calibrate, and the fit size by size."""
+    """The fitted parameters, the preset they calibrate (on ``nodes`` hosts), and the fit size
+    by size."""
 
     preset: str
     source: str
@@ -65,6 +74,13 @@ class Calibration:
     points: tuple[Point, ...]
     fixed: tuple[str, ...] = ()
     """Parameters this log cannot pin down (no measured size depends on them), left as derived."""
+    nodes: int = 1
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The parameters this calibration sets: :data:`PARAMETERS` on one node,
+        :data:`NET_PARAMETERS` on several."""
+        return PARAMETERS if self.nodes == 1 else NET_PARAMETERS
 
     def geomean_error(self, which: str) -> float:
         """exp(mean |log(model / measured)|) − 1 of the model ``before`` or ``after`` the fit."""
@@ -72,10 +88,11 @@ class Calibration:
         return math.exp(sum(logs) / len(logs)) - 1
 
 
-def calibrate(series: MeasuredSeries, preset: str) -> Calibration:
-    """Fit the free parameters of ``preset`` to the measured AllReduce ``series``; InputError if
-    the preset cannot run the NCCL execution model or no size is large enough."""
-    machine = _machine(preset, series.source)
+def calibrate(series: MeasuredSeries, preset: str, nodes: int = 1) -> Calibration:
+    """Fit the free parameters of ``preset`` on ``nodes`` hosts to the measured AllReduce
+    ``series``; InputError if the preset cannot run the NCCL execution model or no size is
+    large enough."""
+    machine = _machine(preset, series.source, nodes)
     points = [m for m in series.rows if m.size_bytes >= SMALLEST]
     if not points:
         raise InputError([Problem(series.source, "", f"expected sizes of {SMALLEST} bytes or "
@@ -84,8 +101,11 @@ def calibrate(series: MeasuredSeries, preset: str) -> Calibration:
     measured = np.array([m.time_us for m in points])
     before = derived(machine)
     model = _model(machine, sizes)
-    start = np.array([math.log(before.nvlink_Bps), math.log(before.nvls_Bps), 0.0])
-    free = [i for i in range(3) if _matters(model, start, i)]
+    start = np.array([math.log(before.nvlink_Bps), math.log(before.nvls_Bps), 0.0,
+                      math.log(before.net_Bps or 1.0), 0.0])
+    names = PARAMETERS if nodes == 1 else NET_PARAMETERS
+    free = [i for i, name in enumerate(ALL_PARAMETERS) if name in names
+            and _matters(model, start, i)]
 
     def full(x: np.ndarray) -> np.ndarray:
         point = start.copy()
@@ -96,18 +116,28 @@ def calibrate(series: MeasuredSeries, preset: str) -> Calibration:
         return float(np.sum((np.log(model(_facts(full(x)))) - np.log(measured)) ** 2))
 
     fitted = _facts(full(nelder_mead(objective, start[free]))) if free else before
-    after = NcclFacts(*(getattr(fitted if i in free else before, name)
-                        for i, name in enumerate(("nvlink_Bps", "nvls_Bps", "launch_s"))))
+    after = replace(before, **{name: getattr(fitted if i in free else before, name)
+                               for i, name in enumerate(_ATTRIBUTES)})
+    after = replace(after, net_Bps=min(after.net_Bps, nic_Bps(machine) or after.net_Bps))
     picks = [choose(system_of(machine), size) for size in sizes]
     return Calibration(preset, series.source, before, after, tuple(
         Point(size, f"{pick.algorithm.value}/{pick.protocol.value}", float(m), b, a)
         for size, pick, m, b, a in zip(sizes, picks, measured, model(before), model(after),
                                        strict=True)),
-        tuple(PARAMETERS[i] for i in range(3) if i not in free))
+        tuple(name for i, name in enumerate(ALL_PARAMETERS) if name in names and i not in free),
+        nodes)
 
 
-PARAMETERS = ("nccl_nvlink_bandwidth", "nccl_nvls_bandwidth", "nccl_launch_latency")
-"""The free parameters, in the order of the fit's coordinates."""
+ALL_PARAMETERS = ("nccl_nvlink_bandwidth", "nccl_nvls_bandwidth", "nccl_launch_latency",
+                  "nccl_net_bandwidth", "nccl_net_latency")
+"""Every parameter a calibration may fit, in the order of the fit's coordinates."""
+_ATTRIBUTES = ("nvlink_Bps", "nvls_Bps", "launch_s", "net_Bps", "net_latency_s")
+"""Their :class:`~simulator.model.machine.NcclFacts` fields, in the same order."""
+PARAMETERS = ALL_PARAMETERS[:3]
+"""The free parameters of a one-node log."""
+NET_PARAMETERS = ALL_PARAMETERS[3:]
+"""The free parameters of a log of several nodes: the network's (the hosts' NVLink rates and
+the launch latency are one node's to fit)."""
 
 
 def _matters(model: Callable[[NcclFacts], np.ndarray], start: np.ndarray, i: int) -> bool:
@@ -121,7 +151,8 @@ def _matters(model: Callable[[NcclFacts], np.ndarray], start: np.ndarray, i: int
 def derived(machine: Machine) -> NcclFacts:
     """The parameters as the execution model derives them when the topology states none."""
     nvlink = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch_of(machine.compute_capability)] * 1e9
-    return NcclFacts(nvlink, NVLS_SHARE * nvlink, 0.0)
+    return replace(machine.nccl, nvlink_Bps=nvlink, nvls_Bps=NVLS_SHARE * nvlink, launch_s=0.0,
+                   net_Bps=nic_Bps(machine) * NET_SHARE, net_latency_s=0.0)
 
 
 def modelled_us(machine: Machine, facts: NcclFacts, sizes: Sequence[int]) -> list[float]:
@@ -167,36 +198,53 @@ def preset_yaml(calibration: Calibration, preset_text: str) -> str:
     """The preset's YAML with the fitted parameters appended, and comments that record the log,
     the fit and its residuals, size by size."""
     after, before = calibration.after, calibration.before
+    nodes = f" --nodes {calibration.nodes}" if calibration.nodes > 1 else ""
     lines = [preset_text.rstrip(), "",
              f"# Calibrated by `python -m simulator calibrate {calibration.source} --preset "
-             f"{calibration.preset}`: a least-squares fit on log time (Nelder-Mead) of the",
+             f"{calibration.preset}{nodes}`: a least-squares fit on log time (Nelder-Mead) of the",
              "# closed form of NCCL's pick at each size under execution: nccl, from the derived "
              "values:",
-             f"#   nccl_nvlink_bandwidth {before.nvlink_Bps / 1e9:.2f} GB/s, nccl_nvls_bandwidth "
-             f"{before.nvls_Bps / 1e9:.2f} GB/s, nccl_launch_latency 0 us.",
-             f"# Geometric mean |error| before {100 * calibration.geomean_error('before'):.1f} %, "
-             f"after {100 * calibration.geomean_error('after'):.1f} %. Residuals (model / "
-             "measured - 1):",
-             "#   size(B)     pick            measured(us)    before     after"]
+             f"#   {values(calibration, before)}."]
+    if calibration.nodes > 1:
+        lines.append(f"# Fitted on {calibration.nodes} nodes: use it with nodes: "
+                     f"{calibration.nodes} (the network's terms hold for other node counts).")
+    lines += [f"# Geometric mean |error| before {100 * calibration.geomean_error('before'):.1f} "
+              f"%, after {100 * calibration.geomean_error('after'):.1f} %. Residuals (model / "
+              "measured - 1):",
+              "#   size(B)     pick            measured(us)    before     after"]
     for p in calibration.points:
         lines.append(f"#   {p.size_bytes:<11} {p.pick:<15} {p.measured_us:>12.2f} "
                      f"{100 * (p.before_us / p.measured_us - 1):>+8.1f}% "
                      f"{100 * (p.after_us / p.measured_us - 1):>+8.1f}%")
-    note = {name: "# derived: this log does not depend on it" if name in calibration.fixed
-            else "# fitted" for name in PARAMETERS}
-    lines += [f"nccl_nvlink_bandwidth: {after.nvlink_Bps / 1e9:.4f}GB/s  "
-              f"{note['nccl_nvlink_bandwidth']}",
-              f"nccl_nvls_bandwidth: {after.nvls_Bps / 1e9:.4f}GB/s    {note['nccl_nvls_bandwidth']}",
-              f"nccl_launch_latency: {after.launch_s * 1e6:.4f}us        "
-              f"{note['nccl_launch_latency']}", ""]
-    return "\n".join(lines)
+    for name in calibration.parameters:
+        note = ("# derived: this log does not depend on it" if name in calibration.fixed
+                else "# fitted")
+        lines.append(f"{name}: {value_of(name, after, '.4f')}    {note}")
+    return "\n".join([*lines, ""])
 
 
-def _machine(preset: str, source: str) -> Machine:
+def values(calibration: Calibration, facts: NcclFacts) -> str:
+    """The parameters a calibration sets, as ``name value`` pairs (for the page and the YAML)."""
+    return ", ".join(f"{name} {value_of(name, facts, '.2f', ' ')}"
+                     for name in calibration.parameters)
+
+
+def value_of(name: str, facts: NcclFacts, form: str, space: str = "") -> str:
+    """One parameter of ``facts`` in its unit: GB/s for a rate, µs for a latency."""
+    value = getattr(facts, _ATTRIBUTES[ALL_PARAMETERS.index(name)])
+    if name.endswith("bandwidth"):
+        return f"{value / 1e9:{form}}{space}GB/s"
+    return f"{value * 1e6:{form}}{space}us"
+
+
+def _machine(preset: str, source: str, nodes: int = 1) -> Machine:
     try:
         topology = load_preset(preset)
     except KeyError:
         raise InputError([Problem(source, "--preset", f"no preset {preset!r}")]) from None
+    if nodes != topology.params.get("nodes", nodes):
+        topology = TopologySpec(topology.kind, {**topology.params, "nodes": nodes},
+                                topology.label)
     machine = Machine.of(topology.build())
     if not (machine.compute_capability and machine.nvlinks):
         raise InputError([Problem(source, "--preset", f"{preset!r} states no compute_capability "
@@ -207,6 +255,9 @@ def _machine(preset: str, source: str) -> Machine:
 def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.ndarray]:
     """The closed-form times (µs) of NCCL's picks at ``sizes`` as a function of the facts."""
     picks = [choose(system_of(machine), size) for size in sizes]
+    # across hosts NCCL's kernels run a channel per GPU of a host (plan.channels_for's rule)
+    hosts, ranks_per_host = machine.layout.host_count, machine.layout.ranks_per_host
+    per_host = max(ranks_per_host) if hosts > 1 and len(ranks_per_host) == 1 else 1
 
     def times(facts: NcclFacts) -> np.ndarray:  # the machine's transport and CPU kept
         tuned = replace(machine, nccl=replace(facts, transport=machine.nccl.transport,
@@ -216,11 +267,15 @@ def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.n
             plan = nccl_plan(tuned, pick.algorithm, pick.protocol, size)
             cost = CostInputs(apply(plan, tuned), itemsize=ITEMSIZE)
             algorithm = nccl_kernel(Collective.ALLREDUCE, pick.algorithm)
-            result.append((algorithm.model_s(cost, size // ITEMSIZE) + plan.start_s) * 1e6)
+            count = size // ITEMSIZE
+            channels = 1 if algorithm.rail_aware else max(1, min(per_host, count // machine.ranks))
+            result.append((on_channels_s(algorithm, cost, count, channels) + plan.start_s) * 1e6)
         return np.asarray(result, dtype=np.float64)
 
     return times
 
 
 def _facts(x: np.ndarray) -> NcclFacts:
-    return NcclFacts(math.exp(x[0]), math.exp(x[1]), abs(float(x[2])) * 1e-6)
+    """The facts at point ``x`` of the fit (a rate as its logarithm, a latency in µs, ≥ 0)."""
+    return NcclFacts(math.exp(x[0]), math.exp(x[1]), abs(float(x[2])) * 1e-6,
+                     net_Bps=math.exp(x[3]), net_latency_s=abs(float(x[4])) * 1e-6)

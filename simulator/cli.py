@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
                                             "time_us and busbw_GBps")
     fit.add_argument("--preset", required=True, help="the preset of the measured machine "
                                                      "(e.g. dgx_h100)")
+    fit.add_argument("--nodes", type=int, default=1, help="hosts the log ran on (default 1); "
+                                                          "on several the network's bandwidth "
+                                                          "and latency are fitted")
     fit.add_argument("--output", type=Path, help="where to write the calibrated preset "
                                                  "(default results/calibrated/<preset>.yaml)")
     topo = commands.add_parser("topo", help="summarise a topology (GPUs, switches, cables, "
@@ -139,16 +142,20 @@ def _input(args: argparse.Namespace) -> Path:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from simulator.calibration import calibrate, preset_yaml
+    from simulator.calibration import calibrate, preset_yaml, value_of
     from simulator.measured.nccl_tests import load_measurements
     from simulator.output.files import write_atomically
     from simulator.scenario.presets import preset_text
 
     series = load_measurements(args.log)
-    result = calibrate(series, args.preset)
+    if args.nodes < 1:
+        raise InputError([Problem("command line", "--nodes", f"expected a whole number ≥ 1, "
+                                                             f"got {args.nodes}")])
+    result = calibrate(series, args.preset, args.nodes)
     output = args.output or Path("results") / "calibrated" / f"{args.preset}.yaml"
     _check_writable("command line", output.parent)
-    lines = [f"# calibrate {args.log} --preset {args.preset}",
+    nodes = f" --nodes {args.nodes}" if args.nodes > 1 else ""
+    lines = [f"# calibrate {args.log} --preset {args.preset}{nodes}",
              f"#{'size(B)':>11} {'pick':>12} {'measured(us)':>13} {'before(us)':>11} "
              f"{'err(%)':>7} {'after(us)':>11} {'err(%)':>7}"]
     for p in result.points:
@@ -158,10 +165,9 @@ def _calibrate(args: argparse.Namespace) -> int:
     before, after = result.before, result.after
     lines += [f"# geometric mean |error|: before {100 * result.geomean_error('before'):.1f} %, "
               f"after {100 * result.geomean_error('after'):.1f} %",
-              f"# fitted: nccl_nvlink_bandwidth {before.nvlink_Bps / 1e9:.2f} -> "
-              f"{after.nvlink_Bps / 1e9:.2f} GB/s, nccl_nvls_bandwidth {before.nvls_Bps / 1e9:.2f} "
-              f"-> {after.nvls_Bps / 1e9:.2f} GB/s, nccl_launch_latency 0 -> "
-              f"{after.launch_s * 1e6:.2f} us"
+              "# fitted: " + ", ".join(f"{name} {value_of(name, before, '.2f', ' ')} -> "
+                                       f"{value_of(name, after, '.2f', ' ')}"
+                                       for name in result.parameters)
               + (f" (not constrained by this log, left as derived: {', '.join(result.fixed)})"
                  if result.fixed else "")]
     _print("\n".join(lines) + "\n")

@@ -1,6 +1,8 @@
 """Calibration from an nccl-tests log: a log made from known parameters is fitted back, the
 shipped H200 data calibrate and the result runs as a preset, and bad input is one line."""
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from simulator.cli import main
 from simulator.measured.nccl_tests import parse_csv
 from simulator.model.machine import Machine, NcclFacts
 from simulator.scenario.parse import load_preset
+from simulator.scenario.spec import TopologySpec
 from tests.conftest import REPO
 
 SIZES = [2**k for k in range(15, 34, 2)]  # 32 KiB .. 8 GiB
@@ -102,3 +105,28 @@ def test_a_preset_without_gpu_facts_is_refused(tmp_path, capsys):
     log = REPO / "docs" / "reference" / "nccl-tests-h200.csv"
     assert main(["calibrate", str(log), "--preset", "nope", "--output", str(tmp_path / "o")]) == 2
     assert capsys.readouterr().err == f"{log}: --preset: no preset 'nope'\n"
+
+
+def test_a_two_node_log_fits_the_networks_terms_back():
+    # 2 × DGX H100: a log made with NCCL reaching 40 GB/s a NIC and 4 µs more a network step is
+    # fitted back; the hosts' own terms (NVLink, NVLS, launch) are a one-node log's to fit
+    spec = load_preset("dgx_h100")
+    machine = Machine.of(TopologySpec(spec.kind, {**spec.params, "nodes": 2}, spec.label).build())
+    truth = replace(derived(machine), net_Bps=40e9, net_latency_s=4e-6)
+    times = modelled_us(machine, truth, SIZES)
+    log = "size_bytes,time_us,busbw_GBps\n" + "".join(
+        f"{size},{time!r},1\n" for size, time in zip(SIZES, times, strict=True))
+    result = calibrate(parse_csv(log, "two-node.csv"), "dgx_h100", nodes=2)
+    assert result.parameters == ("nccl_net_bandwidth", "nccl_net_latency")
+    assert result.before.net_Bps == pytest.approx(48e9, rel=1e-12)  # 400 Gb/s × NET_BW's 0.96
+    assert result.after.net_Bps == pytest.approx(40e9, rel=0.01)
+    assert result.after.net_latency_s == pytest.approx(4e-6, rel=0.02)
+    assert (result.after.nvlink_Bps, result.after.launch_s) == (result.before.nvlink_Bps, 0.0)
+    assert result.geomean_error("after") < 1e-3 < result.geomean_error("before")
+
+
+def test_nodes_below_one_is_a_one_line_error(tmp_path, capsys):
+    log = REPO / "docs" / "reference" / "nccl-tests-h100-2node-ib.csv"
+    assert main(["calibrate", str(log), "--preset", "dgx_h100", "--nodes", "0",
+                 "--output", str(tmp_path / "o.yaml")]) == 2
+    assert capsys.readouterr().err == "command line: --nodes: expected a whole number ≥ 1, got 0\n"

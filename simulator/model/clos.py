@@ -327,6 +327,8 @@ def cluster(
     nccl_launch_latency: Time = 0.0,
     transport: TransportName = "ib",
     cpu: CpuName = "intel",
+    nccl_net_bandwidth: Bandwidth = 0.0,
+    nccl_net_latency: Time = 0.0,
 ) -> nx.DiGraph:
     """A multi-node GPU cluster on a two- or three-tier Clos network, as training clusters are
     built (NVIDIA DGX SuperPOD reference architectures: rail-optimised leaves, full-bisection
@@ -367,7 +369,8 @@ def cluster(
                          bool(rail_optimized), spines, units_per_pod, cores)
     graph = nx.DiGraph(name=f"cluster({nodes}x{gpus_per_node})", paths=ClusterPaths(shape),
                        **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
-                                    nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu))
+                                    nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu,
+                                    nccl_net_bandwidth, nccl_net_latency))
     _spread(graph, ecmp, ecmp_seed)
     for host in range(nodes):
         _host(graph, shape, host, nvlink_bandwidth, nvlink_latency, pcie_bandwidth,

@@ -208,6 +208,8 @@ class Plan:
     link_rate_Bps: Mapping[str, float | None]
     fill_s: float = 0.0
     proxy_s: float = 0.0
+    net_share: float = NET_SHARE
+    """The share of a network link's rate NCCL achieves (``NET_BW``'s, or a calibrated one)."""
 
     @property
     def start_s(self) -> float:
@@ -248,17 +250,17 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     if protocol is Protocol.LL:
         rates[NVLINK] = min(nvlink, cap)
     channels, rate = (graph.channels if graph is not None else 1), rates[NVLINK] or nvlink
-    nics = [bw for link, bw in machine.routing.capacities().items()  # NIC ports, not uplinks
-            if machine.routing.link_kind(link) == NET_LINK
-            and machine.routing.node_kind(link[0]) == NIC]
-    if nodes > 1 and nics:  # across hosts a channel runs at one NIC's pace, one channel a rail
+    nic = nic_Bps(machine)
+    net_share = min(facts.net_Bps / nic, 1.0) if facts.net_Bps and nic else NET_SHARE  # ≤ wire
+    if nodes > 1 and nic:  # across hosts a channel runs at one NIC's pace, one channel a rail
         channels = max(machine.layout.ranks_per_host)
-        rate = channels * min(nics) * NET_SHARE * PROTOCOL_SHARE[protocol]
+        rate = channels * nic * net_share * PROTOCOL_SHARE[protocol]
     base, steps = latencies(machine, family, protocol, size_bytes, kernel)
     proxy_s = NET_OVERHEAD_US[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
         if nodes > 1 else 0.0  # getNetOverhead, ×3 for Simple (tuning.cc:405-408)
     return Plan(protocol, base + facts.launch_s, steps, rates,
-                fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s)
+                fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s,
+                net_share)
 
 
 def latencies(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_bytes: int,
@@ -277,7 +279,7 @@ def latencies(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
       do not get it)."""
     arch, nodes = arch_of(machine.compute_capability), machine.layout.host_count
     simple = protocol is Protocol.SIMPLE
-    inter_us = latency_inter_us(machine.nccl.transport, nodes) * (2 if simple else 1)
+    inter_us = network_latency_us(machine) * (2 if simple else 1)
     exposed = (family in (NcclAlgorithm.RING, NcclAlgorithm.TREE) and nodes > 1
                and max(machine.layout.ranks_per_host) == 1)
     net = HW_LATENCY_US[Hardware.NET, NcclAlgorithm.TREE if exposed else family, protocol]
@@ -366,7 +368,8 @@ class PlannedRouting(Routing):
         rate = self._plan.link_rate_Bps.get(kind)
         if rate is not None:
             return rate
-        share = PROTOCOL_SHARE[self._plan.protocol] * (NET_SHARE if kind == NET_LINK else 1.0)
+        share = PROTOCOL_SHARE[self._plan.protocol] * (self._plan.net_share if kind == NET_LINK
+                                                        else 1.0)
         return self._base.capacity_Bps(link) * share
 
     def capacities(self) -> dict[LinkId, float]:
@@ -386,11 +389,29 @@ def system_of(machine: Machine) -> System:
     (:data:`~simulator.model.nccl.DEFAULT_GRAPHS`), each with the transport's latency as its
     ``latencyInter`` (src/graph/search.cc:745)."""
     arch, nodes = arch_of(machine.compute_capability), machine.layout.host_count
-    inter = latency_inter_us(machine.nccl.transport, nodes)
+    inter = network_latency_us(machine)
     graphs = {algorithm: replace(graph, latency_inter_us=inter)
               for algorithm, graph in DEFAULT_GRAPHS.get(arch, {}).items()}
     return System(ranks=machine.ranks, nodes=nodes, arch=arch, graphs=graphs,
                   cpu=machine.nccl.cpu)
+
+
+def nic_Bps(machine: Machine) -> float:
+    """The wire rate of the machine's slowest NIC port (its link to the network, not an
+    uplink), 0 without NICs."""
+    nics = [bw for link, bw in machine.routing.capacities().items()
+            if machine.routing.link_kind(link) == NET_LINK
+            and machine.routing.node_kind(link[0]) == NIC]
+    return min(nics, default=0.0)
+
+
+def network_latency_us(machine: Machine) -> float:
+    """``latencyInter`` on ``machine`` (µs): the transport's latency
+    (:func:`~simulator.model.transport.latency_inter_us`) plus any calibrated
+    ``nccl_net_latency``; 0 on one host."""
+    nodes = machine.layout.host_count
+    extra = machine.nccl.net_latency_s * 1e6 if nodes > 1 else 0.0
+    return latency_inter_us(machine.nccl.transport, nodes) + extra
 
 
 def arch_of(compute_capability: int) -> Arch:

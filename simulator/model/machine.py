@@ -181,13 +181,17 @@ class NcclFacts:
     """What NCCL achieves on a machine, as measured or fitted (0: let the NCCL execution model
     derive it): the NVLink rate per GPU and direction, the rate of NVLS, and a launch latency
     beyond NCCL's base latency; and what NCCL's model reads of the hosts and the fabric: the
-    network's transport and the host CPU's vendor (its network overhead, its LL cap)."""
+    network's transport and the host CPU's vendor (its network overhead, its LL cap); and, as
+    fitted to a multi-node log, the rate NCCL achieves per NIC and a latency per network step
+    beyond NCCL's and the transport's (0: derive, none)."""
 
     nvlink_Bps: float = 0.0
     nvls_Bps: float = 0.0
     launch_s: float = 0.0
     transport: Transport = Transport.IB
     cpu: CpuVendor = CpuVendor.INTEL
+    net_Bps: float = 0.0
+    net_latency_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,9 @@ class Machine:
                           float(graph.graph.get("nccl_nvls_bandwidth", 0.0)),
                           float(graph.graph.get("nccl_launch_latency", 0.0)),
                           Transport(graph.graph.get("transport", Transport.IB.value)),
-                          CpuVendor(graph.graph.get("cpu", CpuVendor.INTEL.value)))
+                          CpuVendor(graph.graph.get("cpu", CpuVendor.INTEL.value)),
+                          float(graph.graph.get("nccl_net_bandwidth", 0.0)),
+                          float(graph.graph.get("nccl_net_latency", 0.0)))
         return cls(placement, Layout(hosts, grid), gpu, Routing(graph), switches,
                    int(graph.graph.get("compute_capability", 0)), int(graph.graph.get("nvlinks", 0)),
                    facts)

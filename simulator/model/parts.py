@@ -115,7 +115,8 @@ def cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
 
 def nccl_facts(compute_capability: int, nvlinks: int, nvlink_bandwidth: float,
                nvls_bandwidth: float, launch_latency: float, transport: str = "ib",
-               cpu: str = "intel") -> dict[str, int | float | str]:
+               cpu: str = "intel", net_bandwidth: float = 0.0,
+               net_latency: float = 0.0) -> dict[str, int | float | str]:
     """The graph attributes that state a host's GPUs, its CPU and the network's transport for
     the NCCL execution model (read by :meth:`~simulator.model.machine.Machine.of`; 0: not
     stated, or derive it), shared by every builder of DGX-like hosts."""
@@ -123,7 +124,8 @@ def nccl_facts(compute_capability: int, nvlinks: int, nvlink_bandwidth: float,
             "nccl_nvlink_bandwidth": float(nvlink_bandwidth),
             "nccl_nvls_bandwidth": float(nvls_bandwidth),
             "nccl_launch_latency": float(launch_latency),
-            "transport": Transport(transport).value, "cpu": CpuVendor(cpu).value}
+            "transport": Transport(transport).value, "cpu": CpuVendor(cpu).value,
+            "nccl_net_bandwidth": float(net_bandwidth), "nccl_net_latency": float(net_latency)}
 
 
 def add_nvswitch(graph: nx.DiGraph, host: int, reduction: bool, reduction_latency: float) -> str:

@@ -216,6 +216,8 @@ def dgx(
     nccl_launch_latency: Time = 0.0,
     transport: TransportName = "ib",
     cpu: CpuName = "intel",
+    nccl_net_bandwidth: Bandwidth = 0.0,
+    nccl_net_latency: Time = 0.0,
 ) -> nx.DiGraph:
     """``nodes`` DGX-style machines joined by one leaf switch.
 
@@ -235,7 +237,9 @@ def dgx(
     ``transport`` (``ib``, ``roce``, ``tcp``, ``tcpxo``) and ``cpu`` (``intel``, ``amd``) are
     the network's transport and the hosts' CPU vendor, which set the network's per-message costs
     under ``execution: nccl`` (graph attributes of the same names;
-    :mod:`~simulator.model.transport`).
+    :mod:`~simulator.model.transport`); ``nccl_net_bandwidth`` (the rate NCCL achieves per NIC,
+    0: derived) and ``nccl_net_latency`` (a latency per network step beyond NCCL's and the
+    transport's) are what ``calibrate --nodes`` fits to a multi-node log.
 
     >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
@@ -243,7 +247,8 @@ def dgx(
     """
     graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})", paths=DgxPaths(),
                        **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
-                                    nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu))
+                                    nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu,
+                                    nccl_net_bandwidth, nccl_net_latency))
     graph.add_node("leaf", kind=SWITCH, tier=1)
     for host in range(nodes):
         nvswitch = add_nvswitch(graph, host, nvswitch_reduction, nvswitch_reduction_latency)
