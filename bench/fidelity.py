@@ -333,9 +333,9 @@ H100_TCPXO = Cluster(
     "dgx_h100", 2, "200Gbps", "1.1TB/s",
     "lessizzmore/create-a3mega-ztan-fork `ztan-NCCL-test-result` (NCCL version not stated, "
     "default selection; reference/published-measurements.md §1.3a). On two nodes NCCL is said to "
-    "pick Tree or NVLSTree (nccl-tests#196), which this simulator does not model across nodes: "
-    "`ring` is what its tuner picks here, `hierarchical` (ring in each node, ring across, "
-    "streamed) the nearest schedule it has to NVLSTree.", "tcpxo")
+    "pick Tree or NVLSTree (nccl-tests#196): `double_binary_tree` is NCCL's Tree across hosts "
+    "(chains inside the hosts, a tree between them) and `nvls_tree` its NVLSTree, beside `ring`.",
+    "tcpxo")
 
 ML_ENGINEERING_8GIB = {4: (363.3, None), 5: (364.4, 414.2), 6: (365.1, 435.6), 7: (365.7, 460.0),
                        8: (365.6, 473.1)}
@@ -355,7 +355,7 @@ POINTS = (
     Point(H100_TCPXO, 8, 1 << 20, 203.2, "double_binary_tree", "the same, NCCL's pick (Tree)"),
     *(Point(H100_TCPXO, 8, size, time_us, algorithm, why)
       for size, time_us in ((128 << 20, 1652.2), (1 << 30, 6759.0), (8 << 30, 47535.0))
-      for algorithm, why in (("ring", "the tuner's pick"), ("hierarchical", "nearest to NVLSTree"))),
+      for algorithm, why in (("ring", "ring"), ("nvls_tree", "NVLSTree"))),
 )
 """Every published point of reference/published-measurements.md §1.2-1.3 with a size and a GPU
 count that a sweep above does not already hold."""

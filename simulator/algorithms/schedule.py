@@ -530,12 +530,17 @@ class Group:
                    piece_bytes, np.array(machine.layout.hosts, dtype=np.int64), stream_bytes,
                    machine.layout.grid)
 
+    @property
+    def layout(self) -> Layout:
+        """Where the members sit, in the group's numbering: their hosts and grid."""
+        return Layout(tuple((self.hosts if self.hosts is not None
+                             else np.zeros(self.size, dtype=np.int64)).tolist()), self.grid)
+
     def comms(self, outboxes: Sequence[Outbox]) -> list[Comm]:
         """Every member's view of this group, in the group's order: member i's communicator
         (rank i of :attr:`size`, this group's buffer, pieces, hosts and grid, the members' global
         ranks) posting to ``outboxes[i]``."""
-        layout = Layout(tuple((self.hosts if self.hosts is not None
-                               else np.zeros(self.size, dtype=np.int64)).tolist()), self.grid)
+        layout = self.layout
         members = tuple(self.members.tolist())
         comms = []
         for position, outbox in enumerate(outboxes):

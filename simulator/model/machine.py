@@ -130,6 +130,11 @@ class Layout:
             by_host.setdefault(host, []).append(rank)
         return {host: tuple(by_host[host]) for host in sorted(by_host)}
 
+    @property
+    def host_groups(self) -> tuple[tuple[int, ...], ...]:
+        """Every host's ranks, hosts in order (by host number), each host's ranks in rank order."""
+        return tuple(self._by_host.values())
+
     def host_ranks(self, rank: int) -> tuple[int, ...]:
         """The ranks on ``rank``'s host, in rank order."""
         return self._by_host[self.hosts[rank]]
