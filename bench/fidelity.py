@@ -144,6 +144,8 @@ class MultiNode:
     reduce_bandwidth: str
     measured_default: str
     note: str
+    version: str = "2.30"
+    """The NCCL whose tuner picks (``nccl.version``): the dataset's, where it is stated."""
 
 
 MULTI_NODE = (
@@ -155,7 +157,25 @@ MULTI_NODE = (
         "default is NVLSTree, two nodes the \"ideal case for the TREE\" (the size it starts at "
         "is not stated). The measured time is the faster of the out-of-place and in-place "
         "columns: two out-of-place rows (8 B: 68.5 µs, 256 B: 94.4 µs) are 2.8× and 3.6× their "
-        "in-place twins, one-off stalls rather than the collective's cost."),
+        "in-place twins, one-off stalls rather than the collective's cost. NCCL's pick is its "
+        "2.26 tuner's (`nccl: {version: \"2.26\"}`).", "2.26"),
+    MultiNode(
+        "4 × 8 H100 SXM (DGX H100 fabric), 8 × 400 Gb/s InfiniBand per node",
+        "docs/reference/nccl-tests-h100-4node-ib.csv", "dgx_h100", 4, "400Gbps", "1.1TB/s",
+        "NVLSTree",
+        "NCCL 2.26.2, default selection, the same thread (nccl-tests#309), virtual machines with "
+        "a topology file; NVIDIA: \"NVLSTree with multi-node\", and 365.84 GB/s at 16 GiB \"a good "
+        "number\". The measured time is the faster of the two columns, as above; NCCL's pick "
+        "is its 2.26 tuner's.", "2.26"),
+    MultiNode(
+        "8 × 8 H100 SXM (DGX H100 fabric), 400 Gb/s InfiniBand",
+        "docs/reference/nccl-tests-h100-8node-ib.csv", "dgx_h100", 8, "400Gbps", "1.1TB/s",
+        "NVLSTree",
+        "Another cluster in the same thread (nccl-tests#309), 1 MiB to 8 GiB, NCCL version not "
+        "printed, default settings; with `NCCL_MIN_CTAS=24 NCCL_IB_QPS_PER_CONNECTION=2` the "
+        "same cluster reaches 391 GB/s at 8 GiB (not compared: this simulator has no such "
+        "setting). 8 NICs a node are assumed, as on the thread's other clusters; with no "
+        "version printed, NCCL's pick is the default (2.30) tuner's."),
 )
 
 SMALL = 64 << 10
@@ -199,7 +219,7 @@ def compare_nodes(dataset: MultiNode) -> list[NodeRow]:
         "name": f"fidelity-{dataset.preset}-{dataset.nodes}", "sizes": [m.size_bytes for m in measured],
         "topology": {"preset": dataset.preset, "nodes": dataset.nodes,
                      "nic_bandwidth": dataset.nic_bandwidth},
-        "algorithms": [kernel(f) for f in families],
+        "algorithms": [kernel(f) for f in families], "nccl": {"version": dataset.version},
         "gpu": {"reduce_bandwidth": dataset.reduce_bandwidth}, "execution": "nccl"},
         source=dataset.measured)
     setup = prepare(scenario, select=False)
@@ -253,7 +273,7 @@ def node_table(dataset: MultiNode, rows: list[NodeRow]) -> str:
     small = [row for row in ran if row.size_bytes <= SMALL]
     gmean = math.exp(sum(abs(math.log(1 + r.busbw_error())) for r in large) / len(large)) - 1
     worst_huge = max(abs(r.busbw_error()) for r in huge)
-    worst_small = max(abs(r.time_error()) for r in small)
+    worst_small = max((abs(r.time_error()) for r in small), default=math.nan)
     agree = sum(row.pick.value == dataset.measured_default for row in rows)
     large_agree = sum(row.pick.value == dataset.measured_default for row in rows
                       if row.size_bytes >= 1 << 20)
@@ -264,8 +284,9 @@ def node_table(dataset: MultiNode, rows: list[NodeRow]) -> str:
         f"{len(large)} sizes (target ≤ 10 %: {'met' if gmean <= 0.10 else 'not met'});",
         f"- sizes ≥ 256 MiB: worst |busbw error| **{100 * worst_huge:.1f} %** over {len(huge)} "
         f"sizes (target ≤ 5 % each: {'met' if worst_huge <= 0.05 else 'not met'});",
-        f"- sizes ≤ 64 KiB: worst |time error| **{100 * worst_small:.1f} %** over {len(small)} "
-        f"sizes (target ≤ 25 % each: {'met' if worst_small <= 0.25 else 'not met'});",
+        (f"- sizes ≤ 64 KiB: worst |time error| **{100 * worst_small:.1f} %** over {len(small)} "
+         f"sizes (target ≤ 25 % each: {'met' if worst_small <= 0.25 else 'not met'});"
+         if small else "- sizes ≤ 64 KiB: none measured;"),
         f"- NCCL's pick against the measured default ({dataset.measured_default}): the same at "
         f"{agree} of {len(rows)} sizes, {large_agree} of "
         f"{sum(row.size_bytes >= 1 << 20 for row in rows)} from 1 MiB"
@@ -337,6 +358,17 @@ H100_TCPXO = Cluster(
     "(chains inside the hosts, a tree between them) and `nvls_tree` its NVLSTree, beside `ring`.",
     "tcpxo")
 
+GB200_RACK = Cluster(
+    "1 × GB200 NVL72 (72 GPUs in one NVLink domain)", "gb200_nvl72", 1, None, "1.1TB/s",
+    "coreweave/nccl-tests#43, a full rack (NCCL 2.26.2 per the repository's README, default "
+    "selection; reference/published-measurements.md §1.4), out-of-place. NCCL's pick there is "
+    "NVLS; its share of the NVLink rate is derived from the H200 fit and NCCL's efficiencies "
+    "(docs/model.md), not fitted to this rack.")
+
+GB200_RACK_TIMES = {512 << 20: 1806.7, 1 << 30: 3108.8, 2 << 30: 5589.1, 4 << 30: 10094.0,
+                    8 << 30: 20299.0}
+"""Size -> the rack's out-of-place time (µs), as published."""
+
 ML_ENGINEERING_8GIB = {4: (363.3, None), 5: (364.4, 414.2), 6: (365.1, 435.6), 7: (365.7, 460.0),
                        8: (365.6, 473.1)}
 """GPUs -> (Ring, NVLS) busbw at 8 GiB on 8 x H200, as published (no NVLS figure for 4 GPUs)."""
@@ -356,6 +388,8 @@ POINTS = (
     *(Point(H100_TCPXO, 8, size, time_us, algorithm, why)
       for size, time_us in ((128 << 20, 1652.2), (1 << 30, 6759.0), (8 << 30, 47535.0))
       for algorithm, why in (("ring", "ring"), ("nvls_tree", "NVLSTree"))),
+    *(Point(GB200_RACK, 72, size, time_us, "nvls", "NCCL's pick (NVLS)")
+      for size, time_us in GB200_RACK_TIMES.items()),
 )
 """Every published point of reference/published-measurements.md §1.2-1.3 with a size and a GPU
 count that a sweep above does not already hold."""
@@ -380,7 +414,7 @@ def simulate_point(point: Point) -> tuple[float, float]:
 
 def points() -> str:
     """Every published point beside its simulation; a markdown section."""
-    lines = ["### Published points: GPU counts and two nodes", "",
+    lines = ["### Published points: GPU counts, two nodes, a GB200 NVL72 rack", "",
              "Under `execution: nccl`, the default. Time in µs; busbw in GB/s (nccl-tests' "
              "2(n−1)/n factor); the error is that of the simulated busbw. On two nodes the "
              "bandwidth-bound points are NIC-bound and meet the measurements. Small messages pay "
@@ -389,7 +423,7 @@ def points() -> str:
              "latency per network step (TCPXO's fitted to the 8 B floor below; InfiniBand's 0). "
              "NCCL's own model, with the same terms, gives the A100 ring at 256 B 68.0 µs and "
              "its pick on A3 Mega (Tree/LL) 125.2 µs at 8 B and 159.8 µs at 1 MiB.", ""]
-    for cluster in (H200_ONE_NODE, A100_IB, H100_TCPXO):
+    for cluster in (H200_ONE_NODE, A100_IB, H100_TCPXO, GB200_RACK):
         lines += [f"**{cluster.title}.** {cluster.note}", "",
                   "| GPUs | size (B) | algorithm | what it tests | measured (µs) | measured busbw | "
                   "simulated (µs) | simulated busbw | error |",

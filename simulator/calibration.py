@@ -32,11 +32,11 @@ from simulator.model.collective import Collective
 from simulator.model.execution import (
     NET_SHARE,
     NVLINK_GBPS_PER_LINK,
-    NVLS_SHARE,
     apply,
     arch_of,
     nccl_plan,
     nic_Bps,
+    nvls_share,
     system_of,
 )
 from simulator.model.machine import Machine, NcclFacts
@@ -150,9 +150,10 @@ def _matters(model: Callable[[NcclFacts], np.ndarray], start: np.ndarray, i: int
 
 def derived(machine: Machine) -> NcclFacts:
     """The parameters as the execution model derives them when the topology states none."""
-    nvlink = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch_of(machine.compute_capability)] * 1e9
-    return replace(machine.nccl, nvlink_Bps=nvlink, nvls_Bps=NVLS_SHARE * nvlink, launch_s=0.0,
-                   net_Bps=nic_Bps(machine) * NET_SHARE, net_latency_s=0.0)
+    arch = arch_of(machine.compute_capability)
+    nvlink = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9
+    return replace(machine.nccl, nvlink_Bps=nvlink, nvls_Bps=nvls_share(arch) * nvlink,
+                   launch_s=0.0, net_Bps=nic_Bps(machine) * NET_SHARE, net_latency_s=0.0)
 
 
 def modelled_us(machine: Machine, facts: NcclFacts, sizes: Sequence[int]) -> list[float]:

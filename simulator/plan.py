@@ -62,6 +62,8 @@ def prepare(scenario: Scenario, *, select: bool = True,
     scenario names cannot run on it."""
     topology = topology or scenario.topology
     machine = Machine.of(topology.build(), scenario.gpu)
+    if scenario.nccl.version is not machine.nccl.version:  # the NCCL whose tuner picks
+        machine = replace(machine, nccl=replace(machine.nccl, version=scenario.nccl.version))
     cost = CostInputs(machine, itemsize=scenario.dtype.itemsize, piece_bytes=scenario.piece_bytes)
     return Setup(topology, machine, cost, _select(scenario, machine) if select else ())
 

@@ -85,19 +85,23 @@ def test_settings_record_auto(tmp_path):
 
 
 def test_auto_where_nccls_model_cannot_pick_is_an_error_that_says_why(tmp_path, capsys):
-    # Blackwell has no graphs in the NCCL model yet (issue 21): auto would print an empty table
-    # and exit 0; it is a one-line input error (exit 2) instead, before anything is simulated
+    # the NCCL model has graphs for Ampere, Hopper and Blackwell only: on a Volta GPU auto would
+    # print an empty table and exit 0; it is a one-line input error (exit 2) instead, before
+    # anything is simulated
     from simulator.cli import main
 
+    label = "dgx_h100[compute_capability=70]"
     message = ("expected a list of algorithms (or all): auto reports NCCL's pick, and NCCL's cost "
-               "model here has no graphs for Blackwell GPUs (compute capability 100) on topology "
-               "dgx_b200")
-    scenario = {"topology": {"preset": "dgx_b200"}, "algorithms": "auto", "sizes": [8]}
+               "model here has no graphs for Volta GPUs (compute capability 70) on topology "
+               f"{label}")
+    scenario = {"topology": {"preset": "dgx_h100", "compute_capability": 70},
+                "algorithms": "auto", "sizes": [8]}
     with pytest.raises(InputError) as error:
         simulate(scenario_from_dict(scenario, source="api"))
     assert [str(p) for p in error.value.problems] == [f"api: algorithms: {message}"]
-    path = tmp_path / "b200.yaml"
-    path.write_text("name: b200\ntopology: {preset: dgx_b200}\nalgorithms: auto\nsizes: [8]\n")
+    path = tmp_path / "v100.yaml"
+    path.write_text("name: v100\ntopology: {preset: dgx_h100, compute_capability: 70}\n"
+                    "algorithms: auto\nsizes: [8]\n")
     assert main(["run", str(path), "--output", str(tmp_path / "out"), "--quiet"]) == 2
     assert capsys.readouterr().err == f"{path}: algorithms: {message}\n"
-    assert not (tmp_path / "out" / "b200.csv").exists()
+    assert not (tmp_path / "out" / "v100.csv").exists()

@@ -16,11 +16,12 @@ get it without a special case:
   message at most that often, which is what makes a multi-node ring pay ``nsteps ·
   netOverhead`` (tuning.cc: "Inter-node rings still have to launch nsteps * net overhead");
 - links carry data at what NCCL achieves on them: NVLink at NCCL's own per-link bandwidth
-  (``topo.h``: 20.0 GB/s on SM80, 20.6 on SM90) times the links per GPU, the network at 12 GB/s
+  (``topo.h``: 20.0 GB/s on SM80, 20.6 on SM90, 40.1 on SM100) times the links per GPU, the network at 12 GB/s
   per 100 Gb/s of wire (``NET_BW``); each times the protocol's share (LL 0.5 of 16-byte lines,
   LL128 0.92, Simple 1; tuning.cc's refinements), LL capped at ``llMaxBw``; NVLink SHARP at the
-  share :data:`NVLS_SHARE` fitted to measurements, NVLSTree at that rate with its heads' share
-  and NCCL's per-channel ceiling (:func:`nvls_tree_nvlink_Bps`);
+  share :data:`NVLS_SHARE` fitted to Hopper measurements (:func:`nvls_share` on other GPUs),
+  NVLSTree at that rate with its heads' share and NCCL's per-channel ceiling
+  (:func:`nvls_tree_nvlink_Bps`);
 - reductions happen inside the copy (``recvReduceSend``) and cost no time of their own: the GPU's
   memory bandwidth (1.1 TB/s usable on H100, 0.68 on A100) exceeds the links' rate.
 
@@ -40,12 +41,14 @@ from simulator.model.nccl import (
     HW_LATENCY_US,
     LL_MAX_BW_GBPS,
     NET_OVERHEAD_US,
+    NVLS_EFFICIENCY,
     PER_CHANNEL_MAX_NVLS_TREE_GBPS,
     PER_CHANNEL_MAX_RING_LL128_GBPS,
     PER_CHANNEL_MAX_TREE_GBPS,
     PER_CHANNEL_MAX_TREE_LL128_GBPS,
     RING_PLATEAU,
     Arch,
+    Graph,
     Hardware,
     NcclAlgorithm,
     Protocol,
@@ -89,9 +92,22 @@ exceeds it; on the shipped presets the protocol's share is lower)."""
 
 NVLS_SHARE = 0.741
 """The share of the NVLink rate (links × NCCL's per-link bandwidth) that NVLS's in-switch
-reduction moves, FITTED to docs/reference/nccl-tests-h200.csv: the measured algbw at 1 GiB and
-above (264-275 GB/s) over 18 × 20.6 GB/s = 370.8 GB/s, at 16 GiB (274.69 / 370.8 = 0.741). NCCL's
-own nvlsEfficiency (0.85) applies to its graph's bandwidth, which no published log states."""
+reduction moves on Hopper, FITTED to docs/reference/nccl-tests-h200.csv: the measured algbw at
+1 GiB and above (264-275 GB/s) over 18 × 20.6 GB/s = 370.8 GB/s, at 16 GiB (274.69 / 370.8 =
+0.741). NCCL's own nvlsEfficiency (0.85) applies to its graph's bandwidth, which no published log
+states; other generations scale the fitted share by nvlsEfficiency (:func:`nvls_share`)."""
+
+
+def nvls_share(arch: Arch) -> float:
+    """The share of the NVLink rate NVLS moves on ``arch``: :data:`NVLS_SHARE`, fitted on Hopper,
+    times NCCL's own ratio of in-switch efficiency between ``arch`` and Hopper (tuning.cc
+    ``nvlsEfficiency``: 0.74 on Blackwell against 0.85, so 0.645 there). Derived, not fitted: no
+    Blackwell measurement went into it (docs/fidelity.md compares a GB200 NVL72 rack's). Where
+    NCCL runs no NVLS (Volta, Ampere: efficiency 0) the share is Hopper's, a rate nothing uses
+    but a calibration's starting point."""
+    if NVLS_EFFICIENCY[arch] <= 0:
+        return NVLS_SHARE
+    return NVLS_SHARE * NVLS_EFFICIENCY[arch] / NVLS_EFFICIENCY[Arch.HOPPER]
 
 
 def nvls_tree_nvlink_Bps(machine: Machine, nvls_Bps: float, arch: Arch | None = None) -> float:
@@ -236,9 +252,9 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     cpu = facts.cpu
     achieved = facts.nvlink_Bps or machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9
     if family is NcclAlgorithm.NVLS:
-        nvlink = facts.nvls_Bps or NVLS_SHARE * achieved
+        nvlink = facts.nvls_Bps or nvls_share(arch) * achieved
     elif family is NcclAlgorithm.NVLS_TREE:
-        nvlink = nvls_tree_nvlink_Bps(machine, facts.nvls_Bps or NVLS_SHARE * achieved, arch)
+        nvlink = nvls_tree_nvlink_Bps(machine, facts.nvls_Bps or nvls_share(arch) * achieved, arch)
     else:
         nvlink = achieved * PROTOCOL_SHARE[protocol]
     cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9
@@ -385,24 +401,48 @@ class PlannedRouting(Routing):
 
 def system_of(machine: Machine) -> System:
     """NCCL's view of ``machine`` for its cost model: ranks, hosts, GPU generation, host CPU,
-    and the graphs its search is assumed to find there
+    the tuner's version, and the graphs its search is assumed to find there
     (:data:`~simulator.model.nccl.DEFAULT_GRAPHS`), each with the transport's latency as its
     ``latencyInter`` (src/graph/search.cc:745)."""
     arch, nodes = arch_of(machine.compute_capability), machine.layout.host_count
     inter = network_latency_us(machine)
-    graphs = {algorithm: replace(graph, latency_inter_us=inter)
+    graphs = {algorithm: _across(machine, algorithm, replace(graph, latency_inter_us=inter))
               for algorithm, graph in DEFAULT_GRAPHS.get(arch, {}).items()}
     return System(ranks=machine.ranks, nodes=nodes, arch=arch, graphs=graphs,
-                  cpu=machine.nccl.cpu)
+                  cpu=machine.nccl.cpu, version=machine.nccl.version)
+
+
+def _across(machine: Machine, algorithm: NcclAlgorithm, graph: Graph) -> Graph:
+    """``graph`` as NCCL's search finds it on several hosts: a Ring or Tree channel then starts
+    and ends at a NIC (search.cc, ``ncclTopoSearchRecNet``), so its channels carry at most what
+    a host's NICs do, NCCL's 12 GB/s per 100 Gb/s each (``NET_BW``, topo.h): a ring's speed
+    inside the host is its speed across (pass 2 raises both together), a tree's only across
+    (pass 2 raises a tree's bwIntra alone). On one host, or where the NICs carry more than the
+    one-host graph (Hopper's 12 × 30 GB/s against 8 × 48), the graph is unchanged."""
+    if machine.layout.host_count < 2 or algorithm not in (NcclAlgorithm.RING, NcclAlgorithm.TREE):
+        return graph
+    ports = nic_ports(machine)
+    if not ports:
+        return graph
+    share = machine.nccl.net_Bps / nic_Bps(machine) if machine.nccl.net_Bps else NET_SHARE
+    per_host = sum(ports) * min(share, 1.0) / machine.layout.host_count / 1e9
+    speed = min(graph.bw_inter_GBps, per_host / graph.channels)
+    if algorithm is NcclAlgorithm.RING:
+        return replace(graph, bw_intra_GBps=min(graph.bw_intra_GBps, speed), bw_inter_GBps=speed)
+    return replace(graph, bw_inter_GBps=speed)
+
+
+def nic_ports(machine: Machine) -> list[float]:
+    """The wire rate of every NIC port of the machine (a NIC's link to the network)."""
+    return [bw for link, bw in machine.routing.capacities().items()
+            if machine.routing.link_kind(link) == NET_LINK
+            and machine.routing.node_kind(link[0]) == NIC]
 
 
 def nic_Bps(machine: Machine) -> float:
     """The wire rate of the machine's slowest NIC port (its link to the network, not an
     uplink), 0 without NICs."""
-    nics = [bw for link, bw in machine.routing.capacities().items()
-            if machine.routing.link_kind(link) == NET_LINK
-            and machine.routing.node_kind(link[0]) == NIC]
-    return min(nics, default=0.0)
+    return min(nic_ports(machine), default=0.0)
 
 
 def network_latency_us(machine: Machine) -> float:

@@ -23,7 +23,7 @@ import networkx as nx
 import numpy as np
 
 from simulator.errors import AlgorithmError
-from simulator.model.nccl import CpuVendor
+from simulator.model.nccl import LATEST, CpuVendor, Version
 from simulator.model.routing import Route, Routing
 from simulator.model.topology import GPU, SWITCH, torus_coords
 from simulator.model.transport import Transport
@@ -188,7 +188,8 @@ class NcclFacts:
     beyond NCCL's base latency; and what NCCL's model reads of the hosts and the fabric: the
     network's transport and the host CPU's vendor (its network overhead, its LL cap); and, as
     fitted to a multi-node log, the rate NCCL achieves per NIC and a latency per network step
-    beyond NCCL's and the transport's (0: derive, none)."""
+    beyond NCCL's and the transport's (0: derive, none); and which NCCL's tuner picks (a
+    scenario's ``nccl.version``)."""
 
     nvlink_Bps: float = 0.0
     nvls_Bps: float = 0.0
@@ -197,6 +198,7 @@ class NcclFacts:
     cpu: CpuVendor = CpuVendor.INTEL
     net_Bps: float = 0.0
     net_latency_s: float = 0.0
+    version: Version = LATEST
 
 
 @dataclass(frozen=True)

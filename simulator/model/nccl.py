@@ -45,6 +45,29 @@ class Protocol(Enum):
     SIMPLE = "Simple"
 
 
+class Version(Enum):
+    """Which NCCL's tuner is modelled: its cost model changed at 2.28 (``src/graph/tuning.cc``).
+
+    - ``2.26``: NCCL 2.26 and 2.27 (tuning.cc of v2.26.2-1 to v2.27.7-1): NVLS and NVLSTree
+      rated at min(bwIntra, bwInter) per channel (NVLSTree's bwInter halved beyond two nodes),
+      × 5/6 to an algorithm bandwidth; NVLSTree's network step 14 µs; Blackwell's per-channel
+      caps twice Hopper's.
+    - ``2.30``: NCCL 2.28.9 to 2.30.7, the default: NVLS and NVLSTree from ``nvlsEfficiency``
+      and NVLSTree's own caps (``perChMaxNVLSTreeBws``), × nRanks/nsteps; NVLSTree's network
+      step 20.9 µs; Blackwell's own caps, and its NVLSTree tree correction on x86.
+
+    Only the tuner (NCCL's pick, its protocol, the time it predicts) follows the version; the
+    execution model's costs are the latest (2.30.7's), the best estimate of what the kernels do.
+    """
+
+    V2_26 = "2.26"
+    V2_30 = "2.30"
+
+
+LATEST = Version.V2_30
+"""The tuner modelled unless a scenario says otherwise (``nccl: {version: ...}``)."""
+
+
 class Hardware(Enum):
     """The kind of path a step crosses, which sets its latency (tuning.cc ``hwLat``)."""
 
@@ -63,10 +86,12 @@ class Arch(Enum):
 
 
 class CpuVendor(Enum):
-    """The host CPU, which selects the multi-node LL cap and the network overhead."""
+    """The host CPU, which selects the multi-node LL cap and the network overhead (NCCL's
+    ``cpuVendor`` on x86, and its ``cpuArch`` where that is ARM)."""
 
-    INTEL = "intel"  # and any other non-AMD CPU
+    INTEL = "intel"  # and any other non-AMD x86 CPU
     AMD = "amd"
+    ARM = "arm"  # NVIDIA Grace (GB200): not x86, the non-AMD LL row and network overhead
 
 
 _T, _R, _N, _NT = NcclAlgorithm.TREE, NcclAlgorithm.RING, NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE
@@ -111,10 +136,12 @@ LL_MAX_BW_GBPS: Mapping[Arch | CpuVendor, tuple[float, float, float]] = {
     Arch.VOLTA: (39.0, 39.0, 20.4), Arch.AMPERE: (87.7, 22.5, 19.0),
     Arch.HOPPER: (141.0, 45.0, 35.0), Arch.BLACKWELL: (282.0, 90.0, 70.0),
     CpuVendor.INTEL: (39.0, 39.0, 20.4), CpuVendor.AMD: (87.7, 22.5, 19.0),
+    CpuVendor.ARM: (39.0, 39.0, 20.4),
 }
 """``llMaxBws``, a total (not per channel) cap on LL. On one node its row is the GPU
 generation; on several it is the CPU vendor, read off the Volta (Intel or other) and Ampere
-(AMD) rows (nccl-model.md §1.2, "the llMaxBws row choice is a trap")."""
+(AMD) rows (nccl-model.md §1.2, "the llMaxBws row choice is a trap"); tuning.cc takes the AMD
+row for an AMD (or mixed) CPU and the first for any other, ARM included."""
 
 PER_CHANNEL_MAX_RING_LL128_GBPS: Mapping[Arch, tuple[float, float, float]] = {
     Arch.VOLTA: (20.0, 20.0, 20.0), Arch.AMPERE: (20.0, 20.0, 20.0),
@@ -151,8 +178,10 @@ TREE_CORRECTION: Mapping[Protocol, tuple[float, ...]] = {
 log2(nBytes / 64) (entries 0..22, so 64 B up to 512 MiB) "because trees are not perfectly
 sticking to the model for medium sizes"."""
 
-NET_OVERHEAD_US: Mapping[CpuVendor, float] = {CpuVendor.INTEL: 1.0, CpuVendor.AMD: 2.0}
-"""``getNetOverhead``: a network step's CPU cost on several nodes (×3 for Simple)."""
+NET_OVERHEAD_US: Mapping[CpuVendor, float] = {CpuVendor.INTEL: 1.0, CpuVendor.AMD: 2.0,
+                                              CpuVendor.ARM: 1.0}
+"""``getNetOverhead``: a network step's CPU cost on several nodes (×3 for Simple): 2 µs on an
+AMD x86 CPU, 1 µs on an Intel one and on any other (ARM)."""
 
 RING_PLATEAU = {Arch.VOLTA: 1.9, Arch.AMPERE: 1.4, Arch.HOPPER: 1.4, Arch.BLACKWELL: 1.4}
 """Multi-node Ring Simple AllReduce latency factor (the "plateau effect of ring": 1.9 before
@@ -184,6 +213,7 @@ class System:
     graphs: Mapping[NcclAlgorithm, Graph] = field(default_factory=dict)
     cpu: CpuVendor = CpuVendor.INTEL
     ll128: bool = True  # enabled by default where the intra path is NVLink and the NIC close
+    version: Version = LATEST
 
     @property
     def per_node(self) -> float:
@@ -248,6 +278,8 @@ DEFAULT_GRAPHS: Mapping[Arch, Mapping[NcclAlgorithm, Graph]] = {
     Arch.HOPPER: {_R: Graph(12, 30.0, 30.0), _T: Graph(12, 30.0, 30.0), _N: Graph(16, 24.0, 24.0),
                   _NT: Graph(8, 40.0, 48.0)},
     Arch.AMPERE: {_R: Graph(12, 20.0, 20.0), _T: Graph(12, 20.0, 20.0)},
+    Arch.BLACKWELL: {_R: Graph(16, 45.0, 45.0), _T: Graph(16, 45.0, 45.0),
+                     _N: Graph(24, 30.0, 30.0), _NT: Graph(8, 80.0, 48.0)},
 }
 """ASSUMED graphs of NCCL's topology search on a node of 8 GPUs on NVSwitch: no published log
 states them (docs/reference/published-measurements.md §2.4). Ring and tree: 12 channels ×
@@ -264,7 +296,18 @@ channel and a member of seven (``ncclTopoSearchTryNvls`` takes twice the speed o
 9 × 40 ≤ 18 × 20.6 = 370.8 GB/s, 9 × 42 is not); bwInter 48 GB/s, the speed array's top, which
 a 400 Gb/s NIC carries (pass 2 raises bwInter alone). ASSUMED, derived from search.cc: no
 published multi-node log prints this graph. With it the tuner picks NVLSTree on 2 × 8 H100 from
-8 MiB (Tree below), as NCCL's default is reported to be across H100 nodes (nccl-tests#309)."""
+8 MiB (Tree below), as NCCL's default is reported to be across H100 nodes (nccl-tests#309).
+
+Blackwell (SM100), derived the same way for a host of 8 GPUs on NVLink 5 (DGX B200: 18 links ×
+SM100_NVLINK_BW 40.1 GB/s = 721.8 GB/s a GPU, topo.h), ASSUMED: no published log prints them.
+Ring and tree: sm100SpeedArrayIntra's top speed, 90 GB/s, on 8 channels (8 × 90 = 720 ≤ 721.8),
+duplicated by ``ncclTopoDupChannels`` into 16 × 45. NVLS: 24 channels (``NVLS_NCHANNELS_SM100_NVL``
+on one node, src/transport/nvls.cc) at 30 GB/s, the largest intra speed 24 channels carry
+(24 × 30 = 720). NVLSTree: 8 heads; bwIntra 80 GB/s, the largest of sm100SpeedArrayInter's
+speeds with 9 × 80 ≤ 721.8 (each GPU the head of one channel and a member of seven, as on
+Hopper); bwInter 48 GB/s, the largest a 400 Gb/s NIC carries. The GB200 NVL72 rack (72 GPUs in
+one NVLink domain) is given the same graphs: its NVLS search would find 32 heads
+(``NCCL_MAX_NVLS_ARITY``) at 20 GB/s, which this per-generation table does not tell apart."""
 
 
 def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
@@ -287,7 +330,11 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
         return 0.0
     column, arch, channels = system._column(), system.arch, graph.channels
     bw = graph.bw_intra_GBps if system.nodes <= 2 else graph.bw_inter_GBps
-    if algorithm in (_N, _NT):
+    old = system.version is Version.V2_26
+    if algorithm in (_N, _NT) and old:  # v2.26.2 tuning.cc: no nvlsEfficiency, no NVLSTree cap
+        bw = min(graph.bw_intra_GBps, graph.bw_inter_GBps / (2 if algorithm is _NT
+                                                             and system.nodes > 2 else 1))
+    elif algorithm in (_N, _NT):
         intra = graph.bw_intra_GBps * NVLS_EFFICIENCY[arch] * (channels - 1) / channels
         intra *= 2.0  # AllReduce pipelines two operations
         inter = graph.bw_inter_GBps * (2 if algorithm is _NT and system.nodes <= 2 else 1)
@@ -298,18 +345,38 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     if algorithm is _R and protocol is _LL:
         bus = min(ll_max, 0.5 * bus)
     if algorithm is _R and protocol is _LL128:
-        bus = min(0.92 * bus, channels * PER_CHANNEL_MAX_RING_LL128_GBPS[arch][column])
+        bus = min(0.92 * bus, channels * _cap(system, PER_CHANNEL_MAX_RING_LL128_GBPS))
     if algorithm is _T:
-        bus = min(0.92 * bus, channels * PER_CHANNEL_MAX_TREE_GBPS[arch][column])
+        bus = min(0.92 * bus, channels * _cap(system, PER_CHANNEL_MAX_TREE_GBPS))
         if protocol is _LL:
             bus = min(bus / 3.8, ll_max)
         if protocol is _LL128:
             bus = min(bus * (7 / 9 if system.nodes == 1 else 120 / 128),
-                      channels * PER_CHANNEL_MAX_TREE_LL128_GBPS[arch][column])
+                      channels * _cap(system, PER_CHANNEL_MAX_TREE_LL128_GBPS))
         if graph.plain_tree:
             bus *= 0.85
         return bus * 0.5
+    if algorithm in (_N, _NT) and old:
+        return bus * 5 / 6  # v2.26.2: "ratio *= 5.0/6.0" for NVLS and NVLSTree
     return bus * system.ranks / steps(collective, system.ranks)  # Ring, NVLS, NVLSTree
+
+
+def _cap(system: System, table: Mapping[Arch, tuple[float, float, float]]) -> float:
+    """A per-channel cap of ``table`` for ``system``'s GPUs and node count (its column); NCCL
+    2.26-2.27 had Blackwell's at twice Hopper's (``{2*36.7, ...}`` in v2.26.2's tuning.cc)."""
+    if system.version is Version.V2_26 and system.arch is Arch.BLACKWELL:
+        return 2 * table[Arch.HOPPER][system._column()]
+    return table[system.arch][system._column()]
+
+
+def _hw_latency_us(system: System, hardware: Hardware, algorithm: NcclAlgorithm,
+                   protocol: Protocol) -> float:
+    """``hwLat`` of a step over ``hardware`` in ``system``'s NCCL: NVLSTree's network step was
+    14 µs before 2.28.9 (v2.26.2 to v2.28.3), 20.9 µs since."""
+    if (system.version is Version.V2_26 and hardware is Hardware.NET and algorithm is _NT
+            and protocol is _S):
+        return 14.0
+    return HW_LATENCY_US[hardware, algorithm, protocol]
 
 
 def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
@@ -319,9 +386,9 @@ def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     baseLat + log2i(nNodes)·interLat/3.5 + 2.8·nRanks."""
     graph = _graph(system, algorithm)
     assert graph is not None, algorithm
-    intra = HW_LATENCY_US[graph.intra, algorithm, protocol]
+    intra = _hw_latency_us(system, graph.intra, algorithm, protocol)
     net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R, _P) else algorithm
-    inter = HW_LATENCY_US[Hardware.NET, net_algorithm, protocol] + graph.latency_inter_us
+    inter = _hw_latency_us(system, Hardware.NET, net_algorithm, protocol) + graph.latency_inter_us
     if protocol is _S:
         inter += graph.latency_inter_us  # the flush
     base = BASE_LATENCY_US[algorithm, protocol]
@@ -347,7 +414,8 @@ def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protoc
                       collective: Collective = Collective.ALLREDUCE) -> float | None:
     """``ncclTopoGetAlgoTime`` for one ``collective`` of ``size_bytes`` (the whole buffer, as
     ncclFuncMaxSendRecvCount counts it; None: not available): latency + bytes / bandwidth,
-    with AllReduce's Tree correction and Ring plateau (§1.5)."""
+    with AllReduce's Tree correction (NVLSTree's too on Blackwell with an x86 CPU, up to
+    512 MiB) and Ring plateau (§1.5)."""
     bw = bandwidth_GBps(system, algorithm, protocol, collective)
     if bw <= 0:
         return None
@@ -355,6 +423,10 @@ def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protoc
     log_size = (size_bytes >> 6).bit_length() - 1  # log2i(nBytes >> 6); -1 below 64 bytes
     if algorithm is _T and 0 <= log_size < 23:
         bw *= TREE_CORRECTION[protocol][log_size]
+    if (algorithm is _NT and 0 <= log_size < len(TREE_CORRECTION[protocol])
+            and system.arch is Arch.BLACKWELL and system.cpu is not CpuVendor.ARM
+            and system.version is not Version.V2_26):
+        bw *= TREE_CORRECTION[protocol][log_size]  # v2.30.7: NVLSTree on Blackwell and x86 only
     graph = _graph(system, algorithm)
     assert graph is not None, algorithm
     if (algorithm is _R and protocol is _S and system.nodes > 1

@@ -1,5 +1,6 @@
 """``NCCL_ALGO`` and ``NCCL_PROTO`` as a scenario sets them (``nccl: {algo: ..., proto: ...}``):
-NCCL's list syntax and what a list leaves its tuner to choose from.
+NCCL's list syntax and what a list leaves its tuner to choose from; and which NCCL's tuner is
+modelled (``nccl: {version: ...}``).
 
 The syntax is ``parseList``'s (src/graph/tuning.cc, v2.30.7): names separated by commas, matched
 without regard to case; a leading ``^`` enables every name but those listed. Entries separated
@@ -21,7 +22,7 @@ from enum import Enum
 from typing import TypeVar
 
 from simulator.model.collective import Collective
-from simulator.model.nccl import Enabled, NcclAlgorithm, Protocol
+from simulator.model.nccl import LATEST, Enabled, NcclAlgorithm, Protocol, Version
 
 FUNCTIONS: Mapping[Collective, str] = {
     Collective.BROADCAST: "Broadcast", Collective.REDUCE: "Reduce",
@@ -78,13 +79,26 @@ def _hint(word: str, names: Mapping[str, object]) -> str:
     return f"; did you mean {str(spelt.value if isinstance(spelt, Enum) else spelt)!r}?"
 
 
+VERSIONS = ", ".join(f"{v.value}" for v in Version)
+"""The tuner versions a scenario may name, for its messages."""
+
+
+def version_of(value: object) -> Version | None:
+    """The :class:`~simulator.model.nccl.Version` a scenario's ``nccl.version`` names (a text
+    such as "2.26", or the number YAML reads 2.26 as), or None."""
+    text = f"{value:.2f}" if isinstance(value, float) else value
+    return next((v for v in Version if v.value == text), None) if isinstance(text, str) else None
+
+
 @dataclass(frozen=True)
 class NcclEnv:
     """The NCCL environment a scenario sets: ``algo`` as ``NCCL_ALGO`` and ``proto`` as
-    ``NCCL_PROTO`` (empty: unset), which restrict what NCCL's tuner picks from."""
+    ``NCCL_PROTO`` (empty: unset), which restrict what NCCL's tuner picks from, and the
+    ``version`` whose tuner picks (:class:`~simulator.model.nccl.Version`)."""
 
     algo: str = ""
     proto: str = ""
+    version: Version = LATEST
 
     def enabled(self, collective: Collective) -> Enabled:
         """What the two lists leave the tuner for ``collective``; ValueError if one is bad."""
@@ -118,3 +132,8 @@ class NcclEnv:
     def __bool__(self) -> bool:
         """Whether either variable is set."""
         return bool(self.algo or self.proto)
+
+    @property
+    def is_default(self) -> bool:
+        """Whether nothing is set: no list, the latest tuner."""
+        return not self and self.version is LATEST

@@ -43,7 +43,7 @@ class Param(Enum):
     SEED = "a whole number ≥ 0"
     FILE = "a file path"
     TRANSPORT = "a transport: ib, roce, tcp or tcpxo"
-    CPU = "a host CPU vendor: intel or amd"
+    CPU = "a host CPU: intel, amd or arm"
 
     def parse(self, value: object) -> ParamValue:
         """The value of a scenario field (``'25GB/s'`` -> 25e9); ValueError saying what was

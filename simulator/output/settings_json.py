@@ -11,6 +11,7 @@ from typing import Any
 from simulator.algorithms.algorithm import Algorithm, NoOptions
 from simulator.algorithms.registry import REGISTRY
 from simulator.model.execution import Execution
+from simulator.model.nccl import LATEST
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.rules import option_kinds
 from simulator.scenario.spec import ALL, AUTO, Scenario
@@ -58,9 +59,11 @@ def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -
     }
     if scenario.piece_bytes is not None:
         described["piece_size"] = scenario.piece_bytes
-    if scenario.nccl:
+    if not scenario.nccl.is_default:
         described["nccl"] = {key: value for key, value in (("algo", scenario.nccl.algo),
                                                            ("proto", scenario.nccl.proto)) if value}
+        if scenario.nccl.version is not LATEST:
+            described["nccl"]["version"] = scenario.nccl.version.value
     if scenario.training is not None:
         del described["sizes"]
         described["training"] = training_settings(scenario.training)

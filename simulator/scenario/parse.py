@@ -10,6 +10,7 @@ errors. A topology is either a builder (``kind``) with its parameters, or a ``pr
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +22,8 @@ from simulator.limits import MAX_SIZE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
-from simulator.model.nccl import Protocol
-from simulator.model.nccl_env import NcclEnv
+from simulator.model.nccl import LATEST, Protocol
+from simulator.model.nccl_env import VERSIONS, NcclEnv, version_of
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
@@ -310,18 +311,25 @@ def _factor(value: object) -> int:
 
 
 def _nccl(reader: FieldReader, value: object, collective: Collective) -> NcclEnv:
-    """``nccl: {algo: LIST, proto: LIST}``, NCCL_ALGO and NCCL_PROTO in NCCL's list syntax
-    (:mod:`simulator.model.nccl_env`); unset where a problem was recorded."""
+    """``nccl: {algo: LIST, proto: LIST, version: V}``, NCCL_ALGO and NCCL_PROTO in NCCL's list
+    syntax (:mod:`simulator.model.nccl_env`) and the NCCL whose tuner picks; unset where a
+    problem was recorded."""
     spec = reader.mapping("nccl", value)
     if spec is None:
         return NcclEnv()
-    reader.check_keys(spec, "nccl", ("algo", "proto"))
+    reader.check_keys(spec, "nccl", ("algo", "proto", "version"))
     given: dict[str, Any] = {key: spec[key] for key in ("algo", "proto") if key in spec}
     env = NcclEnv(**given)
     problems = env.problems(collective)
     for where, message in problems:
         reader.problem(where, message)
-    return NcclEnv() if problems else env
+    version = version_of(spec.get("version", LATEST.value))
+    if version is None:
+        reader.problem("nccl.version", (
+            f"expected the NCCL whose tuner picks: {VERSIONS} (2.26: NCCL 2.26-2.27; 2.30: "
+            f"2.28.9-2.30.7), got {spec['version']!r}"))
+        problems.append(("nccl.version", ""))
+    return NcclEnv() if problems else replace(env, version=version or LATEST)
 
 
 def _gpu(reader: FieldReader, value: object) -> GpuSpec | None:

@@ -1,0 +1,100 @@
+"""Which NCCL's tuner picks (``nccl: {version: ...}``): 2.26 (NCCL 2.26-2.27) rates NVLS and
+NVLSTree as v2.26.2's tuning.cc does, 2.30 (2.28.9-2.30.7, the default) as v2.30.7's; the
+execution model's costs stay the latest."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator import InputError, simulate
+from simulator.model.execution import system_of
+from simulator.model.nccl import (
+    DEFAULT_GRAPHS,
+    PER_CHANNEL_MAX_RING_LL128_GBPS,
+    Arch,
+    NcclAlgorithm,
+    Protocol,
+    System,
+    Version,
+    bandwidth_GBps,
+    choose,
+    latency_us,
+)
+from simulator.plan import prepare
+from simulator.scenario import scenario_from_dict
+
+NT, S = NcclAlgorithm.NVLS_TREE, Protocol.SIMPLE
+HOPPER = DEFAULT_GRAPHS[Arch.HOPPER]
+
+
+def hopper(nodes: int, version: Version) -> System:
+    return System(8 * nodes, nodes, Arch.HOPPER, HOPPER, version=version)
+
+
+def test_nvlstree_as_nccl_2_26_rates_it():
+    # v2.26.2: bw = min(bwIntra 40, bwInter 48, halved beyond two nodes) per channel, 8 channels,
+    # x 5/6; latency = NVLink 25 µs + 2·log2(nNodes)·14 µs (no base latency)
+    two, four = hopper(2, Version.V2_26), hopper(4, Version.V2_26)
+    assert bandwidth_GBps(two, NT, S) == pytest.approx(8 * 40 * 5 / 6)
+    assert bandwidth_GBps(four, NT, S) == pytest.approx(8 * 24 * 5 / 6)
+    assert latency_us(two, NT, S) == pytest.approx(25 + 2 * 14)
+    assert latency_us(four, NT, S) == pytest.approx(25 + 2 * 2 * 14)
+    # v2.30.7: min(40 · 0.85 · 7/8 · 2 = 59.5, 48 · 2, the cap 57.7) per channel, x nRanks/nsteps;
+    # 20.9 µs a step
+    latest = hopper(2, Version.V2_30)
+    assert bandwidth_GBps(latest, NT, S) == pytest.approx(8 * 57.7 * 16 / 30)
+    assert latency_us(latest, NT, S) == pytest.approx(25 + 2 * 20.9)
+
+
+def test_the_two_tuners_pick_differently_on_two_h100_nodes():
+    # NVLSTree's cheaper network step and 5/6 conversion make it NCCL 2.26's pick from 1 MiB,
+    # where 2.30 keeps Tree to 4 MiB: the times nccl-tests#309 measured there (71-94 µs) are
+    # NVLSTree's latency, not Tree's
+    sizes = (512 << 10, 1 << 20, 4 << 20, 8 << 20)
+    old = [choose(hopper(2, Version.V2_26), size).algorithm for size in sizes]
+    new = [choose(hopper(2, Version.V2_30), size).algorithm for size in sizes]
+    assert old == [NcclAlgorithm.TREE, NT, NT, NT]
+    assert new == [NcclAlgorithm.TREE] * 3 + [NT]
+
+
+def test_blackwell_caps_were_twice_hoppers_before_2_28():
+    old = System(8, 1, Arch.BLACKWELL, DEFAULT_GRAPHS[Arch.BLACKWELL], version=Version.V2_26)
+    new = System(8, 1, Arch.BLACKWELL, DEFAULT_GRAPHS[Arch.BLACKWELL])
+    ring = NcclAlgorithm.RING
+    assert PER_CHANNEL_MAX_RING_LL128_GBPS[Arch.BLACKWELL][0] == 40.0
+    # 16 channels x 45 GB/s x 0.92 = 662.4, under 16 x 73.4 but over 16 x 40
+    assert bandwidth_GBps(old, ring, Protocol.LL128) == pytest.approx(662.4 * 8 / 14)
+    assert bandwidth_GBps(new, ring, Protocol.LL128) == pytest.approx(16 * 40.0 * 8 / 14)
+
+
+def scenario(**nccl: object) -> dict:
+    return {"topology": {"preset": "dgx_h100", "nodes": 2}, "algorithms": "auto",
+            "sizes": ["1MiB"], "verify": False, "nccl": nccl}
+
+
+def test_a_scenario_names_the_version_and_the_pick_follows_it(tmp_path):
+    from simulator.output.writers import write_settings
+    from simulator.settings import RunSettings
+
+    for version, pick in (("2.26", "nvls_tree"), (2.26, "nvls_tree"), ("2.30", "double_binary_tree"),
+                          (2.3, "double_binary_tree")):
+        parsed = scenario_from_dict(scenario(version=version))
+        machine = prepare(parsed, select=False).machine
+        assert system_of(machine).version is Version(f"{float(version):.2f}")
+        frame = simulate(parsed)
+        assert list(frame[frame.nccl_pick.astype(bool)].algorithm) == [pick]
+    parsed = scenario_from_dict(scenario(version="2.26"))
+    write_settings(simulate(parsed), parsed, RunSettings(), tmp_path / "s.json")
+    described = json.loads((tmp_path / "s.json").read_text())["scenario"]
+    assert described["nccl"] == {"version": "2.26"}
+    assert scenario_from_dict(described).nccl == parsed.nccl
+
+
+def test_an_unknown_version_is_a_one_line_error():
+    with pytest.raises(InputError) as error:
+        scenario_from_dict(scenario(version="2.27"), source="s.yaml")
+    assert [str(p) for p in error.value.problems] == [
+        "s.yaml: nccl.version: expected the NCCL whose tuner picks: 2.26, 2.30 (2.26: NCCL "
+        "2.26-2.27; 2.30: 2.28.9-2.30.7), got '2.27'"]
