@@ -50,7 +50,8 @@ def test_the_blackwell_graphs_are_the_ones_derived_from_search_cc():
 def test_nccl_picks_on_every_blackwell_preset():
     sizes = (8, 64 << 10, 8 << 20, 1 << 30)
     assert picks("dgx_b200", 1, sizes) == ["Ring/LL", "Ring/LL", "NVLS/Simple", "NVLS/Simple"]
-    assert picks("dgx_b200", 2, sizes) == ["Tree/LL", "Tree/LL", "Tree/LL128", "NVLSTree/Simple"]
+    assert picks("dgx_b200", 2, sizes) == ["Tree/LL", "Tree/LL", "NVLSTree/Simple",
+                                          "NVLSTree/Simple"]
     # 72 GPUs in one NVLink domain: a ring's 142 steps cost more than NVLS's 25 µs from 8 B on
     assert picks("gb200_nvl72", 1, sizes) == ["NVLS/Simple"] * 4
 
@@ -81,16 +82,25 @@ def test_the_nvlstree_correction_applies_on_blackwell_with_an_x86_cpu_only():
         + size / (1000 * bandwidth_GBps(hopper, NT, Protocol.SIMPLE)))
 
 
-def test_across_hosts_a_ring_or_tree_graph_carries_at_most_what_the_nics_do():
-    # 8 NICs a host at NCCL's 12 GB/s per 100 Gb/s: 400G -> 8 x 48 = 384 GB/s, 200G -> 192
-    b200 = system("dgx_b200", 2).graphs
-    assert (b200[R].bw_intra_GBps, b200[R].bw_inter_GBps) == (24.0, 24.0)  # 16 x 24 = 384
-    assert (b200[T].bw_intra_GBps, b200[T].bw_inter_GBps) == (45.0, 24.0)  # a tree's intra stays
-    a100 = system("dgx_a100", 2).graphs
-    assert (a100[R].bw_intra_GBps, a100[R].bw_inter_GBps) == (16.0, 16.0)  # 12 x 16 = 192
-    hopper = system("dgx_h100", 2).graphs  # 12 x 30 = 360 < 384: as one host's
-    assert hopper[R] == DEFAULT_GRAPHS[Arch.HOPPER][R] and hopper[T] == DEFAULT_GRAPHS[Arch.HOPPER][T]
-    assert system("dgx_b200", 1).graphs[R] == DEFAULT_GRAPHS[Arch.BLACKWELL][R]
+def test_across_hosts_ring_and_tree_channels_start_at_the_nics():
+    # search.cc across nodes: one channel per NIC at the fastest inter-node speed a NIC carries
+    # (48 GB/s for 400 Gb/s, 24 for 200) that the GPU's NVLink also carries on every channel:
+    # H100 ring 8 x 45 (8 x 48 = 384 > 18 x 20.6 = 370.8), tree 8 x 48 (370.8 x 8/7 for a
+    # tree); A100 8 x 24; B200 8 x 48; no channel duplication below 50 GB/s from SM90, nor
+    # below 25 GB/s before it
+    for preset, ring, tree in (("dgx_h100", 45.0, 48.0), ("dgx_a100", 24.0, 24.0),
+                               ("dgx_b200", 48.0, 48.0)):
+        graphs = system(preset, 2).graphs
+        assert (graphs[R].channels, graphs[R].bw_intra_GBps, graphs[R].bw_inter_GBps) == (
+            8, ring, ring), preset
+        assert (graphs[T].channels, graphs[T].bw_intra_GBps, graphs[T].bw_inter_GBps) == (
+            8, tree, tree), preset
+        assert system(preset, 1).graphs[R] == DEFAULT_GRAPHS[system(preset, 1).arch][R]
+    # one GPU and one NIC a host: 1 x 48, duplicated into 2 x 24 (at most 4 channels)
+    one = scenario_from_dict({"topology": {"preset": "dgx_h100", "nodes": 4, "gpus_per_node": 1},
+                              "algorithms": ["ring"], "sizes": [8]})
+    graph = system_of(prepare(one, select=False).machine).graphs[R]
+    assert (graph.channels, graph.bw_inter_GBps) == (2, 24.0)
 
 
 def test_the_presets_name_their_host_cpus():

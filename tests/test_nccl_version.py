@@ -50,8 +50,8 @@ def test_nvlstree_as_nccl_2_26_rates_it():
 
 def test_the_two_tuners_pick_differently_on_two_h100_nodes():
     # NVLSTree's cheaper network step and 5/6 conversion make it NCCL 2.26's pick from 1 MiB,
-    # where 2.30 keeps Tree to 4 MiB: the times nccl-tests#309 measured there (71-94 µs) are
-    # NVLSTree's latency, not Tree's
+    # where 2.30 keeps Tree to 4 MiB on these (one-host) graphs: the times nccl-tests#309
+    # measured there (71-94 µs) are NVLSTree's latency, not Tree's
     sizes = (512 << 10, 1 << 20, 4 << 20, 8 << 20)
     old = [choose(hopper(2, Version.V2_26), size).algorithm for size in sizes]
     new = [choose(hopper(2, Version.V2_30), size).algorithm for size in sizes]

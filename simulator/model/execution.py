@@ -30,6 +30,7 @@ Constants: docs/reference/nccl-model.md (§1.1 latencies, §1.2 caps and topo.h 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -259,7 +260,7 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
         nvlink = achieved * PROTOCOL_SHARE[protocol]
     cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9
     per_channel = PER_CHANNEL_CAPS.get((family, protocol))
-    graph = DEFAULT_GRAPHS.get(arch, {}).get(family)
+    graph = system_of(machine).graphs.get(family)
     if per_channel is not None and graph is not None:
         nvlink = min(nvlink, graph.channels * per_channel[arch][min(nodes, 3) - 1] * 1e9)
     rates: dict[str, float | None] = {NVLINK: nvlink, PCIE: None, NET_LINK: None}
@@ -412,24 +413,64 @@ def system_of(machine: Machine) -> System:
                   cpu=machine.nccl.cpu, version=machine.nccl.version)
 
 
+SPEEDS_INTER: Mapping[Arch, tuple[float, ...]] = {
+    Arch.VOLTA: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0,
+                 3.0, 2.4, 1.2, 0.24, 0.12),
+    Arch.AMPERE: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0,
+                  3.0, 2.4, 1.2, 0.24, 0.12),
+    Arch.HOPPER: (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0,
+                  2.4, 1.2, 0.24, 0.12),
+    Arch.BLACKWELL: (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5,
+                     15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+}
+"""The speeds (GB/s a channel) NCCL's topology search tries across nodes, fastest first
+(``speedArrayInter``, ``sm90SpeedArrayInter``, ``sm100SpeedArrayInter`` of src/graph/search.cc,
+v2.30.7)."""
+
+
 def _across(machine: Machine, algorithm: NcclAlgorithm, graph: Graph) -> Graph:
-    """``graph`` as NCCL's search finds it on several hosts: a Ring or Tree channel then starts
-    and ends at a NIC (search.cc, ``ncclTopoSearchRecNet``), so its channels carry at most what
-    a host's NICs do, NCCL's 12 GB/s per 100 Gb/s each (``NET_BW``, topo.h): a ring's speed
-    inside the host is its speed across (pass 2 raises both together), a tree's only across
-    (pass 2 raises a tree's bwIntra alone). On one host, or where the NICs carry more than the
-    one-host graph (Hopper's 12 × 30 GB/s against 8 × 48), the graph is unchanged."""
-    if machine.layout.host_count < 2 or algorithm not in (NcclAlgorithm.RING, NcclAlgorithm.TREE):
+    """``graph`` as NCCL's search finds it on several hosts, for a Ring or a Tree (search.cc,
+    ``ncclTopoCompute``): each channel then starts at a NIC and ends at one, so
+
+    - its speed is one of the inter-node speeds no faster than a GPU's path to a NIC
+      (``maxBw``: the NIC, at NCCL's 12 GB/s per 100 Gb/s, ``NET_BW`` in topo.h; 48 GB/s for
+      400 Gb/s, 24 for 200), and down to half of the first one tried;
+    - a NIC carries one channel at such a speed, so there are at most as many channels as a
+      host has NIC ports, and a GPU's NVLink (``totalBw``: its links × NCCL's per-link rate;
+      × L/(L-1) for a tree, which need not close its chain) carries channels × speed;
+    - the search keeps the graph with the most channels × speed (``ncclTopoCompareGraphs``),
+      the faster speed on a tie, and duplicates channels only at 25 GB/s or more, and from SM90
+      only at 50 or more with over four channels (``ncclTopoDupChannels``).
+
+    DGX H100 (8 NICs of 400 Gb/s, 370.8 GB/s of NVLink): Ring 8 × 45 GB/s (8 × 48 would need
+    384), Tree 8 × 48; DGX A100 (200 Gb/s): 8 × 24; DGX B200: 8 × 48. Derived from search.cc,
+    ASSUMED: no published multi-node log prints these graphs. Not modelled: the second pass
+    raising a tree's bwIntra on two nodes (possible on Blackwell, whose speeds go above 48).
+    On one host, without NICs or without NVLink, the graph is unchanged."""
+    hosts = machine.layout.host_count
+    if hosts < 2 or algorithm not in (NcclAlgorithm.RING, NcclAlgorithm.TREE):
         return graph
     ports = nic_ports(machine)
-    if not ports:
+    if not ports or machine.nvlinks == 0:
         return graph
+    arch = arch_of(machine.compute_capability)
     share = machine.nccl.net_Bps / nic_Bps(machine) if machine.nccl.net_Bps else NET_SHARE
-    per_host = sum(ports) * min(share, 1.0) / machine.layout.host_count / 1e9
-    speed = min(graph.bw_inter_GBps, per_host / graph.channels)
-    if algorithm is NcclAlgorithm.RING:
-        return replace(graph, bw_intra_GBps=min(graph.bw_intra_GBps, speed), bw_inter_GBps=speed)
-    return replace(graph, bw_inter_GBps=speed)
+    nic = min(ports) * min(share, 1.0) / 1e9
+    local = max(machine.layout.ranks_per_host)
+    total = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch]
+    if algorithm is NcclAlgorithm.TREE and local > 1:
+        total *= local / (local - 1)
+    nics = max(1, len(ports) // hosts)
+    speeds = [speed for speed in SPEEDS_INTER[arch] if speed <= nic]
+    tried = [speed for speed in speeds if speeds and speed / speeds[0] > 0.49]
+    options = [(min(nics, math.floor(total / speed)), speed) for speed in tried]
+    options = [(channels, speed) for channels, speed in options if channels > 0]
+    if not options:
+        return graph
+    channels, speed = max(options, key=lambda option: (option[0] * option[1], option[1]))
+    if speed >= 25.0 and not (arch.value > 80 and speed < 50.0 and channels > 4):
+        channels, speed = 2 * channels, speed / 2
+    return replace(graph, channels=channels, bw_intra_GBps=speed, bw_inter_GBps=speed)
 
 
 def nic_ports(machine: Machine) -> list[float]:
