@@ -89,9 +89,10 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
             share = np.where(unfrozen > 0, np.maximum(left, 0.0) / unfrozen, INF)
         level = share.min()
         tight = share == level
-        frozen = np.unique(flow_of[alive & tight[local]])
+        frozen = np.zeros(flows, dtype=bool)  # the flows crossing a tightest link, still unfrozen
+        frozen[flow_of[alive & tight[local]]] = True
         rates[frozen] = level
-        done = alive & np.isin(flow_of, frozen)
+        done = alive & frozen[flow_of]
         left -= np.bincount(local[done], minlength=len(links)) * level
         unfrozen -= np.bincount(local[done], minlength=len(links))
         alive &= ~done
