@@ -1,5 +1,5 @@
 """Which NCCL's tuner picks (``nccl: {version: ...}``): 2.26 (NCCL 2.26-2.27) rates NVLS and
-NVLSTree as v2.26.2's tuning.cc does, 2.30 (2.28.9-2.30.7, the default) as v2.30.7's; the
+NVLSTree as v2.26.2's tuning.cc does, 2.30 (2.30.x, the default) as v2.30.7's; the
 execution model's costs stay the latest."""
 
 from __future__ import annotations
@@ -97,4 +97,4 @@ def test_an_unknown_version_is_a_one_line_error():
         scenario_from_dict(scenario(version="2.27"), source="s.yaml")
     assert [str(p) for p in error.value.problems] == [
         "s.yaml: nccl.version: expected the NCCL whose tuner picks: 2.26, 2.30 (2.26: NCCL "
-        "2.26-2.27; 2.30: 2.28.9-2.30.7), got '2.27'"]
+        "2.26-2.27; 2.30: 2.30.x), got '2.27'"]

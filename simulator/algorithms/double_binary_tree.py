@@ -18,7 +18,11 @@ Which trees, depends on where the ranks sit:
   child host attaches to the second GPU of its parent's chain (``down0``) or to the first
   (``down1``), the ``NCCL_TOPO_PATTERN_BALANCED_TREE`` that src/init.cc asks the search for
   (ASSUMED to be what the search finds on the presets: no published log prints the tree
-  graph's pattern; NCCL's tuner rates it so, ``DEFAULT_GRAPHS``' ``plain_tree`` False). Tree 0
+  graph's pattern, and the simulator's tuner assumes it too, ``Graph.plain_tree`` False. A
+  reading of search.cc suggests that from SM90, with a NIC per GPU, the search falls back to
+  ``NCCL_TOPO_PATTERN_TREE`` before it relaxes the path type, which attaches every child host
+  at g0 and costs Tree 15 % of its rated bandwidth; ``NCCL_DEBUG_SUBSYS=GRAPH`` would settle
+  it). Tree 0
   and tree 1 share the chain: NCCL copies channel c to channel c + nChannels and gives the
   copy the second tree. Under ``execution: nccl`` every channel's chain starts at another GPU
   (:meth:`~simulator.model.machine.Layout.channel_order`), so its network links leave through

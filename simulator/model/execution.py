@@ -433,20 +433,29 @@ def _across(machine: Machine, algorithm: NcclAlgorithm, graph: Graph) -> Graph:
     ``ncclTopoCompute``): each channel then starts at a NIC and ends at one, so
 
     - its speed is one of the inter-node speeds no faster than a GPU's path to a NIC
-      (``maxBw``: the NIC, at NCCL's 12 GB/s per 100 Gb/s, ``NET_BW`` in topo.h; 48 GB/s for
-      400 Gb/s, 24 for 200), and down to half of the first one tried;
-    - a NIC carries one channel at such a speed, so there are at most as many channels as a
-      host has NIC ports, and a GPU's NVLink (``totalBw``: its links × NCCL's per-link rate;
-      × L/(L-1) for a tree, which need not close its chain) carries channels × speed;
+      (``maxBw``; the NIC's wire rate, speed / 8000 GB/s: 50 for 400 Gb/s, so 48 GB/s on the
+      speed array, 24 for 200 Gb/s; PCIe Gen5's 48 is never below it here);
+    - a NIC carries as many channels as its wire rate holds at that speed (one at 48, two at
+      24 on 400 Gb/s: the search subtracts each channel's speed from the NIC's);
+    - a GPU's NVLink (``totalBw``: links × NCCL's per-link rate) carries channels × speed; ×
+      L/(L-1) for a tree of L GPUs a host, as ``ncclTopoCompute`` raises totalBw for any pattern
+      but the ring ("algo other than RING do not need to close to the starting NET");
     - the search keeps the graph with the most channels × speed (``ncclTopoCompareGraphs``),
       the faster speed on a tie, and duplicates channels only at 25 GB/s or more, and from SM90
       only at 50 or more with over four channels (``ncclTopoDupChannels``).
 
-    DGX H100 (8 NICs of 400 Gb/s, 370.8 GB/s of NVLink): Ring 8 × 45 GB/s (8 × 48 would need
-    384), Tree 8 × 48; DGX A100 (200 Gb/s): 8 × 24; DGX B200: 8 × 48. Derived from search.cc,
-    ASSUMED: no published multi-node log prints these graphs. Not modelled: the second pass
-    raising a tree's bwIntra on two nodes (possible on Blackwell, whose speeds go above 48).
-    On one host, without NICs or without NVLink, the graph is unchanged."""
+    DGX H100 (8 NICs of 400 Gb/s, 370.8 GB/s of NVLink): Ring 8 × 45 GB/s, Tree 8 × 48; DGX
+    A100 (200 Gb/s): 8 × 24; DGX B200: 8 × 48. Derived from search.cc, ASSUMED: no published
+    multi-node log prints these graphs. Another reading of the search's per-link bookkeeping
+    (a GPU's NVLink carries every ring channel but the one it leaves by the network, 7 × 48 ≤
+    370.8) gives the H100 ring 8 × 48; the measurements side with 8 × 45: with 384 GB/s the
+    tuner would pick Ring over NVLSTree from 1 GiB on 8 H100 nodes, where NVIDIA reports
+    NVLSTree as the multi-node default and nccl-tests#309's 8-node times are NVLSTree's
+    (docs/fidelity.md). Not modelled: the second pass raising a tree's bwIntra
+    on two nodes (it cannot above 48 GB/s on Hopper, sm90's top speed; on Blackwell, whose
+    speeds go above 48, it would). The wire rate is the NIC's, not a calibrated rate: the
+    search never sees what NCCL achieves. On one host, without NICs or without NVLink, the
+    graph is unchanged."""
     hosts = machine.layout.host_count
     if hosts < 2 or algorithm not in (NcclAlgorithm.RING, NcclAlgorithm.TREE):
         return graph
@@ -454,16 +463,15 @@ def _across(machine: Machine, algorithm: NcclAlgorithm, graph: Graph) -> Graph:
     if not ports or machine.nvlinks == 0:
         return graph
     arch = arch_of(machine.compute_capability)
-    share = machine.nccl.net_Bps / nic_Bps(machine) if machine.nccl.net_Bps else NET_SHARE
-    nic = min(ports) * min(share, 1.0) / 1e9
+    wire = min(ports) / 1e9
     local = max(machine.layout.ranks_per_host)
     total = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch]
     if algorithm is NcclAlgorithm.TREE and local > 1:
         total *= local / (local - 1)
     nics = max(1, len(ports) // hosts)
-    speeds = [speed for speed in SPEEDS_INTER[arch] if speed <= nic]
-    tried = [speed for speed in speeds if speeds and speed / speeds[0] > 0.49]
-    options = [(min(nics, math.floor(total / speed)), speed) for speed in tried]
+    speeds = [speed for speed in SPEEDS_INTER[arch] if speed <= wire]
+    options = [(min(nics * math.floor(wire / speed), math.floor(total / speed)), speed)
+               for speed in speeds if speed / speeds[0] > 0.49]
     options = [(channels, speed) for channels, speed in options if channels > 0]
     if not options:
         return graph

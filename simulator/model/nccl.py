@@ -52,9 +52,12 @@ class Version(Enum):
       rated at min(bwIntra, bwInter) per channel (NVLSTree's bwInter halved beyond two nodes),
       × 5/6 to an algorithm bandwidth; NVLSTree's network step 14 µs; Blackwell's per-channel
       caps twice Hopper's.
-    - ``2.30``: NCCL 2.28.9 to 2.30.7, the default: NVLS and NVLSTree from ``nvlsEfficiency``
-      and NVLSTree's own caps (``perChMaxNVLSTreeBws``), × nRanks/nsteps; NVLSTree's network
-      step 20.9 µs; Blackwell's own caps, and its NVLSTree tree correction on x86.
+    - ``2.30``: NCCL 2.30.x (v2.30.3 to v2.30.7), the default: NVLS and NVLSTree from
+      ``nvlsEfficiency`` and NVLSTree's own caps (``perChMaxNVLSTreeBws``), × nRanks/nsteps;
+      NVLSTree's network step 20.9 µs; Blackwell's own caps, and its NVLSTree tree correction
+      on x86. On Hopper and Ampere the tuner is the same from 2.28.9; Blackwell's caps and
+      correction moved between 2.28.9 and 2.30.3, and 2.28.3-2.28.7 (nvlsEfficiency with the
+      14 µs step) match neither version here.
 
     Only the tuner (NCCL's pick, its protocol, the time it predicts) follows the version; the
     execution model's costs are the latest (2.30.7's), the best estimate of what the kernels do.
@@ -295,15 +298,19 @@ largest of sm90SpeedArrayInter's speeds that NVLink carries when each GPU is the
 channel and a member of seven (``ncclTopoSearchTryNvls`` takes twice the speed on the head:
 9 × 40 ≤ 18 × 20.6 = 370.8 GB/s, 9 × 42 is not); bwInter 48 GB/s, the speed array's top, which
 a 400 Gb/s NIC carries (pass 2 raises bwInter alone). ASSUMED, derived from search.cc: no
-published multi-node log prints this graph. With it the tuner picks NVLSTree on 2 × 8 H100 from
-8 MiB (Tree below), as NCCL's default is reported to be across H100 nodes (nccl-tests#309).
+published multi-node log prints this graph. With it (and the multi-node Ring and Tree graphs of
+``execution._across``) the tuner picks NVLSTree on 2 × 8 H100 from 4 MiB (Tree below), as
+NCCL's default is reported to be across H100 nodes (nccl-tests#309).
 
 Blackwell (SM100), derived the same way for a host of 8 GPUs on NVLink 5 (DGX B200: 18 links ×
 SM100_NVLINK_BW 40.1 GB/s = 721.8 GB/s a GPU, topo.h), ASSUMED: no published log prints them.
 Ring and tree: sm100SpeedArrayIntra's top speed, 90 GB/s, on 8 channels (8 × 90 = 720 ≤ 721.8),
-duplicated by ``ncclTopoDupChannels`` into 16 × 45. NVLS: 24 channels (``NVLS_NCHANNELS_SM100_NVL``
-on one node, src/transport/nvls.cc) at 30 GB/s, the largest intra speed 24 channels carry
-(24 × 30 = 720). NVLSTree: 8 heads; bwIntra 80 GB/s, the largest of sm100SpeedArrayInter's
+duplicated by ``ncclTopoDupChannels`` into 16 × 45. NVLS: by analogy with the Hopper graph,
+whose 16 channels are NVLS's CTAs (``NVLS_NCHANNELS_SM90``, src/transport/nvls.cc) at the speed
+that fills NVLink, 24 channels (``NVLS_NCHANNELS_SM100_NVL``) at 30 GB/s (24 × 30 = 720); the
+search itself caps the NVLS graph at min(NCCL_MAX_NVLS_ARITY, GPUs) heads (8 × 80 by the rule
+below), which the Hopper graph, kept because it reproduces the measured H200 picks, does not
+follow either. NVLSTree: 8 heads; bwIntra 80 GB/s, the largest of sm100SpeedArrayInter's
 speeds with 9 × 80 ≤ 721.8 (each GPU the head of one channel and a member of seven, as on
 Hopper); bwInter 48 GB/s, the largest a 400 Gb/s NIC carries. The GB200 NVL72 rack (72 GPUs in
 one NVLink domain) is given the same graphs: its NVLS search would find 32 heads
@@ -372,7 +379,7 @@ def _cap(system: System, table: Mapping[Arch, tuple[float, float, float]]) -> fl
 def _hw_latency_us(system: System, hardware: Hardware, algorithm: NcclAlgorithm,
                    protocol: Protocol) -> float:
     """``hwLat`` of a step over ``hardware`` in ``system``'s NCCL: NVLSTree's network step was
-    14 µs before 2.28.9 (v2.26.2 to v2.28.3), 20.9 µs since."""
+    14 µs before 2.28.9 (v2.26.2 to v2.28.7), 20.9 µs since."""
     if (system.version is Version.V2_26 and hardware is Hardware.NET and algorithm is _NT
             and protocol is _S):
         return 14.0

@@ -327,7 +327,7 @@ def _nccl(reader: FieldReader, value: object, collective: Collective) -> NcclEnv
     if version is None:
         reader.problem("nccl.version", (
             f"expected the NCCL whose tuner picks: {VERSIONS} (2.26: NCCL 2.26-2.27; 2.30: "
-            f"2.28.9-2.30.7), got {spec['version']!r}"))
+            f"2.30.x), got {spec['version']!r}"))
         problems.append(("nccl.version", ""))
     return NcclEnv() if problems else replace(env, version=version or LATEST)
 
