@@ -52,21 +52,26 @@ def flat_scenario(kind: str = "switch", ranks: int = 4, bandwidth: float = 25e9,
     return replace(scenario, **fields)
 
 
-def dgx_topology(nodes: int, gpus_per_node: int, nvswitch_reduction: bool = True) -> TopologySpec:
-    """A small dgx topology with round numbers (NVLink 400 GB/s, PCIe 50 GB/s, NIC 25 GB/s)."""
+def dgx_topology(nodes: int, gpus_per_node: int, nvswitch_reduction: bool = True,
+                 sharp: bool = False) -> TopologySpec:
+    """A small dgx topology with round numbers (NVLink 400 GB/s, PCIe 50 GB/s, NIC 25 GB/s),
+    its leaf reducing (SHARP, 2 µs) where ``sharp``."""
     return TopologySpec("dgx", {
         "nodes": nodes, "gpus_per_node": gpus_per_node, "nvlink_bandwidth": 400e9,
         "nvlink_latency": 3e-7, "pcie_bandwidth": 50e9, "pcie_latency": 5e-7,
-        "nic_bandwidth": 25e9, "nic_latency": 1e-6, "nvswitch_reduction": nvswitch_reduction})
+        "nic_bandwidth": 25e9, "nic_latency": 1e-6, "nvswitch_reduction": nvswitch_reduction,
+        **({"sharp": True, "sharp_latency": 2e-6} if sharp else {})})
 
 
 def applicable_scenario(ranks: int, **fields: Any) -> Scenario | None:
     """A scenario on ``ranks`` GPUs where the scenario's algorithm applies: a plain switch if
-    it runs there, else one dgx node with in-switch reduction, else several dgx nodes, else a
-    torus (:func:`grid_dims`); None if no such topology exists for ``ranks``."""
+    it runs there, else one dgx node with in-switch reduction, else several dgx nodes (then with
+    a reducing leaf, SHARP), else a torus (:func:`grid_dims`); None if no such topology exists
+    for ``ranks``."""
     topologies = [flat_topology("switch", ranks=ranks), dgx_topology(1, ranks)]
-    topologies += [dgx_topology(nodes, ranks // nodes) for nodes in range(2, ranks + 1)
-                   if ranks % nodes == 0]
+    splits = [(nodes, ranks // nodes) for nodes in range(2, ranks + 1) if ranks % nodes == 0]
+    topologies += [dgx_topology(nodes, local) for nodes, local in splits]
+    topologies += [dgx_topology(nodes, local, sharp=True) for nodes, local in splits]
     topologies.append(flat_topology("torus", ranks=ranks))
     for topology in topologies:
         scenario = flat_scenario(**{**fields, "topology": topology})

@@ -17,7 +17,7 @@ from simulator.model.topology import BUILDERS
 from tests.conftest import applicable_scenario, flat_scenario, run_one
 
 ALL = [(collective, name) for collective, algorithms in REGISTRY.items() for name in algorithms]
-NEEDS_NODES = {"hierarchical", "nvls_tree"}
+NEEDS_NODES = {"hierarchical", "nvls_tree", "collnet_direct", "collnet_chain"}
 """Algorithms with no topology at p = 1 (they need GPUs on two or more nodes)."""
 
 

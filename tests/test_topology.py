@@ -49,7 +49,7 @@ def test_dgx_structure():
     graph = dgx(2, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7, nic_message_latency=1e-6)
     kinds = [kind for _, kind in graph.nodes(data="kind")]
     assert (kinds.count("gpu"), kinds.count("nic"), kinds.count("switch")) == (16, 16, 3)
-    assert graph.nodes["n1.gpu3"] == {"kind": "gpu", "rank": 11, "host": 1}
+    assert graph.nodes["n1.gpu3"] == {"kind": "gpu", "rank": 11, "host": 1, "nic": "n1.nic3"}
     assert graph.nodes["n1.nic3"] == {"kind": "nic", "latency": 1e-6}
     assert graph.edges["n0.gpu0", "n0.nvswitch"]["bandwidth"] == 450e9
     assert graph.edges["n0.gpu0", "n0.nic0"]["bandwidth"] == 63e9

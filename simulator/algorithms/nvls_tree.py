@@ -74,13 +74,7 @@ class NvlsTree(Algorithm):
         if layout.host_count < 2:
             return ("it needs GPUs on two or more hosts (NCCL runs NVLS on one host), such as "
                     "dgx_h100 with nodes ≥ 2")
-        if len(layout.ranks_per_host) > 1:
-            return "it needs the same number of GPUs on every host"
-        hosts = {layout.host_ranks(rank) for rank in range(machine.ranks)}
-        if any(machine.reducing_switch(ranks) is None for ranks in hosts):
-            return ("it needs a switch with in-switch reduction (reduction: true) cabled to every "
-                    "GPU of each host, such as the NVSwitch of a dgx_h100 node")
-        return None
+        return host_switch_unsupported(machine)
 
     def program(self, comm: Comm) -> Program:
         halves = comm.chunks(2)
@@ -122,13 +116,13 @@ def _tree_half(comm: Comm, tree: int, half: Span) -> Program:
     intra, across = comm.subgroup(host, half), comm.subgroup(rail, half)
     node = double_host_tree(rail.index(me), len(rail))[tree]
     chunks = [comm.pieces(chunk, PIPELINE_BYTES) for chunk in half.split(len(host))]
-    threads = [_scatter_gather(intra, chunks), _reduce_up(intra, across, node, chunks[head])]
+    threads = [switch_scatter_gather(intra, chunks), _reduce_up(intra, across, node, chunks[head])]
     if node.parent is not None:
         threads.append(_broadcast_down(intra, across.on_channel(1), node, chunks[head]))
     yield comm.parallel(*threads)
 
 
-def _scatter_gather(intra: Comm, chunks: list[list[Span]]) -> Program:
+def switch_scatter_gather(intra: Comm, chunks: list[list[Span]]) -> Program:
     """Every head's pieces up to the switch for that head alone (NCCL's scatter warps), each
     piece j posted once piece j - WINDOW - 1 of every head has come back (the gather warps)."""
     for j in range(max(len(pieces) for pieces in chunks) + WINDOW):
@@ -166,6 +160,23 @@ def _broadcast_down(intra: Comm, down: Comm, node: HostNode, pieces: list[Span])
         for child in node.children:
             down.send(child, piece, "tree down")
         intra.switch_multicast(piece, "multicast")
+
+
+def _host_switch_missing(machine: Machine, ranks: tuple[int, ...]) -> bool:
+    """Whether no switch inside the host (an NVSwitch, not the network) reduces for ``ranks``."""
+    switch = machine.reducing_switch(ranks)
+    return switch is None or switch.network
+
+
+def host_switch_unsupported(machine: Machine) -> str | None:
+    """Why NVLS cannot reduce inside every host of ``machine`` (None: it can)."""
+    layout = machine.layout
+    if len(layout.ranks_per_host) > 1:
+        return "it needs the same number of GPUs on every host"
+    if any(_host_switch_missing(machine, ranks) for ranks in layout.host_groups):
+        return ("it needs a switch with in-switch reduction (reduction: true) cabled to every "
+                "GPU of each host, such as the NVSwitch of a dgx_h100 node")
+    return None
 
 
 def _shape(layout: Layout) -> tuple[int, int]:

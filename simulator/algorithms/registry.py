@@ -13,6 +13,7 @@ from simulator.algorithms.binomial_tree import (
     BinomialTreeReduce,
 )
 from simulator.algorithms.bucket import BucketAllreduce
+from simulator.algorithms.collnet import CollNetChain, CollNetDirect
 from simulator.algorithms.direct import (
     DirectAllgather,
     DirectAllreduce,
@@ -53,6 +54,8 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     Hierarchical(),
     Nvls(),
     NvlsTree(),
+    CollNetDirect(),
+    CollNetChain(),
     DirectAllreduce(),
     DirectReduceScatter(),
     DirectAllgather(),

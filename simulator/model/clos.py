@@ -33,6 +33,7 @@ from simulator.model.parts import (
     Seed,
     Time,
     TransportName,
+    add_network_switch,
     add_nvswitch,
     cable,
     nccl_facts,
@@ -329,6 +330,8 @@ def cluster(
     cpu: CpuName = "intel",
     nccl_net_bandwidth: Bandwidth = 0.0,
     nccl_net_latency: Time = 0.0,
+    sharp: Flag = False,
+    sharp_latency: Time = 0.0,
 ) -> nx.DiGraph:
     """A multi-node GPU cluster on a two- or three-tier Clos network, as training clusters are
     built (NVIDIA DGX SuperPOD reference architectures: rail-optimised leaves, full-bisection
@@ -356,8 +359,10 @@ def cluster(
     (c = cores / spines), ``core_oversubscription`` likewise. Uplinks have ``uplink_latency``.
     Routes: :class:`ClusterPaths` (ECMP as in :func:`leaf_spine`).
 
-    Rank = host × gpus_per_node + local index; GPUs carry ``host``. The NCCL facts
-    (``compute_capability``, ``nvlinks``, ``nccl_*``) are those of :func:`dgx`.
+    Rank = host × gpus_per_node + local index; GPUs carry ``host`` and ``nic`` (the NIC they
+    send through). The NCCL facts (``compute_capability``, ``nvlinks``, ``nccl_*``) are those of
+    :func:`dgx`; ``sharp`` makes every network switch (leaves, spines, cores) reduce in the
+    switch (InfiniBand SHARP, for NCCL's CollNet), each reduction waiting ``sharp_latency``.
 
     >>> g = cluster(4, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7, 6e-7, nodes_per_unit=2)
     >>> sorted(n for n in g.succ["n3.nic5"])
@@ -378,10 +383,10 @@ def cluster(
               nvswitch_reduction_latency)
         for nic in range(shape.nics_per_node):
             leaf = shape.leaf(host, nic)
-            graph.add_node(leaf, kind=SWITCH, tier=1)
+            add_network_switch(graph, leaf, 1, sharp, sharp_latency)
             cable(graph, f"n{host}.nic{nic}", leaf, nic_bandwidth, nic_latency, NET_LINK)
     _uplinks(graph, shape, nic_bandwidth, oversubscription, core_oversubscription,
-             uplink_latency)
+             uplink_latency, sharp, sharp_latency)
     return graph
 
 
@@ -399,13 +404,15 @@ def _host(graph: nx.DiGraph, shape: ClusterShape, host: int, nvlink_bandwidth: f
               pcie_half_latency, PCIE)
     for local in range(shape.gpus_per_node):
         gpu, pcie, _ = shape.up(host, local)
-        graph.add_node(gpu, kind=GPU, rank=host * shape.gpus_per_node + local, host=host)
+        graph.add_node(gpu, kind=GPU, rank=host * shape.gpus_per_node + local, host=host,
+                       nic=f"n{host}.nic{shape.nic(local)}")
         cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency, NVLINK)
         cable(graph, gpu, pcie, pcie_bandwidth, pcie_half_latency, PCIE)
 
 
 def _uplinks(graph: nx.DiGraph, shape: ClusterShape, nic_bandwidth: float,
-             oversubscription: float, core_oversubscription: float, latency: float) -> None:
+             oversubscription: float, core_oversubscription: float, latency: float,
+             sharp: bool, sharp_latency: float) -> None:
     """Leaves to spines (per pod on three tiers), spines to cores; no spines over one leaf.
     Uplinks are sized by the switches' ports, not by how many hosts are populated: a leaf has
     a port for each NIC of a full unit, a spine one for each leaf of a full pod."""
@@ -422,14 +429,14 @@ def _uplinks(graph: nx.DiGraph, shape: ClusterShape, nic_bandwidth: float,
     for pod, members in sorted(pods.items()):
         for s in range(shape.spines):
             spine = shape.spine(pod, s)
-            graph.add_node(spine, kind=SWITCH, tier=2)
+            add_network_switch(graph, spine, 2, sharp, sharp_latency)
             for leaf in members:
                 cable(graph, leaf, spine, leaf_up, latency, NET_LINK)
             if shape.three_tier:
                 group = shape.cores_of(s)
                 spine_down = shape.units_per_pod * shape.leaves_per_unit * leaf_up
                 for c in group:
-                    graph.add_node(f"core{c}", kind=SWITCH, tier=3)
+                    add_network_switch(graph, f"core{c}", 3, sharp, sharp_latency)
                     cable(graph, spine, f"core{c}",
                           spine_down / (core_oversubscription * len(group)), latency, NET_LINK)
 

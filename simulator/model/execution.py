@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
@@ -255,6 +255,9 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     achieved = facts.nvlink_Bps or machine.nvlinks * NVLINK_GBPS_PER_LINK[arch] * 1e9
     if family is NcclAlgorithm.NVLS:
         nvlink = facts.nvls_Bps or nvls_share(arch) * achieved
+        if nodes > 1:  # with SHARP across hosts the heads' part moves too, as NVLSTree's
+            heads = max(machine.layout.ranks_per_host)
+            nvlink *= (heads + 1) / heads
     elif family is NcclAlgorithm.NVLS_TREE:
         nvlink = nvls_tree_nvlink_Bps(machine, facts.nvls_Bps or nvls_share(arch) * achieved, arch)
     else:
@@ -313,9 +316,17 @@ def latencies(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
 
 
 def apply(plan: Plan, machine: Machine) -> Machine:
-    """``machine`` as the plan times it: its routes through :class:`PlannedRouting`, and its
-    GPU's reductions free, as they happen inside the copy."""
-    return replace(machine, routing=PlannedRouting(machine.routing, plan), gpu=GpuSpec())
+    """``machine`` as the plan times it: its routes through :class:`PlannedRouting`, its GPU's
+    reductions free, as they happen inside the copy, and a reduction in a network switch
+    (SHARP) a network step of the plan's (``hwLat`` NET of the algorithm, 31 µs for
+    CollNetDirect, 30 for CollNetChain, 18 for NVLS, plus the transport's latency, twice for
+    Simple), in place of the switch's own latency, as NCCL's model charges CollNet's
+    ``interLat`` once each way up and down the network."""
+    net = plan.step_latency_s[Hardware.NET]
+    switches = tuple(replace(switch, reduction_latency_s=net) if switch.network else switch
+                     for switch in machine.reducing_switches)
+    return replace(machine, routing=PlannedRouting(machine.routing, plan), gpu=GpuSpec(),
+                   reducing_switches=switches)
 
 
 class PlannedRouting(Routing):
@@ -410,8 +421,75 @@ def system_of(machine: Machine) -> System:
     inter = network_latency_us(machine)
     graphs = {algorithm: _across(machine, algorithm, replace(graph, latency_inter_us=inter))
               for algorithm, graph in DEFAULT_GRAPHS.get(arch, {}).items()}
+    collnet = machine.sharp_unsupported() is None and NcclAlgorithm.RING in graphs
+    if collnet:
+        graphs.update(collnet_graphs(machine, graphs[NcclAlgorithm.RING].channels, inter))
     return System(ranks=machine.ranks, nodes=nodes, arch=arch, graphs=graphs,
-                  cpu=machine.nccl.cpu, version=machine.nccl.version)
+                  cpu=machine.nccl.cpu, version=machine.nccl.version, collnet=collnet)
+
+
+MAX_DIRECT_HEADS = 8
+"""CollNetDirect's heads a node at most: ``NCCL_MAX_DIRECT_ARITY + 1`` (src/include/device.h:
+arity 7), the search's ``maxChannels`` for ``NCCL_TOPO_PATTERN_COLLNET_DIRECT``."""
+
+
+def collnet_graphs(machine: Machine, ring_channels: int,
+                   latency_inter_us: float) -> dict[NcclAlgorithm, Graph]:
+    """The CollNet graphs NCCL's search finds where the network reduces (src/graph/search.cc,
+    ``ncclTopoCompute``; src/init.cc sets their channel limits), derived as :func:`_across`
+    derives Ring's and Tree's, ASSUMED (no published log prints them):
+
+    - CollNetDirect: a channel per head, min(8, GPUs a host) heads (``maxChannels``); each
+      head's channel takes its NVLink both ways to every other GPU at 1/(L-1) of its speed
+      (``ncclTopoSearchTryCollnetDirect``, ``mul = 1/(ngpus-1)``), so a GPU's NVLink carries
+      twice the speed (its own head's and its share of the others'); the speed is the fastest
+      inter-node speed a NIC carries (its wire rate) with 2 × speed within NVLink;
+    - CollNetChain: a tree-pattern graph with as many channels as the ring
+      (``collNetChainGraph->minChannels = maxChannels = ringGraph->nChannels``), at the
+      fastest inter-node speed the NICs carry that many channels at;
+    - both: pass 2 raises bwIntra alone while it is below twice bwInter ("increase bwIntra for
+      trees (2 nodes or collnet)") and NVLink carries it: on Hopper not above 48 GB/s, sm90's
+      top speed; on Blackwell to 96.
+
+    DGX H100 (8 NICs of 400 Gb/s): Direct 8 × 48/48, Chain 8 × 48/48; DGX B200: 8 × 96/48."""
+    arch = arch_of(machine.compute_capability)
+    ports = nic_ports(machine)
+    hosts = machine.layout.host_count
+    local = max(machine.layout.ranks_per_host)
+    if not ports or machine.nvlinks == 0:
+        return {}
+    wire = min(ports) / 1e9
+    nics = max(1, len(ports) // hosts)
+    total = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch]
+    speeds = SPEEDS_INTER[arch]
+    fits = [speed for speed in speeds if speed <= wire]
+    heads = min(MAX_DIRECT_HEADS, local)
+    graphs = {}
+    direct = next((speed for speed in fits if 2 * speed <= total), None)
+    if direct is not None:
+        graphs[NcclAlgorithm.COLLNET_DIRECT] = Graph(
+            heads, _raised(speeds, direct, lambda s: 2 * s <= total), direct,
+            latency_inter_us=latency_inter_us)
+    tree_total = total * local / (local - 1) if local > 1 else total
+    chain = next((speed for speed in fits if ring_channels <= nics * math.floor(wire / speed)
+                  and ring_channels * speed <= tree_total), None)
+    if chain is not None:
+        graphs[NcclAlgorithm.COLLNET_CHAIN] = Graph(
+            ring_channels, _raised(speeds, chain, lambda s: ring_channels * s <= tree_total),
+            chain, latency_inter_us=latency_inter_us)
+    return graphs
+
+
+def _raised(speeds: tuple[float, ...], inter: float, fits: Callable[[float], bool]) -> float:
+    """Pass 2 of the search for a CollNet graph at ``inter``: bwIntra raised speed by speed
+    while below twice ``inter`` and the next faster speed still ``fits``."""
+    intra = inter
+    faster = [speed for speed in reversed(speeds) if speed > inter]
+    for speed in faster:
+        if intra >= 2 * inter or not fits(speed):
+            break
+        intra = speed
+    return intra
 
 
 SPEEDS_INTER: Mapping[Arch, tuple[float, ...]] = {

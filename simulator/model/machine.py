@@ -173,12 +173,33 @@ class Layout:
 
 @dataclass(frozen=True)
 class ReducingSwitch:
-    """A switch that reduces in its datapath (NVLink SHARP): its node, its fixed reduction
-    latency, and the GPUs cabled to it in both directions."""
+    """A switch that reduces in its datapath: its node, its fixed reduction latency, the GPUs
+    whose contributions it takes, its tier, and whether it is a network switch. A switch GPUs
+    are cabled to (an NVSwitch: NVLink SHARP) takes those cabled to it in both directions; a
+    network switch (InfiniBand SHARP) those whose own NIC (a GPU node's ``nic``) is cabled to
+    it, as NCCL's CollNet enters the network by each GPU's NIC."""
 
     name: str
     reduction_latency_s: float
     gpus: frozenset[str]
+    tier: int = 0
+    network: bool = False
+
+
+def _reducing(graph: nx.DiGraph, node: str, placement: Sequence[str]) -> ReducingSwitch:
+    """The :class:`ReducingSwitch` of switch ``node``: the GPUs of ``placement`` cabled to it
+    both ways, or, where none is (a network switch), those whose NIC is."""
+    data = graph.nodes[node]
+
+    def cabled(other: object) -> bool:
+        return other is not None and graph.has_edge(other, node) and graph.has_edge(node, other)
+
+    gpus = frozenset(g for g in placement if cabled(g))
+    network = not gpus
+    if network:
+        gpus = frozenset(g for g in placement if cabled(graph.nodes[g].get("nic")))
+    return ReducingSwitch(node, float(data.get("reduction_latency", 0.0)), gpus,
+                          int(data.get("tier", 0)), network)
 
 
 @dataclass(frozen=True)
@@ -272,13 +293,10 @@ class Machine:
             raise ValueError(f"a grid of dims {dims} holds {math.prod(dims)} GPUs, got "
                              f"{len(placement)}")
         grid = Grid.whole(dims) if dims else None
-        placed = set(placement)
-        switches = tuple(
-            ReducingSwitch(node, float(data.get("reduction_latency", 0.0)),
-                           frozenset(g for g in graph.succ[node]
-                                     if g in placed and graph.has_edge(g, node)))
-            for node, data in sorted(graph.nodes(data=True))
-            if data.get("kind") == SWITCH and data.get("reduction"))
+        switches = tuple(sorted(
+            (_reducing(graph, node, placement) for node, data in graph.nodes(data=True)
+             if data.get("kind") == SWITCH and data.get("reduction")),
+            key=lambda switch: (switch.tier, switch.name)))
         facts = NcclFacts(float(graph.graph.get("nccl_nvlink_bandwidth", 0.0)),
                           float(graph.graph.get("nccl_nvls_bandwidth", 0.0)),
                           float(graph.graph.get("nccl_launch_latency", 0.0)),
@@ -300,10 +318,32 @@ class Machine:
         return self.routing.route(self.placement[a], self.placement[b])
 
     def reducing_switch(self, ranks: Sequence[int] | None = None) -> ReducingSwitch | None:
-        """The first switch (by name) that reduces and is cabled to the GPU of every one of
-        ``ranks`` (all ranks when None), if any."""
+        """The first switch (lowest tier, then by name) that reduces and takes the
+        contributions of every one of ``ranks`` (all ranks when None), if any."""
         gpus = {self.placement[r] for r in (range(self.ranks) if ranks is None else ranks)}
         return next((s for s in self.reducing_switches if gpus <= s.gpus), None)
+
+    def sharp_unsupported(self) -> str | None:
+        """Why the network cannot sum across this machine's hosts in its switches (InfiniBand
+        SHARP, for NCCL's CollNet), or None when it can: the ranks must span several hosts of
+        equally many GPUs, and the h-th GPUs of every host (a rail) must enter one network
+        switch that reduces by their NICs. Where a rail's NICs reach several leaves the
+        switches' aggregation tree over the tiers is not modelled."""
+        layout = self.layout
+        if layout.host_count < 2:
+            return ("it needs GPUs on two or more hosts (CollNet sums across hosts in the "
+                    "network), such as dgx_h100 with nodes ≥ 2")
+        if len(layout.ranks_per_host) > 1:
+            return "it needs the same number of GPUs on every host"
+        for rank in layout.host_groups[0]:
+            rail = layout.rail(rank)
+            switch = self.reducing_switch(rail)
+            if switch is None or not switch.network:
+                return ("it needs a network switch that reduces (sharp: true on the topology, "
+                        "InfiniBand SHARP) and takes the NICs of the h-th GPU of every host; "
+                        f"none takes those of ranks {list(rail)} (an aggregation tree over "
+                        "several switches is not modelled)")
+        return None
 
     def switch_for(self, ranks: Sequence[int], name: str) -> ReducingSwitch:
         """:meth:`reducing_switch` of ``ranks`` for an in-switch reduction of algorithm ``name``;

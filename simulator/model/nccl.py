@@ -9,8 +9,9 @@ The model needs what NCCL's topology search found (:class:`Graph`: channels and 
 bandwidth per algorithm), which is not in the topology graph: a :class:`System` states it.
 
 Scope: AllReduce with Ring, Tree, NVLS and NVLSTree, the algorithms a node of NVLink GPUs with a
-NIC each can run, and ReduceScatter and AllGather with Ring and PAT (one GPU per node); CollNet
-(in-network reduction by SHARP switches) and NVLS's ReduceScatter and AllGather are not
+NIC each can run, CollNetDirect and CollNetChain where the network reduces in its switches
+(InfiniBand SHARP, with NVLS across nodes beside them), and ReduceScatter and AllGather with Ring
+and PAT (one GPU per node); NVLS's and CollNet's ReduceScatter and AllGather are not
 modelled. Times are in µs and bandwidths in GB/s (10^9 B/s) as in tuning.cc.
 """
 
@@ -99,12 +100,13 @@ class CpuVendor(Enum):
 
 _T, _R, _N, _NT = NcclAlgorithm.TREE, NcclAlgorithm.RING, NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE
 _P = NcclAlgorithm.PAT
+_CD, _CC = NcclAlgorithm.COLLNET_DIRECT, NcclAlgorithm.COLLNET_CHAIN
 _LL, _LL128, _S = Protocol.LL, Protocol.LL128, Protocol.SIMPLE
 
 BASE_LATENCY_US: Mapping[tuple[NcclAlgorithm, Protocol], float] = {
     (_T, _LL): 6.8, (_T, _LL128): 14.0, (_T, _S): 8.4,
     (_R, _LL): 6.6, (_R, _LL128): 14.0, (_R, _S): 8.4,
-    (_N, _S): 0.0, (_NT, _S): 0.0, (_P, _S): 8.0,
+    (_N, _S): 0.0, (_NT, _S): 0.0, (_P, _S): 8.0, (_CD, _S): 0.0, (_CC, _S): 0.0,
 }
 """``baseLat``: a collective's fixed cost per algorithm and protocol (nccl-model.md §1.1)."""
 
@@ -118,9 +120,22 @@ HW_LATENCY_US: Mapping[tuple[Hardware, NcclAlgorithm, Protocol], float] = {
     (Hardware.NET, _T, _LL): 5.0, (Hardware.NET, _T, _LL128): 8.5, (Hardware.NET, _T, _S): 14.0,
     (Hardware.NET, _R, _LL): 2.7, (Hardware.NET, _R, _LL128): 4.0, (Hardware.NET, _R, _S): 14.0,
     (Hardware.NET, _N, _S): 18.0, (Hardware.NET, _NT, _S): 20.9, (Hardware.NET, _P, _S): 14.0,
+    (Hardware.NVLINK, _CD, _S): 3.7, (Hardware.NVLINK, _CC, _S): 2.8,
+    (Hardware.PCI, _CD, _S): 3.7, (Hardware.PCI, _CC, _S): 2.8,
+    (Hardware.NET, _CD, _S): 31.0, (Hardware.NET, _CC, _S): 30.0,
 }
-"""``hwLat``: the latency of one step over each kind of path (nccl-model.md §1.1; PAT's
-column from tuning.cc's ``ncclTunerConstantsDefaults``, Simple only)."""
+"""``hwLat``: the latency of one step over each kind of path (nccl-model.md §1.1; PAT's and
+CollNet's columns from tuning.cc's ``ncclTunerConstantsDefaults``, Simple only: CollNetDirect
+3.7 µs on NVLink and PCI and 31 on the network, CollNetChain 2.8 and 30, the same from v2.26.2
+to v2.30.7)."""
+
+COLLNET_ARITY_US = 0.4
+"""CollNetDirect's latency pays 0.4 µs per other GPU of a node, each way (tuning.cc: "Add 0.4 us
+arity serialization latency")."""
+
+COLLNET_DIRECT_SHARE_SM90 = 0.85
+"""CollNetDirect's bus bandwidth × 0.85 from SM90 on (tuning.cc: ``if (minCompCap >= 90) busBw
+*= .85``)."""
 
 PAT_BANDWIDTH_SHARE = 0.75
 """PAT's bus bandwidth is its graph's × 0.75 (tuning.cc ``ncclTopoTuneModel``:
@@ -217,6 +232,9 @@ class System:
     cpu: CpuVendor = CpuVendor.INTEL
     ll128: bool = True  # enabled by default where the intra path is NVLink and the NIC close
     version: Version = LATEST
+    collnet: bool = False
+    """Whether CollNet is on: the network reduces in its switches (SHARP, with NCCL's
+    ``NCCL_COLLNET_ENABLE=1`` and its plugin), which also enables NVLS across nodes."""
 
     @property
     def per_node(self) -> float:
@@ -236,8 +254,10 @@ class Choice:
     time_us: float
 
 
-ALLREDUCE_CANDIDATES = (*((a, p) for a in (_T, _R) for p in Protocol), (_N, _S), (_NT, _S))
-"""AllReduce's (algorithm, protocol) pairs this model covers; NVLS runs Simple only."""
+ALLREDUCE_CANDIDATES = (*((a, p) for a in (_T, _R) for p in Protocol), (_CD, _S), (_CC, _S),
+                        (_N, _S), (_NT, _S))
+"""AllReduce's (algorithm, protocol) pairs this model covers; NVLS and CollNet run Simple only
+(tuning.cc: CollNet's other protocols get ``busBw = 0``, "Not used")."""
 
 GATHER_CANDIDATES = (*((_R, p) for p in Protocol), (_P, _S))
 """ReduceScatter's and AllGather's pairs this model covers: Ring, and PAT with Simple only
@@ -255,7 +275,11 @@ def steps(collective: Collective, ranks: int) -> int:
 
 
 def _graph(system: System, algorithm: NcclAlgorithm) -> Graph | None:
-    """The graph an algorithm runs on: PAT's is the tree's (src/init.cc: ``graphs[]``)."""
+    """The graph an algorithm runs on: PAT's is the tree's, and NVLS's across nodes the one
+    NVLSTree runs on, as both run on NCCL's NVLS graph, which the search builds from the
+    network there (src/init.cc: ``graphs[]``; :data:`DEFAULT_GRAPHS`)."""
+    if algorithm is _N and system.nodes > 1:
+        return system.graphs.get(_NT)
     return system.graphs.get(_T if algorithm is _P else algorithm)
 
 
@@ -333,6 +357,8 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
         return graph.channels * bw * PAT_BANDWIDTH_SHARE
     if algorithm in (_N, _NT) and not _nvls_enabled(system, algorithm, graph):
         return 0.0
+    if algorithm in (_CD, _CC):
+        return _collnet_GBps(system, algorithm, graph)
     if protocol is _LL128 and not system.ll128:
         return 0.0
     column, arch, channels = system._column(), system.arch, graph.channels
@@ -368,6 +394,23 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     return bus * system.ranks / steps(collective, system.ranks)  # Ring, NVLS, NVLSTree
 
 
+def _collnet_GBps(system: System, algorithm: NcclAlgorithm, graph: Graph) -> float:
+    """CollNet's algorithm bandwidth (tuning.cc, ``ncclTopoTuneModel``): its graph's channels ×
+    bwIntra (CollNet's is rated inside the node, whatever the node count); CollNetDirect's
+    divided by the GPU/NIC factor ppn/channels - (that - 1)/2 ("Collnet+Direct requires all
+    GPUs to have a local NIC to work at full speed") and × 0.85 from SM90; × 0.5 to an
+    algorithm bandwidth, as the Tree's. 0 without CollNet or on one node."""
+    if not system.collnet or system.nodes < 2:
+        return 0.0
+    bus = graph.channels * graph.bw_intra_GBps
+    if algorithm is _CD:
+        factor = system.per_node / graph.channels
+        bus /= factor - (factor - 1) / 2
+        if system.arch.value >= Arch.HOPPER.value:
+            bus *= COLLNET_DIRECT_SHARE_SM90
+    return bus * 0.5
+
+
 def _cap(system: System, table: Mapping[Arch, tuple[float, float, float]]) -> float:
     """A per-channel cap of ``table`` for ``system``'s GPUs and node count (its column); NCCL
     2.26-2.27 had Blackwell's at twice Hopper's (``{2*36.7, ...}`` in v2.26.2's tuning.cc)."""
@@ -394,7 +437,7 @@ def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     graph = _graph(system, algorithm)
     assert graph is not None, algorithm
     intra = _hw_latency_us(system, graph.intra, algorithm, protocol)
-    net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R, _P) else algorithm
+    net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R, _P, _CD, _CC) else algorithm
     inter = _hw_latency_us(system, Hardware.NET, net_algorithm, protocol) + graph.latency_inter_us
     if protocol is _S:
         inter += graph.latency_inter_us  # the flush
@@ -413,6 +456,11 @@ def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
         return base + 2 * ((system.per_node - 1) * intra + levels * inter)
     if algorithm is _N:
         return intra + (inter if system.nodes > 1 else 0.0)
+    others = system.per_node - 1
+    if algorithm is _CD:
+        return base + 2 * (min(1.0, others) * intra + others * COLLNET_ARITY_US) + inter
+    if algorithm is _CC:
+        return base + 2 * others * intra + inter
     return base + intra + 2 * levels * inter  # NVLSTree
 
 
@@ -491,7 +539,8 @@ def best_protocol(system: System, algorithm: NcclAlgorithm, size_bytes: int,
 
 def _nvls_enabled(system: System, algorithm: NcclAlgorithm, graph: Graph) -> bool:
     """NVLS needs a reducing switch (an efficiency above 0) and two channels; NVLSTree is off on
-    one node, and NVLS across nodes needs CollNet, which is not modelled (§1.5)."""
+    one node, and NVLS across nodes needs CollNet (tuning.cc: disabled "if collnet is not
+    supported")."""
     if NVLS_EFFICIENCY[system.arch] <= 0 or graph.channels < 2:
         return False
-    return system.nodes > 1 if algorithm is _NT else system.nodes == 1
+    return system.nodes > 1 if algorithm is _NT else system.nodes == 1 or system.collnet

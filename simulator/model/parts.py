@@ -128,6 +128,16 @@ def nccl_facts(compute_capability: int, nvlinks: int, nvlink_bandwidth: float,
             "nccl_net_bandwidth": float(net_bandwidth), "nccl_net_latency": float(net_latency)}
 
 
+def add_network_switch(graph: nx.DiGraph, name: str, tier: int, sharp: bool,
+                       sharp_latency: float) -> None:
+    """A switch of the network (tier 1 and up); with ``sharp`` it reduces in the switch as
+    InfiniBand SHARP does for NCCL's CollNet (node attributes ``reduction`` and
+    ``reduction_latency``, as an NVSwitch's for NVLS)."""
+    graph.add_node(name, kind=SWITCH, tier=tier)
+    if sharp:
+        graph.nodes[name].update(reduction=True, reduction_latency=float(sharp_latency))
+
+
 def add_nvswitch(graph: nx.DiGraph, host: int, reduction: bool, reduction_latency: float) -> str:
     """Host ``host``'s NVSwitch (tier 0), reducing in the switch or not; its node name."""
     name = f"n{host}.nvswitch"

@@ -64,6 +64,7 @@ from simulator.model.parts import (
     Seed,
     Time,
     TransportName,
+    add_network_switch,
     add_nvswitch,
     cable,
     nccl_facts,
@@ -218,6 +219,8 @@ def dgx(
     cpu: CpuName = "intel",
     nccl_net_bandwidth: Bandwidth = 0.0,
     nccl_net_latency: Time = 0.0,
+    sharp: Flag = False,
+    sharp_latency: Time = 0.0,
 ) -> nx.DiGraph:
     """``nodes`` DGX-style machines joined by one leaf switch.
 
@@ -239,7 +242,10 @@ def dgx(
     under ``execution: nccl`` (graph attributes of the same names;
     :mod:`~simulator.model.transport`); ``nccl_net_bandwidth`` (the rate NCCL achieves per NIC,
     0: derived) and ``nccl_net_latency`` (a latency per network step beyond NCCL's and the
-    transport's) are what ``calibrate --nodes`` fits to a multi-node log.
+    transport's) are what ``calibrate --nodes`` fits to a multi-node log. ``sharp`` makes the
+    leaf reduce in the switch (InfiniBand SHARP, which NCCL's CollNet algorithms need), each
+    reduction waiting ``sharp_latency``; a GPU's node names its NIC (attribute ``nic``), the
+    port its in-network reductions enter by.
 
     >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
@@ -249,12 +255,12 @@ def dgx(
                        **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
                                     nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu,
                                     nccl_net_bandwidth, nccl_net_latency))
-    graph.add_node("leaf", kind=SWITCH, tier=1)
+    add_network_switch(graph, "leaf", 1, sharp, sharp_latency)
     for host in range(nodes):
         nvswitch = add_nvswitch(graph, host, nvswitch_reduction, nvswitch_reduction_latency)
         for local in range(gpus_per_node):
             gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
-            graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host)
+            graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host, nic=nic)
             graph.add_node(nic, kind=NIC, latency=float(nic_message_latency))
             cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency, NVLINK)
             cable(graph, gpu, nic, pcie_bandwidth, pcie_latency, PCIE)
