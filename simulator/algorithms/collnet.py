@@ -24,6 +24,8 @@ aggregation tree over several switch tiers is not modelled.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs, InSwitchCosts
@@ -45,6 +47,35 @@ def sharp_costs(cost: CostInputs, local: int) -> InSwitchCosts:
     switch = cost.subgroup(rail).in_switch()
     assert switch is not None, "Machine.sharp_unsupported said yes"
     return switch
+
+
+@dataclass(frozen=True)
+class _Terms:
+    """What both CollNet closed forms read: L-1 other GPUs a host, the worst NVLink alpha and
+    beta between them, the network round's costs, and k pieces of c bytes per head or channel."""
+
+    hops: int
+    alpha: float
+    beta: float
+    sharp: InSwitchCosts
+    k: int
+    c: int
+
+    @classmethod
+    def of(cls, cost: CostInputs, count: int) -> _Terms:
+        layout = cost.layout
+        local = next(iter(layout.ranks_per_host))
+        host = layout.host_groups[0]
+        pairs = [(a, b) for a in host for b in host if a != b]
+        pieces = cost.pieces(-(-count // local), PIPELINE_BYTES)
+        return cls(local - 1, cost.alpha(pairs), cost.beta(pairs), sharp_costs(cost, 0),
+                   len(pieces), cost.nbytes(pieces[0]))
+
+    @property
+    def sharp_delay(self) -> float:
+        """A piece's latency up to the switch, its reduction latency and down."""
+        sharp = self.sharp
+        return sharp.alpha_up_s + sharp.reduction_latency_s + sharp.alpha_down_s
 
 
 class CollNetDirect(Algorithm):
@@ -87,18 +118,11 @@ class CollNetDirect(Algorithm):
                             _broadcast(intra, across, chunks[head]))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
-        layout = cost.layout
-        local = next(iter(layout.ranks_per_host))
-        host = layout.host_groups[0]
-        sharp = sharp_costs(cost, 0)
-        pairs = [(a, b) for a in host for b in host if a != b]
-        alpha, beta = cost.alpha(pairs), cost.beta(pairs)
-        pieces = cost.pieces(-(-count // local), PIPELINE_BYTES)
-        k, c = len(pieces), cost.nbytes(pieces[0])
-        delay = 2 * alpha + sharp.alpha_up_s + sharp.reduction_latency_s + sharp.alpha_down_s
-        chain = 2 * (local - 1) * c * beta + 2 * c * sharp.beta_s_per_byte
-        step = max(2 * (local - 1) * c * beta, c * sharp.beta_s_per_byte)
-        return delay + chain + (k - 1) * max(step, (delay + chain) / (WINDOW + 1))
+        t = _Terms.of(cost, count)
+        delay = 2 * t.alpha + t.sharp_delay
+        chain = 2 * t.hops * t.c * t.beta + 2 * t.c * t.sharp.beta_s_per_byte
+        step = max(2 * t.hops * t.c * t.beta, t.c * t.sharp.beta_s_per_byte)
+        return delay + chain + (t.k - 1) * max(step, (delay + chain) / (WINDOW + 1))
 
 
 def _scatter_gather(intra: Comm, chunks: list[list[Span]]) -> Program:
@@ -171,19 +195,11 @@ class CollNetChain(Algorithm):
         yield comm.parallel(*(_chain(comm.within_channel(c), c, parts[c]) for c in range(local)))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
-        layout = cost.layout
-        local = next(iter(layout.ranks_per_host))
-        host = layout.host_groups[0]
-        sharp = sharp_costs(cost, 0)
-        pairs = [(a, b) for a in host for b in host if a != b]
-        alpha, beta = cost.alpha(pairs), cost.beta(pairs)
-        pieces = cost.pieces(-(-count // local), PIPELINE_BYTES)
-        k, c = len(pieces), cost.nbytes(pieces[0])
-        hops = local - 1
-        delay = 2 * hops * alpha + sharp.alpha_up_s + sharp.reduction_latency_s + sharp.alpha_down_s
-        chain = 2 * hops * c * beta + 2 * c * sharp.beta_s_per_byte
-        step = max(2 * hops * c * beta, c * sharp.beta_s_per_byte)
-        return delay + chain + (k - 1) * step
+        t = _Terms.of(cost, count)
+        delay = 2 * t.hops * t.alpha + t.sharp_delay
+        chain = 2 * t.hops * t.c * t.beta + 2 * t.c * t.sharp.beta_s_per_byte
+        step = max(2 * t.hops * t.c * t.beta, t.c * t.sharp.beta_s_per_byte)
+        return delay + chain + (t.k - 1) * step
 
 
 def _chain(comm: Comm, channel: int, part: Span) -> Program:
