@@ -11,6 +11,7 @@ from simulator.engine.kernel import (
     lone_rates,
     max_min_of,
     max_min_rates,
+    renumbered_links,
     serve_in_order,
     serve_next,
 )
@@ -115,3 +116,26 @@ def test_a_capacity_event_outside_its_range_is_refused(at_s, factor, message):
     with pytest.raises(ValueError) as error:
         CapacityEvent(("a", "b"), at_s, factor)
     assert str(error.value) == message
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_flows_of_one_route_shared_once_with_their_count_get_their_rates_to_the_bit(seed):
+    # The vectorised engine shares each route once with the number of flows on it: the same
+    # rates as every flow listed, to the bit (the counts summed are whole numbers either way)
+    rng = np.random.default_rng(seed)
+    capacity, routes = random_flows(rng, flows=12)
+    copies = rng.integers(1, 6, size=len(routes))
+    listed = solve([route for route, n in zip(routes, copies, strict=True)
+                    for _ in range(n)], capacity)
+    flow_of = np.repeat(np.arange(len(routes)), [len(route) for route in routes])
+    link_of = np.array([link for route in routes for link in route], dtype=np.int64)
+    shared = max_min_rates(flow_of, link_of, len(routes), capacity, copies[flow_of])
+    np.testing.assert_array_equal(np.repeat(shared, copies), listed)
+
+
+def test_links_arerenumbered_links_alike_by_table_and_by_search():
+    # a table where the fabric's links are few beside the flows' entries, else a search
+    link_of = np.array([7, 2, 7, 5, 2, 2])
+    links = np.array([2, 5, 7])
+    for total in (8, 1000):  # 8 ≤ 4 × 6 entries: the table; 1000: the search
+        assert renumbered_links(links, link_of, total).tolist() == [2, 0, 2, 1, 0, 0]

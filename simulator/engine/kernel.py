@@ -64,39 +64,63 @@ def lone_rate(capacities: Iterable[float]) -> float:
 
 
 def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
-                  capacity: np.ndarray) -> np.ndarray:
+                  capacity: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
     """Max-min fair rate of ``flows`` flows, entry k saying flow ``flow_of[k]`` crosses link
     ``link_of[k]`` (links numbered 0..len(capacity)-1; a link listed once per flow), by
     progressive filling (Bertsekas & Gallager, *Data Networks*, §6.5.2), every tightest link
     of a round at once (the module docstring says why).
 
+    ``copies`` (entry k: how many identical flows entry k's flow stands for, None: one) lets
+    flows on one route, which max-min gives one rate, be shared as one: the counts it sums are
+    whole numbers either way, so the rates are those of the flows listed one by one, to the bit.
+
     >>> flow_of, link_of = np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1])
     >>> max_min_rates(flow_of, link_of, 3, np.array([10., 30.]))
     array([ 5.,  5., 25.])
+    >>> max_min_rates(np.array([0, 1]), np.array([0, 1]), 2, np.array([10., 30.]),
+    ...               np.array([2, 1]))  # two flows on link 0, one on link 1
+    array([ 5., 30.])
     """
-    users = np.bincount(link_of, minlength=len(capacity))
+    users = np.bincount(link_of, minlength=len(capacity)) if copies is None else np.bincount(
+        link_of, weights=copies, minlength=len(capacity))
     if users.max(initial=0) <= 1:  # no link shared: each flow at its bottleneck
         return lone_rates(flow_of, link_of, flows, capacity)
     links = np.flatnonzero(users)
-    local = np.searchsorted(links, link_of)
+    local = renumbered_links(links, link_of, len(capacity))
     users = users[links]
     left = capacity[links].astype(np.float64)
     rates = np.full(flows, np.nan)
-    alive = np.ones(len(flow_of), dtype=bool)
     unfrozen = users.astype(np.float64)
-    while alive.any():
+    while len(flow_of):  # the entries of flows not yet frozen, fewer each round
         with np.errstate(divide="ignore", invalid="ignore"):
             share = np.where(unfrozen > 0, np.maximum(left, 0.0) / unfrozen, INF)
         level = share.min()
         tight = share == level
         frozen = np.zeros(flows, dtype=bool)  # the flows crossing a tightest link, still unfrozen
-        frozen[flow_of[alive & tight[local]]] = True
+        frozen[flow_of[tight[local]]] = True
         rates[frozen] = level
-        done = alive & frozen[flow_of]
-        left -= np.bincount(local[done], minlength=len(links)) * level
-        unfrozen -= np.bincount(local[done], minlength=len(links))
-        alive &= ~done
+        done = frozen[flow_of]
+        counts = np.bincount(local[done], minlength=len(links)) if copies is None else \
+            np.bincount(local[done], weights=copies[done], minlength=len(links))
+        left -= counts * level
+        unfrozen -= counts
+        flow_of, local = flow_of[~done], local[~done]
+        if copies is not None:
+            copies = copies[~done]
     return rates
+
+
+def renumbered_links(links: np.ndarray, link_of: np.ndarray, total: int) -> np.ndarray:
+    """``link_of`` renumbered as positions in ``links`` (sorted, holding every entry of
+    ``link_of``): by a lookup table where the links are few beside the entries (one gather),
+    by binary search where a table over all ``total`` links would cost more to fill."""
+    if total <= 4 * len(link_of):
+        table = np.empty(total, dtype=np.int64)
+        table[links] = np.arange(len(links), dtype=np.int64)
+        renumbered: np.ndarray = table[link_of]
+        return renumbered
+    searched: np.ndarray = np.searchsorted(links, link_of)
+    return searched
 
 
 def max_min_of(flow_links: Mapping[Flow, Sequence[Link]],

@@ -836,10 +836,15 @@ class _Run:
         pair = self.pair[self.active]
         if routes.users.max() <= 1:  # no link shared: every flow alone on its route
             rates = routes.alone[pair]
-        else:
-            link_of = routes.links_of(pair)
-            flow_of = np.repeat(np.arange(len(self.active)), routes.count[pair])
-            rates = max_min_rates(flow_of, link_of, len(self.active), routes.capacity)
+        else:  # flows on one route get one rate: share each route once, with its flow count
+            copies = np.bincount(pair, minlength=len(routes.count))
+            routed = np.flatnonzero(copies)
+            which = np.empty(len(copies), dtype=np.int64)
+            which[routed] = np.arange(len(routed), dtype=np.int64)
+            link_of = routes.links_of(routed)
+            flow_of = np.repeat(np.arange(len(routed)), routes.count[routed])
+            rates = max_min_rates(flow_of, link_of, len(routed), routes.capacity,
+                                  copies[routed][flow_of])[which[pair]]
         moved = rates != self.rate
         if moved.any():
             remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])
