@@ -10,7 +10,7 @@ from simulator.algorithms.schedule import Group, Op
 from simulator.errors import InputError
 from simulator.model.collective import Collective
 from simulator.model.execution import collnet_graphs, nccl_plan, system_of
-from simulator.model.machine import Machine
+from simulator.model.machine import Aggregation, Machine
 from simulator.model.nccl import (
     Graph,
     Hardware,
@@ -62,14 +62,13 @@ def test_they_run_where_the_network_reduces_for_every_rail(name):
     prefix = "across hosts NVLS runs with CollNet only: " if name == "nvls" else ""
     assert algorithm.unsupported(machine_of(SMALL)) is None
     assert algorithm.unsupported(machine_of({**SMALL, "sharp": False})) == prefix + (
-        "it needs a network switch that reduces (sharp: true on the topology, InfiniBand SHARP) "
-        "and takes the NICs of the h-th GPU of every host; none takes those of ranks [0, 2] (an "
-        "aggregation tree over several switches is not modelled)")
-    # two scalable units of two hosts: rail 0's NICs reach two leaves, no switch takes them all
+        "it needs network switches that reduce (sharp: true on the topology, InfiniBand SHARP) "
+        "from the NICs of the h-th GPU of every host up to one that joins them; none does for "
+        "ranks [0, 2]")
+    # two scalable units of two hosts: rail 0's NICs reach two leaves, summed up to a spine
     two_units = {"preset": "dgx_h100_superpod", "nodes": 4, "nodes_per_unit": 2, "spines": 2,
                  "sharp": True}
-    assert "none takes those of ranks [0, 8, 16, 24]" in algorithm.unsupported(
-        machine_of(two_units))
+    assert algorithm.unsupported(machine_of(two_units)) is None
 
 
 @pytest.mark.parametrize("name", ["collnet_direct", "collnet_chain"])
@@ -96,21 +95,8 @@ def test_nothing_but_the_switch_rounds_crosses_hosts(name):
                                                         schedule.kinds, strict=True)
                 if kind == Op.MESSAGE]
     assert not [(a, b) for a, b in messages if a >= 0 and b >= 0 and a // 2 != b // 2]
-    rails = {group for group in schedule.switches if len(group) == 3}
+    rails = {end.members for end in schedule.switches if len(end.members) == 3}
     assert rails == {(0, 2, 4), (1, 3, 5)}
-
-
-@pytest.mark.parametrize("name", SHARP)
-@pytest.mark.parametrize("topology, size, execution", [
-    (SMALL, 8 << 20, "ideal"), ({**SMALL, "nodes": 3}, 3 << 20 | 12, "ideal"),
-    ({"preset": "dgx_h100", "nodes": 2, "sharp": True}, 4 << 20, "nccl")])
-def test_both_engines_time_them_alike_to_the_bit_and_verify(name, topology, size, execution):
-    scenario = {"topology": topology, "algorithms": [name], "sizes": [size],
-                "execution": execution, "op": "max"}
-    simpy, vector = (simulate({**scenario, "engine": engine}) for engine in ("simpy", "vector"))
-    np.testing.assert_array_equal(vector.sim_time_s, simpy.sim_time_s)
-    assert vector.verified.all() and simpy.verified.all()
-    assert list(vector.messages) == list(simpy.messages)
 
 
 def test_collnet_direct_in_one_piece_worked_by_hand():
@@ -197,3 +183,62 @@ def test_collnet_under_ll_is_an_input_error():
     with pytest.raises(InputError, match="NCCL runs CollNetChain with the Simple protocol only"):
         simulate({"topology": SMALL | {"compute_capability": 90, "nvlinks": 18},
                   "algorithms": ["collnet_chain"], "sizes": [1 << 20], "protocol": "LL"})
+
+
+CLUSTER = {"kind": "cluster", "nodes": 4, "gpus_per_node": 1, "nvlink_bandwidth": "400GB/s",
+           "nvlink_latency": "300ns", "pcie_bandwidth": "50GB/s", "pcie_latency": "1us",
+           "nic_bandwidth": "25GB/s", "nic_latency": "1us", "uplink_latency": "500ns",
+           "nodes_per_unit": 2, "spines": 1, "sharp": True, "sharp_latency": "2us",
+           "nvswitch_reduction": True}
+"""Four hosts of one GPU in two units of two (a leaf each, 2 × 25 GB/s up to one spine), every
+switch reducing (SHARP) after 2 µs."""
+
+
+def test_sharp_climbs_from_the_leaves_to_the_switch_that_joins_them():
+    machine = machine_of(CLUSTER)
+    tree = machine.aggregation([0, 1, 2, 3])
+    assert tree.switch.name == "spine0" and tree.depth == 2 and tree.ranks == (0, 1, 2, 3)
+    assert [(leaf.switch.name, leaf.children) for leaf in tree.children] == [
+        ("u0.leaf0", (0, 1)), ("u1.leaf0", (2, 3))]
+    assert machine.aggregation([0, 1]) == Aggregation(tree.children[0].switch, (0, 1))
+    # three tiers: pods of one unit, spine s of every pod on core s
+    pods = {**CLUSTER, "nodes": 4, "nodes_per_unit": 1, "units_per_pod": 2, "cores": 1}
+    tree = machine_of(pods).aggregation([0, 1, 2, 3])
+    assert tree.switch.name == "core0" and tree.depth == 3
+    assert [spine.switch.name for spine in tree.children] == ["p0.spine0", "p1.spine0"]
+    assert [leaf.switch.name for spine in tree.children for leaf in spine.children] == [
+        "u0.leaf0", "u1.leaf0", "u2.leaf0", "u3.leaf0"]
+
+
+def test_over_a_tree_of_switches_in_one_piece_worked_by_hand():
+    # 64 KiB on each of four hosts: up GPU -> PCIe -> NIC -> leaf (1 µs + 1 µs, 25 GB/s), the
+    # leaf's 2 µs, up to the spine (0.5 µs, 50 GB/s), its 2 µs, and the same back down:
+    # 2 (2 µs + c / 25 GB/s) + 2 (0.5 µs + c / 50 GB/s) + 4 µs = 16.86432 µs
+    c = 65536
+    expected = 2 * (2e-6 + c / 25e9) + 2 * (0.5e-6 + c / 50e9) + 4e-6
+    for name in ("collnet_direct", "collnet_chain"):
+        result = simulate({"topology": CLUSTER, "algorithms": [name], "sizes": [c],
+                           "execution": "ideal"})
+        assert result.sim_time_s[0] == pytest.approx(expected, rel=1e-12)
+        assert result.model_time_s[0] == pytest.approx(expected, rel=1e-12)
+        assert list(result.messages) == [12]  # 4 up, 2 leaf to spine, 2 back, 4 down
+    assert expected == pytest.approx(16.86432e-6, rel=1e-9)
+
+
+@pytest.mark.parametrize("name", SHARP)
+@pytest.mark.parametrize("topology, size, execution", [
+    (SMALL, 8 << 20, "ideal"), ({**SMALL, "nodes": 3}, 3 << 20 | 12, "ideal"),
+    ({"preset": "dgx_h100", "nodes": 2, "sharp": True}, 4 << 20, "nccl"),
+    # over a tree of switches: leaves and a spine; leaves, pod spines and a core
+    ({**CLUSTER, "gpus_per_node": 2}, 3 << 20 | 12, "ideal"),
+    ({**CLUSTER, "nodes": 6, "nodes_per_unit": 2, "units_per_pod": 2, "cores": 1}, 1 << 20,
+     "ideal"),
+    ({"preset": "dgx_h100_superpod", "nodes": 4, "nodes_per_unit": 2, "spines": 2,
+      "sharp": True}, 4 << 20, "nccl")])
+def test_both_engines_time_them_alike_to_the_bit_and_verify(name, topology, size, execution):
+    scenario = {"topology": topology, "algorithms": [name], "sizes": [size],
+                "execution": execution, "op": "max"}
+    simpy, vector = (simulate({**scenario, "engine": engine}) for engine in ("simpy", "vector"))
+    np.testing.assert_array_equal(vector.sim_time_s, simpy.sim_time_s)
+    assert vector.verified.all() and simpy.verified.all()
+    assert list(vector.messages) == list(simpy.messages)

@@ -13,7 +13,7 @@ from simulator.algorithms import REGISTRY, Collective, Comm
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.channels import on_channels, schedule_on_channels
 from simulator.algorithms.comm import COPY, Outbox
-from simulator.algorithms.schedule import NONE, Group, Op
+from simulator.algorithms.schedule import NONE, Group, Op, SwitchEnd
 from simulator.algorithms.trace import canonical, trace, trace_program
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
@@ -149,7 +149,7 @@ def test_nvls_traces_to_uploads_and_copies_down():
     # 4 D(0,1) D(1,1) D(2,1).
     group = Group(np.arange(3), Span(0, 8), 4, piece_bytes=16)
     schedule = trace(REGISTRY[Collective.ALLREDUCE]["nvls"], group)
-    assert schedule.switches == ((0, 1, 2),)
+    assert schedule.switches == (SwitchEnd((0, 1, 2)),)
     up, down = Op.SWITCH_UPLOAD, Op.SWITCH_COPY_DOWN
     assert schedule.kinds.tolist() == [up] * 5 + [down, down, up] + [down] * 4
     piece = [0, 1, 0, 1, 0, 0, 0, 1, 0, 1, 1, 1]

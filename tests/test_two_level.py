@@ -101,9 +101,9 @@ def test_ring_wins_small_sizes_on_h100_as_nccl_tuner_does():
      "(reduction: true) cabled to every GPU, such as the NVSwitch of a single dgx_h100 node"),
     (dgx_scenario("dgx_h100", nodes=2, algorithms=("ring", "nvls")), "algorithms[1]",
      "'nvls' cannot run on topology dgx_h100: across hosts NVLS runs with CollNet only: it needs "
-     "a network switch that reduces (sharp: true on the topology, InfiniBand SHARP) and takes "
-     "the NICs of the h-th GPU of every host; none takes those of ranks [0, 8] (an aggregation "
-     "tree over several switches is not modelled)"),
+     "network switches that reduce (sharp: true on the topology, InfiniBand SHARP) from the "
+     "NICs of the h-th GPU of every host up to one that joins them; none does for ranks "
+     "[0, 8]"),
 ])
 def test_named_algorithm_that_cannot_run_is_an_input_error(scenario, field, message):
     with pytest.raises(InputError) as error:

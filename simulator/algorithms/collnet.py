@@ -16,10 +16,10 @@ As NVIDIA/nccl runs them (read at v2.30.7, ``src/device/all_reduce.h``,
 
 Here the in-network sum is an in-switch reduction (:meth:`Comm.switch_reduce`) among the hosts'
 heads of one rail, which the engine routes to the network switch that takes every one of their
-NICs (a topology's ``sharp: true``; :class:`~simulator.model.machine.ReducingSwitch`). The
-switch reduces at line rate after its fixed latency, as SHARP's aggregation nodes do; the
-reduction runs in one switch (the leaf of a rail, or the one leaf of a ``dgx`` cluster): an
-aggregation tree over several switch tiers is not modelled.
+NICs (a topology's ``sharp: true``; :class:`~simulator.model.machine.ReducingSwitch`), or
+where a rail spans leaves up SHARP's aggregation tree to the switch joining them
+(:meth:`~simulator.model.machine.Machine.aggregation`). Each switch reduces at line rate after
+its fixed latency, as SHARP's aggregation nodes do.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ class CollNetDirect(Algorithm):
     def model_s(self, cost: CostInputs, count: int) -> float:
         t = _Terms.of(cost, count)
         delay = 2 * t.alpha + t.sharp_delay
-        chain = 2 * t.hops * t.c * t.beta + 2 * t.c * t.sharp.beta_s_per_byte
+        chain = 2 * t.hops * t.c * t.beta + t.c * t.sharp.path_s_per_byte
         step = max(2 * t.hops * t.c * t.beta, t.c * t.sharp.beta_s_per_byte)
         return delay + chain + (t.k - 1) * max(step, (delay + chain) / (WINDOW + 1))
 
@@ -197,7 +197,7 @@ class CollNetChain(Algorithm):
     def model_s(self, cost: CostInputs, count: int) -> float:
         t = _Terms.of(cost, count)
         delay = 2 * t.hops * t.alpha + t.sharp_delay
-        chain = 2 * t.hops * t.c * t.beta + 2 * t.c * t.sharp.beta_s_per_byte
+        chain = 2 * t.hops * t.c * t.beta + t.c * t.sharp.path_s_per_byte
         step = max(2 * t.hops * t.c * t.beta, t.c * t.sharp.beta_s_per_byte)
         return delay + chain + (t.k - 1) * step
 

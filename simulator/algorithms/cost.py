@@ -15,10 +15,11 @@ that advances in lock-step goes at the pace of its slowest hop.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from simulator.model.machine import Layout, Machine
+from simulator.model.machine import Aggregation, Layout, Machine
 from simulator.model.routing import LinkId
 from simulator.model.span import piece_sizes
 
@@ -26,12 +27,18 @@ from simulator.model.span import piece_sizes
 @dataclass(frozen=True)
 class InSwitchCosts:
     """Alpha up to and down from a reducing switch, beta of those links, and the switch's fixed
-    reduction latency."""
+    reduction latency; over a tree of switches (SHARP's aggregation), the sums along its
+    deepest path and the slowest hop's beta, and ``hops`` the transfers each way (a piece is
+    forwarded whole from switch to switch)."""
 
     alpha_up_s: float
     alpha_down_s: float
     beta_s_per_byte: float
     reduction_latency_s: float
+    hops: int = 1
+    path_s_per_byte: float = 0.0
+    """Seconds per byte a piece takes over every hop of its way up and back down, one after
+    the other (each switch forwards a piece once it has it whole)."""
 
 
 @dataclass(frozen=True)
@@ -97,17 +104,36 @@ class CostInputs:
         return max((n / routing.capacity_Bps(link) for link, n in crossing.items()), default=0.0)
 
     def in_switch(self) -> InSwitchCosts | None:
-        """Costs of reducing in the switch cabled to every rank (None if there is none)."""
-        switch = self.machine.reducing_switch()
-        if switch is None:
+        """Costs of reducing in the switches that take every rank's contribution (None if
+        there are none): one switch, or a tree of them (:meth:`Machine.aggregation`), whose
+        deepest path, from a rank's leaf up to the root, the costs follow."""
+        machine = self.machine
+        tree = machine.aggregation(range(machine.ranks))
+        if tree is None:
             return None
-        routing = self.machine.routing
-        up = [routing.route(gpu, switch.name) for gpu in self.machine.placement]
-        down = [routing.route(switch.name, gpu) for gpu in self.machine.placement]
+        routing = machine.routing
+        node, path = tree, [tree]
+        while not any(isinstance(child, int) for child in node.children):
+            node = max((c for c in node.children if isinstance(c, Aggregation)),
+                       key=lambda c: c.depth)
+            path.append(node)
+        leaf = path[-1].switch.name
+        gpus = [machine.placement[rank] for rank in path[-1].ranks]
+        up = [routing.route(gpu, leaf) for gpu in gpus]
+        down = [routing.route(leaf, gpu) for gpu in gpus]
+        climbs = [routing.route(lower.switch.name, upper.switch.name)
+                  for upper, lower in itertools.pairwise(path)]
+        falls = [routing.route(upper.switch.name, lower.switch.name)
+                 for upper, lower in itertools.pairwise(path)]
         return InSwitchCosts(
-            alpha_up_s=max(r.latency_s for r in up), alpha_down_s=max(r.latency_s for r in down),
-            beta_s_per_byte=max(1.0 / r.bottleneck_Bps for r in up + down),
-            reduction_latency_s=switch.reduction_latency_s)
+            alpha_up_s=max(r.latency_s for r in up) + sum(r.latency_s for r in climbs),
+            alpha_down_s=max(r.latency_s for r in down) + sum(r.latency_s for r in falls),
+            beta_s_per_byte=max(1.0 / r.bottleneck_Bps for r in up + down + climbs + falls),
+            reduction_latency_s=sum(node.switch.reduction_latency_s for node in path),
+            hops=len(path),
+            path_s_per_byte=(max(1.0 / r.bottleneck_Bps for r in up)
+                             + sum(1.0 / r.bottleneck_Bps for r in climbs + falls)
+                             + max(1.0 / r.bottleneck_Bps for r in down)))
 
     def reduce_s(self, size_bytes: float) -> float:
         """One reduction of ``size_bytes`` on a GPU (gamma term plus launch latency)."""

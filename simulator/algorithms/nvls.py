@@ -125,6 +125,6 @@ def _across_hosts_s(cost: CostInputs, count: int) -> float:
     k, c = len(pieces), cost.nbytes(pieces[0])
     delay = (2 * (switch.alpha_up_s + switch.alpha_down_s) + switch.reduction_latency_s
              + sharp.alpha_up_s + sharp.reduction_latency_s + sharp.alpha_down_s)
-    chain = (local + 3) * c * nvlink + 2 * c * sharp.beta_s_per_byte
+    chain = (local + 3) * c * nvlink + c * sharp.path_s_per_byte
     step = max((local + 1) * c * nvlink, c * sharp.beta_s_per_byte)
     return delay + chain + (k - 1) * max(step, (delay + chain) / (WINDOW + 1))

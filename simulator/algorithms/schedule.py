@@ -58,6 +58,22 @@ class Op(IntEnum):
     """From endpoint ``-1 - g`` to a rank: the round's sum down from group g's switch."""
 
 
+@dataclass(frozen=True)
+class SwitchEnd:
+    """A switch endpoint of a schedule: ``-1 - g`` in ``src`` or ``dst`` is
+    :attr:`Schedule.switches` [g]. ``members`` are the ranks whose rounds it serves;
+    ``switch`` the switch's node and ``delay_s`` what it waits before sending on (its
+    reduction latency where it reduces), None: the switch the machine names for ``members``
+    and its latency, none for one member (an in-switch round in one switch). A reduction over
+    several switches (:class:`~simulator.model.machine.Aggregation`) has an endpoint for its
+    root, and two for each switch below it: one that sums and sends up, one that passes the
+    result down."""
+
+    members: tuple[int, ...]
+    switch: str | None = None
+    delay_s: float | None = None
+
+
 @dataclass(frozen=True, eq=False)
 class Schedule:
     """Every message of a collective, one entry per message in each array (see the module)."""
@@ -79,10 +95,10 @@ class Schedule:
     thread: Index | None = None
     """Which of the schedule's side-by-side threads each message belongs to (None: all one):
     :meth:`sequence` keeps the connections of different threads apart, as channels do."""
-    switches: tuple[tuple[int, ...], ...] = ()
-    """The members (global ranks, in order) of each in-switch reduction group: an endpoint
-    ``-1 - g`` in ``src`` or ``dst`` is group g's reducing switch, so that a message to it is a
-    switch upload and one from it a switch copy down (:mod:`simulator.algorithms.trace`)."""
+    switches: tuple[SwitchEnd, ...] = ()
+    """Each switch endpoint: ``-1 - g`` in ``src`` or ``dst`` is endpoint g, so that a message
+    to it is a switch upload and one from it a switch copy down (both: between two switches of
+    a reduction's tree; :mod:`simulator.algorithms.trace`)."""
 
     def __post_init__(self) -> None:
         sizes = {name: len(getattr(self, name)) for name in ARRAYS}
@@ -135,7 +151,7 @@ class Schedule:
         for part in parts:  # each part's threads numbered after the previous parts'
             thread.append(part.threads + base)
             base += int(part.threads.max(initial=0)) + 1
-        switches: list[tuple[int, ...]] = []
+        switches: list[SwitchEnd] = []
         for part, offset in zip(parts, offsets, strict=True):  # groups after the parts' before
             if part.switches:
                 at = slice(offset, offset + part.size)
@@ -516,6 +532,9 @@ class Group:
     hosts: Index | None = None
     stream_bytes: int | None = None
     grid: Grid | None = None
+    machine: Machine | None = None
+    """The machine, where a trace must know which switches reduce for a group (None: each
+    round in one switch, which the engine finds)."""
 
     @property
     def size(self) -> int:
@@ -528,7 +547,7 @@ class Group:
         """Every rank of ``machine``, in rank order, on a buffer of ``count`` elements."""
         return cls(np.arange(machine.ranks, dtype=np.int64), Span(0, count), itemsize,
                    piece_bytes, np.array(machine.layout.hosts, dtype=np.int64), stream_bytes,
-                   machine.layout.grid)
+                   machine.layout.grid, machine)
 
     @property
     def layout(self) -> Layout:
@@ -571,7 +590,8 @@ class Group:
         chosen = np.asarray(positions, dtype=np.int64)
         return Group(self.members[chosen], buffer, self.itemsize, self.piece_bytes,
                      None if self.hosts is None else self.hosts[chosen], self.stream_bytes,
-                     None if self.grid is None else self.grid.subgroup(chosen.tolist()))
+                     None if self.grid is None else self.grid.subgroup(chosen.tolist()),
+                     self.machine)
 
 
 def pieces_per_span(counts: Index, itemsize: int, piece_bytes: int | None) -> tuple[Index, int]:

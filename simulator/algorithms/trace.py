@@ -67,8 +67,9 @@ from simulator.algorithms.comm import (
     SwitchKey,
     SwitchResult,
 )
-from simulator.algorithms.schedule import NONE, Group, Schedule
+from simulator.algorithms.schedule import NONE, Group, Schedule, SwitchEnd
 from simulator.errors import AlgorithmError
+from simulator.model.machine import Aggregation, Machine
 from simulator.model.span import Span
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ def trace_program(group: Group, program: Callable[[Comm], Program], name: str) -
     """The schedule of ``program(comm)`` run by every member of ``group`` (``name`` says whose,
     in errors): AlgorithmError where the programs deadlock or leave messages unreceived, with
     the SimPy engine's words."""
-    recording = _Recording(name)
+    recording = _Recording(name, group.machine)
     outboxes = [Outbox() for _ in range(group.size)]
     for comm, outbox in zip(group.comms(outboxes), outboxes, strict=True):
         recording.thread(comm.members[comm.rank], outbox, program(comm), NONE, ())
@@ -120,6 +121,8 @@ class _Recording:
     creation order; :meth:`schedule` renumbers them)."""
 
     name: str
+    machine: Machine | None = None
+    """Where a group's rounds may reduce over several switches (None: each in one switch)."""
     src: list[int] = field(default_factory=list)
     dst: list[int] = field(default_factory=list)
     send: list[Span] = field(default_factory=list)
@@ -135,7 +138,14 @@ class _Recording:
     """Per connection, the op of each receive, in request order."""
     channel_numbers: dict[tuple[int, ...], int] = field(default_factory=dict)
     switches: dict[SwitchKey, int] = field(default_factory=dict)
-    """Each series of in-switch rounds (contributors, receivers, channel), numbered g."""
+    """Each series of in-switch rounds (contributors, receivers, channel), numbered g: its
+    endpoint, or its tree's root's (:attr:`ends`)."""
+    ends: list[SwitchEnd] = field(default_factory=list)
+    """Every switch endpoint, numbered as ``-1 - g`` names it."""
+    trees: dict[int, tuple[Aggregation, dict[str, tuple[int, int]]]] = field(
+        default_factory=dict)
+    """Per series g whose rounds reduce over several switches: the tree, and for each switch
+    below the root its endpoints that sum and send up, and that pass the result down."""
     uploads: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     """Per (group, rank), the upload op of each round, in order."""
     results: dict[tuple[int, int], list[int]] = field(default_factory=dict)
@@ -233,13 +243,45 @@ class _Recording:
         """An upload of ``post.span`` to the switch of ``post.group``, behind the rank's last."""
         g = self.switch(post.key)
         mine = self.uploads.setdefault((g, rank), [])
-        op = self.op(rank, -1 - g, post.span, post.span, False, after, NONE)
+        op = self.op(rank, -1 - self.entry(g, rank), post.span, post.span, False, after, NONE)
         self.connection_previous[op] = mine[-1] if mine else NONE
         mine.append(op)
 
     def switch(self, key: SwitchKey) -> int:
-        """The number of the in-switch reduction group of the rounds ``key``."""
-        return self.switches.setdefault(key, len(self.switches))
+        """The number of the in-switch reduction group of the rounds ``key`` (its endpoint, or
+        its tree's root's, made with the tree's other endpoints the first time)."""
+        if key in self.switches:
+            return self.switches[key]
+        g = len(self.ends)
+        self.switches[key] = g
+        group = key[0]
+        tree = None if self.machine is None or len(group) < 2 else \
+            self.machine.aggregation_for(group, self.name)
+        if tree is None or tree.depth == 1:
+            self.ends.append(SwitchEnd(group))
+            return g
+        self.ends.append(SwitchEnd(group, tree.switch.name, _delay(tree)))
+        below: dict[str, tuple[int, int]] = {}
+        stack = [child for child in tree.children if isinstance(child, Aggregation)]
+        while stack:
+            node = stack.pop(0)
+            below[node.switch.name] = (len(self.ends), len(self.ends) + 1)
+            self.ends.append(SwitchEnd(node.ranks, node.switch.name, _delay(node)))
+            self.ends.append(SwitchEnd(node.ranks, node.switch.name, 0.0))
+            stack.extend(child for child in node.children if isinstance(child, Aggregation))
+        self.trees[g] = (tree, below)
+        return g
+
+    def entry(self, g: int, rank: int) -> int:
+        """The endpoint ``rank`` uploads to in series g: the switch it enters the tree by."""
+        if g not in self.trees:
+            return g
+        tree, below = self.trees[g]
+        node = tree
+        while rank not in node.children:
+            node = next(child for child in node.children
+                        if isinstance(child, Aggregation) and rank in child.ranks)
+        return g if node is tree else below[node.switch.name][0]
 
     def channel_of(self, channel: tuple[int, ...]) -> int:
         """The number of a channel path (first seen first): :attr:`Schedule.thread`."""
@@ -271,7 +313,7 @@ class _Recording:
             renumbered(self.posted_after), renumbered(self.connection_previous),
             renumbered(self.receive_previous), reducing_threads=self.reducing_threads(),
             thread=column(self.channel) if len(self.channel_numbers) > 1 else None,
-            switches=tuple(key[0] for key in self.switches))
+            switches=tuple(self.ends))
 
     def match_messages(self) -> None:
         """The k-th send on each connection is the k-th receive on it (MPI's non-overtaking
@@ -322,8 +364,9 @@ class _Recording:
                         raise AlgorithmError(f"{self.name}: rank {rank} contributed "
                                              f"{self.send[mine[k]]} to in-switch reduction {k}, "
                                              f"others {span}")
-                for before, after in itertools.pairwise(mine[k] for mine in uploads):
-                    self.receive_previous[after] = before
+                if g not in self.trees:
+                    for before, after in itertools.pairwise(mine[k] for mine in uploads):
+                        self.receive_previous[after] = before
             strays = sorted({rank for h, rank in self.results if h == g} - set(receivers))
             if strays:
                 raise AlgorithmError(f"{self.name}: deadlock: ranks {strays[:8]} wait for "
@@ -347,6 +390,61 @@ class _Recording:
                     self.posted_after[op] = uploads[-1][k]
                     self.connection_previous[op] = previous
                     previous = op
+            if g in self.trees:
+                self.through_tree(g, group, receivers, uploads, rounds)
+
+    def through_tree(self, g: int, group: tuple[int, ...], receivers: tuple[int, ...],
+                     uploads: list[list[int]], rounds: int) -> None:
+        """Round by round, a series' ops over its tree of switches, as
+        :class:`~simulator.engine.inswitch.InSwitchReductions` moves them: each switch sums
+        its children's uploads (chained in its children's order) and sends the sum up to its
+        parent's endpoint; the root sends the total down to each child switch with receivers
+        below it, which passes it on, and to its own receivers; each link down carries one
+        copy a round, behind the round before's."""
+        tree, below = self.trees[g]
+        upload = {rank: mine for rank, mine in zip(group, uploads, strict=True)}
+        wanted = set(receivers)
+        forwards: dict[str, int] = {}  # the last forward (or copy down) over each switch link
+        downs: dict[str, int] = {}
+
+        def summed(node: Aggregation, k: int, span: Span) -> int:
+            """Round k's children's ops into ``node``, chained; returns the last."""
+            into = g if node is tree else below[node.switch.name][0]
+            ops = []
+            for child in node.children:
+                if isinstance(child, int):
+                    ops.append(upload[child][k])
+                    continue
+                last = summed(child, k, span)
+                op = self.op(-1 - below[child.switch.name][0], -1 - into, span, span, False,
+                             last, NONE)
+                self.connection_previous[op] = forwards.get(child.switch.name, NONE)
+                forwards[child.switch.name] = op
+                ops.append(op)
+            for before, after in itertools.pairwise(ops):
+                self.receive_previous[after] = before
+            return ops[-1]
+
+        def passed(node: Aggregation, k: int, span: Span, source: int, after: int) -> None:
+            """Round k's result from endpoint ``source`` (posted after op ``after``) down to
+            ``node``'s receivers, through the switches below it that have some."""
+            for child in node.children:
+                if isinstance(child, int):
+                    if child in wanted:
+                        op = self.results[(g, child)][k]
+                        self.src[op], self.posted_after[op] = -1 - source, after
+                    continue
+                if not wanted & set(child.ranks):
+                    continue
+                down = below[child.switch.name][1]
+                op = self.op(-1 - source, -1 - down, span, span, False, after, NONE)
+                self.connection_previous[op] = downs.get(child.switch.name, NONE)
+                downs[child.switch.name] = op
+                passed(child, k, span, down, op)
+
+        for k in range(rounds):
+            span = self.send[uploads[0][k]]
+            passed(tree, k, span, g, summed(tree, k, span))
 
     def dependency_order(self) -> np.ndarray:
         """Every op after the ops it waits for (Kahn's algorithm), by the longest chain before
@@ -381,6 +479,12 @@ class _Recording:
                                  for k, bs in self.branches.get(path, {}).items())])
 
         return max(1, threads(()))
+
+
+def _delay(node: Aggregation) -> float:
+    """What a switch of a reduction's tree waits before sending its sum on: its reduction
+    latency where it sums two or more children."""
+    return node.switch.reduction_latency_s if len(node.children) > 1 else 0.0
 
 
 def canonical(schedule: Schedule) -> dict[str, object]:

@@ -30,18 +30,24 @@ from simulator.algorithms.comm import SwitchContribution, SwitchKey, SwitchResul
 from simulator.engine.fabric import Fabric
 from simulator.engine.payload import Payload
 from simulator.errors import AlgorithmError
-from simulator.model.machine import Machine, ReducingSwitch
+from simulator.model.machine import Aggregation, Machine
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 
 
 @dataclass
 class _Round:
-    """The k-th reduction of a group: contributions so far, and the members' result slots."""
+    """The k-th reduction of a group at one switch of its tree: what its children sent so far,
+    and (at the root's record) the members' result slots."""
 
     span: Span
-    arrived: dict[int, np.ndarray] = field(default_factory=dict)
+    arrived: dict[int | str, np.ndarray] = field(default_factory=dict)
     results: dict[int, simpy.Event] = field(default_factory=dict)
+
+
+def _child_id(child: int | Aggregation) -> int | str:
+    """How a switch tells its children apart: a rank, or the switch below."""
+    return child if isinstance(child, int) else child.switch.name
 
 
 class InSwitchReductions:
@@ -51,85 +57,149 @@ class InSwitchReductions:
                  payload: Payload, reduce_op: ReduceOp, name: str) -> None:
         self.env, self.fabric, self.machine = env, fabric, machine
         self.payload, self.reduce_op, self.name = payload, reduce_op, name
-        self._rounds: dict[tuple[SwitchKey, int], _Round] = {}
+        self._rounds: dict[tuple[SwitchKey, int, str], _Round] = {}
+        self._results: dict[tuple[SwitchKey, int], dict[int, simpy.Event]] = {}
         self._posted: dict[tuple[SwitchKey, int], int] = {}
         self._taken: dict[tuple[SwitchKey, int], int] = {}
-        self._switches: dict[SwitchKey, ReducingSwitch] = {}
+        self._trees: dict[SwitchKey, tuple[Aggregation, dict[int, Aggregation],
+                                           dict[str, Aggregation]]] = {}
+        self._spans: dict[tuple[SwitchKey, int], Span] = {}
 
     def contribute(self, rank: int, post: SwitchContribution, data: np.ndarray) -> None:
-        """Start moving ``rank``'s contribution up to the switch."""
+        """Start moving ``rank``'s contribution up to its switch (the leaf of the group's tree
+        it enters by)."""
         key = post.key
-        switch = self._switch(key)
+        _, leaf_of, _ = self._tree(key)
+        leaf = leaf_of[rank]
         k = self._posted.get((key, rank), 0)
         self._posted[(key, rank)] = k + 1
-        round_ = self._round(key, k, post.span)
-        if round_.span != post.span:
+        span = self._spans.setdefault((key, k), post.span)
+        if span != post.span:
             raise AlgorithmError(f"{self.name}: rank {rank} contributed {post.span} to in-switch "
-                                 f"reduction {k}, others {round_.span}")
+                                 f"reduction {k}, others {span}")
         nbytes = self.payload.nbytes(post.span)
         trace = self.fabric.recorder
         moved = None if trace is None or not trace.trace else functools.partial(
             trace.add_slice, f"rank {rank}", rank, "send", post.label or f"in-switch round {k + 1}",
-            peer=switch.name, size_bytes=nbytes)
-        upload = self.fabric.transfer(self.machine.placement[rank], switch.name, nbytes,
-                                      connection=(rank, switch.name, key), moved=moved)
-        upload.callbacks.append(lambda _: self._arrive(key, k, rank, data))
+            peer=leaf.switch.name, size_bytes=nbytes)
+        upload = self.fabric.transfer(self.machine.placement[rank], leaf.switch.name, nbytes,
+                                      connection=(rank, leaf.switch.name, key), moved=moved)
+        upload.callbacks.append(lambda _: self._arrive(key, k, leaf, rank, data))
 
     def result(self, rank: int, wait: SwitchResult) -> Generator[simpy.Event, object, np.ndarray]:
         """Wait for ``rank``'s copy of the group's next result; returns its data."""
         key = wait.key
         k = self._taken.get((key, rank), 0)
         self._taken[(key, rank)] = k + 1
-        round_ = self._round(key, k, wait.into)
-        if round_.span.count != wait.into.count:
+        span = self._spans.setdefault((key, k), wait.into)
+        if span.count != wait.into.count:
             raise AlgorithmError(f"{self.name}: rank {rank} takes in-switch result {k} of "
-                                 f"{round_.span.count} elements into a span of {wait.into.count}")
-        data = yield round_.results.setdefault(rank, self.env.event())
+                                 f"{span.count} elements into a span of {wait.into.count}")
+        data = yield self._slots(key, k).setdefault(rank, self.env.event())
         assert isinstance(data, np.ndarray)
         return data
 
     def unfinished(self) -> int:
         """Rounds that never received every contribution."""
-        return sum(len(r.arrived) < len(key[0]) for (key, _), r in self._rounds.items())
+        return sum(len(self._posted_in(key, k)) < len(key[0]) for key, k in self._spans)
 
-    def _arrive(self, key: SwitchKey, k: int, rank: int, data: np.ndarray) -> None:
-        round_ = self._rounds[(key, k)]
-        round_.arrived[rank] = data
-        group = key[0]
-        if len(round_.arrived) < len(group):
+    def _posted_in(self, key: SwitchKey, k: int) -> list[int]:
+        return [rank for rank in key[0] if self._posted.get((key, rank), 0) > k]
+
+    def _slots(self, key: SwitchKey, k: int) -> dict[int, simpy.Event]:
+        return self._results.setdefault((key, k), {})
+
+    def _arrive(self, key: SwitchKey, k: int, node: Aggregation, child: int | str,
+                data: np.ndarray) -> None:
+        """A child's data (a rank's contribution, a lower switch's sum) reached ``node``: once
+        every child's has, the switch sums them in its children's order and, after its
+        reduction latency, sends the sum up to its parent or, at the root, back down."""
+        round_ = self._rounds.setdefault((key, k, node.switch.name),
+                                         _Round(self._spans[(key, k)]))
+        round_.arrived[child] = data
+        if len(round_.arrived) < len(node.children):
             return
-        total = round_.arrived[group[0]].copy()
-        for member in group[1:]:
-            self.reduce_op.combine(total, round_.arrived[member])
-        delay = self._switches[key].reduction_latency_s if len(group) > 1 else 0.0
+        del self._rounds[(key, k, node.switch.name)]
+        order = [_child_id(c) for c in node.children]
+        total = round_.arrived[order[0]].copy()
+        for other in order[1:]:
+            self.reduce_op.combine(total, round_.arrived[other])
+        delay = node.switch.reduction_latency_s if len(order) > 1 else 0.0
         trace = self.fabric.recorder
-        if trace is not None and trace.trace and len(group) > 1:
-            switch = self._switches[key].name
-            trace.add_slice(switch, -1, "switch-reduce", f"round {k + 1}", self.env.now,
-                            self.env.now + delay, f"{len(group)} ranks",
-                            self.payload.nbytes(round_.span))
+        nbytes = self.payload.nbytes(round_.span)
+        if trace is not None and trace.trace and len(order) > 1:
+            trace.add_slice(node.switch.name, -1, "switch-reduce", f"round {k + 1}",
+                            self.env.now, self.env.now + delay, f"{len(order)} ranks", nbytes)
+        _, _, parent_of = self._tree(key)
+        parent = parent_of.get(node.switch.name)
+
+        def onward(_: object = None) -> None:
+            if parent is None:
+                self._down(key, k, node, total)
+                return
+            up = self.fabric.transfer(node.switch.name, parent.switch.name, nbytes,
+                                      connection=(node.switch.name, parent.switch.name, key))
+            up.callbacks.append(lambda _: self._arrive(key, k, parent, node.switch.name, total))
+
         if delay > 0:
-            self.env.timeout(delay).callbacks.append(lambda _: self._multicast(round_, key, total))
+            self.env.timeout(delay).callbacks.append(onward)
         else:
-            self._multicast(round_, key, total)
+            onward()
 
-    def _multicast(self, round_: _Round, key: SwitchKey, total: np.ndarray) -> None:
-        switch = self._switches[key].name
-        for member in key[1]:
-            copy = self.fabric.transfer(switch, self.machine.placement[member],
-                                        self.payload.nbytes(round_.span),
-                                        connection=(switch, member, key))
-            slot = round_.results.setdefault(member, self.env.event())
-            copy.callbacks.append(functools.partial(_succeed, slot, total))
+    def _down(self, key: SwitchKey, k: int, node: Aggregation, total: np.ndarray) -> None:
+        """Send round k's result from ``node`` down to its children with receivers below them:
+        a copy down each receiver's link, one down each link to a lower switch."""
+        receivers = set(key[1])
+        nbytes = self.payload.nbytes(self._spans[(key, k)])
+        if node.depth == 1:  # one switch: every receiver is cabled to it (a multicast's too)
+            ranks = [rank for rank in key[1] if node is self._tree(key)[0]
+                     or rank in node.children]
+            for rank in ranks:
+                copy = self.fabric.transfer(node.switch.name, self.machine.placement[rank],
+                                            nbytes, connection=(node.switch.name, rank, key))
+                slot = self._slots(key, k).setdefault(rank, self.env.event())
+                copy.callbacks.append(functools.partial(_succeed, slot, total))
+            return
+        for child in node.children:
+            if isinstance(child, int):
+                if child not in receivers:
+                    continue
+                copy = self.fabric.transfer(node.switch.name, self.machine.placement[child],
+                                            nbytes, connection=(node.switch.name, child, key))
+                slot = self._slots(key, k).setdefault(child, self.env.event())
+                copy.callbacks.append(functools.partial(_succeed, slot, total))
+            elif receivers & set(child.ranks):
+                below = self.fabric.transfer(node.switch.name, child.switch.name, nbytes,
+                                             connection=(node.switch.name, child.switch.name,
+                                                         key))
+                below.callbacks.append(functools.partial(self._passed_down, key, k, child,
+                                                         total))
 
-    def _round(self, key: SwitchKey, k: int, span: Span) -> _Round:
-        return self._rounds.setdefault((key, k), _Round(span))
+    def _passed_down(self, key: SwitchKey, k: int, node: Aggregation, total: np.ndarray,
+                     _event: simpy.Event) -> None:
+        """Callback: the result reached a lower switch, which passes it on (no latency: it
+        reduces nothing)."""
+        self._down(key, k, node, total)
 
-    def _switch(self, key: SwitchKey) -> ReducingSwitch:
-        """The switch that reduces for the contributors of ``key``."""
-        if key not in self._switches:
-            self._switches[key] = self.machine.switch_for(key[0], self.name)
-        return self._switches[key]
+    def _tree(self, key: SwitchKey) -> tuple[Aggregation, dict[int, Aggregation],
+                                              dict[str, Aggregation]]:
+        """The switches that reduce for the contributors of ``key``: the tree, the switch each
+        contributor enters by, and each switch's parent."""
+        if key not in self._trees:
+            tree = self.machine.aggregation_for(key[0], self.name)
+            leaf_of: dict[int, Aggregation] = {}
+            parent_of: dict[str, Aggregation] = {}
+            stack = [tree]
+            while stack:
+                node = stack.pop()
+                for child in node.children:
+                    if isinstance(child, int):
+                        leaf_of[child] = node
+                    else:
+                        parent_of[child.switch.name] = node
+                        stack.append(child)
+            self._trees[key] = (tree, leaf_of, parent_of)
+        return self._trees[key]
 
 
 def _succeed(slot: simpy.Event, value: np.ndarray, _event: simpy.Event) -> None:

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.algorithms.schedule import ARRAYS, NONE, Blocks, Schedule
+from simulator.algorithms.schedule import ARRAYS, NONE, Blocks, Schedule, SwitchEnd
 from simulator.engine.kernel import (
     INF,
     CapacityTimeline,
@@ -478,14 +478,22 @@ class _Run:
         self.posted, self.arrived = window["posted"], window["arrived"]
         self.received = window["received"]
 
-    def _switches(self, groups: tuple[tuple[int, ...], ...]) -> None:
-        """Route the schedule's switch endpoints to each group's reducing switch, and charge
-        its reduction latency before each copy down, none for a group of one contributor, a
-        multicast (as :mod:`simulator.engine.inswitch`)."""
-        switches = [self.machine.switch_for(group, self.name) for group in groups]
-        self.routes.switches(tuple(switch.name for switch in switches))
-        self.switch_delay = np.array([switch.reduction_latency_s if len(group) > 1 else 0.0
-                                      for switch, group in zip(switches, groups, strict=True)])
+    def _switches(self, ends: tuple[SwitchEnd, ...]) -> None:
+        """Route the schedule's switch endpoints to their switches, and charge what each waits
+        before sending on: as the endpoint says (a switch of a reduction's tree), or the
+        reduction latency of the switch the machine names for its members, none for one
+        contributor, a multicast (as :mod:`simulator.engine.inswitch`)."""
+        names, delays = [], []
+        for end in ends:
+            if end.switch is None or end.delay_s is None:
+                switch = self.machine.switch_for(end.members, self.name)
+                names.append(switch.name)
+                delays.append(switch.reduction_latency_s if len(end.members) > 1 else 0.0)
+            else:
+                names.append(end.switch)
+                delays.append(end.delay_s)
+        self.routes.switches(tuple(names))
+        self.switch_delay = np.array(delays)
 
     def _ready(self, messages: np.ndarray, at: float | np.ndarray) -> np.ndarray:
         """When ``messages`` posted ``at`` may start: after their route's latency, and a copy

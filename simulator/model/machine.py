@@ -184,6 +184,32 @@ class ReducingSwitch:
     gpus: frozenset[str]
     tier: int = 0
     network: bool = False
+    up: tuple[str, ...] = ()
+    """The reducing switches of a higher tier cabled to this one both ways (a leaf's spines),
+    where a reduction over several of these switches sends its partial sums."""
+
+
+@dataclass(frozen=True)
+class Aggregation:
+    """An in-switch reduction's tree of switches, as InfiniBand SHARP aggregates across a fabric:
+    ``switch`` sums what its ``children`` send up, in their order (global ranks, or the trees
+    below it), then sends the sum up to its parent, or at the root back down the tree. A
+    reduction within one switch is a tree of one switch whose children are the ranks."""
+
+    switch: ReducingSwitch
+    children: tuple[int | Aggregation, ...]
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The ranks under this switch, in the order the tree sums them."""
+        return tuple(rank for child in self.children
+                     for rank in ((child,) if isinstance(child, int) else child.ranks))
+
+    @property
+    def depth(self) -> int:
+        """Switches from a rank's up to the root, this one included: 1 for one switch."""
+        return 1 + max((child.depth for child in self.children if isinstance(child, Aggregation)),
+                       default=0)
 
 
 def _reducing(graph: nx.DiGraph, node: str, placement: Sequence[str]) -> ReducingSwitch:
@@ -198,8 +224,13 @@ def _reducing(graph: nx.DiGraph, node: str, placement: Sequence[str]) -> Reducin
     network = not gpus
     if network:
         gpus = frozenset(g for g in placement if cabled(graph.nodes[g].get("nic")))
-    return ReducingSwitch(node, float(data.get("reduction_latency", 0.0)), gpus,
-                          int(data.get("tier", 0)), network)
+    tier = int(data.get("tier", 0))
+    up = tuple(sorted(other for other in graph.succ[node] if cabled(other)
+                      and graph.nodes[other].get("kind") == SWITCH
+                      and graph.nodes[other].get("reduction")
+                      and int(graph.nodes[other].get("tier", 0)) > tier))
+    return ReducingSwitch(node, float(data.get("reduction_latency", 0.0)), gpus, tier, network,
+                          up)
 
 
 @dataclass(frozen=True)
@@ -326,9 +357,8 @@ class Machine:
     def sharp_unsupported(self) -> str | None:
         """Why the network cannot sum across this machine's hosts in its switches (InfiniBand
         SHARP, for NCCL's CollNet), or None when it can: the ranks must span several hosts of
-        equally many GPUs, and the h-th GPUs of every host (a rail) must enter one network
-        switch that reduces by their NICs. Where a rail's NICs reach several leaves the
-        switches' aggregation tree over the tiers is not modelled."""
+        equally many GPUs, and the h-th GPUs of every host (a rail) must reach, by their NICs,
+        network switches that reduce up to one joining them (:meth:`aggregation`)."""
         layout = self.layout
         if layout.host_count < 2:
             return ("it needs GPUs on two or more hosts (CollNet sums across hosts in the "
@@ -337,13 +367,57 @@ class Machine:
             return "it needs the same number of GPUs on every host"
         for rank in layout.host_groups[0]:
             rail = layout.rail(rank)
-            switch = self.reducing_switch(rail)
-            if switch is None or not switch.network:
-                return ("it needs a network switch that reduces (sharp: true on the topology, "
-                        "InfiniBand SHARP) and takes the NICs of the h-th GPU of every host; "
-                        f"none takes those of ranks {list(rail)} (an aggregation tree over "
-                        "several switches is not modelled)")
+            tree = self.aggregation(rail)
+            if tree is None or not tree.switch.network:
+                return ("it needs network switches that reduce (sharp: true on the topology, "
+                        "InfiniBand SHARP) from the NICs of the h-th GPU of every host up to "
+                        f"one that joins them; none does for ranks {list(rail)}")
         return None
+
+    def aggregation(self, ranks: Sequence[int]) -> Aggregation | None:
+        """The switches that reduce for ``ranks``, as a tree (None: none can): the one switch
+        of :meth:`reducing_switch`, or where none takes them all, the network switch each rank
+        enters by its NIC (its leaf), then level by level the first switch (lowest tier, then
+        by name) cabled above every switch of the level, or else above each (a pod's spine),
+        as SHARP's aggregation tree climbs a Clos fabric to the lowest tier joining them."""
+        single = self.reducing_switch(ranks)
+        if single is not None:
+            return Aggregation(single, tuple(ranks))
+        leaves: dict[str, list[int]] = {}
+        by_name = {switch.name: switch for switch in self.reducing_switches}
+        for rank in ranks:
+            leaf = next((switch for switch in self.reducing_switches
+                         if switch.network and self.placement[rank] in switch.gpus), None)
+            if leaf is None:
+                return None
+            leaves.setdefault(leaf.name, []).append(rank)
+        level = [Aggregation(by_name[leaf], tuple(members)) for leaf, members in leaves.items()]
+
+        def first(names: set[str] | tuple[str, ...]) -> str:
+            """The switch of the lowest tier, then the first by name."""
+            return min(names, key=lambda name: (by_name[name].tier, name))
+
+        while len(level) > 1:
+            common = set.intersection(*(set(node.switch.up) for node in level))
+            if common:
+                return Aggregation(by_name[first(common)], tuple(level))
+            if any(not node.switch.up for node in level):
+                return None
+            parents: dict[str, list[int | Aggregation]] = {}
+            for node in level:
+                parents.setdefault(first(node.switch.up), []).append(node)
+            level = [Aggregation(by_name[parent], tuple(children))
+                     for parent, children in parents.items()]
+        return level[0]
+
+    def aggregation_for(self, ranks: Sequence[int], name: str) -> Aggregation:
+        """:meth:`aggregation` of ``ranks`` for an in-switch reduction of algorithm ``name``;
+        AlgorithmError, the same for both engines, where no switch reduces for them."""
+        tree = self.aggregation(ranks)
+        if tree is None:
+            raise AlgorithmError(f"{name}: ranks {list(ranks)} share no switch that reduces (a "
+                                 "switch node with reduction: true)")
+        return tree
 
     def switch_for(self, ranks: Sequence[int], name: str) -> ReducingSwitch:
         """:meth:`reducing_switch` of ``ranks`` for an in-switch reduction of algorithm ``name``;
