@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +94,10 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return indices
 
 
+SHARES_KEPT = 4096
+"""How many sets of flows :meth:`_Routes.shares` remembers the rates of."""
+
+
 class _Routes:
     """Latency and links of every (sender, receiver) pair the messages use, each routed once,
     when a block first uses it (pair keys kept sorted for a vectorised lookup)."""
@@ -116,6 +121,25 @@ class _Routes:
         self.users = np.zeros(len(self.capacity), dtype=np.int64)
         """Active flows on each link, kept as flows join and leave."""
         self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
+        self._shares: OrderedDict[tuple[bytes, bytes], np.ndarray] = OrderedDict()
+
+    def shares(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray:
+        """The max-min rate of a flow on each of the ``routed`` pairs, ``copies`` flows on
+        each: solved once per set of flows and remembered (a pipeline's steady state meets the
+        same sets again and again; the rates are a function of the set and the capacities,
+        which forget every set when they change), the last :data:`SHARES_KEPT` sets."""
+        key = (routed.tobytes(), copies.tobytes())
+        rates = self._shares.get(key)
+        if rates is not None:
+            self._shares.move_to_end(key)
+            return rates
+        flow_of = np.repeat(np.arange(len(routed)), self.count[routed])
+        rates = max_min_rates(flow_of, self.links_of(routed), len(routed), self.capacity,
+                              copies[flow_of])
+        self._shares[key] = rates
+        if len(self._shares) > SHARES_KEPT:
+            self._shares.popitem(last=False)
+        return rates
 
     def switches(self, names: tuple[str, ...]) -> None:
         """Endpoints ``-1 - g`` are switch ``names[g]`` (before any pair is routed)."""
@@ -175,6 +199,7 @@ class _Routes:
     def set_capacity(self, links: np.ndarray, capacities: np.ndarray) -> None:
         """New capacities for ``links``; every pair's lone rate follows."""
         self.capacity[links] = capacities
+        self._shares.clear()
         pairs = len(self.count)
         self.alone = lone_rates(np.repeat(np.arange(pairs), self.count), self.links, pairs,
                                 self.capacity)
@@ -849,10 +874,7 @@ class _Run:
             routed = np.flatnonzero(copies)
             which = np.empty(len(copies), dtype=np.int64)
             which[routed] = np.arange(len(routed), dtype=np.int64)
-            link_of = routes.links_of(routed)
-            flow_of = np.repeat(np.arange(len(routed)), routes.count[routed])
-            rates = max_min_rates(flow_of, link_of, len(routed), routes.capacity,
-                                  copies[routed][flow_of])[which[pair]]
+            rates = routes.shares(routed, copies[routed])[which[pair]]
         moved = rates != self.rate
         if moved.any():
             remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])
