@@ -13,6 +13,7 @@ from simulator.algorithms.channels import schedule_on_channels
 from simulator.algorithms.phases.ring import ring_pass_blocks, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import ARRAYS, Blocks, Group, Schedule, Together, transfers
+from simulator.engine import vector
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.vector import declines, ranges, run_schedule
@@ -414,3 +415,15 @@ def test_a_sequence_after_parts_that_end_apart_reaches_back_over_the_whole_phase
                                     np.ones((5, 60), dtype=np.float32), "x")
                        for s in (blocks, blocks.schedule()))
     assert windowed.time_s == whole.time_s and windowed.messages == whole.messages
+
+
+def test_remembered_shares_give_the_times_of_shares_solved_anew(monkeypatch):
+    # a pipelined tree meets the same sets of flows again and again: rates remembered for a
+    # set are the rates solved anew, so the times do not move by a bit when nothing is kept
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [16 << 20],
+                "algorithms": ["double_binary_tree", "ring"], "engine": "vector"}
+    remembered = simulate(scenario)
+    monkeypatch.setattr(vector, "SHARES_BYTES", 0)
+    anew = simulate(scenario)
+    np.testing.assert_array_equal(remembered.sim_time_s, anew.sim_time_s)
+    assert remembered.verified.all() and anew.verified.all()

@@ -94,8 +94,14 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return indices
 
 
-SHARES_KEPT = 4096
-"""How many sets of flows :meth:`_Routes.shares` remembers the rates of."""
+SHARES_BYTES = 32 << 20
+"""How much memory :meth:`_Routes.shares` may keep sets of flows and their rates in (the
+latest first): a pipeline's repeating sets are small, a ``direct`` of 16,000 flows' are not."""
+
+
+def _size(key: tuple[bytes, bytes], rates: np.ndarray) -> int:
+    """Bytes a remembered set of flows and its rates hold."""
+    return len(key[0]) + len(key[1]) + rates.nbytes
 
 
 class _Routes:
@@ -122,12 +128,13 @@ class _Routes:
         """Active flows on each link, kept as flows join and leave."""
         self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
         self._shares: OrderedDict[tuple[bytes, bytes], np.ndarray] = OrderedDict()
+        self._shares_bytes = 0
 
     def shares(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray:
         """The max-min rate of a flow on each of the ``routed`` pairs, ``copies`` flows on
         each: solved once per set of flows and remembered (a pipeline's steady state meets the
         same sets again and again; the rates are a function of the set and the capacities,
-        which forget every set when they change), the last :data:`SHARES_KEPT` sets."""
+        which forget every set when they change), the latest sets up to :data:`SHARES_BYTES`."""
         key = (routed.tobytes(), copies.tobytes())
         rates = self._shares.get(key)
         if rates is not None:
@@ -137,8 +144,10 @@ class _Routes:
         rates = max_min_rates(flow_of, self.links_of(routed), len(routed), self.capacity,
                               copies[flow_of])
         self._shares[key] = rates
-        if len(self._shares) > SHARES_KEPT:
-            self._shares.popitem(last=False)
+        self._shares_bytes += _size(key, rates)
+        while self._shares_bytes > SHARES_BYTES:
+            old_key, old_rates = self._shares.popitem(last=False)
+            self._shares_bytes -= _size(old_key, old_rates)
         return rates
 
     def switches(self, names: tuple[str, ...]) -> None:
@@ -200,6 +209,7 @@ class _Routes:
         """New capacities for ``links``; every pair's lone rate follows."""
         self.capacity[links] = capacities
         self._shares.clear()
+        self._shares_bytes = 0
         pairs = len(self.count)
         self.alone = lone_rates(np.repeat(np.arange(pairs), self.count), self.links, pairs,
                                 self.capacity)
