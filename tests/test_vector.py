@@ -427,3 +427,28 @@ def test_remembered_shares_give_the_times_of_shares_solved_anew(monkeypatch):
     anew = simulate(scenario)
     np.testing.assert_array_equal(remembered.sim_time_s, anew.sim_time_s)
     assert remembered.verified.all() and anew.verified.all()
+
+
+def test_a_component_is_every_route_linked_to_a_changed_link():
+    # routes 0-1 share link 1, routes 2-3 share link 5, route 4 is alone on link 7
+    link_of = np.array([0, 1, 1, 2, 4, 5, 5, 6, 7])
+    route_of = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4])
+    dirty = np.zeros(8, dtype=bool)
+    dirty[2] = True  # route 1's link: route 0 shares link 1 with it
+    assert vector._component(dirty, link_of, route_of, 5).tolist() == [
+        True, True, False, False, False]
+    dirty[:] = False
+    dirty[6] = True
+    assert vector._component(dirty, link_of, route_of, 5).tolist() == [
+        False, False, True, True, False]
+
+
+def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monkeypatch):
+    # the kernel gives a component alone the rates it gets among every flow, to the bit
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [16 << 20],
+                "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
+    touched = simulate(scenario)
+    monkeypatch.setattr(vector, "_component",
+                        lambda dirty, link_of, route_of, routes: np.ones(routes, dtype=bool))
+    everything = simulate(scenario)
+    np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)

@@ -99,6 +99,26 @@ SHARES_BYTES = 32 << 20
 latest first): a pipeline's repeating sets are small, a ``direct`` of 16,000 flows' are not."""
 
 
+def _component(dirty: np.ndarray, link_of: np.ndarray, route_of: np.ndarray,
+               routes: int) -> np.ndarray:
+    """Which of ``routes`` routes (entry k: route ``route_of[k]`` crosses link ``link_of[k]``)
+    are connected to a ``dirty`` link through links they share: grown from the dirty links
+    until no route joins, or every route once more than half have (re-sharing all is exact
+    too, and then cheaper than finding the rest)."""
+    reached = dirty.copy()
+    touched = np.zeros(routes, dtype=bool)
+    while True:
+        hit = np.zeros(routes, dtype=bool)
+        hit[route_of[reached[link_of]]] = True
+        new = hit & ~touched
+        if not new.any():
+            return touched
+        touched |= new
+        if 2 * int(touched.sum()) > routes:
+            return np.ones(routes, dtype=bool)
+        reached[link_of[new[route_of]]] = True
+
+
 def _size(key: tuple[bytes, bytes], rates: np.ndarray) -> int:
     """Bytes a remembered set of flows and its rates hold."""
     return len(key[0]) + len(key[1]) + rates.nbytes
@@ -130,16 +150,23 @@ class _Routes:
         self._shares: OrderedDict[tuple[bytes, bytes], np.ndarray] = OrderedDict()
         self._shares_bytes = 0
 
+    def recall(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray | None:
+        """The rates :meth:`shares` remembers for this set of flows, None if it does not."""
+        key = (routed.tobytes(), copies.tobytes())
+        rates = self._shares.get(key)
+        if rates is not None:
+            self._shares.move_to_end(key)
+        return rates
+
     def shares(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray:
         """The max-min rate of a flow on each of the ``routed`` pairs, ``copies`` flows on
         each: solved once per set of flows and remembered (a pipeline's steady state meets the
         same sets again and again; the rates are a function of the set and the capacities,
         which forget every set when they change), the latest sets up to :data:`SHARES_BYTES`."""
-        key = (routed.tobytes(), copies.tobytes())
-        rates = self._shares.get(key)
+        rates = self.recall(routed, copies)
         if rates is not None:
-            self._shares.move_to_end(key)
             return rates
+        key = (routed.tobytes(), copies.tobytes())
         flow_of = np.repeat(np.arange(len(routed)), self.count[routed])
         rates = max_min_rates(flow_of, self.links_of(routed), len(routed), self.capacity,
                               copies[flow_of])
@@ -456,6 +483,8 @@ class _Run:
         self.red_at = np.zeros(0)
         self.instants = 0
         self.sharing_wall_s = 0.0
+        self.dirty = np.zeros(len(self.routes.users), dtype=bool)
+        """Links whose flows or capacity changed since the last re-share."""
         self._left = False  # a flow left (or a capacity changed) since the last re-share
         self._drop_due = False  # a block was loaded since the window last moved
         self.machine = machine
@@ -708,6 +737,7 @@ class _Run:
         time."""
         step = self.capacity_steps.pop()
         self.routes.set_capacity(step.links, step.capacities)
+        self.dirty[step.links] = True
         self._left = True
         return step.at_s
 
@@ -853,7 +883,9 @@ class _Run:
 
     def _join(self, flows: np.ndarray, now: float) -> None:
         routes = self.routes
-        routes.users += np.bincount(routes.links_of(self.pair[flows]), minlength=len(routes.users))
+        links = routes.links_of(self.pair[flows])
+        routes.users += np.bincount(links, minlength=len(routes.users))
+        self.dirty[links] = True
         self.active = np.concatenate([self.active, flows])
         self.remaining = np.concatenate([self.remaining, self._nbytes(flows)])
         self.rate = np.concatenate([self.rate, np.zeros(len(flows))])
@@ -864,14 +896,19 @@ class _Run:
         if keep.all():
             return
         routes = self.routes
-        routes.users -= np.bincount(routes.links_of(self.pair[self.active[~keep]]),
-                                    minlength=len(routes.users))
+        links = routes.links_of(self.pair[self.active[~keep]])
+        routes.users -= np.bincount(links, minlength=len(routes.users))
+        self.dirty[links] = True
         self.active, self.remaining = self.active[keep], self.remaining[keep]
         self.rate, self.updated, self.ends = self.rate[keep], self.updated[keep], self.ends[keep]
         self._left = True
 
     def _reshare(self, now: float) -> None:
-        """New max-min rates for the active flows; retime those whose rate moved."""
+        """New max-min rates for the active flows connected to a link whose flows or capacity
+        changed since the last re-share (the component the instant touched: the kernel gives
+        a component alone the rates it gets among every flow, to the bit, and the others keep
+        theirs); retime those whose rate moved."""
+        dirty, self.dirty = self.dirty, np.zeros(len(self.dirty), dtype=bool)
         if len(self.active) == 0:
             return
         clock = time.perf_counter()
@@ -882,9 +919,17 @@ class _Run:
         else:  # flows on one route get one rate: share each route once, with its flow count
             copies = np.bincount(pair, minlength=len(routes.count))
             routed = np.flatnonzero(copies)
-            which = np.empty(len(copies), dtype=np.int64)
-            which[routed] = np.arange(len(routed), dtype=np.int64)
-            rates = routes.shares(routed, copies[routed])[which[pair]]
+            whole = routes.recall(routed, copies[routed])  # this very set met before
+            touched = routed if whole is not None else routed[_component(
+                dirty, routes.links_of(routed),
+                np.repeat(np.arange(len(routed)), routes.count[routed]), len(routed))]
+            which = np.full(len(copies), -1, dtype=np.int64)
+            which[touched] = np.arange(len(touched), dtype=np.int64)
+            shared = whole if whole is not None else routes.shares(touched, copies[touched])
+            mine = which[pair]
+            rates = self.rate.copy()
+            inside = mine >= 0
+            rates[inside] = shared[mine[inside]]
         moved = rates != self.rate
         if moved.any():
             remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])
