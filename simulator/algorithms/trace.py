@@ -142,10 +142,11 @@ class _Recording:
     endpoint, or its tree's root's (:attr:`ends`)."""
     ends: list[SwitchEnd] = field(default_factory=list)
     """Every switch endpoint, numbered as ``-1 - g`` names it."""
-    trees: dict[int, tuple[Aggregation, dict[str, tuple[int, int]]]] = field(
-        default_factory=dict)
-    """Per series g whose rounds reduce over several switches: the tree, and for each switch
-    below the root its endpoints that sum and send up, and that pass the result down."""
+    trees: dict[int, tuple[Aggregation, dict[str, tuple[int, int]], dict[int, Aggregation]]] = \
+        field(default_factory=dict)
+    """Per series g whose rounds reduce over several switches: the tree, for each switch below
+    the root its endpoints that sum and send up and that pass the result down, and the switch
+    each rank enters by."""
     uploads: dict[tuple[int, int], list[int]] = field(default_factory=dict)
     """Per (group, rank), the upload op of each round, in order."""
     results: dict[tuple[int, int], list[int]] = field(default_factory=dict)
@@ -262,26 +263,21 @@ class _Recording:
             return g
         self.ends.append(SwitchEnd(group, tree.switch.name, _delay(tree)))
         below: dict[str, tuple[int, int]] = {}
-        stack = [child for child in tree.children if isinstance(child, Aggregation)]
-        while stack:
-            node = stack.pop(0)
-            below[node.switch.name] = (len(self.ends), len(self.ends) + 1)
-            self.ends.append(SwitchEnd(node.ranks, node.switch.name, _delay(node)))
-            self.ends.append(SwitchEnd(node.ranks, node.switch.name, 0.0))
-            stack.extend(child for child in node.children if isinstance(child, Aggregation))
-        self.trees[g] = (tree, below)
+        for node, parent in tree.walk():
+            if parent is not None:
+                below[node.switch.name] = (len(self.ends), len(self.ends) + 1)
+                self.ends.append(SwitchEnd(node.ranks, node.switch.name, _delay(node)))
+                self.ends.append(SwitchEnd(node.ranks, node.switch.name, 0.0))
+        self.trees[g] = (tree, below, tree.leaves())
         return g
 
     def entry(self, g: int, rank: int) -> int:
         """The endpoint ``rank`` uploads to in series g: the switch it enters the tree by."""
         if g not in self.trees:
             return g
-        tree, below = self.trees[g]
-        node = tree
-        while rank not in node.children:
-            node = next(child for child in node.children
-                        if isinstance(child, Aggregation) and rank in child.ranks)
-        return g if node is tree else below[node.switch.name][0]
+        tree, below, leaf_of = self.trees[g]
+        leaf = leaf_of[rank]
+        return g if leaf is tree else below[leaf.switch.name][0]
 
     def channel_of(self, channel: tuple[int, ...]) -> int:
         """The number of a channel path (first seen first): :attr:`Schedule.thread`."""
@@ -401,7 +397,7 @@ class _Recording:
         parent's endpoint; the root sends the total down to each child switch with receivers
         below it, which passes it on, and to its own receivers; each link down carries one
         copy a round, behind the round before's."""
-        tree, below = self.trees[g]
+        tree, below, _ = self.trees[g]
         upload = {rank: mine for rank, mine in zip(group, uploads, strict=True)}
         wanted = set(receivers)
         forwards: dict[str, int] = {}  # the last forward (or copy down) over each switch link

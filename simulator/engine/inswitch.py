@@ -147,28 +147,20 @@ class InSwitchReductions:
             onward()
 
     def _down(self, key: SwitchKey, k: int, node: Aggregation, total: np.ndarray) -> None:
-        """Send round k's result from ``node`` down to its children with receivers below them:
-        a copy down each receiver's link, one down each link to a lower switch."""
-        receivers = set(key[1])
+        """Send round k's result from ``node`` down: a copy down the link of each receiver it
+        serves (every receiver where one switch serves them all: a multicast's too), one down
+        the link to each lower switch with receivers below it."""
         nbytes = self.payload.nbytes(self._spans[(key, k)])
-        if node.depth == 1:  # one switch: every receiver is cabled to it (a multicast's too)
-            ranks = [rank for rank in key[1] if node is self._tree(key)[0]
-                     or rank in node.children]
-            for rank in ranks:
+        alone = node.depth == 1 and node is self._tree(key)[0]
+        for rank in key[1]:
+            if alone or rank in node.children:
                 copy = self.fabric.transfer(node.switch.name, self.machine.placement[rank],
                                             nbytes, connection=(node.switch.name, rank, key))
                 slot = self._slots(key, k).setdefault(rank, self.env.event())
                 copy.callbacks.append(functools.partial(_succeed, slot, total))
-            return
+        receivers = set(key[1])
         for child in node.children:
-            if isinstance(child, int):
-                if child not in receivers:
-                    continue
-                copy = self.fabric.transfer(node.switch.name, self.machine.placement[child],
-                                            nbytes, connection=(node.switch.name, child, key))
-                slot = self._slots(key, k).setdefault(child, self.env.event())
-                copy.callbacks.append(functools.partial(_succeed, slot, total))
-            elif receivers & set(child.ranks):
+            if isinstance(child, Aggregation) and receivers & set(child.ranks):
                 below = self.fabric.transfer(node.switch.name, child.switch.name, nbytes,
                                              connection=(node.switch.name, child.switch.name,
                                                          key))
@@ -187,18 +179,9 @@ class InSwitchReductions:
         contributor enters by, and each switch's parent."""
         if key not in self._trees:
             tree = self.machine.aggregation_for(key[0], self.name)
-            leaf_of: dict[int, Aggregation] = {}
-            parent_of: dict[str, Aggregation] = {}
-            stack = [tree]
-            while stack:
-                node = stack.pop()
-                for child in node.children:
-                    if isinstance(child, int):
-                        leaf_of[child] = node
-                    else:
-                        parent_of[child.switch.name] = node
-                        stack.append(child)
-            self._trees[key] = (tree, leaf_of, parent_of)
+            parent_of = {node.switch.name: parent for node, parent in tree.walk()
+                         if parent is not None}
+            self._trees[key] = (tree, tree.leaves(), parent_of)
         return self._trees[key]
 
 

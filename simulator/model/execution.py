@@ -452,25 +452,19 @@ def collnet_graphs(machine: Machine, ring_channels: int,
       top speed; on Blackwell to 96.
 
     DGX H100 (8 NICs of 400 Gb/s): Direct 8 × 48/48, Chain 8 × 48/48; DGX B200: 8 × 96/48."""
-    arch = arch_of(machine.compute_capability)
-    ports = nic_ports(machine)
-    hosts = machine.layout.host_count
-    local = max(machine.layout.ranks_per_host)
-    if not ports or machine.nvlinks == 0:
+    budget = _SearchBudget.of(machine)
+    if budget is None:
         return {}
-    wire = min(ports) / 1e9
-    nics = max(1, len(ports) // hosts)
-    total = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch]
-    speeds = SPEEDS_INTER[arch]
+    wire, nics, total, tree_total = budget.wire, budget.nics, budget.nvlink, budget.tree_nvlink
+    speeds = SPEEDS_INTER[budget.arch]
     fits = [speed for speed in speeds if speed <= wire]
-    heads = min(MAX_DIRECT_HEADS, local)
+    heads = min(MAX_DIRECT_HEADS, budget.local)
     graphs = {}
     direct = next((speed for speed in fits if 2 * speed <= total), None)
     if direct is not None:
         graphs[NcclAlgorithm.COLLNET_DIRECT] = Graph(
             heads, _raised(speeds, direct, lambda s: 2 * s <= total), direct,
             latency_inter_us=latency_inter_us)
-    tree_total = total * local / (local - 1) if local > 1 else total
     chain = next((speed for speed in fits if ring_channels <= nics * math.floor(wire / speed)
                   and ring_channels * speed <= tree_total), None)
     if chain is not None:
@@ -507,6 +501,37 @@ SPEEDS_INTER: Mapping[Arch, tuple[float, ...]] = {
 v2.30.7)."""
 
 
+@dataclass(frozen=True)
+class _SearchBudget:
+    """What NCCL's search may spend on a multi-node graph (GB/s): a NIC's wire rate, the NICs
+    a host, a GPU's NVLink (``totalBw``: links × NCCL's per-link rate; ×L/(L-1) for a tree of
+    L GPUs a host, as ``ncclTopoCompute`` raises it for any pattern but the ring), and the GPUs
+    a host."""
+
+    arch: Arch
+    wire: float
+    nics: int
+    nvlink: float
+    local: int
+
+    @property
+    def tree_nvlink(self) -> float:
+        """NVLink's budget for a tree pattern."""
+        local = self.local
+        return self.nvlink * (local / (local - 1)) if local > 1 else self.nvlink
+
+    @classmethod
+    def of(cls, machine: Machine) -> _SearchBudget | None:
+        """The budget on ``machine``; None without NICs or without NVLink."""
+        ports = nic_ports(machine)
+        if not ports or machine.nvlinks == 0:
+            return None
+        arch = arch_of(machine.compute_capability)
+        return cls(arch, min(ports) / 1e9, max(1, len(ports) // machine.layout.host_count),
+                   machine.nvlinks * NVLINK_GBPS_PER_LINK[arch],
+                   max(machine.layout.ranks_per_host))
+
+
 def _across(machine: Machine, algorithm: NcclAlgorithm, graph: Graph) -> Graph:
     """``graph`` as NCCL's search finds it on several hosts, for a Ring or a Tree (search.cc,
     ``ncclTopoCompute``): each channel then starts at a NIC and ends at one, so
@@ -538,16 +563,11 @@ def _across(machine: Machine, algorithm: NcclAlgorithm, graph: Graph) -> Graph:
     hosts = machine.layout.host_count
     if hosts < 2 or algorithm not in (NcclAlgorithm.RING, NcclAlgorithm.TREE):
         return graph
-    ports = nic_ports(machine)
-    if not ports or machine.nvlinks == 0:
+    budget = _SearchBudget.of(machine)
+    if budget is None:
         return graph
-    arch = arch_of(machine.compute_capability)
-    wire = min(ports) / 1e9
-    local = max(machine.layout.ranks_per_host)
-    total = machine.nvlinks * NVLINK_GBPS_PER_LINK[arch]
-    if algorithm is NcclAlgorithm.TREE and local > 1:
-        total *= local / (local - 1)
-    nics = max(1, len(ports) // hosts)
+    arch, wire, nics = budget.arch, budget.wire, budget.nics
+    total = budget.tree_nvlink if algorithm is NcclAlgorithm.TREE else budget.nvlink
     speeds = [speed for speed in SPEEDS_INTER[arch] if speed <= wire]
     options = [(min(nics * math.floor(wire / speed), math.floor(total / speed)), speed)
                for speed in speeds if speed / speeds[0] > 0.49]

@@ -205,11 +205,31 @@ class Aggregation:
         return tuple(rank for child in self.children
                      for rank in ((child,) if isinstance(child, int) else child.ranks))
 
+    def walk(self) -> list[tuple[Aggregation, Aggregation | None]]:
+        """Every switch of the tree with its parent (None at the root), breadth first, each
+        switch's children in their order."""
+        nodes: list[tuple[Aggregation, Aggregation | None]] = [(self, None)]
+        for node, _ in nodes:  # grows as it goes: breadth first
+            nodes.extend((child, node) for child in node.children
+                         if isinstance(child, Aggregation))
+        return nodes
+
+    def leaves(self) -> dict[int, Aggregation]:
+        """The switch each rank enters the tree by."""
+        return {rank: node for node, _ in self.walk() for rank in node.children
+                if isinstance(rank, int)}
+
     @property
     def depth(self) -> int:
         """Switches from a rank's up to the root, this one included: 1 for one switch."""
         return 1 + max((child.depth for child in self.children if isinstance(child, Aggregation)),
                        default=0)
+
+
+def _no_switch(ranks: Sequence[int], name: str) -> AlgorithmError:
+    """The error, the same for both engines, where no switch reduces for ``ranks``."""
+    return AlgorithmError(f"{name}: ranks {list(ranks)} share no switch that reduces (a switch "
+                          "node with reduction: true)")
 
 
 def _reducing(graph: nx.DiGraph, node: str, placement: Sequence[str]) -> ReducingSwitch:
@@ -415,8 +435,7 @@ class Machine:
         AlgorithmError, the same for both engines, where no switch reduces for them."""
         tree = self.aggregation(ranks)
         if tree is None:
-            raise AlgorithmError(f"{name}: ranks {list(ranks)} share no switch that reduces (a "
-                                 "switch node with reduction: true)")
+            raise _no_switch(ranks, name)
         return tree
 
     def switch_for(self, ranks: Sequence[int], name: str) -> ReducingSwitch:
@@ -424,8 +443,7 @@ class Machine:
         AlgorithmError, the same for both engines, where none is cabled to all of them."""
         switch = self.reducing_switch(ranks)
         if switch is None:
-            raise AlgorithmError(f"{name}: ranks {list(ranks)} share no switch that reduces (a "
-                                 "switch node with reduction: true)")
+            raise _no_switch(ranks, name)
         return switch
 
     def subgroup(self, ranks: Sequence[int]) -> Machine:
