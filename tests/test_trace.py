@@ -14,7 +14,7 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.channels import on_channels, schedule_on_channels
 from simulator.algorithms.comm import COPY, Outbox
 from simulator.algorithms.schedule import NONE, Group, Op, SwitchEnd
-from simulator.algorithms.trace import canonical, trace, trace_program
+from simulator.algorithms.trace import canonical, trace, trace_program, wave_levels
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.vector import declines, run_schedule
@@ -381,3 +381,42 @@ def test_a_comm_is_one_members_view_of_its_group():
     assert comms[0].layout == Layout((0, 0, 1)) and comms[2].layout.host_ranks(2) == (2,)
     comms[1].send(2, Span(8, 12))  # posts to its own outbox, to global rank 9
     assert [p.peer for p in outboxes[1].take()] == [9] and outboxes[0].take() == []
+
+
+def _kahn_one_edge_at_a_time(ops: int, earlier: list[int], later: list[int]) -> list[int]:
+    """The textbook Kahn's algorithm, an edge at a time: each op's longest chain before it
+    (-1 for ops left in or behind a circle)."""
+    followers: list[list[int]] = [[] for _ in range(ops)]
+    left = [0] * ops
+    for e, m in zip(earlier, later, strict=True):
+        followers[e].append(m)
+        left[m] += 1
+    level = [-1] * ops
+    ready = [m for m in range(ops) if left[m] == 0]
+    for m in ready:
+        level[m] = 0
+    while ready:
+        nxt = []
+        for m in ready:
+            for f in followers[m]:
+                left[f] -= 1
+                if left[f] == 0:
+                    level[f] = level[m] + 1
+                    nxt.append(f)
+        ready = nxt
+    return level
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_wave_levels_are_kahns_longest_chains(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    ops = 300
+    later = rng.integers(1, ops, size=900)
+    earlier = (rng.random(900) * later).astype(np.int64)  # an earlier op: no circle
+    if seed % 2:  # a circle 5 -> 7 -> 5, and every op waiting on it stuck too
+        earlier, later = np.append(earlier, [7, 5]), np.append(later, [5, 7])
+    level, stuck = wave_levels(ops, earlier, later)
+    expected = _kahn_one_edge_at_a_time(ops, earlier.tolist(), later.tolist())
+    assert level.tolist() == expected
+    assert stuck.tolist() == [m for m in range(ops) if expected[m] < 0]
+    assert (seed % 2 == 1) == (stuck.size > 0)

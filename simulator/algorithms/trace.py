@@ -447,14 +447,15 @@ class _Recording:
         it, creation order among equals; AlgorithmError (a deadlock) where they wait in a
         circle."""
         ops = len(self.src)
-        waits = [[p for p in (self.posted_after[m], self.connection_previous[m],
-                              self.receive_previous[m]) if p >= 0] for m in range(ops)]
-        level, circle = chain_levels(dict(enumerate(waits)))
-        if circle:
-            stuck = sorted({self.dst[m] for m in circle if self.dst[m] >= 0})
+        waits = np.array([self.posted_after, self.connection_previous, self.receive_previous],
+                         dtype=np.int64).reshape(3, ops)
+        op = np.broadcast_to(np.arange(ops, dtype=np.int64), waits.shape)
+        real = waits >= 0
+        chains, stuck_ops = wave_levels(ops, waits[real], op[real])
+        if stuck_ops.size:
+            stuck = sorted({self.dst[m] for m in stuck_ops.tolist() if self.dst[m] >= 0})
             raise AlgorithmError(f"{self.name}: deadlock: ranks {stuck[:8]} wait for messages "
                                  "that are never sent")
-        chains = np.array([level[m] for m in range(ops)], dtype=np.int64)
         ordered: np.ndarray = np.lexsort((np.arange(ops), chains))
         return ordered
 
@@ -556,20 +557,37 @@ def chain_levels(before: dict[int, list[int]]) -> tuple[dict[int, int], list[int
     """Kahn's algorithm over ops and the ops each waits for (``before``, every op a key): the
     longest chain of ops before each op, and the ops left waiting in a circle (none where an
     order exists)."""
-    followers: dict[int, list[int]] = {m: [] for m in before}
-    for m, ps in before.items():
-        for p in ps:
-            followers[p].append(m)
-    left = {m: len(ps) for m, ps in before.items()}
-    level = dict.fromkeys(before, 0)
-    ready = [m for m in before if left[m] == 0]
-    while ready:
-        following = []
-        for m in ready:
-            for f in followers[m]:
-                level[f] = max(level[f], level[m] + 1)
-                left[f] -= 1
-                if left[f] == 0:
-                    following.append(f)
-        ready = following
-    return level, [m for m in before if left[m] > 0]
+    keys = list(before)
+    index = {m: i for i, m in enumerate(keys)}
+    earlier = [index[p] for ps in before.values() for p in ps]
+    later = [i for i, ps in enumerate(before.values()) for _ in ps]
+    level, stuck = wave_levels(len(keys), np.array(earlier, dtype=np.int64),
+                               np.array(later, dtype=np.int64))
+    return dict(zip(keys, level.tolist(), strict=True)), [keys[i] for i in stuck.tolist()]
+
+
+def wave_levels(ops: int, earlier: np.ndarray, later: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kahn's algorithm a wave at a time, as arrays: for ``ops`` ops where op ``later[e]``
+    waits for op ``earlier[e]`` (an edge may repeat, and counts each time), the longest chain
+    of ops before each op, and the ops left waiting in a circle, in increasing order (none
+    where an order exists). Wave w holds the ops whose last wait ends in wave w - 1, so an
+    op's wave is its longest chain: one pass of numpy per wave, not a Python step per edge."""
+    level = np.full(ops, -1, dtype=np.int64)
+    left = np.bincount(later, minlength=ops)
+    by_earlier = np.argsort(earlier, kind="stable")
+    followers = later[by_earlier]
+    first = np.searchsorted(earlier[by_earlier], np.arange(ops + 1, dtype=np.int64))
+    wave = np.flatnonzero(left == 0)
+    depth = 0
+    while wave.size:
+        level[wave] = depth
+        starts, counts = first[wave], first[wave + 1] - first[wave]
+        total = int(counts.sum())
+        if not total:
+            break
+        offsets = np.repeat(starts - np.cumsum(counts) + counts, counts)
+        reached, times = np.unique(followers[offsets + np.arange(total)], return_counts=True)
+        left[reached] -= times
+        wave = reached[left[reached] == 0]
+        depth += 1
+    return level, np.flatnonzero(level < 0)
