@@ -40,7 +40,8 @@ from simulator.model.routing import LinkId, Route, Routing
 @dataclass(slots=True)
 class _Flow:
     """Bytes of one transfer still to move, and the rate they move at since ``updated_at``;
-    ``timer`` is its finish timer and ``version`` the timer's name (unique over the fabric);
+    ``timer`` is its finish timer, due at ``ends_at``, and ``version`` the timer's name
+    (unique over the fabric);
     ``before`` is its state as the instant ``changed_at`` began, the last instant its rate
     changed."""
 
@@ -50,8 +51,10 @@ class _Flow:
     updated_at: float = 0.0
     version: int = -1
     timer: simpy.Event | None = None
+    ends_at: float = float("inf")
     changed_at: float = -1.0
-    before: tuple[float, float, float, int, simpy.Event | None] = (0.0, 0.0, 0.0, -1, None)
+    before: tuple[float, float, float, int, simpy.Event | None, float] = (
+        0.0, 0.0, 0.0, -1, None, float("inf"))
     recorded: list[list[float]] | None = None  # the recorder's state of its links
 
 
@@ -170,22 +173,28 @@ class Fabric:
         The vectorised engine re-shares once an instant; here a flow's rate may change several
         times at one instant (a flow ends, the next message on its connection starts). So that
         both engines do the same arithmetic, a flow's bytes are brought up to date only when its
-        rate moves, and a flow whose rate comes back, within one instant, to the rate it had when
-        the instant began takes back its state then, timer included, as if nothing happened."""
+        rate moves, a flow whose rate comes back, within one instant, to the rate it had when
+        the instant began takes back its state then, timer included, as if nothing happened,
+        and a flow whose timer was due at this instant as it began keeps it, as the vectorised engine ends
+        every flow due at an instant before it re-shares (re-timing it would leave a residue of
+        rounding, a 1e-12-byte flow ending one ulp later). A flow re-timed to end at this very
+        instant (a residue at a rate that may yet change back) ends after the instant's other
+        events, when its rate is the one the vectorised engine's single re-share gives."""
         now = self.env.now
         for flow_id, rate in rates.items():
             flow = self._flows[flow_id]
-            if rate == flow.rate:
-                continue
+            if rate == flow.rate or (flow.ends_at == now and flow.changed_at != now):
+                continue  # unchanged, or due now as the instant began: it ends at this instant
             if self._rates is not None:
                 self._rates.flow_rate(flow_id, rate, now)
             if flow.changed_at != now:  # its first change this instant
                 flow.changed_at = now
                 if flow.rate:  # a flow that moved (a new one has no rate to come back to)
                     flow.before = (flow.rate, flow.remaining, flow.updated_at, flow.version,
-                                   flow.timer)
+                                   flow.timer, flow.ends_at)
             elif rate == flow.before[0]:
-                flow.rate, flow.remaining, flow.updated_at, flow.version, flow.timer = flow.before
+                (flow.rate, flow.remaining, flow.updated_at, flow.version, flow.timer,
+                 flow.ends_at) = flow.before
                 if flow.timer is not None and flow.timer.processed:  # it fired now, superseded
                     flow.timer = self.env.timeout(0.0)
                     flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
@@ -194,8 +203,26 @@ class Fabric:
             flow.updated_at = now
             flow.rate = rate
             flow.version = next(self._versions)
-            flow.timer = self.env.timeout(flow.remaining / rate)
+            flow.ends_at = now + flow.remaining / rate  # when SimPy schedules its timer
+            flow.timer = (self.env.timeout(flow.remaining / rate) if flow.ends_at != now
+                          else _AtInstantEnd(self.env))
             flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
+
+
+_INSTANT_END = simpy.events.EventPriority(simpy.events.NORMAL + 1)
+"""A priority below SimPy's normal one: an event of it at time t comes after every other event
+at t, whenever those were scheduled."""
+
+
+class _AtInstantEnd(simpy.Event):
+    """A timer due now, processed after every other event of this instant (as a ``Timeout`` of
+    0 is, but after the events scheduled later at this instant too)."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, _INSTANT_END)
 
 
 @dataclass(frozen=True)
