@@ -28,6 +28,7 @@ from simulator.errors import InputError, Problem
 from simulator.limits import PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
+from simulator.model.faults import SlowGpu, fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import best_protocol, protocols_of
 from simulator.scenario.parse import load_scenario, scenario_from_dict
@@ -64,6 +65,17 @@ def prepare(scenario: Scenario, *, select: bool = True,
     machine = Machine.of(topology.build(), scenario.gpu)
     if scenario.nccl.version is not machine.nccl.version:  # the NCCL whose tuner picks
         machine = replace(machine, nccl=replace(machine.nccl, version=scenario.nccl.version))
+    problems = []
+    for i, fault in enumerate(scenario.faults):
+        found = fault_problem(fault, machine)
+        if isinstance(fault, SlowGpu) and scenario.execution is Execution.NCCL:
+            found = ("kind", "expected no slow_gpu under execution: nccl, where a GPU's "
+                             "reductions cost nothing apart from NCCL's copies (run it with "
+                             "execution: ideal and a gpu reduce_bandwidth)")
+        if found is not None:
+            problems.append(Problem(scenario.source, f"faults[{i}].{found[0]}", found[1]))
+    if problems:
+        raise InputError(problems)
     cost = CostInputs(machine, itemsize=scenario.dtype.itemsize, piece_bytes=scenario.piece_bytes)
     return Setup(topology, machine, cost, _select(scenario, machine) if select else ())
 
@@ -186,8 +198,10 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         closed = on_channels_s(algorithm, cost, count, channels)
     start = nccl.start_s if nccl is not None and ranks > 1 else 0.0
     spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes)
-    return PointPlan(scenario.source, algorithm, size_bytes, machine, cost, spec, nccl, start,
-                     closed + start, settings)
+    healthy = machine if scenario.faults else None
+    return PointPlan(scenario.source, algorithm, size_bytes,
+                     with_faults(machine, scenario.faults), cost, spec, nccl, start,
+                     closed + start, settings, healthy)
 
 
 def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,

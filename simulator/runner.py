@@ -24,13 +24,14 @@ import pandas as pd
 
 from simulator.algorithms.algorithm import Algorithm
 from simulator.engine import executor
-from simulator.engine.payload import make_inputs
+from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, system_of
+from simulator.model.faults import Fault, LinkDegraded, Straggler
 from simulator.model.machine import Machine
 from simulator.model.nccl import CANDIDATES, Enabled, Protocol, choose, predicted_time_us
 from simulator.output.outlook import Outlook, Planned
@@ -121,6 +122,7 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
             f"traced, so run on simpy (the scenario's engine: {plan.settings.engine.value})"
             if recorder.trace and plan.settings.engine is not Engine.SIMPY else "")))
     top = recorder.bottleneck()
+    healthy_s = _healthy_s(plan) if plan.healthy is not None else math.nan
     return Result(
         scenario=scenario.name, topology=setup.topology.label, ranks=ranks,
         collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
@@ -133,7 +135,34 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
         nccl_pick=nccl_pick, channels=plan.channels, engine=engine.value,
         bottleneck_link=top.name if top is not None else "",
         bottleneck_share=top.busy_s / time_s if top is not None and time_s > 0 else math.nan,
+        faults=fault_labels(scenario.faults, timing.time_s),
+        healthy_time_s=healthy_s,
+        fault_slowdown=time_s / healthy_s if healthy_s > 0 else math.nan,
     )
+
+
+def _healthy_s(plan: PointPlan) -> float:
+    """The point's time without the scenario's faults: its plan on the healthy machine, timed
+    only (no data moves: the times do not depend on it)."""
+    assert plan.healthy is not None
+    payload = Payload.timing_only(plan.size_bytes, plan.payload.dtype)
+    healthy = replace(plan, machine=plan.healthy, healthy=None,
+                      spec=replace(plan.spec, payload=payload))
+    buffers = np.zeros((plan.healthy.ranks, 0), dtype=payload.dtype)
+    timing, _ = executor.run(healthy, buffers, Recorder(plan.healthy.routing))
+    return timing.time_s + plan.start_s
+
+
+def fault_labels(faults: Sequence[Fault], run_s: float) -> str:
+    """The faults of a point as the results' ``faults`` column says them: each one's label,
+    "(did not act)" after a link fault that struck after the run's last event (``run_s``,
+    from the first byte) or a straggler late by nothing."""
+    labels = []
+    for fault in faults:
+        idle = (fault.at_s >= run_s if isinstance(fault, LinkDegraded)
+                else fault.delay_s == 0 if isinstance(fault, Straggler) else False)
+        labels.append(fault.label() + (" (did not act)" if idle else ""))
+    return "; ".join(labels)
 
 
 def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol, size_bytes: int,

@@ -44,10 +44,11 @@ def leftovers(directory):
 
 def read_csv_as(path, frame):
     """The CSV read back with pandas into ``frame``'s dtypes: an empty field is NaN, but for
-    the empty text of ``protocol``, and None where ``frame`` holds None (``nccl_pick`` under
+    the empty texts of ``protocol`` and ``faults``, and None where ``frame`` holds None (``nccl_pick`` under
     the ideal execution model)."""
     back = pd.read_csv(path, dtype=frame.dtypes.to_dict(), keep_default_na=False,
-                       na_values={column: [""] for column in frame.columns if column != "protocol"})
+                       na_values={column: [""] for column in frame.columns
+                                  if column not in ("protocol", "faults")})
     for column in [column for column in frame.columns if frame[column].dtype == np.dtype("O")]:
         back[column] = back[column].astype(object).where(back[column].notna(), None)
     return back

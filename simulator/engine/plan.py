@@ -30,7 +30,9 @@ class PointPlan:
     the ideal wire); ``start_s`` the pipeline fill paid before the first byte where ranks talk;
     ``model_s`` the closed form as the results row reports it (``model_time_s``), the start
     included; ``settings`` how it runs (verified or not, on which engine, the inputs' seed);
-    ``source`` the scenario's file, to name in errors.
+    ``source`` the scenario's file, to name in errors; ``healthy`` the machine without the
+    scenario's faults where it has some (:mod:`simulator.model.faults`; ``machine`` has them),
+    which the closed form and the results' ``healthy_time_s`` are timed on.
     """
 
     source: str
@@ -43,6 +45,7 @@ class PointPlan:
     start_s: float
     model_s: float
     settings: RunSettings
+    healthy: Machine | None = None
 
     @property
     def payload(self) -> Payload:

@@ -138,7 +138,8 @@ class _Run:
         self.placement = machine.placement
         self.fabric = Fabric(self.env, machine.routing, recorder, machine.capacity_events)
         self.trace = recorder if recorder is not None and recorder.trace else None
-        self.gpus = [_Gpu(self.env, machine.gpu) for _ in machine.placement]
+        self.gpus = [_Gpu(self.env, machine.gpu_of(rank)) for rank in range(machine.ranks)]
+        self.entry = [machine.entry_of(rank) for rank in range(machine.ranks)]
         self.payload = spec.payload
         self.channels = spec.channels
         self.buffers = buffers
@@ -179,6 +180,8 @@ class _Run:
                       events=events - self.fabric.stats.capacity_steps)
 
     def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
+        if self.entry[rank] > 0:  # a straggler enters late
+            yield self.env.timeout(self.entry[rank])
         yield from self._steps(rank, on_channels(self.algorithm, self.comms[rank], self.channels))
         self.finished[rank] = self.env.now
 

@@ -459,8 +459,15 @@ class _Run:
         self.tally = None if recorder is None else _LinkTally(len(self.routes.capacity))
         self.itemsize = payload.dtype.itemsize
         self.gpu = machine.gpu
-        self.gpu_free = np.zeros(machine.ranks)
-        self.proxy_free = np.zeros(machine.ranks)  # when each GPU's network proxy is next free
+        gpus = [machine.gpu_of(rank) for rank in range(machine.ranks)] if machine.gpus else []
+        self.launch = np.array([gpu.launch_latency_s for gpu in gpus]) if gpus else None
+        self.gamma = np.array([0.0 if gpu.reduce_bandwidth_Bps is None
+                               else 1.0 / gpu.reduce_bandwidth_Bps for gpu in gpus]) \
+            if gpus else None  # GpuSpec.reduce_s's terms, rank by rank (a slow GPU)
+        self.entry = np.array(machine.entry_s) if machine.entry_s else None  # a straggler
+        # when each GPU's reducer and network proxy are next free: at its entry at the earliest
+        self.gpu_free = np.zeros(machine.ranks) if self.entry is None else self.entry.copy()
+        self.proxy_free = np.zeros(machine.ranks) if self.entry is None else self.entry.copy()
         none = np.zeros(0, dtype=np.int64)
         self.window = _Window()
         self.block_ends: list[int] = []  # where each loaded block ends, in schedule numbering
@@ -622,8 +629,12 @@ class _Run:
 
     def _reduce_s(self, messages: np.ndarray) -> np.ndarray:
         """GpuSpec.reduce_s of each reducing receive, with the same operations (0 for copies)."""
-        duration: np.ndarray = np.where(self.s.reduce[messages],
-                                        self.gpu.reduce_s(self._nbytes(messages)), 0.0)
+        if self.gamma is None or self.launch is None:
+            time = self.gpu.reduce_s(self._nbytes(messages))
+        else:
+            gpu = np.maximum(self.s.dst[messages], 0)  # reducing receives are at ranks
+            time = self.launch[gpu] + self._nbytes(messages) * self.gamma[gpu]
+        duration: np.ndarray = np.where(self.s.reduce[messages], time, 0.0)
         return duration
 
     def _check(self, block: Schedule, first: int, k: int) -> None:
@@ -766,6 +777,14 @@ class _Run:
             self.red_ids = np.concatenate([self.red_ids, reducing])
             self.red_at = np.concatenate([self.red_at, finish])
         now_done: np.ndarray = messages[~busy]
+        if self.entry is not None and len(now_done):  # a late rank takes nothing before it enters
+            dst = self.s.dst[now_done]
+            entry = np.where(dst >= 0, self.entry[np.maximum(dst, 0)], now)
+            early = entry > now
+            if early.any():
+                self.red_ids = np.concatenate([self.red_ids, now_done[early]])
+                self.red_at = np.concatenate([self.red_at, entry[early]])
+                now_done = now_done[~early]
         return now_done
 
     def _complete(self, messages: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
@@ -825,11 +844,14 @@ class _Run:
         return self._schedule_starts(messages[free], ready, now)
 
     def _handed(self, messages: np.ndarray, now: float) -> np.ndarray:
-        """When ``messages``, posted ``now``, are handed on: now, or for a network message
-        (``proxy_s`` > 0) when its sender's proxy gets to it, in message order (the same
-        floating-point operations as the SimPy fabric's wait)."""
+        """When ``messages``, posted ``now``, are handed on: now (a late rank's when it enters),
+        or for a network message (``proxy_s`` > 0) when its sender's proxy gets to it, in
+        message order (the same floating-point operations as the SimPy fabric's wait)."""
         proxy = self.routes.proxy[self.pair[messages]]
         at = np.full(len(messages), now)
+        if self.entry is not None:  # a late rank posts when it enters (ranks, not switches)
+            src = self.s.src[messages]
+            at = np.where(src >= 0, np.maximum(at, self.entry[np.maximum(src, 0)]), at)
         busy = proxy > 0
         if busy.any():
             start, _ = serve_spans(self.proxy_free, self.s.src[messages[busy]], now, proxy[busy])

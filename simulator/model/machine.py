@@ -316,8 +316,18 @@ class Machine:
     capacity_events: tuple[CapacityEvent, ...] = ()
     """Changes of link capacity over the run, in any order (none: every link keeps its
     bandwidth); each names a link of the topology."""
+    entry_s: tuple[float, ...] = ()
+    """When each rank enters the collective (none: every rank at 0; a straggler later,
+    :mod:`simulator.model.faults`): it posts nothing and takes no message before."""
+    gpus: tuple[GpuSpec, ...] = ()
+    """Each rank's GPU where some differ from ``gpu`` (a slow GPU; none: every rank's is
+    ``gpu``)."""
 
     def __post_init__(self) -> None:
+        for name in ("entry_s", "gpus"):
+            if getattr(self, name) and len(getattr(self, name)) != len(self.placement):
+                raise ValueError(f"{name}: expected one entry per rank ({len(self.placement)}), "
+                                 f"got {len(getattr(self, name))}")
         if self.capacity_events:
             links = self.routing.capacities()
             for event in self.capacity_events:
@@ -363,6 +373,14 @@ class Machine:
     def ranks(self) -> int:
         """How many ranks take part."""
         return len(self.placement)
+
+    def gpu_of(self, rank: int) -> GpuSpec:
+        """Rank ``rank``'s GPU."""
+        return self.gpus[rank] if self.gpus else self.gpu
+
+    def entry_of(self, rank: int) -> float:
+        """When rank ``rank`` enters the collective."""
+        return self.entry_s[rank] if self.entry_s else 0.0
 
     def route(self, a: int, b: int) -> Route:
         """The route from rank ``a``'s GPU to rank ``b``'s."""

@@ -88,6 +88,14 @@ class Routing:
         """The bandwidth of one directed link."""
         return float(self._graph.edges[link]["bandwidth"])
 
+    def has_node(self, node: str) -> bool:
+        """Whether the topology has a node of that name."""
+        return bool(self._graph.has_node(node))
+
+    def node_names(self) -> list[str]:
+        """Every node's name."""
+        return [str(node) for node in self._graph.nodes]
+
     def capacities(self) -> dict[LinkId, float]:
         """The bandwidth of every directed link (bytes/s)."""
         return {(u, v): float(bw) for u, v, bw in self._graph.edges(data="bandwidth")}

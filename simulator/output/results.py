@@ -28,7 +28,10 @@ class Result:
     (``simpy``, or ``vector`` where ``events`` counts the instants it processed).
     ``bottleneck_link`` is the link busy longest (``from->to``; empty where no link carried
     anything) and ``bottleneck_share`` its busy time over ``sim_time_s``
-    (:func:`~simulator.model.activity.bottleneck`).
+    (:func:`~simulator.model.activity.bottleneck`). Where the scenario has ``faults``,
+    ``faults`` says which (``"; "``-separated, a fault that struck after the run ended marked
+    "did not act"), ``healthy_time_s`` is the same point simulated without them and
+    ``fault_slowdown`` ``sim_time_s / healthy_time_s``; empty otherwise.
     """
 
     scenario: str
@@ -57,6 +60,9 @@ class Result:
     engine: str = "simpy"
     bottleneck_link: str = ""
     bottleneck_share: float = math.nan
+    faults: str = ""
+    healthy_time_s: float = math.nan
+    fault_slowdown: float = math.nan
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))

@@ -50,6 +50,8 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
         average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
         lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
     lines.extend(bottleneck_lines(table))
+    if "faults" in table and (table.faults.fillna("") != "").any():
+        lines.extend(_fault_table(table))
     if not choice.empty:
         lines.extend(_choice_table(choice))
     elif results.algorithm.nunique() > 1:
@@ -122,6 +124,26 @@ def _best_table(best: pd.DataFrame) -> list[str]:
         lines.append(f"{row.size_bytes:>12} {row.simulated:>18} {row.sim_time_s * 1e6:>11.2f} "
                      f"{row.closed_form:>18} {row.model_time_s * 1e6:>11.2f} "
                      f"{'yes' if row.agree else 'NO':>5}")
+    return lines
+
+
+def _fault_table(results: pd.DataFrame) -> list[str]:
+    """A block per algorithm, each size with and without the faults, then per size the
+    algorithm that suffers least (smallest slowdown; ties: listed first)."""
+    lines = ["#", f"# Faults: {results.faults.iloc[0]}",
+             f"#{'size(B)':>11} {'algorithm':>18} {'healthy(us)':>12} {'faulted(us)':>12} "
+             f"{'slowdown':>9}"]
+    for _algorithm, group in results.groupby("algorithm", sort=False):
+        rows: Iterable[Any] = group.itertuples(index=False)
+        for row in rows:
+            lines.append(f"{row.size_bytes:>12} {row.algorithm:>18} "
+                         f"{row.healthy_time_s * 1e6:>12.2f} {row.sim_time_s * 1e6:>12.2f} "
+                         f"{'x' + format(row.fault_slowdown, '.3f'):>9}")
+    if results.algorithm.nunique() > 1:
+        lines.append("# Suffers least per size (smallest slowdown):")
+        for size, group in results.groupby("size_bytes", sort=True):
+            least = group.iloc[int(group.fault_slowdown.to_numpy().argmin())]
+            lines.append(f"#{size:>11} {least.algorithm:>18} x{least.fault_slowdown:.3f}")
     return lines
 
 

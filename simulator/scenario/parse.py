@@ -26,6 +26,7 @@ from simulator.model.nccl import LATEST, Protocol
 from simulator.model.nccl_env import VERSIONS, NcclEnv, version_of
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
+from simulator.scenario.faults import read_faults
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
 from simulator.scenario.presets import preset_names, preset_text
 from simulator.scenario.rules import (
@@ -45,7 +46,7 @@ from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "channels",
-         "engine", "verify", "output", "training", "nccl")
+         "engine", "verify", "output", "training", "nccl", "faults")
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -111,6 +112,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
     training = read_training(reader, data["training"]) if "training" in data else None
     if "training" in data and "sizes" in data:
         reader.problem("sizes", "expected no sizes with training (the gradient buckets give them)")
+    faults = read_faults(reader, data["faults"], topology.ranks if topology is not None else None) \
+        if "faults" in data else ()
     output = data.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
         reader.problem("output", f"expected a directory path, got {output!r}")
@@ -126,7 +129,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     channels=None if channels == AUTO else channels,
                     run=RunSettings(verify=bool(verify), engine=Engine(engine)
                                     if engine is not None else Engine.AUTO),
-                    training=training, nccl=nccl)
+                    training=training, nccl=nccl, faults=faults)
 
 
 def load_preset(name: str) -> TopologySpec:

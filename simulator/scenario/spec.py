@@ -22,6 +22,7 @@ from simulator.algorithms.registry import REGISTRY
 from simulator.errors import InputError, Problem
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
+from simulator.model.faults import Fault, LinkDegraded, SlowGpu, Straggler
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import Enabled, Protocol
 from simulator.model.nccl_env import NcclEnv
@@ -120,7 +121,9 @@ class Scenario:
     simulates (:class:`~simulator.settings.RunSettings`): the file's ``verify`` and ``engine``
     (an engine also by its name). Enum fields and ``dtype`` also take their names, and
     ``output`` a string. ``training`` makes it a data-parallel training step whose gradient
-    buckets give the sizes (docs/training.md). Anything else invalid raises
+    buckets give the sizes (docs/training.md). ``faults`` are what goes wrong during each point
+    (:mod:`simulator.model.faults`; their node names are checked against the built topology by
+    :func:`simulator.plan.prepare`). Anything else invalid raises
     :class:`~simulator.errors.InputError` naming the field, attributed to ``source``.
     """
 
@@ -143,6 +146,7 @@ class Scenario:
     run: RunSettings = field(default_factory=RunSettings)
     training: TrainingSpec | None = None
     nccl: NcclEnv = field(default_factory=NcclEnv)
+    faults: tuple[Fault, ...] = ()
 
     def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
         """Pickle as the fields (options as a plain dict), so a sweep can send a scenario to
@@ -263,7 +267,27 @@ class Scenario:
         issues += self._nccl_issues()
         issues.append(("output", None if self.output is None or str(self.output).strip()
                        else "expected a directory path"))
+        issues += self._fault_issues()
         return _present(issues)
+
+    def _fault_issues(self) -> list[Issue]:
+        """What is wrong with ``faults`` that the topology's rank count can tell (node names
+        need the built graph: :func:`simulator.plan.prepare`)."""
+        if not isinstance(self.faults, tuple):
+            return [("faults", f"expected a tuple of faults, got {self.faults!r}")]
+        issues: list[Issue] = []
+        ranks = self.topology.ranks
+        for i, fault in enumerate(self.faults):
+            if not isinstance(fault, (LinkDegraded, Straggler, SlowGpu)):
+                issues.append((f"faults[{i}]", f"expected a LinkDegraded, Straggler or SlowGpu, "
+                                               f"got {fault!r}"))
+            elif not isinstance(fault, LinkDegraded) and fault.rank >= ranks:
+                issues.append((f"faults[{i}].rank", f"expected a rank from 0 to {ranks - 1}, "
+                                                    f"got {fault.rank}"))
+        if self.faults and self.training is not None:
+            issues.append(("faults", "expected no faults with training: a step's bucket "
+                                     "allreduces are not yet laid on one timeline to fault"))
+        return issues
 
     def _nccl_issues(self) -> list[Issue]:
         """What is wrong with ``nccl``: a bad list, a restriction without NCCL's execution, or a

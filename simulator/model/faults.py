@@ -1,0 +1,183 @@
+"""Faults: what goes wrong during a collective, as data that both engines apply the same way.
+
+A scenario's ``faults:`` list (docs/scenarios.md#faults) becomes these records, and
+:func:`with_faults` folds them into the :class:`~simulator.model.machine.Machine` a point runs on:
+
+- :class:`LinkDegraded`: from ``at_s`` a directed link (or both directions of a cable) carries
+  ``factor`` times its bandwidth, until ``until_s`` if given: capacity events on the machine's
+  timeline (:class:`~simulator.model.machine.CapacityEvent`), which both engines apply at their
+  instants and re-share the flows that cross the link (as SimGrid's
+  ``Link::set_bandwidth_profile`` does);
+- :class:`Straggler`: a rank enters the collective ``delay_s`` late: it posts nothing and
+  takes no message before then (``Machine.entry_s``);
+- :class:`SlowGpu`: a rank's GPU reduces at ``factor`` times its reduction bandwidth
+  (``Machine.gpus``), its launch latency unchanged.
+
+The closed forms stay those of the healthy machine: a fault is what the simulation adds.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from enum import Enum
+
+from simulator.model.machine import CapacityEvent, Machine
+from simulator.units import format_time
+
+
+class FaultKind(Enum):
+    """The faults a scenario may list (its ``kind``)."""
+
+    LINK_DEGRADED = "link_degraded"
+    STRAGGLER = "straggler"
+    SLOW_GPU = "slow_gpu"
+
+
+@dataclass(frozen=True)
+class LinkDegraded:
+    """Link ``link`` (from node, to node) at ``factor`` times its bandwidth from ``at_s``, back to
+    its bandwidth at ``until_s`` (None: for the rest of the run); ``both``: the cable's two
+    directions."""
+
+    link: tuple[str, str]
+    at_s: float
+    factor: float
+    both: bool = False
+    until_s: float | None = None
+
+    kind = FaultKind.LINK_DEGRADED
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.factor) and self.factor > 0):
+            raise ValueError(f"expected a factor above 0, got {self.factor!r}")
+        if not (math.isfinite(self.at_s) and self.at_s >= 0):
+            raise ValueError(f"expected a time at least 0, got {self.at_s!r}")
+        if self.until_s is not None and not self.until_s > self.at_s:
+            raise ValueError(f"expected 'until' after 'at' ({self.at_s!r} s), got "
+                             f"{self.until_s!r}")
+
+    @property
+    def links(self) -> tuple[tuple[str, str], ...]:
+        """The directed links it degrades."""
+        a, b = self.link
+        return ((a, b), (b, a)) if self.both else ((a, b),)
+
+    def events(self) -> tuple[CapacityEvent, ...]:
+        """Its capacity events: the drop, and the recovery where it has one."""
+        drops = tuple(CapacityEvent(link, self.at_s, self.factor) for link in self.links)
+        if self.until_s is None:
+            return drops
+        return drops + tuple(CapacityEvent(link, self.until_s, 1.0) for link in self.links)
+
+    def label(self) -> str:
+        arrow = "<->" if self.both else "->"
+        until = "" if self.until_s is None else f" until {format_time(self.until_s)}"
+        return (f"link_degraded {self.link[0]}{arrow}{self.link[1]} x{self.factor:g} "
+                f"at {format_time(self.at_s)}{until}")
+
+    def settings(self) -> dict[str, object]:
+        """As a scenario's ``faults:`` entry."""
+        entry: dict[str, object] = {"kind": self.kind.value, "link": list(self.link),
+                                    "at": format_time(self.at_s), "factor": self.factor,
+                                    "both": self.both}
+        if self.until_s is not None:
+            entry["until"] = format_time(self.until_s)
+        return entry
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """Rank ``rank`` enters the collective ``delay_s`` after the others."""
+
+    rank: int
+    delay_s: float
+
+    kind = FaultKind.STRAGGLER
+
+    def __post_init__(self) -> None:
+        if self.rank < 0:
+            raise ValueError(f"expected a rank at least 0, got {self.rank!r}")
+        if not (math.isfinite(self.delay_s) and self.delay_s >= 0):
+            raise ValueError(f"expected a delay at least 0, got {self.delay_s!r}")
+
+    def label(self) -> str:
+        return f"straggler rank {self.rank} +{format_time(self.delay_s)}"
+
+    def settings(self) -> dict[str, object]:
+        """As a scenario's ``faults:`` entry."""
+        return {"kind": self.kind.value, "rank": self.rank, "delay": format_time(self.delay_s)}
+
+
+@dataclass(frozen=True)
+class SlowGpu:
+    """Rank ``rank``'s GPU reduces at ``factor`` times its reduction bandwidth."""
+
+    rank: int
+    factor: float
+
+    kind = FaultKind.SLOW_GPU
+
+    def __post_init__(self) -> None:
+        if self.rank < 0:
+            raise ValueError(f"expected a rank at least 0, got {self.rank!r}")
+        if not (math.isfinite(self.factor) and self.factor > 0):
+            raise ValueError(f"expected a factor above 0, got {self.factor!r}")
+
+    def label(self) -> str:
+        return f"slow_gpu rank {self.rank} x{self.factor:g}"
+
+    def settings(self) -> dict[str, object]:
+        """As a scenario's ``faults:`` entry."""
+        return {"kind": self.kind.value, "rank": self.rank, "factor": self.factor}
+
+
+Fault = LinkDegraded | Straggler | SlowGpu
+"""One fault of a scenario."""
+
+
+def fault_problem(fault: Fault, machine: Machine) -> tuple[str, str] | None:
+    """(the field within the fault, what is wrong) where ``fault`` names something
+    ``machine`` does not have, with the nearest names; None where it applies."""
+    if isinstance(fault, LinkDegraded):
+        links = machine.routing.capacities()
+        for end in fault.link:
+            if not machine.routing.has_node(end):
+                close = difflib.get_close_matches(end, machine.routing.node_names(), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                return "link", f"no node {end!r} in the topology (the names `topo` prints){hint}"
+        for a, b in fault.links:
+            if (a, b) not in links:
+                return "link", f"no link from {a!r} to {b!r} in the topology"
+        return None
+    if fault.rank >= machine.ranks:
+        return "rank", f"expected a rank from 0 to {machine.ranks - 1}, got {fault.rank}"
+    if isinstance(fault, SlowGpu) and machine.gpu_of(fault.rank).reduce_bandwidth_Bps is None:
+        return "rank", (f"rank {fault.rank}'s GPU reduces for free here (no gpu "
+                        "reduce_bandwidth): a slow GPU would change nothing")
+    return None
+
+
+def with_faults(machine: Machine, faults: Sequence[Fault]) -> Machine:
+    """``machine`` with ``faults`` applied: capacity events added, late ranks' entry times and
+    slow GPUs set (every fault checked by :func:`fault_problem` first)."""
+    if not faults:
+        return machine
+    events = list(machine.capacity_events)
+    entry = list(machine.entry_s or (0.0,) * machine.ranks)
+    gpus = list(machine.gpus or (machine.gpu,) * machine.ranks)
+    for fault in faults:
+        if isinstance(fault, LinkDegraded):
+            events.extend(fault.events())
+        elif isinstance(fault, Straggler):
+            entry[fault.rank] = max(entry[fault.rank], fault.delay_s)
+        else:
+            gpu = gpus[fault.rank]
+            assert gpu.reduce_bandwidth_Bps is not None
+            gpus[fault.rank] = replace(gpu, reduce_bandwidth_Bps=gpu.reduce_bandwidth_Bps
+                                       * fault.factor)
+    return replace(machine, capacity_events=tuple(events),
+                   entry_s=tuple(entry) if any(entry) else (),
+                   gpus=tuple(gpus) if any(g != machine.gpu for g in gpus) else ())
