@@ -44,3 +44,44 @@ class UnitError(SimulatorError, ValueError):
 
 class AlgorithmError(SimulatorError):
     """An algorithm's program did something impossible (bad peer, size mismatch, lost message)."""
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a blocked rank waits for, as the deadlock watchdog says it: the ``seq``-th message
+    (counted from 1) from ``peer`` on ``channel`` into elements [start, stop), with the
+    program's label where it gave one (its phase and piece); ``peer`` None for an in-switch
+    result."""
+
+    rank: int
+    peer: int | None
+    seq: int
+    channel: str
+    start: int
+    stop: int
+    label: str = ""
+
+    def __str__(self) -> str:
+        said = f"{self.label!r}, " if self.label else ""
+        what = (f"in-switch result {self.seq}" if self.peer is None
+                else f"message {self.seq} from rank {self.peer} on channel {self.channel}")
+        return f"rank {self.rank} waits for {what} ({said}elements {self.start} to {self.stop})"
+
+
+MAX_WAIT_LINES = 16
+"""A deadlock names at most this many waits, then counts the rest."""
+
+
+def deadlock(name: str, ranks: list[int], waits: list[Wait],
+             at_s: float | None = None) -> AlgorithmError:
+    """The error of programs that wait for each other: which ranks, then a line per wait
+    (rank order), and when nothing was left to happen (``at_s``; None where the programs were
+    traced rather than run)."""
+    when = "" if at_s is None else f" at {at_s * 1e6:.3f} us"
+    more = " ..." if len(ranks) > 8 else ""
+    lines = [f"  {wait}" for wait in sorted(waits, key=lambda w: w.rank)[:MAX_WAIT_LINES]]
+    if len(waits) > MAX_WAIT_LINES:
+        lines.append(f"  ... and {len(waits) - MAX_WAIT_LINES} more waits")
+    head = (f"{name}: deadlock{when}: ranks {ranks[:8]}{more} wait for messages that are never "
+            "sent")
+    return AlgorithmError("\n".join([head + (":" if lines else ""), *lines]))

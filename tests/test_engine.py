@@ -35,9 +35,35 @@ def test_deadlock_is_reported():
     def waits_forever(me, comm):
         yield comm.recv((me + 1) % comm.size, into=comm.buffer)
 
-    with pytest.raises(AlgorithmError, match=r"custom: deadlock: ranks \[0, 1, 2\] wait for "
-                                             "messages that are never sent"):
+    with pytest.raises(AlgorithmError) as caught:
         run(waits_forever)
+    assert str(caught.value) == (
+        "custom: deadlock at 0.000 us: ranks [0, 1, 2] wait for messages that are never sent:\n"
+        "  rank 0 waits for message 1 from rank 1 on channel 0 (elements 0 to 12)\n"
+        "  rank 1 waits for message 1 from rank 2 on channel 0 (elements 0 to 12)\n"
+        "  rank 2 waits for message 1 from rank 0 on channel 0 (elements 0 to 12)")
+
+
+def test_the_watchdog_says_what_each_blocked_rank_waits_for():
+    # A ring step that works, then a second step whose sends were forgotten: when nothing is
+    # left to happen (the first step's 96 bytes arrived after 2 hops of 1 us at 1 GB/s), every
+    # rank waits for its left neighbour's second message, which its program labels.
+    def forgets_to_send(me, comm):
+        left, right = (me - 1) % comm.size, (me + 1) % comm.size
+        comm.send(right, comm.buffer, "step 1")
+        yield comm.recv(left, into=comm.buffer, label="step 1")
+        yield comm.recv(left, into=comm.buffer.split(3)[me], label="step 2 piece 1/3")
+
+    with pytest.raises(AlgorithmError) as caught:
+        run(forgets_to_send)
+    assert str(caught.value) == (
+        "custom: deadlock at 2.096 us: ranks [0, 1, 2] wait for messages that are never sent:\n"
+        "  rank 0 waits for message 2 from rank 2 on channel 0 ('step 2 piece 1/3', elements 0 "
+        "to 4)\n"
+        "  rank 1 waits for message 2 from rank 0 on channel 0 ('step 2 piece 1/3', elements 4 "
+        "to 8)\n"
+        "  rank 2 waits for message 2 from rank 1 on channel 0 ('step 2 piece 1/3', elements 8 "
+        "to 12)")
 
 
 def test_unreceived_message_is_reported():

@@ -278,11 +278,16 @@ def test_local_reduces_take_the_simpy_engines_time_on_the_vectorised_engine():
 
 
 @pytest.mark.parametrize("program, message", [
-    (waits_for_each_other, "deadlock: ranks [0, 1] wait for messages that are never sent"),
+    (waits_for_each_other, "deadlock: ranks [0, 1] wait for messages that are never sent:\n"
+                           "  rank 0 waits for message 1 from rank 1 on channel 0 (elements 0 "
+                           "to 4)\n"
+                           "  rank 1 waits for message 1 from rank 0 on channel 0 (elements 0 "
+                           "to 4)"),
     (sends_more_than_received, "rank 0 received 4 elements from rank 1 into a span of 2"),
     (sends_twice, "rank 1 sent 1 message(s) never received (first to rank 0)")])
 def test_programs_that_cannot_run_are_algorithm_errors(program, message):
-    # the SimPy engine's words for the same programs
+    # the SimPy engine's words for the same programs (its deadlocks also say when, and the
+    # programs' labels, which a trace does not keep)
     with pytest.raises(AlgorithmError) as caught:
         trace_program(Group(np.arange(2), Span(0, 4), 4), program, "broken")
     assert str(caught.value) == f"broken: {message}"

@@ -68,7 +68,7 @@ from simulator.algorithms.comm import (
     SwitchResult,
 )
 from simulator.algorithms.schedule import NONE, Group, Schedule, SwitchEnd
-from simulator.errors import AlgorithmError
+from simulator.errors import AlgorithmError, Wait, deadlock
 from simulator.model.machine import Aggregation, Machine
 from simulator.model.span import Span
 
@@ -332,9 +332,10 @@ class _Recording:
             if len(receives) > len(sends):
                 unsent.append(connection)
         if unsent:
-            waiting = sorted({dst for _, dst, _ in unsent})
-            raise AlgorithmError(f"{self.name}: deadlock: ranks {waiting[:8]} wait for "
-                                 "messages that are never sent")
+            waits = [self.wait(connection, k, op) for connection in unsent
+                     for k, op in enumerate(self.receives[connection])
+                     if k >= len(self.sends.get(connection, []))]
+            raise deadlock(self.name, sorted({dst for _, dst, _ in unsent}), waits)
         unreceived = sorted((src, dst) for (src, dst, channel), sends in self.sends.items()
                             for _ in sends[len(self.receives.get((src, dst, channel), [])):])
         if unreceived:
@@ -454,10 +455,24 @@ class _Recording:
         chains, stuck_ops = wave_levels(ops, waits[real], op[real])
         if stuck_ops.size:
             stuck = sorted({self.dst[m] for m in stuck_ops.tolist() if self.dst[m] >= 0})
-            raise AlgorithmError(f"{self.name}: deadlock: ranks {stuck[:8]} wait for messages "
-                                 "that are never sent")
+            raise deadlock(self.name, stuck, self.first_waits(set(stuck_ops.tolist())))
         ordered: np.ndarray = np.lexsort((np.arange(ops), chains))
         return ordered
+
+    def wait(self, connection: _Connection, k: int, op: int) -> Wait:
+        """What receive ``op``, the (k+1)-th on ``connection``, waits for."""
+        src, dst, channel = connection
+        return Wait(dst, src, k + 1, ".".join(map(str, channel)), self.recv[op].start,
+                    self.recv[op].stop)
+
+    def first_waits(self, stuck: set[int]) -> list[Wait]:
+        """Each rank's first receive among the ``stuck`` ops: what it waits for."""
+        first: dict[int, tuple[int, Wait]] = {}
+        for connection, ops in self.receives.items():
+            for k, op in enumerate(ops):
+                if op in stuck and (connection[1] not in first or op < first[connection[1]][0]):
+                    first[connection[1]] = (op, self.wait(connection, k, op))
+        return [wait for _, wait in first.values()]
 
     def reducing_threads(self) -> int:
         """How many threads may reduce at once, as builders count them: a thread that reduces

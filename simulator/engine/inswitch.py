@@ -99,6 +99,10 @@ class InSwitchReductions:
         assert isinstance(data, np.ndarray)
         return data
 
+    def taken(self, rank: int, wait: SwitchResult) -> int:
+        """How many of its group's results ``rank`` has asked for so far."""
+        return self._taken.get((wait.key, rank), 0)
+
     def unfinished(self) -> int:
         """Rounds that never received every contribution."""
         return sum(len(self._posted_in(key, k)) < len(key[0]) for key, k in self._spans)

@@ -48,7 +48,7 @@ from simulator.engine.inswitch import InSwitchReductions
 from simulator.engine.kernel import serve_next
 from simulator.engine.payload import Payload
 from simulator.engine.record import Recorder
-from simulator.errors import AlgorithmError
+from simulator.errors import AlgorithmError, Wait, deadlock
 from simulator.model.machine import GpuSpec, Machine
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
@@ -154,6 +154,8 @@ class _Run:
                            stream_bytes=spec.stream_bytes)
                       for rank in range(ranks)]
         self.finished: dict[int, float] = {}
+        self._waits: dict[tuple[int, object], Wait] = {}
+        """What each rank waits for now (rank, the wait's key): the watchdog's words."""
         self._slots: dict[_Key, simpy.Event] = {}
         self._sent: dict[_Connection, int] = {}
         self._received: dict[_Connection, int] = {}
@@ -196,7 +198,11 @@ class _Run:
             elif isinstance(request, SwitchResult):
                 self._check_span(rank, request.into)
                 asked = self.env.now
+                wait = (rank, request)
+                self._waits[wait] = Wait(rank, None, self.in_switch.taken(rank, request) + 1, "",
+                                         request.into.start, request.into.stop, request.label)
                 data = yield from self.in_switch.result(rank, request)
+                del self._waits[wait]
                 self.buffers[rank, self.payload.view(request.into)] = data
                 if self.trace is not None:
                     self.trace.add_slice(f"rank {rank}", rank, "in-switch", request.label, asked,
@@ -241,7 +247,11 @@ class _Run:
         seq = self._received.get(connection, 0)
         self._received[connection] = seq + 1
         asked = self.env.now
+        wait = (rank, (*connection, seq))
+        self._waits[wait] = Wait(rank, recv.peer, seq + 1, ".".join(map(str, recv.channel)),
+                                 recv.into.start, recv.into.stop, recv.label)
         message = yield self._slot((*connection, seq))
+        del self._waits[wait]
         assert isinstance(message, _Message)
         del self._slots[(*connection, seq)]
         if message.span.count != recv.into.count:
@@ -288,10 +298,12 @@ class _Run:
                                  f"buffer of {self.payload.count} elements")
 
     def _check_complete(self) -> None:
+        """The watchdog, when no event is left: every rank must have finished, every round
+        have all its contributions and every message have been received; otherwise
+        AlgorithmError, a deadlock saying, a line per blocked rank, what it waits for."""
         stuck = [r for r in range(len(self.placement)) if r not in self.finished]
         if stuck:
-            raise AlgorithmError(f"{self.algorithm.name}: deadlock: ranks {stuck[:8]} wait for "
-                                 "messages that are never sent")
+            raise deadlock(self.algorithm.name, stuck, list(self._waits.values()), self.env.now)
         if self.in_switch.unfinished():
             raise AlgorithmError(f"{self.algorithm.name}: {self.in_switch.unfinished()} in-switch "
                                  "reduction(s) missed contributions from some ranks")
