@@ -30,8 +30,11 @@ if TYPE_CHECKING:
     import pandas as pd
     from tqdm import tqdm
 
+    from simulator.engine.plan import PointPlan
+    from simulator.output.results import Result
     from simulator.output.stream import ResultsStream
     from simulator.scenario.spec import Scenario, TopologySpec
+    from simulator.settings import RunSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 FORMATS = ", ".join(WRITERS)
@@ -67,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--links", type=Path, metavar="FILE.csv",
                      help="write every link's bytes, busy time and utilisation per point to "
                           "FILE.csv, and their heatmap to FILE.png")
+    run.add_argument("--resume", action="store_true",
+                     help="keep the points a stopped run of the same scenario and settings "
+                          "already wrote to the output directory, and run only the rest")
     sweep = commands.add_parser("sweep", help="run every point of scenario files in parallel on a "
                                               "Dask cluster and write each one's results")
     sweep.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files")
@@ -334,12 +340,16 @@ def _run(args: argparse.Namespace) -> int:
         plans = plan_points(scenario, setup, settings)
         coming = outlook(scenario, setup, plans)
         total = len(coming.points)
+        done = _resumed(args, scenario, settings, output, plans) if args.resume else []
+        files.rows = done
         if not args.quiet:
-            print(f"{scenario.source}: {coming.describe()}", file=sys.stderr, flush=True)
+            print(f"{scenario.source}: {coming.describe()}"
+                  + (f" ({len(done)} kept from the stopped run)" if done else ""),
+                  file=sys.stderr, flush=True)
         points = run_points(scenario, seed=args.seed, proxy_elements=args.proxy_elements,
-                            setup=setup, watch=watch, plans=plans)
-        with _progress_bar(total, args.quiet) as bar:
-            for planned in coming.points:
+                            setup=setup, watch=watch, plans=plans[len(done):])
+        with _progress_bar(total - len(done), args.quiet) as bar:
+            for planned in coming.points[len(done):]:
                 bar.set_postfix_str(planned.label)
                 result = next(points)
                 with _writing(scenario.source, output):
@@ -353,6 +363,21 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_INTERRUPTED
     _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
     return _verification(scenario.source, files.frame)
+
+
+def _resumed(args: argparse.Namespace, scenario: Scenario, settings: RunSettings, output: Path,
+             plans: Sequence[PointPlan]) -> list[Result]:
+    """The points a stopped run already wrote (:mod:`simulator.output.resume`); InputError with
+    an option that needs every point run here."""
+    from simulator.output.resume import resumed
+
+    for option in ("trace", "links"):
+        if getattr(args, option) is not None:
+            raise InputError([Problem("command line", "--resume", (
+                f"expected no --{option} with --resume: the points kept from the stopped run "
+                f"left no {'timeline' if option == 'trace' else 'link usage'}"))])
+    return resumed(scenario, settings, output,
+                   [(plan.algorithm.name, plan.size_bytes) for plan in plans])
 
 
 def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
@@ -370,6 +395,9 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
             raise InputError([Problem("command line", flag, "expected no " + flag + " with a "
                                       "training scenario (trace one bucket's allreduce as a "
                                       "point of a plain scenario)")])
+    if args.resume:
+        raise InputError([Problem("command line", "--resume", "expected no --resume with a "
+                                  "training scenario (its files are written once, at the end)")])
 
     def progress(what: str) -> None:
         if not args.quiet:

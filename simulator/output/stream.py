@@ -4,7 +4,8 @@ After every point the results files (the CSV, and the Parquet file when asked) a
 whole, each atomically (:func:`~simulator.output.files.write_atomically`): at any moment the
 one on disk is a complete, valid file of the points done so far, in the run's order, and
 Ctrl-C between or during points loses only the point under way. The settings (JSON) are written
-with the first point, so partial results say how they were made; the figure (PNG) is drawn once,
+with the first point, before its results, so partial results say how they were made (`run
+--resume` reads them back, :mod:`simulator.output.resume`); the figure (PNG) is drawn once,
 from every point, when the run ends.
 """
 
@@ -53,8 +54,9 @@ class ResultsStream:
         held until they all are (:func:`~simulator.output.files.interrupts_held`), so they
         always hold the same points, :attr:`rows`."""
         rows = [*self.rows, result]
-        names = tuple(name for name in self.formats
-                      if name in RESULTS_FORMATS or (name == "json" and not self.rows))
+        settings = ("json",) if "json" in self.formats and not self.rows else ()
+        # the settings before the first results, so a results file never lacks them (--resume)
+        names = settings + tuple(name for name in self.formats if name in RESULTS_FORMATS)
         with interrupts_held():
             write_results(results_frame(rows), self.scenario, self.run, self.directory, names)
             self.rows = rows

@@ -1,0 +1,117 @@
+"""``run --resume``: the points a stopped run already wrote, read back so that only the rest run.
+
+A run keeps its results file whole after every point (:mod:`simulator.output.stream`), so a run
+killed at any moment, even by SIGKILL, leaves a valid CSV of the first points in the run's order
+and, beside it, the JSON settings that made them. :func:`resumed` checks that those settings are
+the ones this run would write (the same resolved scenario, seed, proxy, output and simulator
+version: anything else could change the rows), that the rows are the first points this run
+plans, in order, and gives them back as :class:`~simulator.output.results.Result` rows. Written
+again with the new points, they make exactly the file an uninterrupted run writes: CSV floats are
+written at full precision and read back to the same bits.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError, Problem
+from simulator.output.results import RESULT_COLUMNS, Result
+from simulator.output.settings_json import settings
+from simulator.scenario.spec import Scenario
+from simulator.settings import RunSettings
+from simulator.units import format_size
+
+_TYPES = typing.get_type_hints(Result)
+
+
+def resumed(scenario: Scenario, run: RunSettings, output: Path,
+            planned: Sequence[tuple[str, int]]) -> list[Result]:
+    """The rows already in ``output``'s results file for ``scenario`` run with ``run``, which
+    must be the first of the ``planned`` (algorithm, size) points; none where no results file
+    is there yet. InputError where the file or its settings say it came from another run."""
+    csv_path = output / f"{scenario.name}.csv"
+    json_path = output / f"{scenario.name}.json"
+    if not csv_path.exists():
+        return []
+    if not json_path.is_file():
+        raise _problem(scenario, f"cannot resume {csv_path}: its settings file {json_path.name} "
+                                 "is missing, so nothing says which run wrote it")
+    try:
+        written = json.loads(json_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise _problem(scenario, f"cannot resume: {json_path} is not readable JSON "
+                                 f"({error})") from None
+    expected = json.loads(json.dumps(settings(scenario, run, output)))
+    differs = _first_difference(expected, written)
+    if differs is not None:
+        raise _problem(scenario, f"cannot resume: {json_path} was written by another run "
+                                 f"({differs} differs); run without --resume, or into another "
+                                 "--output")
+    rows = _read_rows(scenario, csv_path)
+    for i, row in enumerate(rows):
+        if i >= len(planned) or (row.algorithm, row.size_bytes) != planned[i]:
+            raise _problem(scenario, f"cannot resume: row {i + 1} of {csv_path} is "
+                                     f"{row.algorithm} at {format_size(row.size_bytes)}, not the "
+                                     "point this run plans there")
+    return rows
+
+
+def _problem(scenario: Scenario, message: str) -> InputError:
+    return InputError([Problem(scenario.source, "--resume", message)])
+
+
+def _first_difference(expected: Any, written: Any, path: str = "") -> str | None:
+    """The dotted path of the first place two JSON values differ (None: equal)."""
+    if isinstance(expected, dict) and isinstance(written, dict):
+        for key in [*expected, *(k for k in written if k not in expected)]:
+            found = _first_difference(expected.get(key), written.get(key),
+                                      f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+        return None
+    return None if expected == written else (path or "the whole file")
+
+
+def _read_rows(scenario: Scenario, path: Path) -> list[Result]:
+    """The CSV's rows as results, every value as the writer wrote it."""
+    try:
+        with path.open(newline="", encoding="utf-8") as file:
+            lines = list(csv.reader(file))
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise _problem(scenario, f"cannot resume: {path} is not readable ({error})") from None
+    if not lines or tuple(lines[0]) != RESULT_COLUMNS:
+        raise _problem(scenario, f"cannot resume: {path} is not a results file of this version "
+                                 "(its columns differ)")
+    rows = []
+    for number, line in enumerate(lines[1:], start=2):
+        try:
+            values: dict[str, Any] = {f.name: _value(f.name, text)
+                                      for f, text in zip(fields(Result), line, strict=True)}
+            rows.append(Result(**values))
+        except ValueError as error:
+            raise _problem(scenario, f"cannot resume: {path} line {number}: {error}") from None
+    return rows
+
+
+def _value(name: str, text: str) -> object:
+    """One CSV field as the Result's field type holds it."""
+    kind = _TYPES[name]
+    if kind is str:
+        return text
+    if kind is int:
+        return int(text)
+    if kind is float:
+        return math.nan if text == "" else float(text)
+    if isinstance(kind, types.UnionType) and set(kind.__args__) == {bool, type(None)}:
+        if text not in ("", "True", "False"):
+            raise ValueError(f"{name}: expected True, False or nothing, got {text!r}")
+        return None if text == "" else text == "True"
+    raise ValueError(f"{name}: no reader for {kind}")

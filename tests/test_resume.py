@@ -1,0 +1,133 @@
+"""``run --resume`` (issue 23, item 6): a run killed with SIGKILL at a random point, then resumed,
+ends with exactly the results file an uninterrupted run writes; a results file from another run
+is refused with one line."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from simulator.cli import main
+
+SCENARIO = """\
+name: killed
+topology: {kind: switch, ranks: 48, bandwidth: 25GB/s, latency: 500ns}
+algorithms: [ring, halving_doubling]
+sizes: [1MiB, 4MiB, 16MiB, 64MiB]
+engine: simpy
+"""
+POINTS = 8
+
+
+def write(tmp_path: Path, text: str = SCENARIO) -> Path:
+    path = tmp_path / "killed.yaml"
+    path.write_text(text)
+    return path
+
+
+def rows(csv: Path) -> int:
+    """Data rows in a results file (0 before it exists)."""
+    return len(csv.read_text().splitlines()) - 1 if csv.exists() else 0
+
+
+def test_a_run_killed_at_a_random_point_resumes_to_the_same_file(tmp_path):
+    scenario = write(tmp_path)
+    whole, part = tmp_path / "whole", tmp_path / "part"
+    assert main(["run", str(scenario), "--output", str(whole), "--no-plot", "--quiet"]) == 0
+    kill_after = int(np.random.default_rng(23).integers(1, POINTS))  # 1 to 7 points written
+    csv = part / "killed.csv"
+    child = subprocess.Popen([sys.executable, "-m", "simulator", "run", str(scenario), "--output",
+                              str(part), "--no-plot", "--quiet"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+    try:
+        while rows(csv) < kill_after and child.poll() is None:
+            time.sleep(0.005)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait()
+    kept = rows(csv)
+    assert 1 <= kept < POINTS  # killed part way, the file whole at the instant of the kill
+    assert main(["run", str(scenario), "--output", str(part), "--no-plot", "--quiet",
+                 "--resume"]) == 0
+    assert (part / "killed.csv").read_bytes() == (whole / "killed.csv").read_bytes()
+
+
+def test_resuming_a_finished_run_runs_nothing_and_keeps_the_file(tmp_path, capsys):
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
+    before = (out / "killed.csv").read_bytes()
+    capsys.readouterr()
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--resume"]) == 0
+    assert (out / "killed.csv").read_bytes() == before
+    assert "(8 kept from the stopped run)" in capsys.readouterr().err
+
+
+def test_results_of_another_run_are_refused(tmp_path, capsys):
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet", "--seed",
+                 "7", "--resume"]) == 2
+    assert capsys.readouterr().err == (
+        f"{scenario}: --resume: cannot resume: {out / 'killed.json'} was written by another run "
+        "(run.seed differs); run without --resume, or into another --output\n")
+
+
+def test_rows_that_are_not_this_runs_first_points_are_refused(tmp_path, capsys):
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
+    lines = (out / "killed.csv").read_text().splitlines(keepends=True)
+    (out / "killed.csv").write_text(lines[0] + lines[2])  # the first point left out
+    capsys.readouterr()
+    assert main(["run", str(scenario), "--output", str(out), "--quiet", "--resume"]) == 2
+    assert capsys.readouterr().err == (
+        f"{scenario}: --resume: cannot resume: row 1 of {out / 'killed.csv'} is ring at 4MiB, "
+        "not the point this run plans there\n")
+
+
+def test_a_results_file_without_its_settings_is_refused(tmp_path, capsys):
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    out = tmp_path / "out"
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
+    (out / "killed.json").unlink()
+    capsys.readouterr()
+    assert main(["run", str(scenario), "--output", str(out), "--quiet", "--resume"]) == 2
+    assert capsys.readouterr().err == (
+        f"{scenario}: --resume: cannot resume {out / 'killed.csv'}: its settings file "
+        "killed.json is missing, so nothing says which run wrote it\n")
+
+
+def test_resume_refuses_a_trace(tmp_path, capsys):
+    scenario = write(tmp_path)
+    assert main(["run", str(scenario), "--output", str(tmp_path / "o"), "--resume", "--trace",
+                 str(tmp_path / "t.json")]) == 2
+    assert capsys.readouterr().err == (
+        "command line: --resume: expected no --trace with --resume: the points kept from the "
+        "stopped run left no timeline\n")
+
+
+def test_the_settings_file_says_where_the_results_went(tmp_path):
+    # why two runs into two directories write the same CSV but settings files that differ
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    assert main(["run", str(scenario), "--output", str(tmp_path / "o"), "--no-plot",
+                 "--quiet"]) == 0
+    written = json.loads((tmp_path / "o" / "killed.json").read_text())
+    assert written["scenario"]["output"] == str(tmp_path / "o")
+
+
+def test_a_training_scenario_cannot_resume(tmp_path, capsys):
+    path = tmp_path / "t.yaml"
+    path.write_text("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}\n"
+                    "training: {model: resnet50, batch: 32}\n")
+    assert main(["run", str(path), "--output", str(tmp_path / "o"), "--resume"]) == 2
+    assert capsys.readouterr().err == (
+        "command line: --resume: expected no --resume with a training scenario (its files are "
+        "written once, at the end)\n")
