@@ -101,20 +101,21 @@ def test_ctrl_c_before_the_first_point_writes_nothing(small, capsys, monkeypatch
 
 def test_ctrl_c_during_a_write_is_held_until_every_results_file_has_the_point(small, capsys,
                                                                              monkeypatch):
-    # a real SIGINT, delivered while the second point's CSV is being written: the CSV and the
-    # Parquet file still both get that point, and only then does the run stop
+    # a real SIGINT, delivered while the second point's Parquet file is being written (after
+    # its CSV line was appended): the Parquet file still gets that point, and only then does
+    # the run stop
     path, out = small
-    real = WRITERS["csv"]
+    real = WRITERS["parquet"]
     writes = []
 
-    def write_csv(results, scenario, run, where):
+    def write_parquet(results, scenario, run, where):
         writes.append(len(results))
         if len(writes) == 2:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(0.05)  # the handler runs in here, between two bytecodes
         real.results(results, scenario, run, where)
 
-    monkeypatch.setitem(WRITERS, "csv", replace(real, results=write_csv))
+    monkeypatch.setitem(WRITERS, "parquet", replace(real, results=write_parquet))
     assert main(["run", str(path), "--quiet", "--format", "parquet"]) == 130
     assert capsys.readouterr().err == (f"{path}: interrupted: 2 of 6 points written to "
                                        f"{out / 'small.csv'} and {out / 'small.parquet'}\n")

@@ -128,3 +128,28 @@ def test_a_training_scenario_cannot_resume(tmp_path, capsys):
     assert capsys.readouterr().err == (
         "command line: --resume: expected no --resume with a training scenario (its files are "
         "written once, at the end)\n")
+
+
+def test_a_line_cut_while_it_was_appended_is_run_again(tmp_path, capsys):
+    scenario, out = finished(tmp_path, capsys)
+    whole = (out / "killed.csv").read_bytes()
+    lines = whole.splitlines(keepends=True)
+    (out / "killed.csv").write_bytes(b"".join(lines[:4]) + lines[4][:17])  # killed mid-write
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--resume"]) == 0
+    assert (out / "killed.csv").read_bytes() == whole
+    assert "(3 kept from the stopped run)" in capsys.readouterr().err
+
+
+def test_appending_point_by_point_writes_what_one_write_would(tmp_path):
+    # every later point appends its line; the file equals the whole frame written at once
+    from simulator.output.writers import to_csv
+    from simulator.runner import simulate
+
+    scenario, out = finished(tmp_path, _NoCapture())
+    to_csv(simulate(scenario), tmp_path / "at-once.csv")
+    assert (out / "killed.csv").read_bytes() == (tmp_path / "at-once.csv").read_bytes()
+
+
+class _NoCapture:
+    def readouterr(self):
+        return None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import astuple, dataclass, fields
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -74,6 +74,7 @@ def results_frame(results: Iterable[Result]) -> pd.DataFrame:
     :func:`~simulator.runner.simulate` returns."""
     import pandas as pd  # here, so that the rows and columns stay light to import
 
-    frame = pd.DataFrame([astuple(result) for result in results], columns=list(RESULT_COLUMNS))
+    frame = pd.DataFrame([tuple(getattr(result, name) for name in RESULT_COLUMNS)
+                          for result in results], columns=list(RESULT_COLUMNS))  # scalars: no copy
     return frame.astype({"verified": "boolean"})
 

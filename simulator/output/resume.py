@@ -13,6 +13,7 @@ written at full precision and read back to the same bits.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import types
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError, Problem
+from simulator.output.files import write_atomically
 from simulator.output.results import RESULT_COLUMNS, Result
 from simulator.output.settings_json import settings
 from simulator.scenario.spec import Scenario
@@ -55,13 +57,19 @@ def resumed(scenario: Scenario, run: RunSettings, output: Path,
         raise _problem(scenario, f"cannot resume: {json_path} was written by another run "
                                  f"({differs} differs); run without --resume, or into another "
                                  "--output")
-    rows = _read_rows(scenario, csv_path)
+    rows, whole = _read_rows(scenario, csv_path)
+    if whole is not None:  # the cut line goes, so that the next point's line follows a whole one
+        write_atomically(csv_path, lambda tmp: _write(tmp, whole))
     for i, row in enumerate(rows):
         if i >= len(planned) or (row.algorithm, row.size_bytes) != planned[i]:
             raise _problem(scenario, f"cannot resume: row {i + 1} of {csv_path} is "
                                      f"{row.algorithm} at {format_size(row.size_bytes)}, not the "
                                      "point this run plans there")
     return rows
+
+
+def _write(path: Path, text: str) -> None:
+    path.write_text(text, encoding="utf-8")
 
 
 def _problem(scenario: Scenario, message: str) -> InputError:
@@ -80,11 +88,15 @@ def _first_difference(expected: Any, written: Any, path: str = "") -> str | None
     return None if expected == written else (path or "the whole file")
 
 
-def _read_rows(scenario: Scenario, path: Path) -> list[Result]:
-    """The CSV's rows as results, every value as the writer wrote it."""
+def _read_rows(scenario: Scenario, path: Path) -> tuple[list[Result], str | None]:
+    """The CSV's rows as results, every value as the writer wrote it, and the file's text
+    without a last line that a kill cut while it was appended (None: no line was cut)."""
+    whole = None
     try:
-        with path.open(newline="", encoding="utf-8") as file:
-            lines = list(csv.reader(file))
+        text = path.read_text(encoding="utf-8")
+        if text and not text.endswith("\n"):
+            text = whole = text[:text.rfind("\n") + 1]
+        lines = list(csv.reader(io.StringIO(text, newline="")))
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise _problem(scenario, f"cannot resume: {path} is not readable ({error})") from None
     if not lines or tuple(lines[0]) != RESULT_COLUMNS:
@@ -98,7 +110,7 @@ def _read_rows(scenario: Scenario, path: Path) -> list[Result]:
             rows.append(Result(**values))
         except ValueError as error:
             raise _problem(scenario, f"cannot resume: {path} line {number}: {error}") from None
-    return rows
+    return rows, whole
 
 
 def _value(name: str, text: str) -> object:

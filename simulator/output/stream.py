@@ -1,9 +1,11 @@
 """A run's files kept up to date point by point, so that a stopped run keeps what it finished.
 
-After every point the results files (the CSV, and the Parquet file when asked) are rewritten
-whole, each atomically (:func:`~simulator.output.files.write_atomically`): at any moment the
-one on disk is a complete, valid file of the points done so far, in the run's order, and
-Ctrl-C between or during points loses only the point under way. The settings (JSON) are written
+The first point writes the results files whole, each atomically
+(:func:`~simulator.output.files.write_atomically`); every later point appends its line to the
+CSV (:func:`~simulator.output.writers.append_csv`: a run of n points writes O(n) bytes) and
+rewrites the Parquet file, when asked, whole and atomically. At any moment the files on disk
+hold the points done so far, in the run's order, and Ctrl-C between or during points loses only
+the point under way. The settings (JSON) are written
 with the first point, before its results, so partial results say how they were made (`run
 --resume` reads them back, :mod:`simulator.output.resume`); the figure (PNG) is drawn once,
 from every point, when the run ends.
@@ -16,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from simulator.output.files import interrupts_held
 from simulator.output.results import Result, results_frame
-from simulator.output.writers import RESULTS_FORMATS, WRITERS, write_results
+from simulator.output.writers import RESULTS_FORMATS, WRITERS, append_csv, write_results
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
 
@@ -58,9 +60,14 @@ class ResultsStream:
         # the settings before the first results, so a results file never lacks them (--resume)
         names = settings + tuple(name for name in self.formats if name in RESULTS_FORMATS)
         with interrupts_held():
-            write_results(results_frame(rows), self.scenario, self.run, self.directory, names)
+            if self.rows and "csv" in names and self.path("csv").is_file():  # a line appended
+                append_csv(results_frame([result]), self.path("csv"))
+                names = tuple(name for name in names if name != "csv")
+            if names:  # the first point's files, or a Parquet file rewritten whole
+                write_results(results_frame(rows), self.scenario, self.run, self.directory,
+                              names)
             self.rows = rows
-            self._written.update(names)
+            self._written.update({*names, "csv"} & set(self.formats))
 
     def finish(self) -> list[Path]:
         """Write what waits for the whole run (the figure; anything not yet written when no
