@@ -49,3 +49,16 @@ TRACE_RATE_LINKS = 16
 MAX_TRACE_COUNTERS = 200_000
 """Counter events (a link's utilisation changing) a trace keeps, per file, shared among points
 as slices are; each point's counters stop where its share runs out."""
+
+MAX_INPUT_BYTES = 16 << 20
+"""Bytes of any input file read (a scenario, preset, graph or nccl-tests log): a scenario is a
+few hundred bytes and the largest log measured here ~50 kB, so 16 MiB refuses only mistakes
+(``/dev/zero``, a results file given as a scenario) before they fill the memory."""
+
+MAX_YAML_NESTING = 64
+"""Mappings and lists nested in a YAML input: a scenario nests four deep; deeper is refused
+before the parser recurses (100,000 nested lists would end in a RecursionError)."""
+
+MAX_YAML_ALIASES = 64
+"""Aliases (``*name``) in a YAML input: one alias may stand for a whole nested list, so a few
+dozen of them can describe billions of elements (the "billion laughs"); no scenario needs any."""

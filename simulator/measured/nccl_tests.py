@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import InputError, Problem
+from simulator.inputs import read_text
 
 _PREFIX = re.compile(r"^(?:\[[^\]]*\](?:<std(?:out|err)>)?:?\s*|\S.*<std(?:out|err)>:\s*)")
 """A launcher's line prefix: ``[1,0]<stdout>:`` (Open MPI), ``[0]`` (Slurm), or a timestamp
@@ -61,13 +62,7 @@ def load_measurements(path: str | Path) -> MeasuredSeries:
     """The measurements in ``path``: a CSV with columns ``size_bytes``, ``time_us`` and
     ``busbw_GBps`` (``#`` lines are comments), or anything else read as nccl-tests output."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError([Problem(str(path), "", "no such file")]) from None
-    except (OSError, UnicodeDecodeError) as error:
-        reason = error.strerror if isinstance(error, OSError) else "expected UTF-8 text"
-        raise InputError([Problem(str(path), "", f"cannot read: {reason}")]) from None
+    text = read_text(path)
     if path.suffix.lower() == ".csv":
         return parse_csv(text, str(path))
     return parse_nccl_tests(text, str(path))

@@ -22,6 +22,7 @@ switch, GPUs that cannot reach each other. Routes are searched per pair, lazily,
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from collections.abc import Mapping
@@ -32,7 +33,8 @@ from typing import Any
 import networkx as nx
 import yaml
 
-from simulator.errors import UnitError
+from simulator.errors import InputError, UnitError
+from simulator.inputs import check_yaml_shape, read_text
 from simulator.model.parts import GPU, NET_LINK, NIC, NVLINK, PCIE, SWITCH, File, ParamValue
 from simulator.units import parse_bandwidth, parse_time
 
@@ -100,16 +102,23 @@ def _read(file: str, mtime_ns: int, size: int) -> GraphFile:
         return GraphFile(None, (("", f"expected a .graphml, .yaml or .yml file, got "
                                     f"{path.name!r}"),))
     reader = _Reader()
+    try:
+        text = read_text(path)
+        if path.suffix.lower() != ".graphml":
+            with contextlib.suppress(yaml.YAMLError):  # the YAML reader below says where
+                check_yaml_shape(text, file, yaml.SafeLoader)
+    except InputError as error:
+        return GraphFile(None, tuple((p.field, p.message) for p in error.problems))
     if path.suffix.lower() == ".graphml":
         try:
-            source = nx.read_graphml(path)
-        except (nx.NetworkXError, OSError, ValueError, SyntaxError) as error:
+            source = nx.parse_graphml(text)
+        except (nx.NetworkXError, ValueError, SyntaxError) as error:
             return GraphFile(None, (("", f"expected GraphML ({error})"),))
         built = reader.from_graphml(source)
     else:
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except (yaml.YAMLError, OSError, UnicodeDecodeError) as error:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
             mark = getattr(error, "problem_mark", None)
             where = f" at line {mark.line + 1}" if mark is not None else ""
             return GraphFile(None, (("", f"expected a YAML edge list (unreadable{where})"),))

@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 import yaml
 
 from simulator.errors import InputError, Problem, UnitError
+from simulator.inputs import check_yaml_shape, read_text
 
 T = TypeVar("T")
 
@@ -57,21 +58,13 @@ _StrictLoader.yaml_implicit_resolvers = _without_sexagesimal(
 
 def load_yaml_mapping(path: Path) -> dict[str, Any]:
     """The top-level mapping of a YAML file, loaded safely; InputError if unreadable or not one."""
-    file = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError([Problem(file, "", "no such file")]) from None
-    except OSError as error:
-        raise InputError([Problem(file, "", f"cannot read: {error.strerror}")]) from None
-    except UnicodeDecodeError:
-        raise InputError([Problem(file, "", "expected UTF-8 text (is this a YAML file?)")]) from None
-    return parse_yaml_mapping(text, file)
+    return parse_yaml_mapping(read_text(path, "UTF-8 text (is this a YAML file?)"), str(path))
 
 
 def parse_yaml_mapping(text: str, file: str) -> dict[str, Any]:
     """The top-level mapping of YAML ``text`` read from ``file``; InputError if not one."""
     try:
+        check_yaml_shape(text, file, _StrictLoader)
         data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)

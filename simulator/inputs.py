@@ -1,0 +1,71 @@
+"""Reading input files safely: only regular files, at most MAX_INPUT_BYTES, as UTF-8 text; and
+YAML bounded in nesting and aliases before it is built (docs/scenarios.md#limits).
+
+Every reader of a scenario, preset, graph or nccl-tests log comes through :func:`read_text`,
+so a FIFO, a device or an oversized file is refused with one line instead of hanging, filling
+the memory or ending in a traceback.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+
+import yaml
+
+from simulator.errors import InputError, Problem
+from simulator.limits import MAX_INPUT_BYTES, MAX_YAML_ALIASES, MAX_YAML_NESTING
+
+
+def read_text(path: Path, expected: str = "UTF-8 text") -> str:
+    """The UTF-8 text of the regular file ``path``; InputError naming it otherwise: missing, not
+    a regular file (a FIFO, a device, a directory), larger than MAX_INPUT_BYTES, unreadable, or
+    not UTF-8 (then saying it ``expected`` that)."""
+    file = str(path)
+    try:
+        kind = path.stat().st_mode
+    except FileNotFoundError:
+        raise InputError([Problem(file, "", "no such file")]) from None
+    except OSError as error:
+        raise InputError([Problem(file, "", f"cannot read: {error.strerror}")]) from None
+    if not stat.S_ISREG(kind):
+        what = "a directory" if stat.S_ISDIR(kind) else "a FIFO" if stat.S_ISFIFO(kind) else \
+            "a device" if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) else "not a regular file"
+        raise InputError([Problem(file, "", f"expected a regular file, got {what}")])
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_INPUT_BYTES + 1)
+    except OSError as error:
+        raise InputError([Problem(file, "", f"cannot read: {error.strerror}")]) from None
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError([Problem(file, "", f"expected at most {MAX_INPUT_BYTES >> 20} MiB, "
+                                            "got a larger file")])
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError([Problem(file, "", f"expected {expected}")]) from None
+
+
+def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader]) -> None:
+    """InputError if the YAML ``text`` nests deeper than MAX_YAML_NESTING or uses more than
+    MAX_YAML_ALIASES aliases, found from its parse events (no recursion, nothing built).
+    yaml.YAMLError where it does not parse (the caller words it)."""
+    depth = aliases = 0
+
+    def line(event: yaml.Event) -> str:
+        return "" if event.start_mark is None else f"line {event.start_mark.line + 1}"
+
+    for event in yaml.parse(text, Loader=loader):
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            depth += 1
+            if depth > MAX_YAML_NESTING:
+                raise InputError([Problem(file, line(event), (
+                    f"expected mappings and lists nested at most {MAX_YAML_NESTING} deep"))])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            depth -= 1
+        elif isinstance(event, yaml.AliasEvent):
+            aliases += 1
+            if aliases > MAX_YAML_ALIASES:
+                raise InputError([Problem(file, line(event), (
+                    f"expected at most {MAX_YAML_ALIASES} aliases (*name): more can stand for "
+                    "billions of values"))])
