@@ -150,15 +150,18 @@ def _input(args: argparse.Namespace) -> Path:
 def _calibrate(args: argparse.Namespace) -> int:
     from simulator.calibration import calibrate, preset_yaml, value_of
     from simulator.measured.nccl_tests import load_measurements
-    from simulator.output.files import write_atomically
+    from simulator.output.files import output_problem, write_atomically
     from simulator.scenario.presets import preset_text
 
+    output = args.output or Path("results") / "calibrated" / f"{args.preset}.yaml"
+    problem = output_problem(output, [Path(args.log)])
+    if problem:
+        raise InputError([Problem("command line", "--output", problem)])
     series = load_measurements(args.log)
     if args.nodes < 1:
         raise InputError([Problem("command line", "--nodes", f"expected a whole number ≥ 1, "
                                                              f"got {args.nodes}")])
     result = calibrate(series, args.preset, args.nodes)
-    output = args.output or Path("results") / "calibrated" / f"{args.preset}.yaml"
     _check_writable("command line", output.parent)
     nodes = f" --nodes {args.nodes}" if args.nodes > 1 else ""
     lines = [f"# calibrate {args.log} --preset {args.preset}{nodes}",
@@ -300,6 +303,27 @@ def _check_options(args: argparse.Namespace) -> None:
         raise InputError(problems)
 
 
+def _check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | None]) -> None:
+    """Refuse, before anything runs, an output path that is an input of the run (the scenario,
+    a graph file) or is not a regular file: every results file, and the files of ``options``."""
+    from simulator.output.files import output_problem
+
+    inputs = [Path(scenario.source)]
+    if scenario.topology.kind == "graph":
+        inputs.append(Path(str(scenario.topology.params["file"])))
+    results = [output / f"{scenario.name}{suffix}"
+               for suffix in (".csv", ".json", ".png", ".parquet", "-crossover.png")]
+    named = {f"output ({path.name})": path for path in results}
+    named.update({option: path for option, path in options.items() if path is not None})
+    if options.get("--links") is not None:
+        named["--links (its figure)"] = Path(str(options["--links"])).with_suffix(".png")
+    problems = [Problem("command line" if option.startswith("--") else scenario.source, option,
+                        problem) for option, path in named.items()
+                for problem in [output_problem(path, inputs)] if problem]
+    if problems:
+        raise InputError(problems)
+
+
 def _check_writable(source: str, output: Path) -> None:
     """Refuse, before any simulation, an output directory that could not be written."""
     if output.exists() and not output.is_dir():
@@ -328,6 +352,7 @@ def _run(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario)
     output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
+    _check_outputs(scenario, output, {"--trace": args.trace, "--links": args.links})
     if scenario.training is not None:
         return _train(args, scenario, output, formats)
     settings = settings_of(scenario, args.seed, args.proxy_elements)

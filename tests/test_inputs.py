@@ -94,3 +94,51 @@ def test_a_fifo_log_is_refused_by_calibrate(tmp_path, capsys):
     assert refused(["calibrate", str(fifo), "--preset", "dgx_h100", "--output",
                     str(tmp_path / "out.yaml")], capsys, tmp_path) == \
         f"{fifo}: expected a regular file, got a FIFO\n"
+
+
+def test_a_megabyte_name_is_refused_before_anything_is_written(tmp_path, capsys):
+    scenario = tmp_path / "long.yaml"
+    scenario.write_text("name: " + "n" * (1 << 20) + "\ntopology: {kind: switch, ranks: 4, "
+                        "bandwidth: 25GB/s, latency: 1us}\nsizes: [1KiB]\n")
+    assert refused(["run", str(scenario)], capsys, tmp_path) == \
+        f"{scenario}: name: expected a name of at most 100 characters, got one of 1,048,576\n"
+
+
+SMALL = "topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}\nsizes: [1KiB]\n"
+
+
+def test_a_trace_onto_the_scenario_is_refused(tmp_path, capsys):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SMALL)
+    assert refused(["run", str(scenario), "--trace", str(scenario)], capsys, tmp_path) == (
+        f"command line: --trace: {scenario} is an input of this run ({scenario}); choose another "
+        "path\n")
+    assert scenario.read_text() == SMALL
+
+
+def test_a_scenario_whose_results_would_overwrite_it_is_refused(tmp_path, capsys, monkeypatch):
+    # a JSON scenario named s in its own directory: its settings file would be s.json itself
+    scenario = tmp_path / "s.json"
+    scenario.write_text('{"name": "s", "output": ".", "topology": {"kind": "switch", "ranks": 4, '
+                        '"bandwidth": "25GB/s", "latency": "1us"}, "sizes": ["1KiB"]}')
+    before = scenario.read_text()
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "s.json"]) == 2
+    assert capsys.readouterr().err == (
+        "s.json: output (s.json): s.json is an input of this run (s.json); choose another path\n")
+    assert scenario.read_text() == before
+
+
+def test_links_onto_a_device_are_refused(tmp_path, capsys):
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(SMALL)
+    assert refused(["run", str(scenario), "--links", "/dev/null"], capsys, tmp_path) == (
+        "command line: --links: expected a regular file to write, but /dev/null is not one\n")
+
+
+def test_calibrate_onto_its_log_is_refused(tmp_path, capsys):
+    log = tmp_path / "nccl.yaml"
+    log.write_text("size_bytes,time_us,busbw_GBps\n1024,10,0.1\n")
+    assert refused(["calibrate", str(log), "--preset", "dgx_h100", "--output", str(log)],
+                   capsys, tmp_path) == (
+        f"command line: --output: {log} is an input of this run ({log}); choose another path\n")

@@ -55,3 +55,17 @@ def interrupts_held() -> Iterator[None]:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     if pressed:
         raise KeyboardInterrupt
+
+
+def output_problem(path: Path, inputs: list[Path]) -> str | None:
+    """What is wrong with writing ``path`` in a run that reads ``inputs``: it is one of them
+    (writing it would destroy it), or it exists and is not a regular file (a device, a FIFO:
+    renaming onto it would replace it); None where it may be written."""
+    if not path.exists():
+        return None
+    for source in inputs:
+        if source.exists() and os.path.samefile(path, source):
+            return f"{path} is an input of this run ({source}); choose another path"
+    if not path.is_file():
+        return f"expected a regular file to write, but {path} is not one"
+    return None

@@ -28,11 +28,20 @@ Issue = tuple[str, str]
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
+MAX_NAME = 100
+"""Characters of a scenario name, which names its files (``<name>-crossover.png``...) where a
+file system allows 255 bytes."""
+
+
 def name_problem(name: object) -> str | None:
-    """A scenario (or preset) name: letters, digits, '.', '_' or '-'."""
+    """A scenario (or preset) name: letters, digits, '.', '_' or '-', at most MAX_NAME of them."""
+    if isinstance(name, str) and len(name) > MAX_NAME:
+        return f"expected a name of at most {MAX_NAME} characters, got one of {len(name):,}"
     if isinstance(name, str) and _NAME.fullmatch(name):
         return None
-    return f"expected a name of letters, digits, '.', '_' or '-', got {name!r}"
+    shown = repr(name)
+    return (f"expected a name of letters, digits, '.', '_' or '-', got "
+            f"{shown if len(shown) <= 60 else shown[:57] + '...'}")
 
 
 def size_problem(size: int, dtype: np.dtype[Any]) -> str | None:
