@@ -4,7 +4,7 @@ numbers and drawing).
 
 The only module that prints or exits. Exit codes (docs/design.md §3): 0 success; 2 bad input (one
 line per problem on stderr: file, field, what was expected); 1 when a run fails verification;
-130 on Ctrl-C, with one line and no half-written file.
+130 on Ctrl-C and 143 on SIGTERM, with one line and no half-written file.
 Heavy modules (pandas, SimPy, matplotlib) are imported only once a command runs, so ``--help``
 and ``--version`` answer at once.
 """
@@ -15,7 +15,9 @@ import argparse
 import importlib
 import os
 import re
+import signal
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
     from simulator.scenario.spec import Scenario, TopologySpec
     from simulator.settings import RunSettings
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 FORMATS = ", ".join(WRITERS)
 """The formats ``--format`` takes, as ``--help`` and its error list them: csv, json, png, parquet
 (``output.writers`` is light to import, so ``--help`` still loads no pandas nor matplotlib)."""
@@ -120,6 +122,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
+    from simulator.output.files import Terminated, raise_terminated
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, raise_terminated)  # stop as on Ctrl-C, said in one line
     try:
         commands = {"run": _run, "sweep": _sweep, "calibrate": _calibrate, "topo": _topo,
                     "plot": _plot}
@@ -131,9 +137,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
         print(f"{_input(args)}: algorithm failed: {error}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:  # every file is written atomically: nothing is left half-written
-        print(f"{_input(args)}: interrupted; files already written are complete", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:  # every file is written atomically: none half-written
+        print(f"{_input(args)}: {_stopped(stop)}; files already written are complete",
+              file=sys.stderr)
+        return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _stop_code(stop: KeyboardInterrupt) -> int:
+    """The exit code of a run stopped by Ctrl-C (130) or SIGTERM (143)."""
+    from simulator.output.files import Terminated
+
+    return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+
+
+def _stopped(stop: KeyboardInterrupt) -> str:
+    """How a run was stopped, as its last line says it."""
+    from simulator.output.files import Terminated
+
+    return "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
 
 
 def _input(args: argparse.Namespace) -> Path:
@@ -353,6 +377,10 @@ def _run(args: argparse.Namespace) -> int:
     output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
     _check_outputs(scenario, output, {"--trace": args.trace, "--links": args.links})
+    from simulator.output.files import remove_leftovers
+
+    remove_leftovers(output, [f"{scenario.name}{suffix}" for suffix in
+                              (".csv", ".json", ".png", ".parquet", "-crossover.png")])
     if scenario.training is not None:
         return _train(args, scenario, output, formats)
     settings = settings_of(scenario, args.seed, args.proxy_elements)
@@ -383,9 +411,9 @@ def _run(args: argparse.Namespace) -> int:
         _print(format_table(files.frame, picks_only=scenario.nccl_choice))
         with _writing(scenario.source, output):
             paths = [*files.finish(), *write_observed(watch, scenario, args.trace, args.links)]
-    except KeyboardInterrupt:  # the points done are on disk, every file whole (output/stream.py)
-        print(f"{scenario.source}: interrupted: {_kept(files, total)}", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:  # the points done are on disk, every file whole
+        print(f"{scenario.source}: {_stopped(stop)}: {_kept(files, total)}", file=sys.stderr)
+        return _stop_code(stop)
     _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
     return _verification(scenario.source, files.frame)
 
@@ -436,9 +464,9 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
             paths = write_training(training, scenario,
                                    settings_of(scenario, args.seed, args.proxy_elements), output,
                                    formats)
-    except KeyboardInterrupt:
-        print(f"{scenario.source}: interrupted: nothing written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        print(f"{scenario.source}: {_stopped(stop)}: nothing written", file=sys.stderr)
+        return _stop_code(stop)
     _print(f"# results: {', '.join(str(path) for path in paths)}\n")
     if training.step.verified is False:
         print(f"{scenario.source}: verification failed: the gradients did not end averaged and "

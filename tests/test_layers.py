@@ -19,12 +19,13 @@ ALLOWED: dict[str, set[str]] = {
     "version": set(),  # a leaf: every layer may state the version without importing the root
     "units": {"errors"},
     "limits": set(),
+    "inputs": {"errors", "limits"},  # reading input files safely, a leaf as limits is
     "settings": {"limits", "errors"},
-    "model": {"model", "units", "limits", "errors"},
+    "model": {"model", "units", "limits", "errors", "inputs"},
     "algorithms": {"algorithms", "model", "units", "errors"},
     "training": {"training", "units", "errors"},
     "scenario": {"scenario", "training", "algorithms", "model", "units", "limits", "errors",
-                 "settings"},
+                 "settings", "inputs"},
     "engine": {"engine", "algorithms", "model", "limits", "errors", "settings"},
     "output": {"output", "scenario", "training", "algorithms", "model", "units", "limits",
                "errors", "version", "settings"},
@@ -43,7 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "__main__": {"cli"},
     "__init__": {"version"},  # re-exports lazily, by name (PEP 562); only the leaf eagerly
     "topologies": set(),
-    "measured": {"measured", "errors"},
+    "measured": {"measured", "errors", "inputs"},
 }
 """For each layer (a subpackage or a top-level module), the layers it may import."""
 

@@ -153,3 +153,31 @@ def test_appending_point_by_point_writes_what_one_write_would(tmp_path):
 class _NoCapture:
     def readouterr(self):
         return None
+
+
+def test_sigterm_stops_a_run_with_one_line_and_no_temporary_file(tmp_path):
+    scenario = write(tmp_path)
+    out = tmp_path / "out"
+    child = subprocess.Popen([sys.executable, "-m", "simulator", "run", str(scenario), "--output",
+                              str(out), "--no-plot", "--quiet"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    while rows(out / "killed.csv") < 2 and child.poll() is None:
+        time.sleep(0.005)
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 143
+    kept = rows(out / "killed.csv")
+    assert err == (f"{scenario}: terminated (SIGTERM): {kept} of {POINTS} points written to "
+                   f"{out / 'killed.csv'}\n")
+    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json"]
+
+
+def test_the_next_run_removes_what_a_kill_left_mid_write(tmp_path):
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / ".killed.csv.1a2b3c4d.tmp").write_text("half a file")
+    (out / ".other.csv.1a2b3c4d.tmp").write_text("not ours")
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [".other.csv.1a2b3c4d.tmp", "killed.csv",
+                                                     "killed.json"]

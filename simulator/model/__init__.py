@@ -5,7 +5,7 @@ time (:mod:`.activity`: link usage, the bottleneck, the timeline), which the eng
 output formats; and graph analysis of a topology (:mod:`.analysis`: hops, bisection, the
 numbers ``topo`` prints).
 
-May import: :mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`; networkx,
-numpy. Never SimPy, pandas, matplotlib, nor any layer above: the engine, algorithms, scenario
-files or output.
+May import: :mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`,
+:mod:`simulator.inputs` (a graph file read safely); networkx, numpy. Never SimPy, pandas,
+matplotlib, nor any layer above: the engine, algorithms, scenario files or output.
 """

@@ -30,31 +30,59 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as an interrupt (:func:`raise_terminated`), so that a run told to stop
+    stops as on Ctrl-C: the files it wrote whole, no temporary file left, one line said."""
+
+
+def raise_terminated(signum: int, frame: FrameType | None) -> None:
+    """The command line's SIGTERM handler."""
+    raise Terminated
+
+
 @contextmanager
 def interrupts_held() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) while the block runs and raise its KeyboardInterrupt once the block
-    is done, so that files written together are all written or all left as they were, and no
-    temporary file is left behind, whenever the key is pressed.
+    """Hold Ctrl-C (SIGINT) and SIGTERM while the block runs and raise the interrupt once the
+    block is done, so that files written together are all written or all left as they were, and
+    no temporary file is left behind, whenever one comes.
 
-    Only in the main thread, while Python's own handler is in place; elsewhere the block runs
-    as it is (a signal handler can be set only there, and another one is not ours to replace).
+    Only in the main thread, while Python's own SIGINT handler (and, for SIGTERM, the command
+    line's) is in place; elsewhere the block runs as it is (a signal handler can be set only
+    there, and another one is not ours to replace).
     """
-    if (threading.current_thread() is not threading.main_thread()
-            or signal.getsignal(signal.SIGINT) is not signal.default_int_handler):
+    held = [number for number, ours in ((signal.SIGINT, signal.default_int_handler),
+                                        (signal.SIGTERM, raise_terminated))
+            if signal.getsignal(number) is ours]
+    if threading.current_thread() is not threading.main_thread() or not held:
         yield
         return
     pressed: list[int] = []
+    before = {number: signal.getsignal(number) for number in held}
 
     def hold(signum: int, frame: FrameType | None) -> None:
         pressed.append(signum)
 
-    signal.signal(signal.SIGINT, hold)
+    for number in held:
+        signal.signal(number, hold)
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    if signal.SIGTERM in pressed:
+        raise Terminated
     if pressed:
         raise KeyboardInterrupt
+
+
+def remove_leftovers(directory: Path, names: list[str]) -> None:
+    """Delete the temporary files a killed run left beside ``names`` in ``directory`` (those
+    :func:`write_atomically` names ``.NAME.<hex>.tmp``: a SIGKILL leaves one mid-write)."""
+    if not directory.is_dir():
+        return
+    for name in names:
+        for leftover in directory.glob(f".{name}.*.tmp"):
+            leftover.unlink(missing_ok=True)
 
 
 def output_problem(path: Path, inputs: list[Path]) -> str | None:
@@ -66,6 +94,8 @@ def output_problem(path: Path, inputs: list[Path]) -> str | None:
     for source in inputs:
         if source.exists() and os.path.samefile(path, source):
             return f"{path} is an input of this run ({source}); choose another path"
+    if path.is_dir():
+        return f"expected a file to write, but {path} is a directory"
     if not path.is_file():
         return f"expected a regular file to write, but {path} is not one"
     return None

@@ -4,7 +4,8 @@ max-flow on a graph shrunk exactly), and the summary of both with the tiers, inj
 oversubscription (:mod:`.fabric`), which ``python -m simulator topo`` prints and output formats.
 
 Part of the model layer (docs/design.md §1). May import: :mod:`simulator.model`,
-:mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`; networkx, numpy. Never
+:mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`,
+:mod:`simulator.inputs`; networkx, numpy. Never
 SimPy, pandas, matplotlib, the engine, algorithms, scenario files or output: numbers, not text or
 figures.
 """
