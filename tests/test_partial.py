@@ -30,6 +30,20 @@ SMALL = ("name: small\ntopology: {kind: switch, ranks: 4, bandwidth: 25GB/s, lat
 """Six quick points: ring then direct, each at three sizes."""
 
 
+def heeds_ctrl_c() -> None:
+    """SIGINT at its default in a child, as in a terminal: a shell that starts the tests in the
+    background (``make test &``) has them ignore it, and Python then leaves it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture(autouse=True)
+def ctrl_c_heard():
+    """The same for this process (Python's own handler), restored after each test."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
 @pytest.fixture
 def small(tmp_path):
     path = tmp_path / "small.yaml"
@@ -136,7 +150,7 @@ def test_sigint_stops_a_run_with_one_line_and_keeps_the_finished_points(tmp_path
     out = tmp_path / "out"
     proc = subprocess.Popen([sys.executable, "-m", "simulator", "run", str(scenario), "--output",
                              str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, preexec_fn=heeds_ctrl_c)
     deadline = time.monotonic() + 60
     while not (out / "slow.csv").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.01)
