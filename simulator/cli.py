@@ -505,7 +505,8 @@ def _kept(files: ResultsStream, total: int | None) -> str:
 
 def _sweep(args: argparse.Namespace) -> int:
     """Every point of every scenario on Dask; each scenario's table and files as ``run`` writes
-    them; failed points one line each on stderr (exit 1), the others kept."""
+    them; failed points one line each on stderr (exit 2 where a point's input was at fault, as
+    ``run`` exits, else 1), the others kept."""
     _check_options(args)
     formats = _formats(args.format, args.no_plot)
     from simulator.output.table import format_table
@@ -538,7 +539,9 @@ def _sweep(args: argparse.Namespace) -> int:
         status = max(status, _verification(scenario.source, results))
     for failure in done.failures:
         print(failure, file=sys.stderr)
-    return EXIT_FAILED if done.failures else status
+    # as run exits: 2 where a point's input was at fault, else 1 for a failed point or check
+    return max([status, *(EXIT_BAD_INPUT if failure.bad_input else EXIT_FAILED
+                          for failure in done.failures)])
 
 
 def _with_crossover(paths: list[Path]) -> list[Path]:

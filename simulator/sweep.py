@@ -35,12 +35,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Failure:
-    """A point that failed: its parameters and the one-line reason."""
+    """A point that failed: its parameters, the one-line reason, and whether its input was at
+    fault (a point only its own run finds it cannot run: exit 2, as ``run`` gives) rather than
+    an algorithm or the machine (exit 1)."""
 
     scenario: str
     algorithm: str
     size_bytes: int
     error: str
+    bad_input: bool = False
 
     def __str__(self) -> str:
         return (f"{self.scenario}: {self.algorithm} at {self.size_bytes} bytes failed: "
@@ -75,7 +78,8 @@ def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int,
         plan = plan_point(scenario, setup, scenario.algorithm(algorithm), size_bytes, settings)
         return run_plan(scenario, setup, plan)
     except InputError as error:
-        message = "; ".join(problem.message for problem in error.problems)
+        return Failure(scenario.name, algorithm, size_bytes,
+                       "; ".join(problem.message for problem in error.problems), bad_input=True)
     except SimulatorError as error:
         message = str(error)
     except Exception as error:  # a worker reports, never dies: the point says what broke

@@ -37,12 +37,13 @@ def test_a_failed_point_is_reported_and_the_others_kept():
                                    "gpu": {"reduce_bandwidth": "40GB/s"}, "sizes": [4096, 8192]})
     done = sweep([scenario], workers=1, progress=False)
     assert list(done.frames[0].algorithm) == ["ring", "ring"]
-    assert done.failures == (Failure("mixed", "double_binary_tree", 4096, DECLINED),
-                             Failure("mixed", "double_binary_tree", 8192, DECLINED))
+    assert done.failures == (Failure("mixed", "double_binary_tree", 4096, DECLINED, True),
+                             Failure("mixed", "double_binary_tree", 8192, DECLINED, True))
     assert str(done.failures[0]) == f"mixed: double_binary_tree at 4096 bytes failed: {DECLINED}"
 
 
-def test_the_sweep_command_writes_each_scenario_and_exits_1_on_a_failed_point(tmp_path, capsys):
+def test_the_sweep_command_writes_each_scenario_and_exits_as_run_on_a_failed_point(tmp_path,
+                                                                                  capsys):
     good, bad = tmp_path / "good.yaml", tmp_path / "bad.yaml"
     good.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
                     f"algorithms: [ring]\nsizes: [4096]\noutput: {tmp_path / 'out-good'}\n")
@@ -51,7 +52,8 @@ def test_the_sweep_command_writes_each_scenario_and_exits_1_on_a_failed_point(tm
                    f"gpu: {{reduce_bandwidth: 40GB/s}}\noutput: {tmp_path / 'out-bad'}\n")
     code = main(["sweep", str(good), str(bad), "--workers", "2", "--no-progress", "--no-plot"])
     out, err = capsys.readouterr()
-    assert code == 1
+    assert code == 2  # the point's input is at fault: run stops there with 2 too
+    assert main(["run", str(bad), "--output", str(tmp_path / "run-bad"), "--quiet"]) == 2
     assert err == f"bad: double_binary_tree at 4096 bytes failed: {DECLINED}\n"
     assert len(pd.read_csv(tmp_path / "out-good" / "good.csv")) == 1
     assert list(pd.read_csv(tmp_path / "out-bad" / "bad.csv").algorithm) == ["ring"]
