@@ -60,6 +60,8 @@ class ResultsStream:
         # the settings before the first results, so a results file never lacks them (--resume)
         names = settings + tuple(name for name in self.formats if name in RESULTS_FORMATS)
         with interrupts_held():
+            if not self.rows:
+                self._forget_the_last_run()
             if self.rows and "csv" in names and self.path("csv").is_file():  # a line appended
                 append_csv(results_frame([result]), self.path("csv"))
                 names = tuple(name for name in names if name != "csv")
@@ -68,6 +70,18 @@ class ResultsStream:
                               names)
             self.rows = rows
             self._written.update({*names, "csv"} & set(self.formats))
+
+    def _forget_the_last_run(self) -> None:
+        """Delete what an earlier run of this scenario left here that this one will not write
+        before it ends (its figures, drawn at the end, and ``plot --reference``'s; a Parquet
+        file not asked for now), so that a stopped run never leaves them beside results they
+        do not describe."""
+        for stale in (self.directory / f"{self.scenario.name}.png",
+                      self.directory / f"{self.scenario.name}-crossover.png",
+                      self.directory / f"{self.scenario.name}-reference.png",
+                      *([] if "parquet" in self.formats
+                        else [self.directory / f"{self.scenario.name}.parquet"])):
+            stale.unlink(missing_ok=True)
 
     def finish(self) -> list[Path]:
         """Write what waits for the whole run (the figure; anything not yet written when no
