@@ -414,6 +414,8 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as stop:  # the points done are on disk, every file whole
         print(f"{scenario.source}: {_stopped(stop)}: {_kept(files, total)}", file=sys.stderr)
         return _stop_code(stop)
+    finally:
+        files.close()
     _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
     return _verification(scenario.source, files.frame)
 

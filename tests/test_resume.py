@@ -194,3 +194,22 @@ def test_a_new_run_leaves_no_figure_of_the_last_one_beside_its_results(tmp_path,
         (out / name).write_text("from the last run")
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json", "other.png"]
+
+
+def test_two_runs_into_one_directory_do_not_interleave(tmp_path, capsys):
+    # another run holds the scenario's files (its lock, as a run's first point takes it): this
+    # one is refused before it writes, and runs once the other has let go
+    import fcntl
+
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    out = tmp_path / "out"
+    out.mkdir()
+    with (out / ".killed.lock").open("a") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 2
+        assert capsys.readouterr().err == (
+            f"{scenario}: output: another run is writing killed's results in {out}; wait for it "
+            "to end, or give another --output\n")
+        assert sorted(p.name for p in out.iterdir()) == [".killed.lock"]
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json"]

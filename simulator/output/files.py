@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import signal
@@ -10,6 +11,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+
+from simulator.errors import InputError, Problem
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
@@ -99,3 +102,28 @@ def output_problem(path: Path, inputs: list[Path]) -> str | None:
     if not path.is_file():
         return f"expected a regular file to write, but {path} is not one"
     return None
+
+
+class DirectoryLock:
+    """A run's hold on its scenario's files in a directory: an exclusive ``flock`` on
+    ``.NAME.lock`` there, so that two runs of one scenario into one directory never interleave
+    their rows (the second is refused); the kernel drops it when the process ends, however it
+    ends, so a lock file a killed run left does not hold anything."""
+
+    def __init__(self, directory: Path, name: str, source: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f".{name}.lock"
+        self._file = self.path.open("a")
+        try:
+            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            raise InputError([Problem(source, "output", (
+                f"another run is writing {name}'s results in {directory}; wait for it to end, "
+                "or give another --output"))]) from None
+
+    def release(self) -> None:
+        """Let go, and remove the lock file."""
+        if not self._file.closed:
+            self.path.unlink(missing_ok=True)
+            self._file.close()

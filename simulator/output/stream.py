@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.output.files import interrupts_held
+from simulator.output.files import DirectoryLock, interrupts_held
 from simulator.output.results import Result, results_frame
 from simulator.output.writers import RESULTS_FORMATS, WRITERS, append_csv, write_results
 from simulator.scenario.spec import Scenario
@@ -35,6 +35,7 @@ class ResultsStream:
         self.scenario, self.run, self.directory, self.formats = scenario, run, directory, formats
         self.rows: list[Result] = []
         self._written: set[str] = set()
+        self._lock: DirectoryLock | None = None
 
     def path(self, name: str) -> Path:
         """Where the file of format ``name`` goes."""
@@ -59,6 +60,8 @@ class ResultsStream:
         settings = ("json",) if "json" in self.formats and not self.rows else ()
         # the settings before the first results, so a results file never lacks them (--resume)
         names = settings + tuple(name for name in self.formats if name in RESULTS_FORMATS)
+        if self._lock is None:  # before the first file: one run at a time writes them
+            self._lock = DirectoryLock(self.directory, self.scenario.name, self.scenario.source)
         with interrupts_held():
             if not self.rows:
                 self._forget_the_last_run()
@@ -82,6 +85,11 @@ class ResultsStream:
                       *([] if "parquet" in self.formats
                         else [self.directory / f"{self.scenario.name}.parquet"])):
             stale.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        """Let other runs write these files again (the run ended, however it ended)."""
+        if self._lock is not None:
+            self._lock.release()
 
     def finish(self) -> list[Path]:
         """Write what waits for the whole run (the figure; anything not yet written when no
