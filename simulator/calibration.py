@@ -92,6 +92,10 @@ def calibrate(series: MeasuredSeries, preset: str, nodes: int = 1) -> Calibratio
     """Fit the free parameters of ``preset`` on ``nodes`` hosts to the measured AllReduce
     ``series``; InputError if the preset cannot run the NCCL execution model or no size is
     large enough."""
+    if series.test is not None and series.test != "all_reduce_perf":
+        raise InputError([Problem(series.source, "", f"measures {series.test}, but calibrate "
+                                                     "fits allreduce: give an all_reduce_perf "
+                                                     "log")])
     machine = _machine(preset, series.source, nodes)
     points = [m for m in series.rows if m.size_bytes >= SMALLEST]
     if not points:

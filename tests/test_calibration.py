@@ -130,3 +130,25 @@ def test_nodes_below_one_is_a_one_line_error(tmp_path, capsys):
     assert main(["calibrate", str(log), "--preset", "dgx_h100", "--nodes", "0",
                  "--output", str(tmp_path / "o.yaml")]) == 2
     assert capsys.readouterr().err == "command line: --nodes: expected a whole number ≥ 1, got 0\n"
+
+
+def test_a_log_of_another_collective_is_refused(tmp_path, capsys):
+    log = tmp_path / "ag.log"
+    log.write_text("# Collective test starting: all_gather_perf\n"
+                   "#       size         count      type   redop    root     time   algbw   busbw "
+                   "#wrong     time   algbw   busbw #wrong\n"
+                   "  1073741824     268435456     float    none      -1   6759.0  158.86  297.86"
+                   "      0   6737.4  159.37  298.82      0\n")
+    assert main(["calibrate", str(log), "--preset", "dgx_h100", "--output",
+                 str(tmp_path / "out.yaml")]) == 2
+    assert capsys.readouterr().err == (f"{log}: measures all_gather_perf, but calibrate fits "
+                                       "allreduce: give an all_reduce_perf log\n")
+
+
+def test_a_preset_is_a_name_not_a_path(tmp_path, capsys):
+    log = tmp_path / "h200.csv"
+    log.write_text("size_bytes,time_us,busbw_GBps\n1073741824,4049.67,464.0\n")
+    assert main(["calibrate", str(log), "--preset", "../../topologies/dgx_h100", "--output",
+                 str(tmp_path / "out.yaml")]) == 2
+    assert capsys.readouterr().err == (f"{log}: --preset: no preset "
+                                       "'../../topologies/dgx_h100'\n")

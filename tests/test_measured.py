@@ -119,3 +119,31 @@ def test_bad_csv_is_an_error_naming_the_line(tmp_path, text, message):
     with pytest.raises(InputError) as error:
         load_measurements(path)
     assert [str(p) for p in error.value.problems] == [f"{path}: {message}"]
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ("  1073741824  268435456  float  sum  -1  nan  158.86  297.86  0  6737.4  159.37  298.82  0",
+     "expected times above 0 us, got nan, 6737.4"),
+    ("  1073741824  268435456  float  sum  -1  0  158.86  297.86  0  6737.4  159.37  298.82  0",
+     "expected times above 0 us, got 0.0, 6737.4"),
+    ("  1073741824  268435456  float  sum  -1  6759  inf  297.86  0  6737.4  159.37  298.82  0",
+     "expected bandwidths of 0 GB/s or more, got algbw inf and busbw 297.86"),
+    ("  1000000000000000000000000000000  1  float  sum  -1  6759  158.86  297.86  0  6737.4  "
+     "159.37  298.82  0",
+     "expected a size from 0 bytes to 1 TiB, got 1000000000000000000000000000000"),
+])
+def test_values_no_machine_measures_are_one_line_errors(row, message):
+    text = NEW.replace(NEW.splitlines()[9], row)
+    with pytest.raises(InputError) as error:
+        parse_nccl_tests(text, "h100.log")
+    assert [str(p) for p in error.value.problems] == [f"h100.log: line 10: {message}"]
+
+
+def test_a_csv_with_negative_bandwidth_is_an_error(tmp_path):
+    path = tmp_path / "bad.csv"
+    path.write_text("size_bytes,time_us,busbw_GBps\n1024,10.5,-3\n")
+    with pytest.raises(InputError) as error:
+        load_measurements(path)
+    assert [str(p) for p in error.value.problems] == [
+        f"{path}: line 2: expected bandwidths of 0 GB/s or more, got algbw 0.09752380952380951 "
+        "and busbw -3.0"]

@@ -147,7 +147,7 @@ def parse_csv(text: str, source: str) -> MeasuredSeries:
             raise _error(source, number, f"expected a positive size and time, got {size} bytes "
                                          f"in {time} us")
         algbw = given if given is not None else size / time / 1e3
-        rows.append(Measurement(size, time, algbw, busbw, in_place, number))
+        rows.append(_checked(source, Measurement(size, time, algbw, busbw, in_place, number)))
     if not rows:
         raise _error(source, lines[0][0], "a header but no data rows")
     return MeasuredSeries(source, tuple(rows))
@@ -164,7 +164,27 @@ def _measurement(source: str, number: int, columns: list[str], fields: list[str]
     except (ValueError, IndexError):
         raise _error(source, number, "expected a whole size and numeric time, algbw and busbw "
                                      "columns") from None
-    return Measurement(size, time, algbw, busbw, in_place, number)
+    return _checked(source, Measurement(size, time, algbw, busbw, in_place, number))
+
+
+MAX_MEASURED_BYTES = 1 << 40
+"""The largest size a log may state: 1 TiB per rank, as a scenario's sizes (limits.py)."""
+
+
+def _checked(source: str, m: Measurement) -> Measurement:
+    """``m`` if a machine could have measured it: a size from 0 bytes (nccl-tests times empty
+    calls too, from ``-b 0``) to 1 TiB, finite times above 0 and finite bandwidths at least 0;
+    otherwise InputError naming its line."""
+    if not 0 <= m.size_bytes <= MAX_MEASURED_BYTES:
+        raise _error(source, m.line, f"expected a size from 0 bytes to 1 TiB, got {m.size_bytes}")
+    times = [m.time_us] + ([] if m.in_place_time_us is None else [m.in_place_time_us])
+    if not all(math.isfinite(t) and t > 0 for t in times):
+        raise _error(source, m.line, f"expected times above 0 us, got "
+                                     f"{', '.join(repr(t) for t in times)}")
+    if not all(math.isfinite(b) and b >= 0 for b in (m.algbw_GBps, m.busbw_GBps)):
+        raise _error(source, m.line, f"expected bandwidths of 0 GB/s or more, got algbw "
+                                     f"{m.algbw_GBps!r} and busbw {m.busbw_GBps!r}")
+    return m
 
 
 def _error(source: str, line: int, message: str) -> InputError:

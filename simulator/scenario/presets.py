@@ -24,5 +24,7 @@ def preset_names() -> list[str]:
 
 def preset_text(name: str) -> str | None:
     """The YAML text of preset ``name``, or None if there is no such preset."""
+    if name not in preset_names():  # a name, never a path: '../x' reads nothing outside
+        return None
     entry = preset_dir() / f"{name}.yaml"
     return entry.read_text(encoding="utf-8") if entry.is_file() else None
