@@ -142,3 +142,13 @@ def test_calibrate_onto_its_log_is_refused(tmp_path, capsys):
     assert refused(["calibrate", str(log), "--preset", "dgx_h100", "--output", str(log)],
                    capsys, tmp_path) == (
         f"command line: --output: {log} is an input of this run ({log}); choose another path\n")
+
+
+def test_calibrate_onto_a_directory_is_one_line(tmp_path, capsys):
+    log = tmp_path / "h200.csv"
+    log.write_text("size_bytes,time_us,busbw_GBps\n1073741824,4049.67,464.0\n")
+    (tmp_path / "dir").mkdir()
+    assert refused(["calibrate", str(log), "--preset", "dgx_h100", "--output",
+                    str(tmp_path / "dir")], capsys, tmp_path) == (
+        f"command line: --output: expected a file to write, but {tmp_path / 'dir'} is a "
+        "directory\n")
