@@ -16,6 +16,7 @@ sweep runs (``pip install 'allreduce-sim[sweep]'``).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import uuid
 from collections.abc import Sequence
@@ -149,10 +150,20 @@ def _dask(scenarios: Sequence[Scenario]) -> tuple[Any, Any, Any, Any]:
     return Client, LocalCluster, as_completed, tqdm
 
 
+_ADDRESS = re.compile(r"(?:(?:tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})")
+"""A Dask scheduler's address: ``tcp://`` (the default) or ``tls://``, a host name, IPv4 or
+[IPv6], and a port."""
+
+
 def _connect(client_type: Any, scheduler: str) -> Any:
-    """A client of the Dask scheduler at ``scheduler``; an input error when none answers."""
+    """A client of the Dask scheduler at ``scheduler``; an input error when the address is not
+    one or none answers."""
+    found = _ADDRESS.fullmatch(scheduler) if isinstance(scheduler, str) else None
+    if found is None or not 0 < int(found[2]) < 65536:
+        raise InputError([Problem("sweep", "scheduler", f"expected an address like "
+                                                        f"tcp://host:8786, got {scheduler!r}")])
     try:
         return client_type(scheduler, timeout="5s")
-    except (OSError, TimeoutError) as error:
+    except (OSError, TimeoutError, ValueError) as error:
         raise InputError([Problem("sweep", "scheduler", f"no Dask scheduler answers at "
                                                         f"{scheduler!r}: {error}")]) from None

@@ -89,3 +89,15 @@ def test_workers_must_be_positive(tmp_path, capsys, workers):
     assert main(["sweep", str(scenario), "--workers", workers]) == 2
     assert capsys.readouterr().err == (f"command line: --workers: expected a whole number ≥ 1, "
                                        f"got {workers}\n")
+
+
+@pytest.mark.parametrize("address", ["udp://1.2.3.4:1", "tcp://host:notaport", "::::", "tcp://",
+                                     "tcp://h:99999"])
+def test_a_malformed_scheduler_address_is_one_line(tmp_path, capsys, address):
+    path = tmp_path / "s.yaml"
+    path.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
+                    f"sizes: [1KiB]\noutput: {tmp_path / 'out'}\n")
+    assert main(["sweep", str(path), "--scheduler", address, "--no-progress"]) == 2
+    assert capsys.readouterr().err == (f"sweep: scheduler: expected an address like "
+                                       f"tcp://host:8786, got {address!r}\n")
+    assert not (tmp_path / "out").exists()
