@@ -541,6 +541,11 @@ def _sweep(args: argparse.Namespace) -> int:
         status = max(status, _verification(scenario.source, results))
     for failure in done.failures:
         print(failure, file=sys.stderr)
+    if done.interrupted_of:  # Ctrl-C: what finished is written above, and said so here
+        finished = sum(len(frame) for frame in done.frames) + len(done.failures)
+        print(f"sweep: interrupted after {finished} of {done.interrupted_of} points; those "
+              "finished are written", file=sys.stderr)
+        return EXIT_INTERRUPTED
     # as run exits: 2 where a point's input was at fault, else 1 for a failed point or check
     return max([status, *(EXIT_BAD_INPUT if failure.bad_input else EXIT_FAILED
                           for failure in done.failures)])

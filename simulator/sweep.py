@@ -16,6 +16,7 @@ sweep runs (``pip install 'allreduce-sim[sweep]'``).
 from __future__ import annotations
 
 import os
+import logging
 import re
 import sys
 import uuid
@@ -58,6 +59,9 @@ class Sweep:
 
     frames: tuple[pd.DataFrame, ...]
     failures: tuple[Failure, ...]
+    interrupted_of: int = 0
+    """Where Ctrl-C stopped the sweep, how many points it had (the frames hold those that
+    finished, in their order); 0 where it ran to its end."""
 
 
 _SETUPS: dict[str, Setup] = {}
@@ -107,7 +111,8 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
                  for size in scenario.sizes]
     if scheduler is None:
         cluster = cluster_type(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None)
+                               processes=True, dashboard_address=None,
+                               silence_logs=logging.ERROR)  # a Ctrl-C's cancellations are ours
         client = client_type(cluster)
     else:
         cluster = None
@@ -118,10 +123,15 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
                                  settings[index], pure=False)
                    for index, algorithm, size in work]
         bar = tqdm(total=len(futures), unit="point", disable=not progress, file=sys.stderr)
-        for _ in as_completed(futures):
-            bar.update(1)
+        interrupted = False
+        try:
+            for _ in as_completed(futures):
+                bar.update(1)
+        except KeyboardInterrupt:  # keep what finished: the caller writes it and says so
+            interrupted = True
         bar.close()
-        outcomes = client.gather(futures)
+        outcomes = ([future.result() if future.status == "finished" else None
+                     for future in futures] if interrupted else client.gather(futures))
     finally:
         client.close()
         if cluster is not None:
@@ -131,9 +141,10 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     for (index, _, _), outcome in zip(work, outcomes, strict=True):
         if isinstance(outcome, Failure):
             failures.append(outcome)
-        else:
+        elif outcome is not None:
             rows[index].append(outcome)
-    return Sweep(tuple(results_frame(r) for r in rows), tuple(failures))
+    return Sweep(tuple(results_frame(r) for r in rows), tuple(failures),
+                 len(work) if interrupted else 0)
 
 
 def _dask(scenarios: Sequence[Scenario]) -> tuple[Any, Any, Any, Any]:
