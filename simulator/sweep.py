@@ -15,8 +15,8 @@ sweep runs (``pip install 'allreduce-sim[sweep]'``).
 
 from __future__ import annotations
 
-import os
 import logging
+import os
 import re
 import sys
 import uuid
