@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
                             f"written (default {DEFAULT_FORMAT})")
     sweep.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     sweep.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    sweep.add_argument("--resume", action="store_true",
+                       help="keep the points a stopped sweep (or run) of the same scenarios and "
+                            "settings already wrote, and run only the rest")
     fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
                                                 "nccl-tests log and write the calibrated preset")
     fit.add_argument("log", type=Path, help="all_reduce_perf output, or a CSV with size_bytes, "
@@ -529,8 +532,9 @@ def _sweep(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:  # before the files: a command-line slip
         raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
                                                                f"got {args.workers}")])
+    kept = [_kept_by_sweep(scenario, args) for scenario in scenarios] if args.resume else None
     done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
-                 proxy_elements=args.proxy_elements, progress=not args.no_progress)
+                 proxy_elements=args.proxy_elements, progress=not args.no_progress, kept=kept)
     status = EXIT_OK
     for scenario, results in zip(scenarios, done.frames, strict=True):
         _print(format_table(results, picks_only=scenario.nccl_choice))
@@ -549,6 +553,18 @@ def _sweep(args: argparse.Namespace) -> int:
     # as run exits: 2 where a point's input was at fault, else 1 for a failed point or check
     return max([status, *(EXIT_BAD_INPUT if failure.bad_input else EXIT_FAILED
                           for failure in done.failures)])
+
+
+def _kept_by_sweep(scenario: Scenario, args: argparse.Namespace) -> list[Result]:
+    """The points of ``scenario`` a stopped sweep or run left in its output directory, in the
+    plan's order, any of them (a sweep finishes points out of order)."""
+    from simulator.output.resume import resumed
+    from simulator.runner import checked_setup, settings_of
+
+    settings = settings_of(scenario, args.seed, args.proxy_elements)
+    setup = checked_setup(scenario, settings)
+    planned = [(algorithm.name, size) for algorithm in setup.algorithms for size in scenario.sizes]
+    return resumed(scenario, settings, scenario.output_dir, planned, prefix=False)
 
 
 def _with_crossover(paths: list[Path]) -> list[Path]:

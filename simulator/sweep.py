@@ -94,21 +94,27 @@ def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int,
 
 def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
           workers: int | None = None, seed: int | None = None,
-          proxy_elements: int | None = None, progress: bool = True) -> Sweep:
+          proxy_elements: int | None = None, progress: bool = True,
+          kept: Sequence[Sequence[Result]] | None = None) -> Sweep:
     """Run every point of ``scenarios`` on a Dask cluster (a local one of ``workers`` processes,
     default one per core, unless ``scheduler`` gives an address); a progress bar on stderr
-    while it runs unless ``progress`` is False."""
+    while it runs unless ``progress`` is False. ``kept`` gives, per scenario, points already
+    simulated (``sweep --resume``): they are not run again, and take their place in the rows."""
     client_type, cluster_type, as_completed, tqdm = _dask(scenarios)
     if workers is not None and workers < 1:
         raise InputError([Problem("sweep", "workers", f"expected a whole number ≥ 1, got "
                                                       f"{workers}")])
     work = []
     settings = []
+    plans: list[list[tuple[str, int]]] = []
+    done = [{(row.algorithm, row.size_bytes): row for row in rows}
+            for rows in (kept if kept is not None else [[] for _ in scenarios])]
     for index, scenario in enumerate(scenarios):
         settings.append(settings_of(scenario, seed, proxy_elements))
         setup = checked_setup(scenario, settings[index])
-        work += [(index, algorithm.name, size) for algorithm in setup.algorithms
-                 for size in scenario.sizes]
+        plans.append([(algorithm.name, size) for algorithm in setup.algorithms
+                      for size in scenario.sizes])
+        work += [(index, *point) for point in plans[index] if point not in done[index]]
     if scheduler is None:
         cluster = cluster_type(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
                                processes=True, dashboard_address=None,
@@ -136,15 +142,16 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
         client.close()
         if cluster is not None:
             cluster.close()
-    rows: list[list[Result]] = [[] for _ in scenarios]
     failures = []
-    for (index, _, _), outcome in zip(work, outcomes, strict=True):
+    for (index, algorithm, size), outcome in zip(work, outcomes, strict=True):
         if isinstance(outcome, Failure):
             failures.append(outcome)
         elif outcome is not None:
-            rows[index].append(outcome)
+            done[index][(algorithm, size)] = outcome
+    rows = [[done[index][point] for point in plan if point in done[index]]
+            for index, plan in enumerate(plans)]  # kept and new alike, in the plan's order
     return Sweep(tuple(results_frame(r) for r in rows), tuple(failures),
-                 len(work) if interrupted else 0)
+                 sum(map(len, plans)) if interrupted else 0)
 
 
 def _dask(scenarios: Sequence[Scenario]) -> tuple[Any, Any, Any, Any]:

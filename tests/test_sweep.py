@@ -131,3 +131,27 @@ def test_ctrl_c_keeps_the_finished_points_and_says_how_many(tmp_path):
     assert finished < 4
     if finished:
         assert len(pd.read_csv(tmp_path / "out" / "slow.csv")) == finished
+
+
+def test_a_sweep_resumes_from_the_points_it_kept_whatever_their_order(tmp_path, capsys):
+    # a stopped sweep keeps the points that finished, which need not be the first: resuming
+    # runs only the others and writes the very file a whole run writes
+    path = tmp_path / "s.yaml"
+    path.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
+                    f"algorithms: [ring, direct]\nsizes: [4096, 65536]\n"
+                    f"output: {tmp_path / 'out'}\n")
+    assert main(["run", str(path), "--no-plot", "--quiet"]) == 0
+    csv = tmp_path / "out" / "s.csv"
+    whole = csv.read_bytes()
+    lines = whole.splitlines(keepends=True)
+    csv.write_bytes(lines[0] + lines[2] + lines[4])  # the 2nd and 4th points only
+    assert main(["sweep", str(path), "--resume", "--workers", "1", "--no-progress",
+                 "--no-plot"]) == 0
+    assert csv.read_bytes() == whole
+    lines = whole.splitlines(keepends=True)
+    csv.write_bytes(lines[0] + lines[4] + lines[2])  # out of the plan's order: not this sweep's
+    capsys.readouterr()
+    assert main(["sweep", str(path), "--resume", "--workers", "1", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"{path}: --resume: cannot resume: row 2 of {csv} is ring at 64KiB, not a point this "
+        "sweep plans after the rows before it\n")

@@ -35,10 +35,12 @@ _TYPES = typing.get_type_hints(Result)
 
 
 def resumed(scenario: Scenario, run: RunSettings, output: Path,
-            planned: Sequence[tuple[str, int]]) -> list[Result]:
+            planned: Sequence[tuple[str, int]], *, prefix: bool = True) -> list[Result]:
     """The rows already in ``output``'s results file for ``scenario`` run with ``run``, which
-    must be the first of the ``planned`` (algorithm, size) points; none where no results file
-    is there yet. InputError where the file or its settings say it came from another run."""
+    must be the first of the ``planned`` (algorithm, size) points (``prefix``; a sweep, which
+    finishes points out of order, keeps any of them in their order: ``prefix=False``); none
+    where no results file is there yet. InputError where the file or its settings say it came
+    from another run."""
     csv_path = output / f"{scenario.name}.csv"
     json_path = output / f"{scenario.name}.json"
     if not csv_path.exists():
@@ -60,11 +62,19 @@ def resumed(scenario: Scenario, run: RunSettings, output: Path,
     rows, whole = _read_rows(scenario, csv_path)
     if whole is not None:  # the cut line goes, so that the next point's line follows a whole one
         write_atomically(csv_path, lambda tmp: _write(tmp, whole))
+    position = 0  # where in the plan the next row may be
+    expected = ("the point this run plans there" if prefix
+                else "a point this sweep plans after the rows before it")
     for i, row in enumerate(rows):
-        if i >= len(planned) or (row.algorithm, row.size_bytes) != planned[i]:
+        point = (row.algorithm, row.size_bytes)
+        if not prefix:
+            while position < len(planned) and planned[position] != point:
+                position += 1
+        if position >= len(planned) or planned[position] != point:
             raise _problem(scenario, f"cannot resume: row {i + 1} of {csv_path} is "
-                                     f"{row.algorithm} at {format_size(row.size_bytes)}, not the "
-                                     "point this run plans there")
+                                     f"{row.algorithm} at {format_size(row.size_bytes)}, not "
+                                     f"{expected}")
+        position += 1
     return rows
 
 
