@@ -330,6 +330,12 @@ def _check_options(args: argparse.Namespace) -> None:
         raise InputError(problems)
 
 
+def _run_files(scenario: Scenario) -> list[str]:
+    """The names of the files a run of ``scenario`` may write in its output directory."""
+    return [f"{scenario.name}{suffix}"
+            for suffix in (".csv", ".json", ".png", ".parquet", "-crossover.png")]
+
+
 def _check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | None]) -> None:
     """Refuse, before anything runs, an output path that is an input of the run (the scenario,
     a graph file) or is not a regular file: every results file, and the files of ``options``."""
@@ -338,9 +344,7 @@ def _check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | N
     inputs = [Path(scenario.source)]
     if scenario.topology.kind == "graph":
         inputs.append(Path(str(scenario.topology.params["file"])))
-    results = [output / f"{scenario.name}{suffix}"
-               for suffix in (".csv", ".json", ".png", ".parquet", "-crossover.png")]
-    named = {f"output ({path.name})": path for path in results}
+    named = {f"output ({name})": output / name for name in _run_files(scenario)}
     named.update({option: path for option, path in options.items() if path is not None})
     if options.get("--links") is not None:
         named["--links (its figure)"] = Path(str(options["--links"])).with_suffix(".png")
@@ -382,8 +386,7 @@ def _run(args: argparse.Namespace) -> int:
     _check_outputs(scenario, output, {"--trace": args.trace, "--links": args.links})
     from simulator.output.files import remove_leftovers
 
-    remove_leftovers(output, [f"{scenario.name}{suffix}" for suffix in
-                              (".csv", ".json", ".png", ".parquet", "-crossover.png")])
+    remove_leftovers(output, _run_files(scenario))
     if scenario.training is not None:
         return _train(args, scenario, output, formats)
     settings = settings_of(scenario, args.seed, args.proxy_elements)

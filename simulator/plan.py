@@ -28,7 +28,7 @@ from simulator.errors import InputError, Problem
 from simulator.limits import PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
-from simulator.model.faults import SlowGpu, fault_problem, with_faults
+from simulator.model.faults import fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import best_protocol, protocols_of
 from simulator.scenario.parse import load_scenario, scenario_from_dict
@@ -67,11 +67,7 @@ def prepare(scenario: Scenario, *, select: bool = True,
         machine = replace(machine, nccl=replace(machine.nccl, version=scenario.nccl.version))
     problems = []
     for i, fault in enumerate(scenario.faults):
-        found = fault_problem(fault, machine)
-        if isinstance(fault, SlowGpu) and scenario.execution is Execution.NCCL:
-            found = ("kind", "expected no slow_gpu under execution: nccl, where a GPU's "
-                             "reductions cost nothing apart from NCCL's copies (run it with "
-                             "execution: ideal and a gpu reduce_bandwidth)")
+        found = fault_problem(fault, machine, Execution(scenario.execution))
         if found is not None:
             problems.append(Problem(scenario.source, f"faults[{i}].{found[0]}", found[1]))
     if problems:

@@ -31,7 +31,7 @@ from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, system_of
-from simulator.model.faults import Fault, LinkDegraded, Straggler
+from simulator.model.faults import Fault
 from simulator.model.machine import Machine
 from simulator.model.nccl import CANDIDATES, Enabled, Protocol, choose, predicted_time_us
 from simulator.output.outlook import Outlook, Planned
@@ -157,12 +157,8 @@ def fault_labels(faults: Sequence[Fault], run_s: float) -> str:
     """The faults of a point as the results' ``faults`` column says them: each one's label,
     "(did not act)" after a link fault that struck after the run's last event (``run_s``,
     from the first byte) or a straggler late by nothing."""
-    labels = []
-    for fault in faults:
-        idle = (fault.at_s >= run_s if isinstance(fault, LinkDegraded)
-                else fault.delay_s == 0 if isinstance(fault, Straggler) else False)
-        labels.append(fault.label() + (" (did not act)" if idle else ""))
-    return "; ".join(labels)
+    return "; ".join(fault.label() + ("" if fault.acted(run_s) else " (did not act)")
+                     for fault in faults)
 
 
 def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol, size_bytes: int,

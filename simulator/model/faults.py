@@ -24,6 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from simulator.model.execution import Execution
 from simulator.model.machine import CapacityEvent, Machine
 from simulator.units import format_time
 
@@ -78,6 +79,10 @@ class LinkDegraded:
         return (f"link_degraded {self.link[0]}{arrow}{self.link[1]} x{self.factor:g} "
                 f"at {format_time(self.at_s)}{until}")
 
+    def acted(self, run_s: float) -> bool:
+        """Whether it struck before a run of ``run_s`` (from the first byte) ended."""
+        return self.at_s < run_s
+
     def settings(self) -> dict[str, object]:
         """As a scenario's ``faults:`` entry."""
         entry: dict[str, object] = {"kind": self.kind.value, "link": list(self.link),
@@ -86,6 +91,11 @@ class LinkDegraded:
         if self.until_s is not None:
             entry["until"] = format_time(self.until_s)
         return entry
+
+
+def _check_rank(rank: int) -> None:
+    if rank < 0:
+        raise ValueError(f"expected a rank at least 0, got {rank!r}")
 
 
 @dataclass(frozen=True)
@@ -98,13 +108,16 @@ class Straggler:
     kind = FaultKind.STRAGGLER
 
     def __post_init__(self) -> None:
-        if self.rank < 0:
-            raise ValueError(f"expected a rank at least 0, got {self.rank!r}")
+        _check_rank(self.rank)
         if not (math.isfinite(self.delay_s) and self.delay_s >= 0):
             raise ValueError(f"expected a delay at least 0, got {self.delay_s!r}")
 
     def label(self) -> str:
         return f"straggler rank {self.rank} +{format_time(self.delay_s)}"
+
+    def acted(self, run_s: float) -> bool:
+        """Whether it made its rank late at all."""
+        return self.delay_s > 0
 
     def settings(self) -> dict[str, object]:
         """As a scenario's ``faults:`` entry."""
@@ -129,6 +142,10 @@ class SlowGpu:
     def label(self) -> str:
         return f"slow_gpu rank {self.rank} x{self.factor:g}"
 
+    def acted(self, run_s: float) -> bool:
+        """Always: its rank reduces at its rate from the start."""
+        return True
+
     def settings(self) -> dict[str, object]:
         """As a scenario's ``faults:`` entry."""
         return {"kind": self.kind.value, "rank": self.rank, "factor": self.factor}
@@ -138,9 +155,10 @@ Fault = LinkDegraded | Straggler | SlowGpu
 """One fault of a scenario."""
 
 
-def fault_problem(fault: Fault, machine: Machine) -> tuple[str, str] | None:
+def fault_problem(fault: Fault, machine: Machine, execution: Execution) -> tuple[str, str] | None:
     """(the field within the fault, what is wrong) where ``fault`` names something
-    ``machine`` does not have, with the nearest names; None where it applies."""
+    ``machine`` does not have, with the nearest names, or cannot act under ``execution``; None
+    where it applies."""
     if isinstance(fault, LinkDegraded):
         links = machine.routing.capacities()
         for end in fault.link:
@@ -152,6 +170,10 @@ def fault_problem(fault: Fault, machine: Machine) -> tuple[str, str] | None:
             if (a, b) not in links:
                 return "link", f"no link from {a!r} to {b!r} in the topology"
         return None
+    if isinstance(fault, SlowGpu) and execution is Execution.NCCL:
+        return "kind", ("expected no slow_gpu under execution: nccl, where a GPU's reductions "
+                        "cost nothing apart from NCCL's copies (run it with execution: ideal and "
+                        "a gpu reduce_bandwidth)")
     if fault.rank >= machine.ranks:
         return "rank", f"expected a rank from 0 to {machine.ranks - 1}, got {fault.rank}"
     if isinstance(fault, SlowGpu) and machine.gpu_of(fault.rank).reduce_bandwidth_Bps is None:
