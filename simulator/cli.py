@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Never
 
-from simulator.errors import AlgorithmError, InputError, Problem
+from simulator.errors import AlgorithmError, InputError, NetworkCut, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.output.writers import DEFAULT_FORMATS, WRITERS
 from simulator.version import __version__
@@ -139,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except AlgorithmError as error:  # a bug in an algorithm's program, not in the input
         print(f"{_input(args)}: algorithm failed: {error}", file=sys.stderr)
+        return EXIT_FAILED
+    except NetworkCut as error:  # the scenario's faults split the network: the run cannot end
+        print(f"{_input(args)}: {error}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt as stop:  # every file is written atomically: none half-written
         print(f"{_input(args)}: {_stopped(stop)}; files already written are complete",

@@ -85,3 +85,42 @@ def deadlock(name: str, ranks: list[int], waits: list[Wait],
     head = (f"{name}: deadlock{when}: ranks {ranks[:8]}{more} wait for messages that are never "
             "sent")
     return AlgorithmError("\n".join([head + (":" if lines else ""), *lines]))
+
+
+class NetworkCut(SimulatorError):
+    """Links failed (a ``link_down`` or ``nic_down`` fault) so that some ranks can no longer
+    reach others: the collective cannot finish, and the run stops at that instant."""
+
+
+def rank_spans(ranks: list[int], most: int = 8) -> str:
+    """Ranks as runs of consecutive numbers, the first ``most`` runs (``0-3, 6``).
+
+    >>> rank_spans([0, 1, 2, 3, 6, 8, 9])
+    '0-3, 6, 8-9'
+    """
+    runs: list[list[int]] = []
+    for rank in sorted(ranks):
+        if runs and rank == runs[-1][1] + 1:
+            runs[-1][1] = rank
+        else:
+            runs.append([rank, rank])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs[:most])
+    return text + (", ..." if len(runs) > most else "")
+
+
+def cut_off(groups: list[list[int]], at_s: float,
+            failed: frozenset[tuple[str, str]]) -> NetworkCut:
+    """The error of a network split by failed links: which ranks are cut off from which (each
+    group reaches only its own members), when, and the links that failed then."""
+    links = sorted(failed)
+    named = ", ".join(f"{a}->{b}" for a, b in links[:4]) + (
+        f" and {len(links) - 4} more" if len(links) > 4 else "")
+    when = f"at {at_s * 1e6:.3f} us, once {named} failed"
+    if len(groups) == 2:
+        small, large = sorted(groups, key=lambda group: (len(group), group[0]))
+        return NetworkCut(f"network cut {when}: ranks {rank_spans(small)} cannot reach ranks "
+                          f"{rank_spans(large)}")
+    parts = " | ".join(rank_spans(group) for group in groups[:8]) + (
+        " | ..." if len(groups) > 8 else "")
+    return NetworkCut(f"network cut {when}: the ranks fall into {len(groups)} groups that "
+                      f"cannot reach each other: {parts}")

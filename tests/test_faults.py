@@ -3,14 +3,17 @@ engines with equal times, against anchors worked by hand: a capacity fault at 0 
 graph with that bandwidth; a straggler on a ring adds its delay; a degradation that recovers
 before the first byte changes nothing; a slow GPU adds its extra reduction time."""
 
+import csv
+import json
 import math
 from dataclasses import replace
 
 import networkx as nx
 import pytest
 
-from simulator.errors import InputError
-from simulator.model.faults import LinkDegraded, SlowGpu, Straggler
+from simulator.cli import main
+from simulator.errors import InputError, NetworkCut
+from simulator.model.faults import LinkDegraded, LinkDown, NicDown, SlowGpu, Straggler
 from simulator.model.machine import Machine
 from simulator.output.settings_json import settings
 from simulator.output.table import format_table
@@ -38,16 +41,28 @@ def test_every_fault_kind_is_read_from_a_scenario():
     read = scenario_from_dict(scenario([
         {"kind": "link_degraded", "link": ["gpu1", "switch"], "at": "2us", "factor": 0.5,
          "until": "9us", "both": True},
+        {"kind": "link_down", "link": ["gpu2", "switch"], "at": "4us"},
+        {"kind": "nic_down", "nic": "n0.nic1"},
         {"kind": "straggler", "rank": 3, "delay": "50us"},
         {"kind": "slow_gpu", "rank": 2, "factor": 0.25}], gpu={"reduce_bandwidth": "100GB/s"}))
     assert read.faults == (LinkDegraded(("gpu1", "switch"), 2e-6, 0.5, True, 9e-6),
+                           LinkDown(("gpu2", "switch"), 4e-6), NicDown("n0.nic1", 0.0),
                            Straggler(3, 50e-6), SlowGpu(2, 0.25))
 
 
 @pytest.mark.parametrize(("fault", "message"), [
     ({"kind": "link_degrade", "link": ["gpu1", "switch"], "factor": 0.5},
-     "f.yaml: faults[0].kind: expected a fault kind (link_degraded, straggler, slow_gpu), got "
-     "'link_degrade'; did you mean 'link_degraded'?"),
+     "f.yaml: faults[0].kind: expected a fault kind (link_degraded, link_down, nic_down, "
+     "straggler, slow_gpu), got 'link_degrade'; did you mean 'link_degraded'?"),
+    ({"kind": "link_down", "link": ["gpu1", "swtch"]},
+     "f.yaml: faults[0].link: no node 'swtch' in the topology (the names `topo` prints); did "
+     "you mean 'switch'?"),
+    ({"kind": "link_down", "link": ["gpu1", "switch"], "factor": 0.5},
+     "f.yaml: faults[0].factor: unknown key; expected one of kind, link, at, both"),
+    ({"kind": "nic_down", "nic": "switch"},
+     "f.yaml: faults[0].nic: expected a NIC, got 'switch', a switch; this topology has none"),
+    ({"kind": "nic_down", "nic": ""},
+     "f.yaml: faults[0].nic: expected a node name, such as n0.nic0, got ''"),
     ({"kind": "straggler", "rank": 3},
      "f.yaml: faults[0].delay: required but missing"),
     ({"kind": "straggler", "rank": 3, "delay": "50us", "factor": 2},
@@ -225,3 +240,178 @@ def test_the_topology_names_are_those_of_the_graph():
     # The switch builder's nodes: the --links table and `topo` print these names.
     assert {"gpu1", "switch"} <= set(nx.DiGraph(scenario_from_dict(scenario([])).topology
                                                 .build()).nodes)
+
+
+FAT_TREE = {"kind": "fat_tree", "k": 4, "bandwidth": "25GB/s", "latency": "1us"}
+CABLE_DOWN = {"kind": "link_down", "link": ["pod0.edge0", "pod0.agg0"], "at": "5us",
+              "both": True}
+
+
+def test_a_link_down_at_0_is_the_static_graph_without_that_link():
+    # On a physical ring of 8, halving-doubling's messages from gpu0 to gpu1 go the long way
+    # round once gpu0->gpu1 is down, as on a ring built without that link.
+    ring = {"kind": "ring", "ranks": 8, "bandwidth": "25GB/s", "latency": "500ns"}
+    faulty = scenario_from_dict(scenario([{"kind": "link_down", "link": ["gpu0", "gpu1"]}],
+                                         topology=ring, algorithms=["halving_doubling"]))
+    setup = prepare(faulty)
+    plan = plan_point(faulty, setup, setup.algorithms[0], 1 << 24, settings_of(faulty))
+    graph = faulty.topology.build()
+    graph.remove_edge("gpu0", "gpu1")
+    del graph.graph["paths"]  # the builder's candidate paths describe the graph as built
+    static = replace(plan, machine=Machine.of(graph), healthy=None)
+    for engine in ENGINES:
+        chosen = settings_of(replace(faulty, run=replace(faulty.run, engine=engine)))
+        faulted = run_plan(faulty, setup, replace(plan, settings=chosen))
+        assert faulted.verified
+        assert faulted.sim_time_s == run_plan(faulty, setup,
+                                              replace(static, settings=chosen)).sim_time_s
+        assert faulted.sim_time_s > faulted.healthy_time_s
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "double_binary_tree", "halving_doubling",
+                                       "direct"])
+def test_a_link_down_mid_run_gives_equal_times_on_both_engines(algorithm):
+    # The cable fails at 5 us, with flows on it: they finish over the pod's other aggregation
+    # switch, and every later message goes that way too. A ring's one flow out of the edge
+    # switch finds the other path as free: its time does not move. The others' do, not always
+    # up: halving-doubling's re-routed flows happen to contend less (5 % faster).
+    data = scenario([CABLE_DOWN], topology=FAT_TREE, algorithms=[algorithm])
+    simpy, vector = (run(data, engine, algorithm) for engine in ENGINES)
+    assert simpy.verified and vector.verified
+    assert (simpy.engine, vector.engine) == ENGINES
+    assert simpy.sim_time_s == vector.sim_time_s
+    assert simpy.healthy_time_s == vector.healthy_time_s
+    assert (simpy.sim_time_s == simpy.healthy_time_s) == (algorithm == "ring")
+
+
+def _links_table(tmp_path, data, engine):
+    """The --links table of a run, keyed by (algorithm, from, to): bytes carried, busy time."""
+    source = tmp_path / f"{engine}.json"
+    source.write_text(json.dumps({**data, "engine": engine}))
+    table = tmp_path / f"{engine}-links.csv"
+    assert main(["run", str(source), "--output", str(tmp_path / engine), "--quiet",
+                 "--no-plot", "--links", str(table)]) == 0
+    with table.open() as rows:
+        return {(row["algorithm"], row["from"], row["to"]): (float(row["bytes"]),
+                                                           float(row["busy_s"]))
+                for row in csv.DictReader(rows)}
+
+
+def test_links_show_the_rerouted_load(tmp_path):
+    # direct on a k=4 fat-tree: the cable pod0.edge0-pod0.agg0 fails at 5 us. It carried only
+    # what crossed it before; every byte still arrives, over routes of the same length, so the
+    # fabric carries as many bytes as when healthy. Both engines' tables agree.
+    data = scenario([CABLE_DOWN], topology=FAT_TREE, algorithms=["direct"])
+    simpy, vector = (_links_table(tmp_path, data, engine) for engine in ENGINES)
+    (tmp_path / "healthy").mkdir()
+    healthy = _links_table(tmp_path / "healthy", scenario([], topology=FAT_TREE,
+                                                          algorithms=["direct"]), "vector")
+    assert simpy.keys() == vector.keys()
+    for key, (nbytes, busy) in simpy.items():
+        assert vector[key][0] == pytest.approx(nbytes, rel=1e-12)
+        assert vector[key][1] == pytest.approx(busy, rel=1e-12, abs=1e-18)
+    down = ("direct", "pod0.edge0", "pod0.agg0")
+    assert 0 < vector[down][0] < healthy[down][0] / 10
+    assert sum(b for b, _ in vector.values()) == pytest.approx(
+        sum(b for b, _ in healthy.values()), rel=1e-12)
+    other = ("direct", "pod0.edge0", "pod0.agg1")
+    assert vector[other][0] > healthy[other][0]
+
+
+def test_a_link_down_after_the_run_did_not_act():
+    late = {**CABLE_DOWN, "at": "1s"}
+    frame = simulate(scenario([late], topology=FAT_TREE, algorithms=["ring"]))
+    assert frame.faults.tolist() == ["link_down pod0.edge0<->pod0.agg0 at 1s (did not act)"]
+    assert frame.fault_slowdown.tolist() == [1.0]
+
+
+CUT = [{"kind": "link_down", "link": ["gpu3", "switch"], "at": "5us", "both": True}]
+CUT_MESSAGE = ("network cut at 5.000 us, once gpu3->switch, switch->gpu3 failed: ranks 3 "
+               "cannot reach ranks 0-2, 4-7")
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_network_cut_stops_the_run_naming_who_cannot_reach_whom(engine):
+    with pytest.raises(NetworkCut) as error:
+        run(scenario(CUT), engine)
+    assert str(error.value) == CUT_MESSAGE
+
+
+def test_a_network_cut_is_one_line_and_exit_1(tmp_path, capsys):
+    source = tmp_path / "cut.json"
+    source.write_text(json.dumps(scenario(CUT)))
+    assert main(["run", str(source), "--output", str(tmp_path / "out"), "--quiet"]) == 1
+    assert capsys.readouterr().err == f"{source}: {CUT_MESSAGE}\n"
+
+
+def test_a_network_cut_into_three_groups():
+    ring = {"kind": "ring", "ranks": 8, "bandwidth": "25GB/s", "latency": "500ns"}
+    cuts = [{"kind": "link_down", "link": [a, b], "at": "0us", "both": True}
+            for a, b in (("gpu1", "gpu2"), ("gpu4", "gpu5"), ("gpu6", "gpu7"))]
+    with pytest.raises(NetworkCut) as error:
+        run(scenario(cuts, topology=ring), "vector")
+    assert str(error.value) == (
+        "network cut at 0.000 us, once gpu1->gpu2, gpu2->gpu1, gpu4->gpu5, gpu5->gpu4 and 2 more "
+        "failed: the ranks fall into 3 groups that cannot reach each other: 0-1, 7 | 2-4 | 5-6")
+
+
+H100_NODES = {"preset": "dgx_h100", "nodes": 2}
+
+
+@pytest.mark.parametrize(("at", "said"), [("0us", "0s"), ("20us", "20us")])
+def test_a_nic_down_moves_its_rail_over_nvlink_to_another_nic(at, said):
+    # NCCL's ring on two DGX H100: n1.nic2 fails; rank 10's traffic leaves through n1.gpu0's
+    # NIC after an NVLink hop (PXN), on both engines with equal times.
+    data = scenario([{"kind": "nic_down", "nic": "n1.nic2", "at": at}], topology=H100_NODES,
+                    sizes=["4MiB"])
+    simpy, vector = (run(data, engine, "ring", 4 << 20) for engine in ENGINES)
+    assert simpy.verified and vector.verified
+    assert simpy.sim_time_s == vector.sim_time_s
+    assert simpy.sim_time_s > simpy.healthy_time_s
+    assert simpy.faults == f"nic_down n1.nic2 at {said}"
+
+
+def test_the_routes_after_a_nic_fails_relay_over_nvlink():
+    from simulator.model.topology import dgx
+    routing = Machine.of(dgx(2, 8, 450e9, 1e-6, 63e9, 1e-6, 50e9, 2e-6)).routing
+    down = frozenset(link for link in routing.capacities() if "n1.nic2" in link)
+    after = routing.rerouted(down)
+    assert after.route("n1.gpu2", "n0.gpu2").nodes == (
+        "n1.gpu2", "n1.nvswitch", "n1.gpu0", "n1.nic0", "leaf", "n0.nic2", "n0.gpu2")
+    assert after.route("n1.gpu3", "n0.gpu3") == routing.route("n1.gpu3", "n0.gpu3")
+
+
+def test_a_traced_run_with_a_failed_link_is_written(tmp_path):
+    source = tmp_path / "traced.json"
+    source.write_text(json.dumps(scenario([CABLE_DOWN], topology=FAT_TREE,
+                                          algorithms=["direct"], engine="simpy")))
+    trace = tmp_path / "trace.json"
+    assert main(["run", str(source), "--output", str(tmp_path / "out"), "--quiet", "--no-plot",
+                 "--trace", str(trace), "--trace-point", "direct:1MiB"]) == 0
+    counters = [event["args"]["utilisation"] for event in
+                json.loads(trace.read_text())["traceEvents"] if event.get("ph") == "C"]
+    assert counters and min(counters) >= 0 and max(counters) <= 1 + 1e-12
+
+
+def test_a_moved_flow_leaves_its_old_links_what_it_carried_there():
+    from simulator.engine.record import Recorder
+    routing = Machine.of(scenario_from_dict(scenario([], topology=FAT_TREE)).topology
+                         .build()).routing
+    old, new = (("gpu0", "pod0.edge0"), ("pod0.edge0", "pod0.agg0")), \
+        (("gpu0", "pod0.edge0"), ("pod0.edge0", "pod0.agg1"))
+    recorder = Recorder(routing, trace=True)
+    states = recorder.flow_started(0, old, 1000.0, 0.0)
+    recorder.flow_rate(0, 10.0, 0.0)
+    states = recorder.flow_moved(0, states, new, 400.0, 10.0, 60.0)
+    recorder.flow_ended(0, states, 100.0)
+    links = {(use.src, use.dst): (use.bytes, use.busy_s)
+             for use in recorder.activity("x", 1000, 100.0, "simpy").links}
+    assert links == {("gpu0", "pod0.edge0"): (1000.0, 100.0),
+                     ("pod0.edge0", "pod0.agg0"): (600.0, 60.0),
+                     ("pod0.edge0", "pod0.agg1"): (400.0, 40.0)}
+    rates = {rate.link: list(zip(rate.times_s, rate.utilisation, strict=True))
+             for rate in recorder.activity("x", 1000, 100.0, "simpy").rates}
+    bandwidth = 25e9
+    assert rates["pod0.edge0->pod0.agg0"] == [(0.0, 10.0 / bandwidth), (60.0, 0.0)]
+    assert rates["pod0.edge0->pod0.agg1"] == [(0.0, 0.0), (60.0, 10.0 / bandwidth),
+                                             (100.0, 0.0)]

@@ -15,7 +15,10 @@ real completion, which is why callers take end times from the transfers themselv
 
 Link capacities follow the machine's capacity timeline (:class:`~simulator.engine.kernel.
 CapacityTimeline`): at each of its instants the flows crossing a changed link are re-shared.
-Without capacity events nothing is scheduled and the capacities are the graph's.
+Where links fail there, the flows crossing them move to their pair's new route
+(:meth:`~simulator.model.routing.Routing.rerouted`) with the bytes they have left, and every
+later message takes the new routes. Without capacity events nothing is scheduled and the
+capacities are the graph's.
 
 Given a :class:`~simulator.engine.record.Recorder`, the fabric tells it every flow's start and
 end (per-link bytes and busy time) and, when it traces, every rate change.
@@ -33,7 +36,8 @@ import simpy
 from simulator.engine.kernel import CapacityTimeline, serve_next
 from simulator.engine.record import Recorder
 from simulator.engine.sharing import FairShare
-from simulator.model.machine import CapacityEvent
+from simulator.errors import cut_off
+from simulator.model.machine import CapacityEvent, Outage
 from simulator.model.routing import LinkId, Route, Routing
 
 
@@ -47,6 +51,8 @@ class _Flow:
 
     remaining: float
     done: simpy.Event
+    ends: tuple[str, str]
+    """Its sender's and receiver's nodes: its route may change (a link failed)."""
     rate: float = 0.0
     updated_at: float = 0.0
     version: int = -1
@@ -73,22 +79,29 @@ class Fabric:
 
     def __init__(self, env: simpy.Environment, routing: Routing,
                  recorder: Recorder | None = None,
-                 capacity_events: Sequence[CapacityEvent] = ()) -> None:
+                 capacity_events: Sequence[CapacityEvent] = (),
+                 outages: Sequence[Outage] = (), ranks: Sequence[str] = ()) -> None:
         self.env = env
         self.routing = routing
         self.recorder = recorder
+        self.ranks = tuple(ranks)
+        """The ranks' nodes, which failed links must leave able to reach each other."""
         self._rates = recorder if recorder is not None and recorder.trace else None
         self.stats = FabricStats()
-        if not capacity_events:
+        if not capacity_events and not outages:
             self.sharing: FairShare[int, LinkId] = FairShare(routing.capacities())
         else:  # the events at 0 now, each later instant a timer set from 0 (so exactly on time)
-            timeline = CapacityTimeline(routing.capacities(), capacity_events)
+            timeline = CapacityTimeline(routing.capacities(), capacity_events, outages)
             links = list(timeline.number)
             self.sharing = FairShare(dict(zip(links, timeline.at_start().tolist(), strict=True)))
+            down = timeline.down_at_start()
+            if down:  # failed from the start: every route avoids them
+                self.routing = self._reach(routing.rerouted(down), 0.0, down)
             for step in timeline.later():
                 change = dict(zip([links[i] for i in step.links.tolist()],
                                   step.capacities.tolist(), strict=True))
-                env.timeout(step.at_s).callbacks.append(functools.partial(self._capacity, change))
+                env.timeout(step.at_s).callbacks.append(
+                    functools.partial(self._capacity, change, step.down))
         self._flows: dict[int, _Flow] = {}
         self._ids = itertools.count()
         self._versions = itertools.count()
@@ -136,20 +149,24 @@ class Fabric:
             yield previous  # the connection is still injecting an earlier message
         started = self.env.now
         if size_bytes > 0 and route.links:
+            if self.routing.down:  # links failed since it was sent: its pair's route now
+                route = self.routing.route(route.nodes[0], route.nodes[-1])
             done = self.env.event()
-            self._start(route.links, size_bytes, done)
+            self._start(route, size_bytes, done)
             yield done
         injected.succeed()
         if moved is not None:
             moved(started, self.env.now)
 
-    def _start(self, links: tuple[LinkId, ...], size_bytes: float, done: simpy.Event) -> None:
+    def _start(self, route: Route, size_bytes: float, done: simpy.Event) -> None:
         flow_id = next(self._ids)
         flow = self._flows[flow_id] = _Flow(remaining=float(size_bytes), done=done,
+                                            ends=(route.nodes[0], route.nodes[-1]),
                                             updated_at=self.env.now)
         if self.recorder is not None:
-            flow.recorded = self.recorder.flow_started(flow_id, links, size_bytes, self.env.now)
-        self._apply(self.sharing.add(flow_id, links))
+            flow.recorded = self.recorder.flow_started(flow_id, route.links, size_bytes,
+                                                       self.env.now)
+        self._apply(self.sharing.add(flow_id, route.links))
 
     def _finish(self, flow_id: int, version: int) -> None:
         flow = self._flows.get(flow_id)
@@ -161,10 +178,31 @@ class Fabric:
         self._apply(self.sharing.remove(flow_id))
         flow.done.succeed()
 
-    def _capacity(self, change: dict[LinkId, float], _event: simpy.Event) -> None:
-        """An instant of the capacity timeline: new capacities, their flows re-shared."""
+    def _capacity(self, change: dict[LinkId, float], failed: frozenset[LinkId],
+                  _event: simpy.Event) -> None:
+        """An instant of the capacity timeline: new capacities, the flows crossing failed
+        links moved to their new routes, and all these flows re-shared once."""
         self.stats.capacity_steps += 1
-        self._apply(self.sharing.set_capacity(change))
+        moves: dict[int, tuple[LinkId, ...]] = {}
+        if failed:
+            self.routing = self._reach(self.routing.rerouted(failed), self.env.now, failed)
+            now = self.env.now
+            for flow_id in self.sharing.crossing(failed):
+                flow = self._flows[flow_id]
+                links = moves[flow_id] = self.routing.route(*flow.ends).links
+                if self.recorder is not None and flow.recorded is not None:
+                    left = max(flow.remaining - flow.rate * (now - flow.updated_at), 0.0)
+                    flow.recorded = self.recorder.flow_moved(flow_id, flow.recorded, links,
+                                                             left, flow.rate, now)
+        self._apply(self.sharing.change(change, moves))
+
+    def _reach(self, routing: Routing, now: float, failed: frozenset[LinkId]) -> Routing:
+        """``routing``, once sure that its failed links leave every rank able to reach every
+        other (else the run stops: :func:`~simulator.errors.cut_off`)."""
+        groups = routing.islands(self.ranks)
+        if len(groups) > 1:
+            raise cut_off(groups, now, failed)
+        return routing
 
     def _apply(self, rates: dict[int, float]) -> None:
         """Retime the flows of a re-shared component whose rate moved: their bytes moved so

@@ -15,9 +15,11 @@ vectorised engine once per instant over every active flow).
   messages it posts by the same rule (:func:`serve_spans`): a message goes when the proxy gets
   to it, and holds the proxy for its ``proxy_s``.
 - :class:`CapacityTimeline`: each link's capacity as a step function of time, from the
-  machine's :class:`~simulator.model.machine.CapacityEvent` list (``Machine.capacity_events``);
-  the engines apply its instants as they reach them and re-share the flows that cross the links
-  it changes.
+  machine's :class:`~simulator.model.machine.CapacityEvent` list (``Machine.capacity_events``),
+  and the links that fail (``Machine.outages``); the engines apply its instants as they reach
+  them, re-route the flows that cross a failed link
+  (:meth:`~simulator.model.routing.Routing.rerouted`), and re-share the flows that cross the
+  links it changes.
 
 **Why the arithmetic is fixed here.** Every round of :func:`max_min_rates` freezes the flows of
 *every* link at the round's least share at once, and takes ``k · share`` from a link that ``k``
@@ -36,7 +38,8 @@ from typing import TypeVar
 
 import numpy as np
 
-from simulator.model.machine import CapacityEvent
+from simulator.model.machine import CapacityEvent, Outage
+from simulator.model.routing import LinkId
 
 INF = float("inf")
 
@@ -192,11 +195,12 @@ def serve_spans(free_at: np.ndarray, servers: np.ndarray, now: float,
 @dataclass(frozen=True)
 class CapacityStep:
     """One instant of a :class:`CapacityTimeline`: at ``at_s``, link ``links[i]`` (numbered as
-    the timeline's links) gets capacity ``capacities[i]``."""
+    the timeline's links) gets capacity ``capacities[i]``, and the links ``down`` fail."""
 
     at_s: float
     links: np.ndarray
     capacities: np.ndarray
+    down: frozenset[LinkId] = frozenset()
 
 
 class CapacityTimeline:
@@ -206,21 +210,28 @@ class CapacityTimeline:
 
     ``nominal`` maps every link to its capacity; links are numbered in its order. ``steps``
     holds one :class:`CapacityStep` per distinct event time, in time order; several events on
-    one link at one time: the last listed wins. Without events the timeline is constant and
-    the engines never look at it again.
+    one link at one time: the last listed wins. An outage at a time is a step too, which
+    names the links failing then (``down``); a failed link keeps its capacity, which no flow
+    uses any more. Without events the timeline is constant and the engines never look at it
+    again.
     """
 
     def __init__(self, nominal: Mapping[tuple[str, str], float],
-                 events: Sequence[CapacityEvent] = ()) -> None:
+                 events: Sequence[CapacityEvent] = (), outages: Sequence[Outage] = ()) -> None:
         self.number = {link: i for i, link in enumerate(nominal)}
         self.nominal = np.array(list(nominal.values()), dtype=np.float64)
         by_time: dict[float, dict[int, float]] = {}
         for event in events:  # each names a link of ``nominal`` (Machine checks that)
             i = self.number[event.link]
             by_time.setdefault(float(event.at_s), {})[i] = float(self.nominal[i] * event.factor)
+        failing: dict[float, set[LinkId]] = {}
+        for outage in outages:
+            failing.setdefault(float(outage.at_s), set()).add(outage.link)
+            by_time.setdefault(float(outage.at_s), {})
         self.steps = tuple(
             CapacityStep(at, np.array(list(changes), dtype=np.int64),
-                         np.array(list(changes.values()), dtype=np.float64))
+                         np.array(list(changes.values()), dtype=np.float64),
+                         frozenset(failing.get(at, ())))
             for at, changes in sorted(by_time.items()))
 
     def __bool__(self) -> bool:
@@ -235,6 +246,10 @@ class CapacityTimeline:
                 break
             capacity[step.links] = step.capacities
         return capacity
+
+    def down_at_start(self) -> frozenset[LinkId]:
+        """The links failed at time 0."""
+        return frozenset().union(*(step.down for step in self.steps if step.at_s <= 0))
 
     def later(self) -> tuple[CapacityStep, ...]:
         """The steps after time 0, in time order (those at 0 are in :meth:`at_start`)."""

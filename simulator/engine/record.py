@@ -81,6 +81,19 @@ class Recorder:
             self._flow_links[flow] = links
         return states
 
+    def flow_moved(self, flow: int, states: list[list[float]], links: tuple[LinkId, ...],
+                   left_bytes: float, rate: float, now: float) -> list[list[float]]:
+        """A flow moves onto ``links`` (a link failed under it) with ``left_bytes`` still to
+        move: its old links keep only what it moved on them; the state of its new ones, to give
+        back to :meth:`flow_ended`."""
+        for state in states:
+            state[_BYTES] -= left_bytes
+        self.flow_ended(flow, states, now)
+        moved = self.flow_started(flow, links, left_bytes, now)
+        if self.trace and rate:
+            self.flow_rate(flow, rate, now)
+        return moved
+
     def flow_rate(self, flow: int, rate: float, now: float) -> None:
         """A flow's rate changed (traced runs only): the rate its links carry moves with it."""
         delta = rate - self._flow_rate.get(flow, 0.0)

@@ -136,7 +136,8 @@ class _Run:
         self.env = simpy.Environment()
         self.algorithm = algorithm
         self.placement = machine.placement
-        self.fabric = Fabric(self.env, machine.routing, recorder, machine.capacity_events)
+        self.fabric = Fabric(self.env, machine.routing, recorder, machine.capacity_events,
+                             machine.outages, machine.placement)
         self.trace = recorder if recorder is not None and recorder.trace else None
         self.gpus = [_Gpu(self.env, machine.gpu_of(rank)) for rank in range(machine.ranks)]
         self.entry = [machine.entry_of(rank) for rank in range(machine.ranks)]

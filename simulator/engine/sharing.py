@@ -67,10 +67,36 @@ class FairShare(Generic[Flow, Link]):
     def set_capacity(self, capacity: Mapping[Link, float]) -> dict[Flow, float]:
         """Give the links of ``capacity`` their new capacities and re-share the flows connected
         to them (the kernel's capacity timeline, at one of its instants)."""
+        return self.change(capacity, {})
+
+    def change(self, capacity: Mapping[Link, float],
+               moves: Mapping[Flow, tuple[Link, ...]]) -> dict[Flow, float]:
+        """New capacities for the links of ``capacity``, and active flows moved onto new links
+        (``moves``: flow → its links now; a link failed under it), then one re-share of the
+        flows connected to every link they touched."""
         self.capacity.update(capacity)
         for link, value in capacity.items():
             self._capacities[self._number[link]] = value
-        return self._reshare(tuple(capacity))
+        touched: dict[Link, None] = dict.fromkeys(capacity)
+        for flow, links in moves.items():
+            for link in self._links_of[flow]:
+                touched[link] = None
+                del self._flows_on[link][flow]
+                if not self._flows_on[link]:
+                    del self._flows_on[link]
+            self._links_of[flow] = links
+            self._numbered.pop(flow, None)
+            for link in links:
+                touched[link] = None
+                self._flows_on.setdefault(link, {})[flow] = None
+        return self._reshare(tuple(touched)) if touched else {}
+
+    def crossing(self, links: Iterable[Link]) -> list[Flow]:
+        """The active flows that cross any of ``links``, in the order they started."""
+        flows: set[Flow] = set()
+        for link in links:
+            flows.update(self._flows_on.get(link, ()))
+        return [flow for flow in self._links_of if flow in flows]
 
     def component(self, links: Iterable[Link]) -> list[Flow]:
         """Every active flow connected to ``links`` through shared links, in a stable order."""

@@ -59,9 +59,10 @@ from simulator.engine.kernel import (
 )
 from simulator.engine.payload import Payload
 from simulator.engine.record import Recorder
-from simulator.errors import AlgorithmError
+from simulator.errors import AlgorithmError, cut_off
 from simulator.model.machine import Machine
 from simulator.model.reduction import ReduceOp
+from simulator.model.routing import Routing
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,8 @@ class _Routes:
 
     def __init__(self, machine: Machine, timeline: CapacityTimeline) -> None:
         self.machine = machine
+        self.routing = machine.routing
+        """The routes now (links that failed change them: :meth:`reroute`)."""
         self.nodes: tuple[str, ...] = machine.placement
         """The node of each endpoint: the ranks' GPUs, then any switches (:meth:`switches`)."""
         self.number = timeline.number
@@ -138,6 +141,8 @@ class _Routes:
         none = np.zeros(0, dtype=np.int64)
         self.keys, self.ids = none, none
         """Pair keys (sender × ranks + receiver), sorted, and the pair number of each."""
+        self.key_of = none
+        """Each pair's key, by pair number."""
         self.latency = np.zeros(0)
         self.proxy = np.zeros(0)
         """Each pair's network proxy time per message (``Route.proxy_s``)."""
@@ -201,7 +206,6 @@ class _Routes:
         return pair
 
     def _add(self, keys: np.ndarray) -> None:
-        machine = self.machine
         latency: list[float] = []
         proxy: list[float] = []
         counts: list[int] = []
@@ -215,7 +219,7 @@ class _Routes:
                 alone.append(INF)
                 counts.append(0)
                 continue
-            route = machine.routing.route(self.nodes[src], self.nodes[dst])
+            route = self.routing.route(self.nodes[src], self.nodes[dst])
             latency.append(route.latency_s)
             proxy.append(route.proxy_s)
             alone.append(lone_rate(self.capacity[self.number[link]] for link in route.links))
@@ -228,9 +232,38 @@ class _Routes:
         self.count = np.concatenate([self.count, np.array(counts, dtype=np.int64)])
         self.first = np.cumsum(self.count) - self.count
         self.links = np.concatenate([self.links, np.array(links, dtype=np.int64)])
+        self.key_of = np.concatenate([self.key_of, keys])
         keys, ids = np.concatenate([self.keys, keys]), np.concatenate([self.ids, ids])
         order = np.argsort(keys, kind="stable")
         self.keys, self.ids = keys[order], ids[order]
+
+    def crossing(self, failed: frozenset[tuple[str, str]]) -> np.ndarray:
+        """The pairs whose route crosses a link of ``failed``, in pair order."""
+        down = np.array([self.number[link] for link in failed], dtype=np.int64)
+        pair_of = np.repeat(np.arange(len(self.count)), self.count)
+        return np.unique(pair_of[np.isin(self.links, down)])
+
+    def reroute(self, failed: frozenset[tuple[str, str]], pairs: np.ndarray) -> None:
+        """Links ``failed`` failed: routes from now on avoid them, and ``pairs`` (those whose
+        route crossed one) take their new route (latency, links and lone rate)."""
+        self.routing = self.routing.rerouted(failed)
+        count = self.count.copy()
+        fresh: list[int] = []
+        for pair in pairs.tolist():
+            src, dst = divmod(int(self.key_of[pair]), len(self.nodes))
+            route = self.routing.route(self.nodes[src], self.nodes[dst])
+            self.latency[pair], self.proxy[pair] = route.latency_s, route.proxy_s
+            count[pair] = len(route.links)
+            fresh.extend(self.number[link] for link in route.links)
+        first = np.cumsum(count) - count
+        links = np.empty(int(count.sum()), dtype=np.int64)
+        kept = np.ones(len(count), dtype=bool)
+        kept[pairs] = False
+        links[ranges(first[kept], count[kept])] = self.links[ranges(self.first[kept],
+                                                                    self.count[kept])]
+        links[ranges(first[pairs], count[pairs])] = fresh
+        self.count, self.first, self.links = count, first, links
+        self.set_capacity(np.zeros(0, dtype=np.int64), np.zeros(0))
 
     def set_capacity(self, links: np.ndarray, capacities: np.ndarray) -> None:
         """New capacities for ``links``; every pair's lone rate follows."""
@@ -257,6 +290,8 @@ class _LinkTally:
     def __init__(self, links: int) -> None:
         self.busy = np.zeros(links)
         self.pair_bytes = np.zeros(0)
+        self.settled = np.zeros(links)
+        """Bytes carried on routes that pairs left when links failed (:meth:`settle`)."""
         self._held = np.zeros(links, dtype=bool)
         self._gained = np.zeros(links)
 
@@ -272,6 +307,19 @@ class _LinkTally:
         np.multiply(self._held, seconds, out=self._gained)
         self.busy += self._gained
 
+    def settle(self, routes: _Routes, pairs: np.ndarray, unmoved: np.ndarray) -> None:
+        """``pairs`` are about to leave their routes with ``unmoved`` bytes still to move (each
+        pair's messages loaded but not sent, and the rest of those on their way): the bytes
+        they moved so far stay on the links of their old routes."""
+        known = len(routes.count)
+        if len(self.pair_bytes) < known:
+            self.pair_bytes = np.concatenate([self.pair_bytes,
+                                              np.zeros(known - len(self.pair_bytes))])
+        moved = self.pair_bytes[pairs] - unmoved
+        self.settled += np.bincount(routes.links_of(pairs), weights=np.repeat(
+            moved, routes.count[pairs]), minlength=len(self.settled))
+        self.pair_bytes[pairs] = unmoved
+
     def bytes(self, routes: _Routes) -> np.ndarray:
         """Bytes each link carried: every pair's bytes on every link of its route."""
         carried = self.pair_bytes[:len(routes.count)]
@@ -279,7 +327,7 @@ class _LinkTally:
             carried = np.concatenate([carried, np.zeros(len(routes.count) - len(carried))])
         totals: np.ndarray = np.bincount(routes.links, weights=np.repeat(carried, routes.count),
                                          minlength=len(routes.capacity))
-        return totals
+        return totals + self.settled
 
 
 class _Window:
@@ -452,8 +500,13 @@ class _Run:
         self.ufunc = reduce_op.ufunc
         self.flat = buffers.reshape(-1)
         self.width = buffers.shape[1]
-        timeline = CapacityTimeline(machine.routing.capacities(), machine.capacity_events)
+        timeline = CapacityTimeline(machine.routing.capacities(), machine.capacity_events,
+                                    machine.outages)
         self.routes = _Routes(machine, timeline)
+        down = timeline.down_at_start()
+        if down:  # failed from the start: every route avoids them
+            self.routes.routing = machine.routing.rerouted(down)
+            _check_reach(self.routes.routing, machine, 0.0, down)
         self.capacity_steps = list(reversed(timeline.later()))  # the next step last
         self.recorder = recorder
         self.tally = None if recorder is None else _LinkTally(len(self.routes.capacity))
@@ -697,10 +750,13 @@ class _Run:
                                  self.red_at.min(initial=INF))
             if now == INF:
                 break
-            if self.capacity_steps and self.capacity_steps[-1].at_s <= now:
-                now = self._capacity_step()
+            stepping = bool(self.capacity_steps) and self.capacity_steps[-1].at_s <= now
+            if stepping:
+                now = self.capacity_steps[-1].at_s
             if self.tally is not None and len(self.active):
-                self.tally.elapse(self.routes.users, now - then)
+                self.tally.elapse(self.routes.users, now - then)  # as the links were till now
+            if stepping:
+                self._capacity_step()
             self.instants += 1
             due = self.pend_at == now
             starting = self.pend_ids[due]
@@ -743,14 +799,43 @@ class _Run:
             self._reshare(now)
         self._left = False
 
-    def _capacity_step(self) -> float:
-        """Apply the capacity timeline's next step (re-shared at the end of its instant); its
-        time."""
+    def _capacity_step(self) -> None:
+        """Apply the capacity timeline's next step (re-shared at the end of its instant)."""
         step = self.capacity_steps.pop()
         self.routes.set_capacity(step.links, step.capacities)
         self.dirty[step.links] = True
         self._left = True
-        return step.at_s
+        if step.down:
+            self._reroute(step.down, step.at_s)
+
+    def _reroute(self, failed: frozenset[tuple[str, str]], now: float) -> None:
+        """Links ``failed`` fail at ``now``: the pairs whose route crosses one take a new
+        route, their flows on their way moved onto it with the bytes they have left, re-shared
+        at the end of the instant (a flow's bytes are brought up to date when its rate moves,
+        as ever)."""
+        routes = self.routes
+        _check_reach(routes.routing.rerouted(failed), self.machine, now, failed)
+        pairs = routes.crossing(failed)
+        pair = self.pair[self.active]
+        moving = np.isin(pair, pairs)
+        flows = np.flatnonzero(moving)
+        old = routes.links_of(pair[flows])
+        routes.users -= np.bincount(old, minlength=len(routes.users))
+        self.dirty[old] = True
+        if self.tally is not None:
+            left = np.maximum(self.remaining[flows] - self.rate[flows]
+                              * (now - self.updated[flows]), 0.0)
+            waiting = np.flatnonzero((self.arrived == INF) & np.isin(self.pair, pairs))
+            waiting = waiting[~np.isin(waiting, self.active)]
+            unmoved = np.bincount(np.searchsorted(pairs, self.pair[waiting]),
+                                  weights=self._nbytes(waiting), minlength=len(pairs))
+            unmoved += np.bincount(np.searchsorted(pairs, pair[flows]), weights=left,
+                                   minlength=len(pairs))
+            self.tally.settle(routes, pairs, unmoved)
+        routes.reroute(failed, pairs)
+        new = routes.links_of(pair[flows])
+        routes.users += np.bincount(new, minlength=len(routes.users))
+        self.dirty[new] = True
 
     def _arrive(self, ended: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
         """Messages whose bytes all arrived: free their connection, request their receive."""
@@ -983,6 +1068,15 @@ class _Run:
         return AlgorithmError(f"{self.name}: block {k} of the schedule is released by messages "
                               f"received before it was loaded: it reaches back more than "
                               f"{self.blocks.reach} blocks")
+
+
+def _check_reach(routing: Routing, machine: Machine, now: float,
+                 failed: frozenset[tuple[str, str]]) -> None:
+    """Stop the run (:func:`~simulator.errors.cut_off`) if, with ``routing``'s failed links,
+    some ranks can no longer reach others."""
+    groups = routing.islands(machine.placement)
+    if len(groups) > 1:
+        raise cut_off(groups, now, failed)
 
 
 def declines(schedule: Schedule | Blocks, machine: Machine, *, asked: bool = False) -> str | None:

@@ -336,7 +336,7 @@ class PlannedRouting(Routing):
     NCCL's PXN relays a send over NVLink to keep it on its rail (:meth:`_pxn`)."""
 
     def __init__(self, base: Routing, plan: Plan) -> None:
-        super().__init__(base._graph)
+        super().__init__(base._graph, base.down)
         self._base = base
         self._plan = plan
         self._by_host: dict[object, list[str]] = {}
@@ -353,6 +353,9 @@ class PlannedRouting(Routing):
             bottleneck = min((self.capacity_Bps(link) for link in base.links), default=float("inf"))
             self._cache[key] = Route(base.nodes, base.links, latency, bottleneck, proxy)
         return self._cache[key]
+
+    def without(self, down: frozenset[LinkId]) -> Routing:
+        return PlannedRouting(self._base.without(down), self._plan)
 
     def _pxn(self, src: str, dst: str) -> Route:
         """The path NCCL's PXN takes (NCCL ≥ 2.12, on unless ``NCCL_PXN_DISABLE=1``): a send

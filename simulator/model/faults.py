@@ -8,6 +8,13 @@ A scenario's ``faults:`` list (docs/scenarios.md#faults) becomes these records, 
   timeline (:class:`~simulator.model.machine.CapacityEvent`), which both engines apply at their
   instants and re-share the flows that cross the link (as SimGrid's
   ``Link::set_bandwidth_profile`` does);
+- :class:`LinkDown`: from ``at_s`` a directed link (or both directions of a cable) carries
+  nothing: the flows crossing it move to the remaining least routes (ECMP where the fabric has
+  it) with the bytes they have left, and later messages avoid it
+  (:class:`~simulator.model.machine.Outage`);
+- :class:`NicDown`: from ``at_s`` every link into and out of a NIC is down, so the traffic of
+  its rail leaves through another NIC, over NVLink first where the host has it, as NCCL's PXN
+  does;
 - :class:`Straggler`: a rank enters the collective ``delay_s`` late: it posts nothing and
   takes no message before then (``Machine.entry_s``);
 - :class:`SlowGpu`: a rank's GPU reduces at ``factor`` times its reduction bandwidth
@@ -25,7 +32,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from simulator.model.execution import Execution
-from simulator.model.machine import CapacityEvent, Machine
+from simulator.model.machine import CapacityEvent, Machine, Outage
 from simulator.units import format_time
 
 
@@ -33,6 +40,8 @@ class FaultKind(Enum):
     """The faults a scenario may list (its ``kind``)."""
 
     LINK_DEGRADED = "link_degraded"
+    LINK_DOWN = "link_down"
+    NIC_DOWN = "nic_down"
     STRAGGLER = "straggler"
     SLOW_GPU = "slow_gpu"
 
@@ -93,6 +102,70 @@ class LinkDegraded:
         return entry
 
 
+def _check_time(at_s: float) -> None:
+    if not (math.isfinite(at_s) and at_s >= 0):
+        raise ValueError(f"expected a time at least 0, got {at_s!r}")
+
+
+@dataclass(frozen=True)
+class LinkDown:
+    """Link ``link`` (from node, to node) fails at ``at_s`` for the rest of the run; ``both``:
+    the cable's two directions."""
+
+    link: tuple[str, str]
+    at_s: float
+    both: bool = False
+
+    kind = FaultKind.LINK_DOWN
+
+    def __post_init__(self) -> None:
+        _check_time(self.at_s)
+
+    @property
+    def links(self) -> tuple[tuple[str, str], ...]:
+        """The directed links it fails."""
+        a, b = self.link
+        return ((a, b), (b, a)) if self.both else ((a, b),)
+
+    def label(self) -> str:
+        arrow = "<->" if self.both else "->"
+        return f"link_down {self.link[0]}{arrow}{self.link[1]} at {format_time(self.at_s)}"
+
+    def acted(self, run_s: float) -> bool:
+        """Whether it struck before a run of ``run_s`` (from the first byte) ended."""
+        return self.at_s < run_s
+
+    def settings(self) -> dict[str, object]:
+        """As a scenario's ``faults:`` entry."""
+        return {"kind": self.kind.value, "link": list(self.link), "at": format_time(self.at_s),
+                "both": self.both}
+
+
+@dataclass(frozen=True)
+class NicDown:
+    """NIC ``nic`` (a node name) fails at ``at_s`` for the rest of the run: every link into
+    and out of it."""
+
+    nic: str
+    at_s: float
+
+    kind = FaultKind.NIC_DOWN
+
+    def __post_init__(self) -> None:
+        _check_time(self.at_s)
+
+    def label(self) -> str:
+        return f"nic_down {self.nic} at {format_time(self.at_s)}"
+
+    def acted(self, run_s: float) -> bool:
+        """Whether it struck before a run of ``run_s`` (from the first byte) ended."""
+        return self.at_s < run_s
+
+    def settings(self) -> dict[str, object]:
+        """As a scenario's ``faults:`` entry."""
+        return {"kind": self.kind.value, "nic": self.nic, "at": format_time(self.at_s)}
+
+
 def _check_rank(rank: int) -> None:
     if rank < 0:
         raise ValueError(f"expected a rank at least 0, got {rank!r}")
@@ -151,24 +224,45 @@ class SlowGpu:
         return {"kind": self.kind.value, "rank": self.rank, "factor": self.factor}
 
 
-Fault = LinkDegraded | Straggler | SlowGpu
+Fault = LinkDegraded | LinkDown | NicDown | Straggler | SlowGpu
 """One fault of a scenario."""
+
+
+def _node_problem(machine: Machine, node: str) -> str | None:
+    """What is wrong with a node name ``node`` on ``machine`` (with the nearest name), or None."""
+    if machine.routing.has_node(node):
+        return None
+    close = difflib.get_close_matches(node, machine.routing.node_names(), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"no node {node!r} in the topology (the names `topo` prints){hint}"
 
 
 def fault_problem(fault: Fault, machine: Machine, execution: Execution) -> tuple[str, str] | None:
     """(the field within the fault, what is wrong) where ``fault`` names something
     ``machine`` does not have, with the nearest names, or cannot act under ``execution``; None
     where it applies."""
-    if isinstance(fault, LinkDegraded):
+    if isinstance(fault, LinkDegraded | LinkDown):
         links = machine.routing.capacities()
         for end in fault.link:
-            if not machine.routing.has_node(end):
-                close = difflib.get_close_matches(end, machine.routing.node_names(), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                return "link", f"no node {end!r} in the topology (the names `topo` prints){hint}"
+            problem = _node_problem(machine, end)
+            if problem is not None:
+                return "link", problem
         for a, b in fault.links:
             if (a, b) not in links:
                 return "link", f"no link from {a!r} to {b!r} in the topology"
+        return None
+    if isinstance(fault, NicDown):
+        problem = _node_problem(machine, fault.nic)
+        if problem is not None:
+            return "nic", problem
+        kind = machine.routing.node_kind(fault.nic)
+        if kind != "nic":
+            nics = [name for name in machine.routing.node_names()
+                    if machine.routing.node_kind(name) == "nic"]
+            close = difflib.get_close_matches(fault.nic, nics, n=1)
+            hint = (f"; did you mean {close[0]!r}?" if close
+                    else "; this topology has none" if not nics else "")
+            return "nic", f"expected a NIC, got {fault.nic!r}, a {kind or 'node'}{hint}"
         return None
     if isinstance(fault, SlowGpu) and execution is Execution.NCCL:
         return "kind", ("expected no slow_gpu under execution: nccl, where a GPU's reductions "
@@ -183,16 +277,22 @@ def fault_problem(fault: Fault, machine: Machine, execution: Execution) -> tuple
 
 
 def with_faults(machine: Machine, faults: Sequence[Fault]) -> Machine:
-    """``machine`` with ``faults`` applied: capacity events added, late ranks' entry times and
-    slow GPUs set (every fault checked by :func:`fault_problem` first)."""
+    """``machine`` with ``faults`` applied: capacity events and outages added, late ranks'
+    entry times and slow GPUs set (every fault checked by :func:`fault_problem` first)."""
     if not faults:
         return machine
     events = list(machine.capacity_events)
+    outages = list(machine.outages)
     entry = list(machine.entry_s or (0.0,) * machine.ranks)
     gpus = list(machine.gpus or (machine.gpu,) * machine.ranks)
     for fault in faults:
         if isinstance(fault, LinkDegraded):
             events.extend(fault.events())
+        elif isinstance(fault, LinkDown):
+            outages.extend(Outage(link, fault.at_s) for link in fault.links)
+        elif isinstance(fault, NicDown):
+            outages.extend(Outage(link, fault.at_s) for link in machine.routing.capacities()
+                           if fault.nic in link)
         elif isinstance(fault, Straggler):
             entry[fault.rank] = max(entry[fault.rank], fault.delay_s)
         else:
@@ -200,6 +300,6 @@ def with_faults(machine: Machine, faults: Sequence[Fault]) -> Machine:
             assert gpu.reduce_bandwidth_Bps is not None
             gpus[fault.rank] = replace(gpu, reduce_bandwidth_Bps=gpu.reduce_bandwidth_Bps
                                        * fault.factor)
-    return replace(machine, capacity_events=tuple(events),
+    return replace(machine, capacity_events=tuple(events), outages=tuple(outages),
                    entry_s=tuple(entry) if any(entry) else (),
                    gpus=tuple(gpus) if any(g != machine.gpu for g in gpus) else ())

@@ -298,6 +298,26 @@ class CapacityEvent:
 
 
 @dataclass(frozen=True)
+class Outage:
+    """From ``at_s`` on, directed link ``link`` carries nothing: the flows that cross it are
+    re-routed over what remains (:meth:`~simulator.model.routing.Routing.rerouted`), their
+    bytes already sent kept, and no later message takes it. Both engines apply it at its
+    instant; the closed forms see the healthy graph.
+
+    >>> Outage(("leaf0", "spine0"), 1e-5).at_s
+    1e-05
+    """
+
+    link: tuple[str, str]
+    at_s: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.at_s) and self.at_s >= 0):
+            raise ValueError(f"an outage's time must be finite and at least 0, got "
+                             f"{self.at_s!r}")
+
+
+@dataclass(frozen=True)
 class Machine:
     """Ranks placed on a topology: the GPU node of each rank, their hosts, the GPU's reduction
     engine, the routes between nodes and the switches that can reduce."""
@@ -316,6 +336,9 @@ class Machine:
     capacity_events: tuple[CapacityEvent, ...] = ()
     """Changes of link capacity over the run, in any order (none: every link keeps its
     bandwidth); each names a link of the topology."""
+    outages: tuple[Outage, ...] = ()
+    """Links that fail during the run, in any order (none: no link fails); each names a link
+    of the topology."""
     entry_s: tuple[float, ...] = ()
     """When each rank enters the collective (none: every rank at 0; a straggler later,
     :mod:`simulator.model.faults`): it posts nothing and takes no message before."""
@@ -328,11 +351,13 @@ class Machine:
             if getattr(self, name) and len(getattr(self, name)) != len(self.placement):
                 raise ValueError(f"{name}: expected one entry per rank ({len(self.placement)}), "
                                  f"got {len(getattr(self, name))}")
-        if self.capacity_events:
+        if self.capacity_events or self.outages:
             links = self.routing.capacities()
-            for event in self.capacity_events:
+            events: tuple[CapacityEvent | Outage, ...] = (*self.capacity_events, *self.outages)
+            for event in events:
                 if event.link not in links:
-                    raise ValueError(f"capacity event on {event.link[0]}->{event.link[1]}: the "
+                    what = "outage" if isinstance(event, Outage) else "capacity event"
+                    raise ValueError(f"{what} on {event.link[0]}->{event.link[1]}: the "
                                      "topology has no such link")
 
     @classmethod

@@ -11,6 +11,13 @@ is then the least of those by the same order, found without searching the graph,
 fabric of tens of thousands of GPUs would visit every NIC behind a leaf switch for every pair.
 Where the builder gives no candidates the search runs as before.
 
+**Failed links.** :meth:`Routing.rerouted` gives the routes after links fail (a scenario's
+``link_down`` and ``nic_down`` faults): a pair whose route crosses no failed link keeps it, as
+a network leaves the flows it does not have to move alone; any other pair takes the least
+route of the graph without the failed links, by the same order (the builder's candidates that
+avoid them, else the search). Removing links makes no path shorter, so a kept route is still a
+least one: only ECMP's hash, over fewer tied paths, could have picked another.
+
 **ECMP.** Where several candidates tie on (latency, hops), a network that spreads flows over
 equal-cost paths (graph attribute ``ecmp_seed``, an int, set by the builders of multi-path
 fabrics unless told otherwise) picks among them by a stable hash of (seed, source, destination),
@@ -68,8 +75,10 @@ class Paths(Protocol):
 class Routing:
     """Deterministic shortest routes by latency on a topology graph, cached per node pair."""
 
-    def __init__(self, graph: nx.DiGraph) -> None:
+    def __init__(self, graph: nx.DiGraph, down: frozenset[LinkId] = frozenset()) -> None:
         self._graph = graph
+        self.down = down
+        """Links that have failed, which no route crosses."""
         self._cache: dict[tuple[str, str], Route] = {}
         self._onward: dict[str, list[str]] = {}
         self._paths: Paths | None = graph.graph.get("paths")
@@ -80,9 +89,41 @@ class Routing:
         key = (src, dst)
         if key not in self._cache:
             candidates = self._paths(src, dst) if self._paths is not None else None
+            if candidates and self.down:
+                candidates = [path for path in candidates
+                              if not any(link in self.down for link in itertools.pairwise(path))]
             self._cache[key] = (self._least(candidates, src, dst) if candidates
                                 else self._shortest(src, dst))
         return self._cache[key]
+
+    def without(self, down: frozenset[LinkId]) -> Routing:
+        """This network's routes on the graph without the links ``down``."""
+        return Routing(self._graph, down)
+
+    def healthy(self) -> Routing:
+        """The routing before any link failed (this one, unless it is :class:`Rerouted`)."""
+        return self
+
+    def rerouted(self, failed: frozenset[LinkId]) -> Routing:
+        """The routes once links ``failed`` fail too: each pair keeps its route (this
+        routing's) unless it crosses a failed link, else takes the least route without them."""
+        down = self.down | failed
+        return Rerouted(self, self.healthy().without(down), down)
+
+    def islands(self, nodes: Sequence[str]) -> list[list[int]]:
+        """``nodes`` (by position) grouped by which can reach which over the links that have
+        not failed: one group when every one reaches every other, the groups in order of their
+        first member."""
+        down = self.down
+        view = nx.subgraph_view(self._graph, filter_edge=lambda a, b: (a, b) not in down)
+        component = {}
+        for number, members in enumerate(nx.strongly_connected_components(view)):
+            for node in members:
+                component[node] = number
+        groups: dict[int, list[int]] = {}
+        for position, node in enumerate(nodes):
+            groups.setdefault(component[node], []).append(position)
+        return list(groups.values())
 
     def capacity_Bps(self, link: LinkId) -> float:
         """The bandwidth of one directed link."""
@@ -134,6 +175,8 @@ class Routing:
             if dst in graph.succ[node] and dst not in onward:
                 onward = [*onward, dst]  # a dead end, but the one sought
             for succ in onward:
+                if self.down and (node, succ) in self.down:
+                    continue
                 candidate = (latency + graph.succ[node][succ]["latency"]
                              + float(node_latency[succ]), hops + 1, (*path, succ))
                 if succ not in best or candidate < best[succ]:
@@ -181,3 +224,32 @@ def flow_hash(seed: int, src: str, dst: str) -> int:
     :func:`hash`), which ECMP reduces modulo the number of equal-cost paths."""
     digest = hashlib.blake2b(f"{seed}:{src}:{dst}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big")
+
+
+class Rerouted(Routing):
+    """The routes after links failed (:meth:`Routing.rerouted`): ``before``'s route of a pair
+    unless it crosses a link of ``down``, else ``fresh``'s (the healthy routing without every
+    failed link). Capacities and everything else are ``before``'s."""
+
+    def __init__(self, before: Routing, fresh: Routing, down: frozenset[LinkId]) -> None:
+        super().__init__(before._graph, down)
+        self._before = before
+        self._fresh = fresh
+
+    def route(self, src: str, dst: str) -> Route:
+        key = (src, dst)
+        if key not in self._cache:
+            route = self._before.route(src, dst)
+            if any(link in self.down for link in route.links):
+                route = self._fresh.route(src, dst)
+            self._cache[key] = route
+        return self._cache[key]
+
+    def healthy(self) -> Routing:
+        return self._before.healthy()
+
+    def capacity_Bps(self, link: LinkId) -> float:
+        return self._before.capacity_Bps(link)
+
+    def capacities(self) -> dict[LinkId, float]:
+        return self._before.capacities()

@@ -11,12 +11,22 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from simulator.errors import UnitError
-from simulator.model.faults import Fault, FaultKind, LinkDegraded, SlowGpu, Straggler
+from simulator.model.faults import (
+    Fault,
+    FaultKind,
+    LinkDegraded,
+    LinkDown,
+    NicDown,
+    SlowGpu,
+    Straggler,
+)
 from simulator.scenario.fields import FieldReader
 from simulator.units import parse_flag, parse_time
 
 KEYS: dict[FaultKind, tuple[tuple[str, ...], tuple[str, ...]]] = {
     FaultKind.LINK_DEGRADED: (("kind", "link", "factor"), ("at", "until", "both")),
+    FaultKind.LINK_DOWN: (("kind", "link"), ("at", "both")),
+    FaultKind.NIC_DOWN: (("kind", "nic"), ("at",)),
     FaultKind.STRAGGLER: (("kind", "rank", "delay"), ()),
     FaultKind.SLOW_GPU: (("kind", "rank", "factor"), ()),
 }
@@ -65,6 +75,13 @@ def _fault(reader: FieldReader, where: str, item: object, ranks: int | None) -> 
         if None in (link, factor, at, both):
             return None
         return LinkDegraded(link, at, factor, both, until)
+    if kind is FaultKind.LINK_DOWN:
+        link, at, both = field.get("link", _link), field.get("at", _time, "0us"), field.get(
+            "both", parse_flag, False)
+        return None if None in (link, at, both) else LinkDown(link, at, both)
+    if kind is FaultKind.NIC_DOWN:
+        nic, at = field.get("nic", _node), field.get("at", _time, "0us")
+        return None if nic is None or at is None else NicDown(nic, at)
     rank = field.get("rank", _rank(ranks))
     if kind is FaultKind.STRAGGLER:
         delay = field.get("delay", _time)
@@ -106,6 +123,13 @@ def _link(value: object) -> tuple[str, str]:
         raise UnitError(f"expected two different node names [from, to], such as [gpu1, switch], "
                         f"got {value!r}")
     return value[0], value[1]
+
+
+def _node(value: object) -> str:
+    """A node's name, as ``topo`` prints it."""
+    if not isinstance(value, str) or not value:
+        raise UnitError(f"expected a node name, such as n0.nic0, got {value!r}")
+    return value
 
 
 def _rank(ranks: int | None) -> Callable[[object], int]:

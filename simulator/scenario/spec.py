@@ -22,7 +22,7 @@ from simulator.algorithms.registry import REGISTRY
 from simulator.errors import InputError, Problem
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
-from simulator.model.faults import Fault, LinkDegraded, SlowGpu, Straggler
+from simulator.model.faults import Fault, LinkDegraded, LinkDown, NicDown, SlowGpu, Straggler
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import Enabled, Protocol
 from simulator.model.nccl_env import NcclEnv
@@ -278,10 +278,10 @@ class Scenario:
         issues: list[Issue] = []
         ranks = self.topology.ranks
         for i, fault in enumerate(self.faults):
-            if not isinstance(fault, (LinkDegraded, Straggler, SlowGpu)):
-                issues.append((f"faults[{i}]", f"expected a LinkDegraded, Straggler or SlowGpu, "
-                                               f"got {fault!r}"))
-            elif not isinstance(fault, LinkDegraded) and fault.rank >= ranks:
+            if not isinstance(fault, LinkDegraded | LinkDown | NicDown | Straggler | SlowGpu):
+                issues.append((f"faults[{i}]", f"expected a LinkDegraded, LinkDown, NicDown, "
+                                               f"Straggler or SlowGpu, got {fault!r}"))
+            elif isinstance(fault, Straggler | SlowGpu) and fault.rank >= ranks:
                 issues.append((f"faults[{i}].rank", f"expected a rank from 0 to {ranks - 1}, "
                                                     f"got {fault.rank}"))
         if self.faults and self.training is not None:
