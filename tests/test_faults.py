@@ -415,3 +415,17 @@ def test_a_moved_flow_leaves_its_old_links_what_it_carried_there():
     assert rates["pod0.edge0->pod0.agg0"] == [(0.0, 10.0 / bandwidth), (60.0, 0.0)]
     assert rates["pod0.edge0->pod0.agg1"] == [(0.0, 0.0), (60.0, 10.0 / bandwidth),
                                              (100.0, 0.0)]
+
+
+def test_a_switch_that_failed_links_leave_unreachable_is_a_network_cut():
+    # The ranks still reach each other (a-b), but a switch endpoint (an in-switch reduction's)
+    # can no longer be reached: one line, never networkx's NetworkXNoPath.
+    graph = nx.DiGraph()
+    for a, b in (("a", "s"), ("s", "a"), ("b", "s"), ("s", "b"), ("a", "b"), ("b", "a")):
+        graph.add_edge(a, b, bandwidth=1.0, latency=1.0)
+    from simulator.model.routing import Routing
+    rerouted = Routing(graph).rerouted(frozenset({("a", "s"), ("b", "s")}))
+    with pytest.raises(NetworkCut) as error:
+        rerouted.route("a", "s")
+    assert str(error.value) == "network cut: no route from a to s once 2 links failed"
+    assert rerouted.route("a", "b").nodes == ("a", "b")

@@ -41,6 +41,8 @@ from typing import Protocol
 
 import networkx as nx
 
+from simulator.errors import NetworkCut
+
 LinkId = tuple[str, str]
 """A directed link: (from node, to node)."""
 
@@ -241,7 +243,11 @@ class Rerouted(Routing):
         if key not in self._cache:
             route = self._before.route(src, dst)
             if any(link in self.down for link in route.links):
-                route = self._fresh.route(src, dst)
+                try:
+                    route = self._fresh.route(src, dst)
+                except nx.NetworkXNoPath:  # ranks reach each other (checked), but not this node
+                    raise NetworkCut(f"network cut: no route from {src} to {dst} once "
+                                     f"{len(self.down)} links failed") from None
             self._cache[key] = route
         return self._cache[key]
 
