@@ -11,7 +11,7 @@ the engine's value types and the settings.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,7 @@ from simulator.errors import InputError, Problem
 from simulator.limits import PROXY_BUDGET_BYTES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
-from simulator.model.faults import fault_problem, with_faults
+from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import best_protocol, protocols_of
 from simulator.scenario.parse import load_scenario, scenario_from_dict
@@ -156,13 +156,14 @@ def payload_of(scenario: Scenario, settings: RunSettings, size_bytes: int, ranks
 
 
 def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
-               settings: RunSettings) -> PointPlan:
+               settings: RunSettings, faults: Sequence[Fault] | None = None) -> PointPlan:
     """The point of ``algorithm`` at ``size_bytes`` on ``setup``'s machine, planned once: its
     channels, payload, NCCL plan (the protocol the scenario's, or the one NCCL's model picks for
     the algorithm's family at this size), the machine and closed-form inputs as the execution
     model times them, the start paid before the first byte, and the closed form. ``settings``
-    say whether data moves, which engine runs and the inputs' seed. InputError if the
-    algorithm cannot run on the machine or NCCL's plan cannot be made."""
+    say whether data moves, which engine runs and the inputs' seed; ``faults`` those the point
+    suffers (None: the scenario's). InputError if the algorithm cannot run on the machine or
+    NCCL's plan cannot be made."""
     reason = unsupported(scenario, algorithm, setup.machine)
     if reason:
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
@@ -194,10 +195,10 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         closed = on_channels_s(algorithm, cost, count, channels)
     start = nccl.start_s if nccl is not None and ranks > 1 else 0.0
     spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes)
-    healthy = machine if scenario.faults else None
-    return PointPlan(scenario.source, algorithm, size_bytes,
-                     with_faults(machine, scenario.faults), cost, spec, nccl, start,
-                     closed + start, settings, healthy)
+    faults = tuple(scenario.faults if faults is None else faults)
+    healthy = machine if faults else None
+    return PointPlan(scenario.source, algorithm, size_bytes, with_faults(machine, faults), cost,
+                     spec, nccl, start, closed + start, settings, healthy, faults)
 
 
 def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,

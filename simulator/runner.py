@@ -135,7 +135,7 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
         nccl_pick=nccl_pick, channels=plan.channels, engine=engine.value,
         bottleneck_link=top.name if top is not None else "",
         bottleneck_share=top.busy_s / time_s if top is not None and time_s > 0 else math.nan,
-        faults=fault_labels(scenario.faults, timing.time_s),
+        faults=fault_labels(plan.faults, timing.time_s),
         healthy_time_s=healthy_s,
         fault_slowdown=time_s / healthy_s if healthy_s > 0 else math.nan,
     )

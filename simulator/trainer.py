@@ -26,6 +26,7 @@ from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.plan import PointPlan
 from simulator.errors import InputError, Problem
 from simulator.model.execution import system_of
+from simulator.model.faults import Fault, seen_by_bucket
 from simulator.model.nccl import choose
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
@@ -57,17 +58,18 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | No
     say(f"step on {setup.machine.ranks} GPUs")
     step = simulate_step(scenario, setup, settings)
     timed = replace(settings, verify=False)
-    cache: dict[int, Result] = {}
+    cache: dict[tuple[int, tuple[Fault, ...]], Result] = {}
     caps = []
     for cap in spec.sweep_caps:
         say(f"step with buckets of {format_size(cap)}")
         caps.append(simulate_step(scenario, setup, timed, cap=cap, cache=cache))
     scaled = []
+    healthy = replace(scenario, faults=())  # a fault names nodes and ranks of the scenario's own
     for topology in scenario.scaled_topologies():
         say(f"step on {topology.ranks} GPUs")
-        scaled.append(simulate_step(scenario, prepare(scenario, topology=topology), timed))
+        scaled.append(simulate_step(healthy, prepare(healthy, topology=topology), timed))
     return Training(scenario.name, spec, _policy(scenario, setup), step, tuple(caps),
-                    tuple(scaled))
+                    tuple(scaled), "; ".join(fault.label() for fault in scenario.faults))
 
 
 def _policy(scenario: Scenario, setup: Setup) -> str:
@@ -89,11 +91,16 @@ def _spec(scenario: Scenario) -> TrainingSpec:
 
 
 def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
-                  cap: int | None = None, cache: dict[int, Result] | None = None) -> Step:
+                  cap: int | None = None,
+                  cache: dict[tuple[int, tuple[Fault, ...]], Result] | None = None) -> Step:
     """One step of the scenario's training on ``setup``'s machine (its topology), with DDP's
     bucket cap ``cap`` (None: the scenario's). With ``settings.verify``, every bucket's
     allreduce moves its own gradients and the averages are checked; without, each distinct
-    bucket size is simulated once (in ``cache``, if given, across calls on the same machine)."""
+    bucket size (and faults it sees) is simulated once (in ``cache``, if given, across calls on
+    the same machine). The buckets' allreduces lie on one timeline: the scenario's faults,
+    timed from the backward pass's start, strike the allreduces that run when they do
+    (:func:`~simulator.model.faults.seen_by_bucket`), and the step is timed again with every
+    bucket's healthy time (``healthy_step_s``)."""
     spec = _spec(scenario)
     network, compute = spec.network, spec.compute
     itemsize = scenario.dtype.itemsize
@@ -112,21 +119,34 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
     runs: list[Result] = []
     check = _Check()
     memo = cache if cache is not None else {}
-    for bucket in buckets:
+    backward_start = sum(forward)
+
+    def allreduce_s(position: int, ready_s: float, start_s: float) -> float:
+        bucket = buckets[position]
+        faults = seen_by_bucket(scenario.faults, start_s - backward_start,
+                                ready_s - backward_start)
         if settings.verify:
-            runs.append(_verified_allreduce(scenario, setup, settings, bucket, tensors, check))
+            runs.append(_verified_allreduce(scenario, setup, settings, bucket, tensors, check,
+                                            faults))
         else:
-            if bucket.nbytes not in memo:
-                memo[bucket.nbytes] = _allreduce(scenario, setup, settings, bucket.nbytes)
-            runs.append(memo[bucket.nbytes])
-    timeline = step_timeline([layer.name for layer in network.layers], forward, backward,
-                             layer_of, buckets, [float(run.sim_time_s) for run in runs], update,
+            key = (bucket.nbytes, faults)
+            if key not in memo:
+                memo[key] = _allreduce(scenario, setup, settings, bucket.nbytes, faults=faults)
+            runs.append(memo[key])
+        return float(runs[-1].sim_time_s)
+
+    names = [layer.name for layer in network.layers]
+    timeline = step_timeline(names, forward, backward, layer_of, buckets, allreduce_s, update,
                              overlap=spec.overlap)
+    healthy_s = [float(run.sim_time_s if math.isnan(run.healthy_time_s) else run.healthy_time_s)
+                 for run in runs]
+    healthy_step_s = step_timeline(names, forward, backward, layer_of, buckets, healthy_s, update,
+                                   overlap=spec.overlap).step_s if scenario.faults else math.nan
     bucket_runs = tuple(
         BucketRun(bucket.index, len(bucket.tensors), bucket.nbytes, ready, interval.start_s,
                   interval.end_s, run.algorithm, run.protocol, float(run.sim_time_s),
-                  float(run.model_time_s),
-                  run.verified)
+                  float(run.model_time_s), run.verified, run.faults,
+                  float(run.healthy_time_s))
         for bucket, ready, interval, run in zip(buckets, timeline.ready_s,
                                                 timeline.communication, runs, strict=True))
     verified = check.verified and all(run.verified for run in runs) if settings.verify else None
@@ -138,14 +158,17 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
         exposed_s=timeline.exposed_s, step_s=timeline.step_s, buckets=bucket_runs,
         timeline=timeline, verified=verified, identical=check.identical if settings.verify
         else None, max_abs_error=check.error if settings.verify else math.nan,
-        checked_tensors=check.tensors, whole=check.whole if settings.verify else None)
+        checked_tensors=check.tensors, whole=check.whole if settings.verify else None,
+        healthy_step_s=healthy_step_s)
 
 
 def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: int,
-               inputs: Callable[[PointPlan], np.ndarray] | None = None) -> Result:
-    """The allreduce a bucket of ``nbytes`` gets: with ``algorithms: auto``, what NCCL's tuner
-    picks (its algorithm family's kernel, at the protocol it picks); else the scenario's one
-    algorithm, or the fastest simulated of its algorithms (as a tuned library would choose)."""
+               inputs: Callable[[PointPlan], np.ndarray] | None = None, *,
+               faults: tuple[Fault, ...] = ()) -> Result:
+    """The allreduce a bucket of ``nbytes`` gets, suffering ``faults``: with ``algorithms:
+    auto``, what NCCL's tuner picks (its algorithm family's kernel, at the protocol it picks);
+    else the scenario's one algorithm, or the fastest simulated of its algorithms (as a tuned
+    library would choose, knowing the faults)."""
     if setup.machine.ranks == 1:
         candidates: tuple[Algorithm, ...] = setup.algorithms[:1]
     else:
@@ -153,7 +176,7 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
         candidates = candidates or setup.algorithms
     best: Result | None = None
     for algorithm in candidates:
-        plan = plan_point(scenario, setup, algorithm, nbytes, settings)
+        plan = plan_point(scenario, setup, algorithm, nbytes, settings, faults)
         data = inputs(plan) if inputs is not None else None
         result = run_plan(scenario, setup, plan, inputs=data)
         if best is None or result.sim_time_s < best.sim_time_s:
@@ -199,7 +222,8 @@ class _Check:
 
 
 def _verified_allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, bucket: Bucket,
-                        tensors: tuple[Tensor, ...], check: _Check) -> Result:
+                        tensors: tuple[Tensor, ...], check: _Check,
+                        faults: tuple[Fault, ...]) -> Result:
     """The bucket's allreduce on its own gradients: drawn per rank (seeded by the bucket, as
     :class:`_Check` needs them), divided by the world size (DDP divides each gradient before
     the allreduce, so that the sum is the average), summed over the fabric, then checked."""
@@ -215,7 +239,7 @@ def _verified_allreduce(scenario: Scenario, setup: Setup, settings: RunSettings,
             held[name] = (payload, gradients, gradients / scenario.dtype.type(ranks))
         return held[name][2]
 
-    result = _allreduce(scenario, setup, settings, bucket.nbytes, inputs)
+    result = _allreduce(scenario, setup, settings, bucket.nbytes, inputs, faults=faults)
     payload, gradients, averaged = held[result.algorithm]
     offsets = np.cumsum([0, *(tensors[t].numel for t in bucket.tensors)])
     views = [payload.view(Span(int(a), int(b))) for a, b in itertools.pairwise(offsets)]

@@ -108,16 +108,6 @@ def test_a_slow_gpu_under_nccl_execution_is_refused():
         "gpu reduce_bandwidth)"]
 
 
-def test_faults_with_training_are_refused():
-    data = {"name": "t", "topology": SWITCH, "training": {"model": "resnet50", "batch": 32},
-            "faults": [{"kind": "straggler", "rank": 1, "delay": "1us"}]}
-    with pytest.raises(InputError) as error:
-        scenario_from_dict(data, source="t.yaml")
-    assert [str(p) for p in error.value.problems] == [
-        "t.yaml: faults: expected no faults with training: a step's bucket allreduces are not "
-        "yet laid on one timeline to fault"]
-
-
 def run(data, engine, algorithm="ring", size=1 << 20):
     return run_point({**data, "engine": engine}, algorithm, size)
 
@@ -429,3 +419,74 @@ def test_a_switch_that_failed_links_leave_unreachable_is_a_network_cut():
         rerouted.route("a", "s")
     assert str(error.value) == "network cut: no route from a to s once 2 links failed"
     assert rerouted.route("a", "b").nodes == ("a", "b")
+
+
+ONE_LAYER = {"name": "one", "layers": [
+    {"name": "fc", "params": {"w": [1024, 1024]}, "backward": "2ms"}]}
+"""One bucket, ready when the backward pass ends: its allreduce is exposed whole."""
+MLP = {"name": "mlp", "layers": [
+    {"name": "fc1", "params": {"w1": [1024, 512]}, "backward": "2ms"},
+    {"name": "fc2", "params": {"w2": [512, 1024]}, "backward": "2ms"},
+    {"name": "fc3", "params": {"w3": [2048, 1024]}, "backward": "1ms"}]}
+"""Three buckets (first 1 MiB, caps of 2 MiB): fc3's ready at 1 ms, fc2's at 3 ms, fc1's at 5."""
+
+
+def training(faults, model=ONE_LAYER, **more):
+    from simulator.trainer import train
+    return train({"name": "t", "topology": SWITCH, "algorithms": ["ring"], "faults": faults,
+                  "training": {"model": model, "batch": 8, "optimizer": "1ms",
+                               "bucket_cap": "2MiB", **more}})
+
+
+def test_a_straggler_in_a_training_step_adds_its_delay_to_an_exposed_allreduce():
+    # The one bucket is ready as the backward pass ends; the late rank's backward ends 300 us
+    # later, so it enters the allreduce that late, and a ring on a switch adds that whole.
+    healthy = training([]).step
+    late = training([{"kind": "straggler", "rank": 2, "delay": "300us"}]).step
+    assert late.verified
+    assert late.step_s == pytest.approx(healthy.step_s + 300e-6, rel=1e-12)
+    assert late.healthy_step_s == healthy.step_s
+    assert late.buckets[0].faults == "straggler rank 2 +300us"
+    assert late.buckets[0].healthy_time_s == healthy.buckets[0].time_s
+
+
+def test_a_fault_strikes_only_the_allreduces_that_overlap_it():
+    # The cable of gpu1 runs at a tenth from 3.05 ms to 3.1 ms after the backward pass began:
+    # the second bucket's allreduce (fc2's, 3 ms to 3.16 ms) runs then, the first (from 1 ms,
+    # 0.6 ms long) and the third (from 5 ms) do not.
+    healthy = training([], model=MLP).step
+    assert [round(b.ready_s - healthy.forward_s, 9) for b in healthy.buckets] == [
+        0.001, 0.003, 0.005]
+    struck = training([{"kind": "link_degraded", "link": ["gpu1", "switch"], "at": "3050us",
+                        "until": "3100us", "factor": 0.1, "both": True}], model=MLP).step
+    times = [b.time_s for b in struck.buckets]
+    assert times[0] == healthy.buckets[0].time_s and times[2] == healthy.buckets[2].time_s
+    assert times[1] > healthy.buckets[1].time_s
+    assert [b.faults for b in struck.buckets] == [
+        "link_degraded gpu1<->switch x0.1 at 2.05ms until 2.1ms (did not act)",
+        "link_degraded gpu1<->switch x0.1 at 50.000us until 100.000us", ""]
+    assert struck.step_s == struck.healthy_step_s  # the third bucket's end decides the step
+
+
+def test_a_fault_after_the_step_leaves_it_as_it_was():
+    healthy = training([], model=MLP).step
+    late = training([{"kind": "link_down", "link": ["gpu1", "switch"], "at": "1s"}],
+                    model=MLP).step
+    assert late.step_s == healthy.step_s == late.healthy_step_s
+    assert all(b.faults.endswith("(did not act)") for b in late.buckets)
+
+
+def test_the_gpu_count_sweep_of_a_faulted_step_runs_healthy(tmp_path):
+    data = {"name": "t", "topology": SWITCH, "algorithms": ["ring"],
+            "faults": [{"kind": "straggler", "rank": 3, "delay": "300us"}],
+            "training": {"model": ONE_LAYER, "batch": 8, "optimizer": "1ms",
+                         "sweep": {"topology": {"ranks": [2, 8]}}}}
+    source = tmp_path / "t.json"
+    source.write_text(json.dumps(data))
+    assert main(["run", str(source), "--output", str(tmp_path / "out"), "--no-plot"]) == 0
+    steps = list(csv.DictReader((tmp_path / "out" / "t-steps.csv").open()))
+    assert [row["sweep"] for row in steps] == ["", "topology", "topology"]
+    assert float(steps[0]["fault_slowdown"]) > 1
+    assert [row["healthy_step_s"] for row in steps[1:]] == ["", ""]
+    buckets = list(csv.DictReader((tmp_path / "out" / "t-buckets.csv").open()))
+    assert buckets[0]["faults"] == "straggler rank 3 +300us"

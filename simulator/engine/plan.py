@@ -16,6 +16,7 @@ from simulator.algorithms.cost import CostInputs
 from simulator.engine.payload import Payload
 from simulator.engine.run import RunSpec
 from simulator.model.execution import Plan
+from simulator.model.faults import Fault
 from simulator.model.machine import Machine
 from simulator.settings import RunSettings
 
@@ -32,7 +33,8 @@ class PointPlan:
     included; ``settings`` how it runs (verified or not, on which engine, the inputs' seed);
     ``source`` the scenario's file, to name in errors; ``healthy`` the machine without the
     scenario's faults where it has some (:mod:`simulator.model.faults`; ``machine`` has them),
-    which the closed form and the results' ``healthy_time_s`` are timed on.
+    which the closed form and the results' ``healthy_time_s`` are timed on; ``faults`` the
+    faults ``machine`` has (the scenario's, or as a training step's bucket sees them).
     """
 
     source: str
@@ -46,6 +48,7 @@ class PointPlan:
     model_s: float
     settings: RunSettings
     healthy: Machine | None = None
+    faults: tuple[Fault, ...] = ()
 
     @property
     def payload(self) -> Payload:

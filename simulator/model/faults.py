@@ -84,9 +84,9 @@ class LinkDegraded:
 
     def label(self) -> str:
         arrow = "<->" if self.both else "->"
-        until = "" if self.until_s is None else f" until {format_time(self.until_s)}"
+        until = "" if self.until_s is None else f" until {said(self.until_s)}"
         return (f"link_degraded {self.link[0]}{arrow}{self.link[1]} x{self.factor:g} "
-                f"at {format_time(self.at_s)}{until}")
+                f"at {said(self.at_s)}{until}")
 
     def acted(self, run_s: float) -> bool:
         """Whether it struck before a run of ``run_s`` (from the first byte) ended."""
@@ -100,6 +100,17 @@ class LinkDegraded:
         if self.until_s is not None:
             entry["until"] = format_time(self.until_s)
         return entry
+
+
+def said(time_s: float) -> str:
+    """A time as a fault's label says it: as a scenario writes it where that is short
+    (``50us``), else in microseconds to the nanosecond (a training bucket's shifted times).
+
+    >>> said(5e-05), said(0.0008721296167396651)
+    ('50us', '872.130us')
+    """
+    text = format_time(time_s)
+    return text if len(text) <= 8 else f"{time_s * 1e6:.3f}us"
 
 
 def _check_time(at_s: float) -> None:
@@ -129,7 +140,7 @@ class LinkDown:
 
     def label(self) -> str:
         arrow = "<->" if self.both else "->"
-        return f"link_down {self.link[0]}{arrow}{self.link[1]} at {format_time(self.at_s)}"
+        return f"link_down {self.link[0]}{arrow}{self.link[1]} at {said(self.at_s)}"
 
     def acted(self, run_s: float) -> bool:
         """Whether it struck before a run of ``run_s`` (from the first byte) ended."""
@@ -155,7 +166,7 @@ class NicDown:
         _check_time(self.at_s)
 
     def label(self) -> str:
-        return f"nic_down {self.nic} at {format_time(self.at_s)}"
+        return f"nic_down {self.nic} at {said(self.at_s)}"
 
     def acted(self, run_s: float) -> bool:
         """Whether it struck before a run of ``run_s`` (from the first byte) ended."""
@@ -186,7 +197,7 @@ class Straggler:
             raise ValueError(f"expected a delay at least 0, got {self.delay_s!r}")
 
     def label(self) -> str:
-        return f"straggler rank {self.rank} +{format_time(self.delay_s)}"
+        return f"straggler rank {self.rank} +{said(self.delay_s)}"
 
     def acted(self, run_s: float) -> bool:
         """Whether it made its rank late at all."""
@@ -274,6 +285,36 @@ def fault_problem(fault: Fault, machine: Machine, execution: Execution) -> tuple
         return "rank", (f"rank {fault.rank}'s GPU reduces for free here (no gpu "
                         "reduce_bandwidth): a slow GPU would change nothing")
     return None
+
+
+def seen_by_bucket(faults: Sequence[Fault], start_s: float, ready_s: float) -> tuple[Fault, ...]:
+    """``faults``, timed from a training step's backward pass, as the allreduce of a bucket
+    that starts at ``start_s`` and whose gradients were ready at ``ready_s`` (both from the
+    backward pass's start) sees them, its times counted from its own start: a link fault at
+    ``at`` strikes ``at - start_s`` in (at once if it already had), a degradation that
+    recovered before the bucket started is gone; a straggler, whose backward pass runs
+    ``delay`` late, enters the allreduce ``ready_s + delay - start_s`` late (not at all if the
+    stream was still busy that long); a slow GPU is slow in every bucket.
+
+    >>> seen_by_bucket([LinkDown(("a", "b"), 3e-3), Straggler(1, 1e-3)], 2e-3, 1.5e-3)
+    (LinkDown(link=('a', 'b'), at_s=0.001, both=False), Straggler(rank=1, delay_s=0.0005))
+    """
+    seen: list[Fault] = []
+    for fault in faults:
+        if isinstance(fault, LinkDegraded):
+            if fault.until_s is not None and fault.until_s <= start_s:
+                continue
+            until = None if fault.until_s is None else fault.until_s - start_s
+            seen.append(replace(fault, at_s=max(fault.at_s - start_s, 0.0), until_s=until))
+        elif isinstance(fault, LinkDown | NicDown):
+            seen.append(replace(fault, at_s=max(fault.at_s - start_s, 0.0)))
+        elif isinstance(fault, Straggler):
+            late = fault.delay_s + (ready_s - start_s)
+            if late > 0:
+                seen.append(replace(fault, delay_s=late))
+        else:
+            seen.append(fault)
+    return tuple(seen)
 
 
 def with_faults(machine: Machine, faults: Sequence[Fault]) -> Machine:

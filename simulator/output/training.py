@@ -6,6 +6,7 @@ format, :data:`simulator.output.writers.WRITERS`'."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Callable
 
@@ -18,13 +19,15 @@ STEP_COLUMNS = ("scenario", "sweep", "topology", "ranks", "model", "batch", "buc
                 "first_bucket_bytes", "overlap", "buckets", "forward_s", "backward_s",
                 "optimizer_s", "compute_s", "communication_s", "exposed_s", "step_s",
                 "efficiency", "allreduces", "verified", "identical", "max_abs_error",
-                "checked_tensors", "whole")
+                "checked_tensors", "whole", "healthy_step_s", "fault_slowdown")
 """Columns of ``<name>-steps.csv``: one row per step (``sweep``: empty for the scenario's own
-step, ``bucket_cap`` or ``topology`` for a sweep's)."""
+step, ``bucket_cap`` or ``topology`` for a sweep's); the last two empty without faults."""
 BUCKET_COLUMNS = ("scenario", "sweep", "ranks", "bucket_cap_bytes", "bucket", "tensors",
                   "size_bytes", "ready_s", "start_s", "end_s", "algorithm", "protocol",
-                  "time_s", "model_time_s", "verified")
-"""Columns of ``<name>-buckets.csv``: one row per bucket of every step."""
+                  "time_s", "model_time_s", "verified", "faults", "healthy_time_s")
+"""Columns of ``<name>-buckets.csv``: one row per bucket of every step; ``faults`` and
+``healthy_time_s`` say what struck a bucket's allreduce and its time without (empty
+without faults)."""
 
 
 def labelled_steps(training: Training) -> list[tuple[str, Step]]:
@@ -53,7 +56,8 @@ def steps_frame(training: Training) -> pd.DataFrame:
         "exposed_s": step.exposed_s, "step_s": step.step_s, "efficiency": step.efficiency,
         "allreduces": allreduces(step), "verified": step.verified, "identical": step.identical,
         "max_abs_error": step.max_abs_error, "checked_tensors": step.checked_tensors,
-        "whole": step.whole,
+        "whole": step.whole, "healthy_step_s": step.healthy_step_s,
+        "fault_slowdown": step.step_s / step.healthy_step_s,
     } for sweep, step in labelled_steps(training)]
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
 
@@ -65,7 +69,8 @@ def buckets_frame(training: Training) -> pd.DataFrame:
         "bucket_cap_bytes": step.bucket_cap, "bucket": b.index, "tensors": b.tensors,
         "size_bytes": b.nbytes, "ready_s": b.ready_s, "start_s": b.start_s, "end_s": b.end_s,
         "algorithm": b.algorithm, "protocol": b.protocol, "time_s": b.time_s,
-        "model_time_s": b.model_time_s, "verified": b.verified,
+        "model_time_s": b.model_time_s, "verified": b.verified, "faults": b.faults,
+        "healthy_time_s": b.healthy_time_s,
     } for sweep, step in labelled_steps(training) for b in step.buckets]
     return pd.DataFrame(rows, columns=list(BUCKET_COLUMNS))
 
@@ -99,6 +104,7 @@ def format_training(training: Training) -> str:
               f"{b.start_s * 1e3:>9.3f} {b.end_s * 1e3:>9.3f} "
               f"{_algorithm(b.algorithm, b.protocol):>18} {b.time_s * 1e6:>10.2f} "
               f"{b.model_time_s * 1e6:>10.2f} {_mark(b.verified, step.whole):>8}" for b in step.buckets]
+    lines += _faults(training)
     if training.cap_sweep:
         lines += [f"# bucket-cap sweep on {step.ranks} GPUs", _step_header("cap")]
         lines += [_step_row(s, format_size(s.bucket_cap)) for s in training.cap_sweep]
@@ -107,6 +113,24 @@ def format_training(training: Training) -> str:
                   _step_header()]
         lines += [_step_row(s) for s in training.scale_sweep]
     return "\n".join(lines) + "\n"
+
+
+def _faults(training: Training) -> list[str]:
+    """What the faults cost the step, and which buckets' allreduces they struck (none when the
+    scenario has no faults)."""
+    step = training.step
+    if math.isnan(step.healthy_step_s):
+        return []
+    struck = [b for b in step.buckets if b.faults]
+    lines = [f"# Faults: {training.faults} (times from the backward pass's start)",
+             f"#   step {step.healthy_step_s * 1e3:.3f} ms healthy, {step.step_s * 1e3:.3f} ms "
+             f"faulted (x{step.step_s / step.healthy_step_s:.3f}); the GPU-count sweep runs "
+             f"healthy" if training.scale_sweep else
+             f"#   step {step.healthy_step_s * 1e3:.3f} ms healthy, {step.step_s * 1e3:.3f} ms "
+             f"faulted (x{step.step_s / step.healthy_step_s:.3f})"]
+    lines += [f"#   bucket {b.index:>4}: {b.healthy_time_s * 1e6:.2f} -> {b.time_s * 1e6:.2f} us "
+              f"({b.faults})" for b in struck if b.time_s != b.healthy_time_s]
+    return lines
 
 
 def _step_header(first: str = "GPUs") -> str:

@@ -284,9 +284,6 @@ class Scenario:
             elif isinstance(fault, Straggler | SlowGpu) and fault.rank >= ranks:
                 issues.append((f"faults[{i}].rank", f"expected a rank from 0 to {ranks - 1}, "
                                                     f"got {fault.rank}"))
-        if self.faults and self.training is not None:
-            issues.append(("faults", "expected no faults with training: a step's bucket "
-                                     "allreduces are not yet laid on one timeline to fault"))
         return issues
 
     def _nccl_issues(self) -> list[Issue]:

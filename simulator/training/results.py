@@ -4,6 +4,7 @@ drawn by :mod:`simulator.output.training`)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simulator.training.spec import TrainingSpec
@@ -13,7 +14,9 @@ from simulator.training.timeline import Timeline
 @dataclass(frozen=True)
 class BucketRun:
     """One bucket's allreduce in a step: what it held, when it was ready, when it ran, what ran
-    it (algorithm and, under ``execution: nccl``, protocol), its closed form, and its check."""
+    it (algorithm and, under ``execution: nccl``, protocol), its closed form, and its check;
+    where the scenario has faults, those it saw (as the results' ``faults`` column says them)
+    and its time without them (NaN without faults)."""
 
     index: int
     tensors: int
@@ -26,6 +29,8 @@ class BucketRun:
     time_s: float
     model_time_s: float
     verified: bool | None
+    faults: str = ""
+    healthy_time_s: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -60,6 +65,8 @@ class Step:
     max_abs_error: float
     checked_tensors: int
     whole: bool | None
+    healthy_step_s: float = math.nan
+    """The step's time with every bucket's healthy time (NaN: the scenario has no faults)."""
 
     @property
     def compute_s(self) -> float:
@@ -76,7 +83,7 @@ class Step:
 class Training:
     """A training scenario's results: its name and training section, how each bucket's
     algorithm was chosen (``policy``), its step, and the steps of its sweeps (bucket caps, in
-    the order given; GPU counts, likewise)."""
+    the order given; GPU counts, likewise, on healthy machines), and its faults."""
 
     scenario: str
     spec: TrainingSpec
@@ -84,3 +91,5 @@ class Training:
     step: Step
     cap_sweep: tuple[Step, ...]
     scale_sweep: tuple[Step, ...]
+    faults: str = ""
+    """The scenario's faults, labelled as the results' ``faults`` column (empty: none)."""

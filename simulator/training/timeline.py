@@ -11,7 +11,7 @@ on its own.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simulator.training.buckets import Bucket
@@ -61,15 +61,21 @@ class Timeline:
         return self.step_s - self.compute_s
 
 
+Duration = Callable[[int, float, float], float]
+"""A bucket's allreduce time given its position in the step's bucket order, when its gradients
+are ready and when it starts (both from the step's start): what a fault in the step needs."""
+
+
 def step_timeline(layer_names: Sequence[str], forward_s: Sequence[float],
                   backward_s: Sequence[float], layer_of_tensor: Sequence[int],
-                  buckets: Sequence[Bucket], allreduce_s: Sequence[float], optimizer_s: float,
-                  *, overlap: bool = True) -> Timeline:
+                  buckets: Sequence[Bucket], allreduce_s: Sequence[float] | Duration,
+                  optimizer_s: float, *, overlap: bool = True) -> Timeline:
     """The step's timeline. Layers come in registration (forward) order with their forward and
     backward times; ``layer_of_tensor[t]`` is the layer of parameter t; bucket b takes
-    ``allreduce_s[b]``. A gradient is ready when its layer's backward ends; a bucket when its
-    last gradient is; its allreduce starts then (or, without ``overlap``, once the backward
-    pass ends) and after the bucket before it.
+    ``allreduce_s[b]``, or ``allreduce_s(b, ready, start)`` where its time depends on when it
+    runs. A gradient is ready when its layer's backward ends; a bucket when its last gradient
+    is; its allreduce starts then (or, without ``overlap``, once the backward pass ends) and
+    after the bucket before it.
 
     >>> t = step_timeline(["a", "b"], [1.0, 1.0], [2.0, 2.0], [0, 1],
     ...                   [Bucket(0, (1,), 4, 4), Bucket(1, (0,), 4, 4)], [3.0, 1.0], 0.5)
@@ -80,8 +86,10 @@ def step_timeline(layer_names: Sequence[str], forward_s: Sequence[float],
     """
     if not len(layer_names) == len(forward_s) == len(backward_s):
         raise ValueError("one forward and one backward time per layer")
-    if len(allreduce_s) != len(buckets):
+    if not callable(allreduce_s) and len(allreduce_s) != len(buckets):
         raise ValueError("one allreduce time per bucket")
+    times = allreduce_s if callable(allreduce_s) else (
+        lambda position, _ready, _start: allreduce_s[position])
     compute = [Interval("forward", 0.0, sum(forward_s))]
     done = [0.0] * len(layer_names)
     for layer in reversed(range(len(layer_names))):
@@ -92,9 +100,10 @@ def step_timeline(layer_names: Sequence[str], forward_s: Sequence[float],
     ready = tuple(max(done[layer_of_tensor[t]] for t in bucket.tensors) for bucket in buckets)
     communication: list[Interval] = []
     free = 0.0
-    for bucket, when, duration in zip(buckets, ready, allreduce_s, strict=True):
+    for position, (bucket, when) in enumerate(zip(buckets, ready, strict=True)):
         start = max(when if overlap else backward_end, free)
-        communication.append(Interval(f"bucket {bucket.index}", start, start + duration))
+        communication.append(Interval(f"bucket {bucket.index}", start,
+                                      start + times(position, when, start)))
         free = communication[-1].end_s
     start = max(backward_end, free)
     compute.append(Interval("optimizer", start, start + optimizer_s))
