@@ -26,6 +26,7 @@ _EXPORTS = {
     "AlgorithmError": "simulator.errors",
     "Collective": "simulator.model.collective",
     "GpuSpec": "simulator.model.machine",
+    "Imports": "simulator.scenario.training",
     "InputError": "simulator.errors",
     "Problem": "simulator.errors",
     "ReduceOp": "simulator.model.reduction",
@@ -53,6 +54,7 @@ __all__ = [
     "AlgorithmError",
     "Collective",
     "GpuSpec",
+    "Imports",
     "InputError",
     "Problem",
     "ReduceOp",
@@ -87,6 +89,7 @@ if TYPE_CHECKING:
     from simulator.runner import run_point, simulate
     from simulator.scenario.parse import load_scenario, scenario_from_dict
     from simulator.scenario.spec import Scenario, TopologySpec
+    from simulator.scenario.training import Imports
     from simulator.trainer import train
 
 

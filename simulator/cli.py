@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from simulator.output.results import Result
     from simulator.output.stream import ResultsStream
     from simulator.scenario.spec import Scenario, TopologySpec
+    from simulator.scenario.training import Imports
     from simulator.settings import RunSettings
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
@@ -75,6 +76,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--resume", action="store_true",
                      help="keep the points a stopped run of the same scenario and settings "
                           "already wrote to the output directory, and run only the rest")
+    run.add_argument("--allow-import", action="store_true",
+                     help="let a training model given as {torch: MODULE:FACTORY} import MODULE "
+                          "and call FACTORY, running their code (refused without it)")
     sweep = commands.add_parser("sweep", help="run every point of scenario files in parallel on a "
                                               "Dask cluster and write each one's results")
     sweep.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files")
@@ -93,6 +97,8 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("--resume", action="store_true",
                        help="keep the points a stopped sweep (or run) of the same scenarios and "
                             "settings already wrote, and run only the rest")
+    sweep.add_argument("--allow-import", action="store_true",
+                       help="as for run: let {torch: MODULE:FACTORY} models run their code")
     fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
                                                 "nccl-tests log and write the calibrated preset")
     fit.add_argument("log", type=Path, help="all_reduce_perf output, or a CSV with size_bytes, "
@@ -278,14 +284,15 @@ def _topology_spec(text: str) -> TopologySpec:
     from simulator.scenario.fields import load_yaml_mapping
     from simulator.scenario.parse import load_preset, load_preset_file, load_scenario
     from simulator.scenario.presets import preset_names
+    from simulator.scenario.training import Imports
 
     path = Path(text)
     if path.is_file():
         data = load_yaml_mapping(path)
         if "kind" in data:
             return load_preset_file(path)
-        if "topology" in data:
-            return load_scenario(path).topology
+        if "topology" in data:  # a {torch: ...} model is left unbuilt: topo needs no model
+            return load_scenario(path, imports=Imports.SKIP).topology
         raise InputError([Problem(text, "", "expected a topology file (kind: and the builder's "
                                             "parameters) or a scenario file (topology: ...)")])
     if text in preset_names():
@@ -319,6 +326,14 @@ def _importable(module: str) -> bool:
     except ImportError:
         return False
     return True
+
+
+def _imports(args: argparse.Namespace) -> Imports:
+    """What ``run`` and ``sweep`` do with a ``{torch: MODULE:FACTORY}`` model: import it only
+    with ``--allow-import`` (the user's code runs only where the user asked for it)."""
+    from simulator.scenario.training import Imports
+
+    return Imports.ALLOW if args.allow_import else Imports.REFUSE
 
 
 def _check_options(args: argparse.Namespace) -> None:
@@ -383,7 +398,7 @@ def _run(args: argparse.Namespace) -> int:
     from simulator.runner import checked_setup, outlook, plan_points, run_points, settings_of
     from simulator.scenario.parse import load_scenario
 
-    scenario = load_scenario(args.scenario)
+    scenario = load_scenario(args.scenario, imports=_imports(args))
     output = args.output or scenario.output_dir
     _check_writable(scenario.source, output)
     _check_outputs(scenario, output, {"--trace": args.trace, "--links": args.links})
@@ -526,7 +541,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from simulator.scenario.parse import load_scenario
     from simulator.sweep import sweep
 
-    scenarios = [load_scenario(path) for path in args.scenarios]
+    scenarios = [load_scenario(path, imports=_imports(args)) for path in args.scenarios]
     outputs: dict[Path, str] = {}
     for scenario in scenarios:
         _check_writable(scenario.source, scenario.output_dir)

@@ -33,6 +33,7 @@ from simulator.model.machine import Machine
 from simulator.model.nccl import best_protocol, protocols_of
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
+from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
 
 
@@ -47,13 +48,15 @@ class Setup:
     algorithms: tuple[Algorithm, ...]
 
 
-def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario) -> Scenario:
-    """A scenario from a path to a YAML file, a mapping (as :func:`scenario_from_dict`) or itself."""
+def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario, *,
+                imports: Imports = Imports.REFUSE) -> Scenario:
+    """A scenario from a path to a YAML file, a mapping (as :func:`scenario_from_dict`) or itself;
+    a ``{torch: ...}`` training model in a file or mapping is imported only as ``imports`` says."""
     if isinstance(scenario, Scenario):
         return scenario
     if isinstance(scenario, Mapping):
-        return scenario_from_dict(scenario)
-    return load_scenario(scenario)
+        return scenario_from_dict(scenario, imports=imports)
+    return load_scenario(scenario, imports=imports)
 
 
 def prepare(scenario: Scenario, *, select: bool = True,

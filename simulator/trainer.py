@@ -34,6 +34,7 @@ from simulator.output.results import Result
 from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare
 from simulator.runner import run_plan, settings_of
 from simulator.scenario.spec import Scenario
+from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
 from simulator.training.buckets import Bucket, assign_buckets
 from simulator.training.compute import backward_s, forward_s, optimizer_s
@@ -46,11 +47,13 @@ from simulator.units import format_size
 
 def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | None = None,
           proxy_elements: int | None = None,
-          progress: Callable[[str], None] | None = None) -> Training:
+          progress: Callable[[str], None] | None = None,
+          imports: Imports = Imports.REFUSE) -> Training:
     """Simulate the scenario's training step (verified, if the scenario verifies) and its
     sweeps; ``progress`` hears of each step as it starts. InputError if the scenario has no
-    ``training:`` section."""
-    scenario = as_scenario(scenario)
+    ``training:`` section. A model given as ``{torch: MODULE:FACTORY}`` in a file or mapping is
+    imported (its code run) only with ``imports=Imports.ALLOW``."""
+    scenario = as_scenario(scenario, imports=imports)
     spec = _spec(scenario)
     settings = settings_of(scenario, seed, proxy_elements)
     setup = prepare(scenario)
@@ -87,6 +90,11 @@ def _spec(scenario: Scenario) -> TrainingSpec:
         raise InputError([Problem(scenario.source, "training", "required but missing: a "
                                                                "training step needs a training "
                                                                "section (docs/training.md)")])
+    network = scenario.training.network
+    if not network.layers:  # read with Imports.SKIP: no reader builds a model without layers
+        raise InputError([Problem(scenario.source, "training.model", (
+            f"expected a model to train, got {network.source}; read the scenario with "
+            f"imports=Imports.ALLOW to import it"))])
     return scenario.training
 
 

@@ -27,7 +27,7 @@ SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "500ns
 def test_exported_names_are_pinned():
     assert simulator.__all__ == [
         "REGISTRY", "RESULT_COLUMNS", "Algorithm", "AlgorithmError", "Collective", "GpuSpec",
-        "InputError", "Problem", "ReduceOp", "Result", "Scenario", "SimulatorError",
+        "Imports", "InputError", "Problem", "ReduceOp", "Result", "Scenario", "SimulatorError",
         "TopologySpec", "Watch", "__version__", "algorithm_names", "best_per_size", "format_table",
         "get_algorithm", "load_scenario", "nccl_choice_per_size", "run_point",
         "scenario_from_dict", "simulate", "train"]

@@ -19,6 +19,7 @@ from simulator.errors import InputError
 from simulator.output.training import STEP_COLUMNS, buckets_frame, format_training, steps_frame
 from simulator.output.training_figure import sweeps_figure, timeline_figure
 from simulator.runner import simulate
+from simulator.scenario import Imports
 from simulator.trainer import train
 from simulator.training.buckets import Bucket, MiB, assign_buckets
 from simulator.training.timeline import step_timeline
@@ -302,7 +303,7 @@ def test_a_torch_module_from_the_scenario(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     training = train({"topology": SWITCH, "algorithms": ["ring"], "training": {
         "model": {"torch": "mynet:build", "input": [64]}, "batch": 16,
-        "gpu": {"flops": "1TFLOP/s"}, "optimizer": "0s"}})
+        "gpu": {"flops": "1TFLOP/s"}, "optimizer": "0s"}}, imports=Imports.ALLOW)
     step = training.step
     assert training.spec.network.numel == 64 * 256 + 256 + 256 * 10 + 10
     assert [t.name for t in training.spec.network.tensors] == ["0.weight", "0.bias", "2.weight",
@@ -316,10 +317,13 @@ def test_a_torch_factory_that_cannot_load_is_one_line(tmp_path):
 
     with pytest.raises(InputError) as caught:
         scenario_from_dict({"topology": SWITCH, "training": {
-            "model": {"torch": "no_such_module_here:build"}, "batch": 1}}, source="x.yaml")
+            "model": {"torch": "no_such_module_here:build"}, "batch": 1}}, source="x.yaml",
+            imports=Imports.ALLOW)
     assert str(caught.value) == ("x.yaml: training.model.torch: cannot load "
                                  "'no_such_module_here:build': No module named "
-                                 "'no_such_module_here'")
+                                 "'no_such_module_here'; the module is looked for on Python's "
+                                 "path (the current directory under python -m, then "
+                                 "PYTHONPATH), not beside the scenario")
 
 
 def test_parquet_tables_equal_the_csv(tmp_path):
@@ -434,7 +438,7 @@ def test_factories_and_layer_lists_that_fail_are_one_line(tmp_path, monkeypatch)
     for model, message in cases:
         with pytest.raises(InputError) as caught:
             scenario_from_dict({"topology": SWITCH, "training": {"model": model, "batch": 1}},
-                               source="x.yaml")
+                               source="x.yaml", imports=Imports.ALLOW)
         assert str(caught.value).startswith(message), str(caught.value)
 
 

@@ -24,6 +24,7 @@ from simulator.output.plots import LinkRate, results_figure, save
 from simulator.output.reference import Reference, check_reference, reference_figure
 from simulator.scenario.parse import scenario_from_dict
 from simulator.scenario.spec import Scenario
+from simulator.scenario.training import Imports
 
 NEEDED = ("scenario", "topology", "ranks", "collective", "algorithm", "size_bytes", "dtype", "op",
           "sim_time_s", "model_time_s", "busbw_GBps")
@@ -131,11 +132,13 @@ def read_results(path: Path) -> pd.DataFrame:
 
 def link_rate_beside(path: Path) -> tuple[LinkRate | None, str]:
     """The link rate of the scenario the JSON settings beside a results file describe
-    (``<name>.json``), and, when there is none, why (empty when there is one)."""
+    (``<name>.json``), and, when there is none, why (empty when there is one). A training model
+    it names as ``{torch: MODULE:FACTORY}`` is never imported (:class:`Imports` ``SKIP``): the
+    figures need only the topology."""
     settings = path.with_suffix(".json")
     try:
         described = json.loads(settings.read_text(encoding="utf-8"))["scenario"]
-        scenario = scenario_from_dict(described, source=str(settings))
+        scenario = scenario_from_dict(described, source=str(settings), imports=Imports.SKIP)
     except FileNotFoundError:
         return None, f"{settings} not found"
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, InputError) as error:

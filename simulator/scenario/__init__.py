@@ -10,5 +10,7 @@ engine or output.
 
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Engine, Scenario, TopologySpec
+from simulator.scenario.training import Imports
 
-__all__ = ["Engine", "Scenario", "TopologySpec", "load_scenario", "scenario_from_dict"]
+__all__ = ["Engine", "Imports", "Scenario", "TopologySpec", "load_scenario",
+           "scenario_from_dict"]

@@ -40,7 +40,7 @@ from simulator.scenario.rules import (
     topology_issues,
 )
 from simulator.scenario.spec import ALL, AUTO, Scenario, TopologySpec
-from simulator.scenario.training import read_training
+from simulator.scenario.training import Imports, read_training
 from simulator.settings import Engine, RunSettings
 from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size, parse_time
 
@@ -51,19 +51,26 @@ _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {int
 """Keys earlier versions accepted, and where they went."""
 
 
-def load_scenario(path: str | Path | Mapping[str, Any]) -> Scenario:
+def load_scenario(path: str | Path | Mapping[str, Any], *,
+                  imports: Imports = Imports.REFUSE) -> Scenario:
     """Read and validate a scenario file; raises InputError listing every problem in it.
-    A mapping is validated as it stands (:func:`scenario_from_dict`)."""
+    A mapping is validated as it stands (:func:`scenario_from_dict`). A training model given as
+    ``{torch: MODULE:FACTORY}`` is imported only with ``imports=Imports.ALLOW`` (:class:`Imports`;
+    the default refuses it)."""
     if isinstance(path, Mapping):
-        return scenario_from_dict(path)
+        return scenario_from_dict(path, imports=imports)
     path = Path(path)
-    return scenario_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem)
+    return scenario_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem,
+                              imports=imports)
 
 
 def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
-                       default_name: str = "scenario") -> Scenario:
+                       default_name: str = "scenario",
+                       imports: Imports = Imports.REFUSE) -> Scenario:
     """Validate a scenario given as a mapping, with exactly the messages of a scenario file
-    (``source`` names it in them); raises InputError listing every problem.
+    (``source`` names it in them); raises InputError listing every problem. ``imports`` says
+    what to do with a ``{torch: MODULE:FACTORY}`` model (:class:`Imports`: refuse it, the
+    default; import it; or leave it unbuilt).
 
     >>> scenario_from_dict({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
     ...                                  "latency": "1us"}, "sizes": ["1MiB"]}).sizes
@@ -109,7 +116,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                                    f"got {channels!r}")
         channels = AUTO
     nccl = _nccl(reader, data.get("nccl", {}), collective)
-    training = read_training(reader, data["training"]) if "training" in data else None
+    training = read_training(reader, data["training"], imports) if "training" in data else None
     if "training" in data and "sizes" in data:
         reader.problem("sizes", "expected no sizes with training (the gradient buckets give them)")
     faults = read_faults(reader, data["faults"], topology.ranks if topology is not None else None) \

@@ -4,15 +4,17 @@ every problem reported as ``file: training.field: what was expected`` (docs/trai
 from __future__ import annotations
 
 import contextlib
-import importlib
 import inspect
 import math
+import re
 from collections.abc import Mapping
+from enum import Enum
 from typing import Literal
 
 from simulator.errors import UnitError
 from simulator.scenario.fields import FieldReader
 from simulator.training.compute import ACCELERATORS, Optimizer, Precision
+from simulator.training.factory import network_from_factory
 from simulator.training.network import BACKWARD_PER_FORWARD, Layer, Network, Tensor
 from simulator.training.spec import Compute, TopologySweep, TrainingSpec
 from simulator.training.zoo import NETWORKS
@@ -28,18 +30,37 @@ from simulator.units import (
 
 KEYS = ("model", "batch", "gpu", "precision", "optimizer", "bucket_cap", "first_bucket",
         "overlap", "sweep")
+_TARGET = re.compile(r"(?!\d)\w+(?:\.(?!\d)\w+)*:(?!\d)\w+")
+"""``package.module:factory``: dotted Python names, a colon and a name; nothing else can be
+imported and called, so anything else is refused before any import is tried."""
 FREE = "free"
 """``gpu: free``: compute costs nothing, the step is its communication alone."""
 
 
-def read_training(reader: FieldReader, value: object) -> TrainingSpec | None:
-    """The section's spec, or None after recording its problems in ``reader``."""
+class Imports(Enum):
+    """What reading a scenario does with a training model given as ``{torch: MODULE:FACTORY}``,
+    which is built by importing MODULE and calling FACTORY, so by running the code they hold:
+    only where the user asked for it (docs/training.md). A frozen option, passed down to the
+    reader, never a global."""
+
+    REFUSE = "refuse"  # an InputError naming the field: the default everywhere, and run and
+    #                    sweep without --allow-import
+    ALLOW = "allow"    # import and call, in a child process (simulator.training.factory):
+    #                    run and sweep with --allow-import
+    SKIP = "skip"      # import nothing and leave the model unbuilt (a Network without layers,
+    #                    which train() refuses): topo and plot, which need only the topology
+
+
+def read_training(reader: FieldReader, value: object,
+                  imports: Imports = Imports.REFUSE) -> TrainingSpec | None:
+    """The section's spec, or None after recording its problems in ``reader``; a ``torch``
+    model is built, refused or left unbuilt as ``imports`` says."""
     section = reader.mapping("training", value)
     if section is None:
         return None
     reader.check_keys(section, "training", KEYS, required=("model", "batch"))
     before = len(reader.problems)
-    network = _model(reader, section.get("model")) if "model" in section else None
+    network = _model(reader, section.get("model"), imports) if "model" in section else None
     batch = reader.parse("training.batch", section.get("batch", 1), parse_count)
     precision = reader.choice("training.precision", section.get("precision", "mixed"),
                               [p.value for p in Precision], "a precision")
@@ -79,7 +100,7 @@ def _positive_size(value: object) -> int:
     return size
 
 
-def _model(reader: FieldReader, value: object) -> Network | None:
+def _model(reader: FieldReader, value: object, imports: Imports) -> Network | None:
     """A preset name, ``{preset: NAME, sequence: N}``, ``{torch: MODULE:FACTORY, input: SHAPE}``
     or ``{name: NAME, layers: [...]}``."""
     field = "training.model"
@@ -91,7 +112,7 @@ def _model(reader: FieldReader, value: object) -> Network | None:
     if "preset" in spec:
         return _preset(reader, spec)
     if "torch" in spec:
-        return _torch(reader, spec)
+        return _torch(reader, spec, imports)
     if "layers" in spec:
         return _layers(reader, spec)
     reader.problem(field, f"expected a preset ({', '.join(NETWORKS)}), {{torch: MODULE:FACTORY}} "
@@ -121,13 +142,14 @@ def _preset(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
         return None
 
 
-def _torch(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
+def _torch(reader: FieldReader, spec: Mapping[str, object], imports: Imports) -> Network | None:
     """A ``torch.nn.Module`` from a factory ``package.module:function`` (called with no
-    arguments), with its layers' FLOPs measured on an ``input`` of one sample's shape."""
+    arguments), with its layers' FLOPs measured on an ``input`` of one sample's shape: built in
+    a child process (:mod:`simulator.training.factory`) when ``imports`` allows it."""
     field = "training.model"
     reader.check_keys(spec, field, ["torch", "input", "name"])
     target = spec["torch"]
-    if not isinstance(target, str) or ":" not in target:
+    if not isinstance(target, str) or not _TARGET.fullmatch(target):
         reader.problem(f"{field}.torch", f"expected 'package.module:factory', got {target!r}")
         return None
     shape = spec.get("input")
@@ -136,33 +158,17 @@ def _torch(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
         reader.problem(f"{field}.input", f"expected one sample's shape, a list of whole "
                                          f"numbers ≥ 1 like [3, 224, 224], got {shape!r}")
         return None
-    module_name, _, factory = target.partition(":")
-    try:
-        import torch
-
-        from simulator.training.torchnet import network_from_module
-    except ImportError:
-        reader.problem(f"{field}.torch", "needs PyTorch: pip install 'allreduce-sim[torch]'")
+    name = str(spec.get("name", target.partition(":")[2]))
+    if imports is Imports.SKIP:
+        return Network(name, (), "not measured", f"torch module {target}, not imported")
+    if imports is not Imports.ALLOW:
+        reader.problem(f"{field}.torch", f"importing {target!r} runs its code; pass "
+                                         f"--allow-import to run or sweep to allow it "
+                                         f"(imports=Imports.ALLOW from Python)")
         return None
     try:
-        build = getattr(importlib.import_module(module_name), factory)
-    except (ImportError, AttributeError) as error:
-        reader.problem(f"{field}.torch", f"cannot load {target!r}: {error}")
-        return None
-    try:
-        module = build()
-    except Exception as error:  # the user's factory: whatever it raises is their input's problem
-        reader.problem(f"{field}.torch", f"{target!r} failed: {type(error).__name__}: {error}")
-        return None
-    if not isinstance(module, torch.nn.Module):
-        reader.problem(f"{field}.torch", f"expected {target!r} to return a torch.nn.Module, "
-                                         f"got a {type(module).__name__}")
-        return None
-    sample = None if shape is None else torch.zeros(1, *shape)
-    name = spec.get("name", factory)
-    try:
-        return network_from_module(module, name=str(name), sample_input=sample,
-                                   source=f"torch module {target}")
+        return network_from_factory(target, name=name,
+                                    shape=None if shape is None else tuple(shape))
     except ValueError as error:
         reader.problem(f"{field}.torch", str(error))
         return None
