@@ -98,7 +98,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="keep the points a stopped sweep (or run) of the same scenarios and "
                             "settings already wrote, and run only the rest")
     sweep.add_argument("--allow-import", action="store_true",
-                       help="as for run: let {torch: MODULE:FACTORY} models run their code")
+                       help="accepted as for run; a sweep runs no training step, so it never "
+                            "imports a {torch: ...} model (it refuses a training scenario)")
     fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
                                                 "nccl-tests log and write the calibrated preset")
     fit.add_argument("log", type=Path, help="all_reduce_perf output, or a CSV with size_bytes, "
@@ -329,8 +330,8 @@ def _importable(module: str) -> bool:
 
 
 def _imports(args: argparse.Namespace) -> Imports:
-    """What ``run`` and ``sweep`` do with a ``{torch: MODULE:FACTORY}`` model: import it only
-    with ``--allow-import`` (the user's code runs only where the user asked for it)."""
+    """What ``run`` does with a ``{torch: MODULE:FACTORY}`` model: import it only with
+    ``--allow-import`` (the user's code runs only where the user asked for it)."""
     from simulator.scenario.training import Imports
 
     return Imports.ALLOW if args.allow_import else Imports.REFUSE
@@ -539,9 +540,12 @@ def _sweep(args: argparse.Namespace) -> int:
     from simulator.output.writers import write_results
     from simulator.runner import settings_of
     from simulator.scenario.parse import load_scenario
+    from simulator.scenario.training import Imports
     from simulator.sweep import sweep
 
-    scenarios = [load_scenario(path, imports=_imports(args)) for path in args.scenarios]
+    # a sweep runs no training step (checked_setup refuses one, before the cluster starts), so
+    # it never builds a {torch: ...} model, with --allow-import or without
+    scenarios = [load_scenario(path, imports=Imports.SKIP) for path in args.scenarios]
     outputs: dict[Path, str] = {}
     for scenario in scenarios:
         _check_writable(scenario.source, scenario.output_dir)

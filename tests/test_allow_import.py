@@ -84,7 +84,7 @@ def markers(directory: Path) -> list[str]:
 def test_reading_a_torch_model_refuses_to_import_it_by_default(models):
     path = scenario_file(models)
     refused = (f"{path}: training.model.torch: importing 'marked_net:build' runs its code; pass "
-               f"--allow-import to run or sweep to allow it (imports=Imports.ALLOW from Python)")
+               f"--allow-import to run to allow it (imports=Imports.ALLOW from Python)")
     with pytest.raises(InputError) as caught:
         load_scenario(path)
     assert str(caught.value) == refused
@@ -121,14 +121,18 @@ def test_a_target_that_is_no_python_name_is_refused_before_any_import(models):
     assert markers(models) == []
 
 
-def test_run_and_sweep_refuse_without_the_flag_and_write_nothing(models, capsys):
+def test_run_refuses_without_the_flag_and_sweep_never_imports(models, capsys):
     path = scenario_file(models)
-    line = (f"{path}: training.model.torch: importing 'marked_net:build' runs its code; pass "
-            f"--allow-import to run or sweep to allow it (imports=Imports.ALLOW from Python)\n")
     assert main(["run", str(path)]) == 2
-    assert capsys.readouterr().err == line
-    assert main(["sweep", str(path), "--no-progress"]) == 2
-    assert capsys.readouterr().err == line
+    assert capsys.readouterr().err == (
+        f"{path}: training.model.torch: importing 'marked_net:build' runs its code; pass "
+        f"--allow-import to run to allow it (imports=Imports.ALLOW from Python)\n")
+    # a sweep runs no training step: it refuses the scenario, its model unbuilt, flag or not
+    for flag in ([], ["--allow-import"]):
+        assert main(["sweep", str(path), "--no-progress", *flag]) == 2
+        assert capsys.readouterr().err == (
+            f"{path}: training: expected a scenario of sizes here: a training step runs with "
+            f"simulator.train() or python -m simulator run\n")
     assert not (models / "out").exists()
     assert markers(models) == []
 

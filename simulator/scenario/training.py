@@ -43,12 +43,12 @@ class Imports(Enum):
     only where the user asked for it (docs/training.md). A frozen option, passed down to the
     reader, never a global."""
 
-    REFUSE = "refuse"  # an InputError naming the field: the default everywhere, and run and
-    #                    sweep without --allow-import
+    REFUSE = "refuse"  # an InputError naming the field: the default everywhere, and run
+    #                    without --allow-import
     ALLOW = "allow"    # import and call, in a child process (simulator.training.factory):
-    #                    run and sweep with --allow-import
+    #                    run with --allow-import
     SKIP = "skip"      # import nothing and leave the model unbuilt (a Network without layers,
-    #                    which train() refuses): topo and plot, which need only the topology
+    #                    which train() refuses): topo, plot and sweep, which train nothing
 
 
 def read_training(reader: FieldReader, value: object,
@@ -163,7 +163,7 @@ def _torch(reader: FieldReader, spec: Mapping[str, object], imports: Imports) ->
         return Network(name, (), "not measured", f"torch module {target}, not imported")
     if imports is not Imports.ALLOW:
         reader.problem(f"{field}.torch", f"importing {target!r} runs its code; pass "
-                                         f"--allow-import to run or sweep to allow it "
+                                         f"--allow-import to run to allow it "
                                          f"(imports=Imports.ALLOW from Python)")
         return None
     try:
