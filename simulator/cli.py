@@ -424,6 +424,8 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{scenario.source}: {coming.describe()}"
                   + (f" ({len(done)} kept from the stopped run)" if done else ""),
                   file=sys.stderr, flush=True)
+        for note in coming.notes:  # NCCL's own view against the assumed one: said even if quiet
+            print(f"{scenario.source}: {note}", file=sys.stderr, flush=True)
         points = run_points(scenario, seed=args.seed, proxy_elements=args.proxy_elements,
                             setup=setup, watch=watch, plans=plans[len(done):])
         with _progress_bar(total - len(done), args.quiet) as bar:

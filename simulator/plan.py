@@ -31,6 +31,7 @@ from simulator.model.execution import Execution, apply, nccl_plan, stream_choice
 from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import best_protocol, protocols_of
+from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
 from simulator.scenario.training import Imports
@@ -68,6 +69,9 @@ def prepare(scenario: Scenario, *, select: bool = True,
     machine = Machine.of(topology.build(), scenario.gpu)
     if scenario.nccl.version is not machine.nccl.version:  # the NCCL whose tuner picks
         machine = replace(machine, nccl=replace(machine.nccl, version=scenario.nccl.version))
+    if scenario.nccl.view is not None:  # NCCL's own graphs and rings, from its dump or log
+        machine = with_view(machine, scenario.nccl.view, scenario.source,
+                            f"nccl.{scenario.nccl.view_key}")
     problems = []
     for i, fault in enumerate(scenario.faults):
         found = fault_problem(fault, machine, Execution(scenario.execution))

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from simulator.algorithms.against_nccl import differences
 from simulator.algorithms.algorithm import Algorithm
 from simulator.engine import executor
 from simulator.engine.payload import Payload, make_inputs
@@ -226,9 +227,13 @@ def plan_points(scenario: Scenario, setup: Setup,
 def outlook(scenario: Scenario, setup: Setup, plans: Sequence[PointPlan]) -> Outlook:
     """What :func:`run_points` will simulate, before it does: every point with its closed form
     (the ``model_time_s`` its row will have), in the same order, read off its ``plans``
-    (:func:`plan_points`)."""
+    (:func:`plan_points`), and where NCCL's own view differs from the assumed one."""
+    view = scenario.nccl.view
+    notes = () if view is None else tuple(
+        f"{view.source} ({scenario.nccl.view_key}): {line}"
+        for line in differences(setup.machine, view))
     return Outlook(scenario.name, len(setup.algorithms), len(scenario.sizes), tuple(
-        Planned(plan.algorithm.name, plan.size_bytes, plan.model_s) for plan in plans))
+        Planned(plan.algorithm.name, plan.size_bytes, plan.model_s) for plan in plans), notes)
 
 
 def checked_setup(scenario: Scenario, settings: RunSettings) -> Setup:

@@ -551,7 +551,12 @@ class Group:
 
     @property
     def layout(self) -> Layout:
-        """Where the members sit, in the group's numbering: their hosts and grid."""
+        """Where the members sit, in the group's numbering: their hosts and grid; the whole
+        machine's layout where the group is every rank in rank order (NCCL's rings with it)."""
+        machine = self.machine
+        if (machine is not None and machine.layout.rings and self.size == machine.ranks
+                and bool((self.members == np.arange(self.size)).all())):
+            return machine.layout
         return Layout(tuple((self.hosts if self.hosts is not None
                              else np.zeros(self.size, dtype=np.int64)).tolist()), self.grid)
 

@@ -417,11 +417,18 @@ class PlannedRouting(Routing):
 
 def system_of(machine: Machine) -> System:
     """NCCL's view of ``machine`` for its cost model: ranks, hosts, GPU generation, host CPU,
-    the tuner's version, and the graphs its search is assumed to find there
-    (:data:`~simulator.model.nccl.DEFAULT_GRAPHS`), each with the transport's latency as its
-    ``latencyInter`` (src/graph/search.cc:745)."""
+    the tuner's version, and the graphs its search found there (``machine.nccl.graphs``, read
+    from its graph dump or log) or is assumed to find (:data:`~simulator.model.nccl.
+    DEFAULT_GRAPHS`), each with the transport's latency as its ``latencyInter``
+    (src/graph/search.cc:745)."""
     arch, nodes = arch_of(machine.compute_capability), machine.layout.host_count
     inter = network_latency_us(machine)
+    if machine.nccl.graphs:  # what NCCL's search found here (its graph dump or log)
+        graphs = {algorithm: replace(graph, latency_inter_us=inter)
+                  for algorithm, graph in machine.nccl.graphs}
+        collnet = NcclAlgorithm.COLLNET_DIRECT in graphs or NcclAlgorithm.COLLNET_CHAIN in graphs
+        return System(ranks=machine.ranks, nodes=nodes, arch=arch, graphs=graphs,
+                      cpu=machine.nccl.cpu, version=machine.nccl.version, collnet=collnet)
     graphs = {algorithm: _across(machine, algorithm, replace(graph, latency_inter_us=inter))
               for algorithm, graph in DEFAULT_GRAPHS.get(arch, {}).items()}
     collnet = machine.sharp_unsupported() is None and NcclAlgorithm.RING in graphs

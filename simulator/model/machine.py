@@ -23,7 +23,7 @@ import networkx as nx
 import numpy as np
 
 from simulator.errors import AlgorithmError
-from simulator.model.nccl import LATEST, CpuVendor, Version
+from simulator.model.nccl import LATEST, CpuVendor, Graph, NcclAlgorithm, Version
 from simulator.model.routing import Route, Routing
 from simulator.model.topology import GPU, SWITCH, torus_coords
 from simulator.model.transport import Transport
@@ -109,6 +109,9 @@ class Layout:
 
     hosts: tuple[int, ...]
     grid: Grid | None = None
+    rings: tuple[tuple[int, ...], ...] = ()
+    """NCCL's rings where its log gave them (:mod:`simulator.model.nccl_view`), each a cycle of
+    every rank, by channel; empty: the rotated host order of :meth:`channel_order`."""
 
     @property
     def dims(self) -> tuple[int, ...]:
@@ -147,7 +150,15 @@ class Layout:
     def channel_order(self, channel: int) -> tuple[int, ...]:
         """Every rank, hosts in order, each host's ranks rotated left by ``channel``: the order
         of NCCL's channel ``channel``, whose ring or tree enters and leaves each host through
-        other GPUs (and so other NICs, one rail each) than channel 0's."""
+        other GPUs (and so other NICs, one rail each) than channel 0's. Where NCCL's log gave
+        its rings, channel c's is ring c (modulo their number) instead."""
+        if self.rings:
+            return self.rings[channel % len(self.rings)]
+        return self.assumed_order(channel)
+
+    def assumed_order(self, channel: int) -> tuple[int, ...]:
+        """:meth:`channel_order` as assumed without NCCL's rings: hosts in order, each host's
+        ranks rotated left by ``channel``."""
         order: list[int] = []
         for ranks in self._by_host.values():
             shift = channel % len(ranks)
@@ -271,6 +282,10 @@ class NcclFacts:
     net_Bps: float = 0.0
     net_latency_s: float = 0.0
     version: Version = LATEST
+    graphs: tuple[tuple[NcclAlgorithm, Graph], ...] = ()
+    """The graphs NCCL's search found here, where its graph dump or log says
+    (:mod:`simulator.model.nccl_view`); empty: those :data:`~simulator.model.nccl.DEFAULT_GRAPHS`
+    assumes."""
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import TypeVar
 
 from simulator.model.collective import Collective
 from simulator.model.nccl import LATEST, Enabled, NcclAlgorithm, Protocol, Version
+from simulator.model.nccl_view import NcclView
 
 FUNCTIONS: Mapping[Collective, str] = {
     Collective.BROADCAST: "Broadcast", Collective.REDUCE: "Reduce",
@@ -94,11 +95,16 @@ def version_of(value: object) -> Version | None:
 class NcclEnv:
     """The NCCL environment a scenario sets: ``algo`` as ``NCCL_ALGO`` and ``proto`` as
     ``NCCL_PROTO`` (empty: unset), which restrict what NCCL's tuner picks from, and the
-    ``version`` whose tuner picks (:class:`~simulator.model.nccl.Version`)."""
+    ``version`` whose tuner picks (:class:`~simulator.model.nccl.Version`); and NCCL's own view
+    of the machine where a graph dump or log is given (``view``, read from ``view_key``:
+    ``graph`` or ``log``, the file as the scenario names it, :mod:`simulator.model.nccl_view`)."""
 
     algo: str = ""
     proto: str = ""
     version: Version = LATEST
+    view: NcclView | None = None
+    view_key: str = ""
+    view_file: str = ""
 
     def enabled(self, collective: Collective) -> Enabled:
         """What the two lists leave the tuner for ``collective``; ValueError if one is bad."""
@@ -136,4 +142,4 @@ class NcclEnv:
     @property
     def is_default(self) -> bool:
         """Whether nothing is set: no list, the latest tuner."""
-        return not self and self.version is LATEST
+        return not self and self.version is LATEST and self.view is None

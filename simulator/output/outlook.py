@@ -36,6 +36,9 @@ class Outlook:
     algorithms: int
     sizes: int
     points: tuple[Planned, ...]
+    notes: tuple[str, ...] = ()
+    """Lines to say beside it: where NCCL's own graph dump or log differs from what the
+    simulator would have assumed (:mod:`simulator.algorithms.against_nccl`)."""
 
     def describe(self) -> str:
         """One line saying what is coming.

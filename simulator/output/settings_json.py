@@ -64,6 +64,8 @@ def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -
                                                            ("proto", scenario.nccl.proto)) if value}
         if scenario.nccl.version is not LATEST:
             described["nccl"]["version"] = scenario.nccl.version.value
+        if scenario.nccl.view is not None:
+            described["nccl"][scenario.nccl.view_key] = scenario.nccl.view_file
     if scenario.faults:
         described["faults"] = [fault.settings() for fault in scenario.faults]
     if scenario.training is not None:

@@ -24,6 +24,7 @@ from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import LATEST, Protocol
 from simulator.model.nccl_env import VERSIONS, NcclEnv, version_of
+from simulator.model.nccl_view import NcclView, read_graph_dump, read_log
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.faults import read_faults
@@ -115,7 +116,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
         reader.problem("channels", f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, "
                                    f"got {channels!r}")
         channels = AUTO
-    nccl = _nccl(reader, data.get("nccl", {}), collective)
+    nccl = _nccl(reader, data.get("nccl", {}), collective, source)
     training = read_training(reader, data["training"], imports) if "training" in data else None
     if "training" in data and "sizes" in data:
         reader.problem("sizes", "expected no sizes with training (the gradient buckets give them)")
@@ -320,14 +321,17 @@ def _factor(value: object) -> int:
     return factor
 
 
-def _nccl(reader: FieldReader, value: object, collective: Collective) -> NcclEnv:
-    """``nccl: {algo: LIST, proto: LIST, version: V}``, NCCL_ALGO and NCCL_PROTO in NCCL's list
-    syntax (:mod:`simulator.model.nccl_env`) and the NCCL whose tuner picks; unset where a
-    problem was recorded."""
+def _nccl(reader: FieldReader, value: object, collective: Collective, source: str) -> NcclEnv:
+    """``nccl: {algo: LIST, proto: LIST, version: V, graph: FILE | log: FILE}``, NCCL_ALGO and
+    NCCL_PROTO in NCCL's list syntax (:mod:`simulator.model.nccl_env`), the NCCL whose tuner
+    picks, and NCCL's own view of the machine from its graph dump or INFO log (a file named
+    relative to the scenario, :mod:`simulator.model.nccl_view`); unset where a problem was
+    recorded."""
     spec = reader.mapping("nccl", value)
     if spec is None:
         return NcclEnv()
-    reader.check_keys(spec, "nccl", ("algo", "proto", "version"))
+    reader.check_keys(spec, "nccl", ("algo", "proto", "version", "graph", "log"))
+    view = _nccl_view(reader, spec, source)
     given: dict[str, Any] = {key: spec[key] for key in ("algo", "proto") if key in spec}
     env = NcclEnv(**given)
     problems = env.problems(collective)
@@ -339,7 +343,39 @@ def _nccl(reader: FieldReader, value: object, collective: Collective) -> NcclEnv
             f"expected the NCCL whose tuner picks: {VERSIONS} (2.26: NCCL 2.26-2.27; 2.30: "
             f"2.30.x), got {spec['version']!r}"))
         problems.append(("nccl.version", ""))
-    return NcclEnv() if problems else replace(env, version=version or LATEST)
+    if view is not None and view[0] is None:
+        problems.append(("nccl", ""))
+    if problems:
+        return NcclEnv()
+    env = replace(env, version=version or LATEST)
+    return env if view is None else replace(env, view=view[0], view_key=view[1],
+                                            view_file=view[2])
+
+
+def _nccl_view(reader: FieldReader, spec: Mapping[str, Any],
+               source: str) -> tuple[NcclView | None, str, str] | None:
+    """``nccl.graph`` or ``nccl.log`` read (None where neither is given; a None view where a
+    problem was recorded): the view, the key and the file as the scenario names it."""
+    given = [key for key in ("graph", "log") if key in spec]
+    if not given:
+        return None
+    if len(given) > 1:
+        reader.problem("nccl.log", "expected one of nccl.graph (NCCL_GRAPH_DUMP_FILE's XML) and "
+                                   "nccl.log (an NCCL_DEBUG=INFO log), not both")
+        return None, "", ""
+    key = given[0]
+    name = spec[key]
+    if not isinstance(name, str) or not name:
+        reader.problem(f"nccl.{key}", f"expected a file name, got {name!r}")
+        return None, key, ""
+    read = read_graph_dump if key == "graph" else read_log
+    try:
+        return read(Path(_beside(name, source))), key, name
+    except InputError as error:
+        for problem in error.problems:
+            where = f"{problem.field}: " if problem.field else ""
+            reader.problem(f"nccl.{key}", f"{problem.file}: {where}{problem.message}")
+        return None, key, name
 
 
 def _gpu(reader: FieldReader, value: object) -> GpuSpec | None:

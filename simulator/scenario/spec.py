@@ -290,6 +290,10 @@ class Scenario:
         """What is wrong with ``nccl``: a bad list, a restriction without NCCL's execution, or a
         ``protocol`` that ``nccl.proto`` leaves out."""
         problems = self.nccl.problems(self.collective)
+        if self.nccl.view is not None and self.execution is Execution.IDEAL:
+            return [(f"nccl.{self.nccl.view_key}", "expected execution: nccl with NCCL's own "
+                                                   "graphs and rings (NCCL's model runs on them), "
+                                                   "got execution: ideal")]
         if problems or not self.nccl:
             return list(problems)
         if self.execution is Execution.IDEAL:

@@ -1,0 +1,101 @@
+"""What the simulator would have assumed, against what NCCL's own graph dump or log says
+(:mod:`simulator.model.nccl_view`): the graphs of its topology search (channels and speeds per
+algorithm), its rings, and its trees (the two trees of ``double_binary_tree``, NCCL's Tree).
+A run with ``nccl: {graph: FILE}`` or ``{log: FILE}`` uses NCCL's graphs and rings and says,
+line by line, where they differ from the assumed ones; the trees are compared, not replaced:
+``double_binary_tree`` builds NCCL's trees by NCCL's rules (trees.cc, connect.cc) over the
+channels' orders, so a difference there names a rule the simulator does not follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from simulator.algorithms.double_binary_tree import trees_of
+from simulator.model.execution import system_of
+from simulator.model.machine import Layout, Machine
+from simulator.model.nccl import Graph, NcclAlgorithm
+from simulator.model.nccl_view import NcclView
+
+
+def differences(machine: Machine, view: NcclView) -> tuple[str, ...]:
+    """One line per way ``view`` (applied to ``machine``: its graphs and rings) differs from
+    what the simulator assumes without it; a line saying they agree where nothing differs."""
+    assumed = replace(machine, nccl=replace(machine.nccl, graphs=()),
+                      layout=replace(machine.layout, rings=()))
+    lines = [*_graphs(system_of(assumed).graphs, dict(machine.nccl.graphs)),
+             *_rings(machine.layout), *_trees(machine.layout, view)]
+    return tuple(lines) or ("NCCL's graphs, rings and trees are those assumed",)
+
+
+def _said(graph: Graph | None) -> str:
+    if graph is None:
+        return "none"
+    return f"{graph.channels} x {graph.bw_intra_GBps:g}/{graph.bw_inter_GBps:g} GB/s"
+
+
+def _graphs(assumed: Mapping[NcclAlgorithm, Graph],
+            found: Mapping[NcclAlgorithm, Graph]) -> list[str]:
+    """A line per algorithm whose graph (channels, speeds) differs."""
+    lines = []
+    for algorithm in NcclAlgorithm:
+        mine, theirs = assumed.get(algorithm), found.get(algorithm)
+        same = (mine is None) == (theirs is None) and (mine is None or theirs is None or (
+            (mine.channels, mine.bw_intra_GBps, mine.bw_inter_GBps, mine.plain_tree)
+            == (theirs.channels, theirs.bw_intra_GBps, theirs.bw_inter_GBps, theirs.plain_tree)))
+        if not same:
+            lines.append(f"graph {algorithm.value}: NCCL's {_said(theirs)}, assumed {_said(mine)}"
+                         + (" (plain TREE pattern: x0.85)" if theirs is not None
+                            and theirs.plain_tree else ""))
+    return lines
+
+
+def _rings(layout: Layout) -> list[str]:
+    """A line where NCCL's rings are not the assumed channel orders (as cycles)."""
+    if not layout.rings:
+        return []
+    differ = [c for c, ring in enumerate(layout.rings)
+              if not _same_cycle(ring, layout.assumed_order(c))]
+    if not differ:
+        return []
+    c = differ[0]
+    return [f"rings: {len(differ)} of NCCL's {len(layout.rings)} differ from the assumed "
+            f"(hosts in order, each rotated by the channel); ring {c}: "
+            f"{_list(layout.rings[c])}, assumed {_list(layout.assumed_order(c))}"]
+
+
+def _trees(layout: Layout, view: NcclView) -> list[str]:
+    """A line where NCCL's trees (channel c of n: tree c // (n/2) over channel c mod n/2's
+    order, as NCCL duplicates its channels for the second tree) differ from those
+    ``double_binary_tree`` builds."""
+    if not view.trees or len(view.trees) % 2:
+        return []
+    half = len(view.trees) // 2
+    differ = []
+    for c, parents in enumerate(view.trees):
+        order = layout.channel_order(c % half)
+        tree = trees_of(layout.subgroup(order))[c // half]
+        mine = {order[i]: (-1 if node.parent is None else order[node.parent])
+                for i, node in enumerate(tree)}
+        theirs = dict(parents)
+        wrong = sorted(rank for rank in theirs if mine.get(rank) != theirs[rank])
+        if wrong:
+            differ.append((c, wrong[0], theirs[wrong[0]], mine.get(wrong[0])))
+    if not differ:
+        return []
+    c, rank, theirs_up, mine_up = differ[0]
+    return [f"trees: {len(differ)} of NCCL's {len(view.trees)} channels differ from "
+            f"double_binary_tree's; channel {c}: rank {rank}'s parent is {theirs_up}, "
+            f"double_binary_tree's {mine_up}"]
+
+
+def _same_cycle(ring: tuple[int, ...], order: tuple[int, ...]) -> bool:
+    if len(ring) != len(order) or not ring:
+        return ring == order
+    start = order.index(ring[0]) if ring[0] in order else -1
+    return start >= 0 and order[start:] + order[:start] == ring
+
+
+def _list(ranks: tuple[int, ...]) -> str:
+    return " ".join(str(rank) for rank in ranks[:16]) + (" ..." if len(ranks) > 16 else "")

@@ -1,0 +1,333 @@
+"""NCCL's own view of a machine, read from what NCCL writes: the graphs its topology search
+found (``NCCL_GRAPH_DUMP_FILE``'s XML, or the ``Pattern ...`` lines of an ``NCCL_DEBUG=INFO``
+log), the rings it built (the log's ``Channel NN/MM :`` lines) and its trees (``Trees [c]
+d0/d1/d2->rank->up``). A scenario's ``nccl: {graph: FILE}`` or ``nccl: {log: FILE}`` puts them in
+place of the graphs :data:`~simulator.model.nccl.DEFAULT_GRAPHS` assumes
+(docs/scenarios.md#nccls-own-view).
+
+The formats are NCCL's (v2.30, src/graph/search.cc ``ncclTopoGetXmlFromGraphs`` and
+``ncclTopoPrintGraph``, src/graph/rings.cc, src/init.cc): a graph's ``id`` is the algorithm it
+serves (0 Ring, 1 Tree, 2 CollNetChain, 3 NVLS, 4 CollNetDirect), ``speedintra`` and
+``speedinter`` its per-channel speeds in GB/s, after ``ncclTopoDupChannels`` doubled the channels
+where it does; the tuner rates NVLS and NVLSTree on the NVLS graph and PAT on the tree's
+(src/graph/tuning.cc, ``graphs[]``). A log prints every rank's lines; the first process's are
+read, and the ring lines of the rank that prints them (rank 0).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+from xml.parsers import expat
+
+from simulator.errors import InputError, Problem
+from simulator.inputs import read_text
+from simulator.model.machine import Layout, Machine
+from simulator.model.nccl import Graph, Hardware, NcclAlgorithm
+
+GRAPH_IDS = {0: (NcclAlgorithm.RING,), 1: (NcclAlgorithm.TREE,),
+             2: (NcclAlgorithm.COLLNET_CHAIN,), 3: (NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE),
+             4: (NcclAlgorithm.COLLNET_DIRECT,)}
+"""The algorithms each of NCCL's graph ids serves (src/init.cc: ringGraph id 0, treeGraph 1,
+collNetChainGraph 2, nvlsGraph 3, collNetDirectGraph 4; tuning.cc rates NVLSTree on nvlsGraph)."""
+
+PLAIN_TREE = 3
+"""``NCCL_TOPO_PATTERN_TREE`` (src/include/graph.h): all of a tree's NIC traffic through one GPU,
+which tuning.cc rates at ×0.85 (:attr:`Graph.plain_tree`)."""
+
+NVLINK_TYPE = "NVL"
+"""``typeintra`` of a graph whose channels cross NVLink inside a node (topoPathTypeStr)."""
+
+
+@dataclass(frozen=True)
+class SearchedGraph:
+    """One graph NCCL's search found: its id (:data:`GRAPH_IDS`), pattern, channels, speeds
+    (GB/s per channel inside and across nodes), path types, and each channel's GPUs by rank
+    (a graph dump lists them; a log's ``Pattern`` line does not)."""
+
+    id: int
+    pattern: int
+    channels: int
+    bw_intra_GBps: float
+    bw_inter_GBps: float
+    type_intra: str
+    type_inter: str
+    channel_ranks: tuple[tuple[int, ...], ...] = ()
+
+    def graph(self) -> Graph:
+        """As NCCL's cost model reads it (:class:`~simulator.model.nccl.Graph`)."""
+        return Graph(self.channels, self.bw_intra_GBps, self.bw_inter_GBps,
+                     Hardware.NVLINK if self.type_intra == NVLINK_TYPE else Hardware.PCI,
+                     plain_tree=self.id == 1 and self.pattern == PLAIN_TREE)
+
+
+@dataclass(frozen=True)
+class NcclView:
+    """What a graph dump or a log says of a machine: the graphs NCCL searched, the rings it
+    built (each a cycle of every rank, by channel), its trees (per channel, each rank's parent,
+    -1 at a root, where the log printed them), and ``source``, the file read."""
+
+    source: str
+    graphs: tuple[SearchedGraph, ...]
+    rings: tuple[tuple[int, ...], ...] = ()
+    trees: tuple[tuple[tuple[int, int], ...], ...] = field(default=())
+    """Per channel, (rank, parent) pairs as the log's ``Trees`` lines give them."""
+
+    def by_algorithm(self) -> dict[NcclAlgorithm, Graph]:
+        """The cost model's graph per algorithm, for every graph with channels."""
+        return {algorithm: searched.graph() for searched in self.graphs if searched.channels > 0
+                for algorithm in GRAPH_IDS.get(searched.id, ())}
+
+
+_PREFIX = r"^(?P<who>\S+ \[\d+\]) NCCL INFO "
+_PATTERN = re.compile(_PREFIX + r"Pattern (?P<pattern>\d+), crossNic \d+, nChannels (?P<n>\d+), "
+                      r"bw (?P<intra>[\d.]+)/(?P<inter>[\d.]+), type (?P<ti>\w+)/(?P<te>\w+), "
+                      r"sameChannels \d+\s*$")
+_CHANNEL = re.compile(_PREFIX + r"Channel (?P<c>\d+)/(?P<n>\d+) :(?P<ranks>(?:\s+\d+)+)\s*$")
+_TREES = re.compile(_PREFIX + r"Trees(?P<trees>(?: \[\d+\] -?\d+/-?\d+/-?\d+->\d+->-?\d+)+)\s*$")
+_TREE = re.compile(r"\[(\d+)\] (-?\d+)/(-?\d+)/(-?\d+)->(\d+)->(-?\d+)")
+_COMM = re.compile(_PREFIX + r"comm \S+ rank (?P<rank>\d+) nRanks (?P<ranks>\d+) ")
+
+
+def read_log(path: Path) -> NcclView:
+    """The view an ``NCCL_DEBUG=INFO`` log gives (``NCCL_DEBUG_SUBSYS`` including INIT and
+    GRAPH, the defaults): its first process's ``Pattern`` lines in search order (Ring, Tree, the
+    CollNet graphs where enabled, NVLS: src/init.cc), rank 0's ``Channel NN/MM`` rings, and every
+    rank's ``Trees`` line. InputError naming the file and line where a line is malformed or
+    the log holds none of them."""
+    source = str(path)
+    lines = read_text(path, "an NCCL_DEBUG=INFO log").splitlines()
+    first: str | None = None
+    searched: list[tuple[int, re.Match[str]]] = []
+    rings: dict[int, tuple[int, ...]] = {}
+    ring_count = 0
+    parents: dict[int, dict[int, int]] = {}
+    for number, line in enumerate(lines, 1):
+        if "NCCL INFO" not in line:
+            continue
+        text = line.strip()
+        if (found := _PATTERN.match(text)) is not None:
+            first = first or found["who"]
+            if found["who"] == first:
+                searched.append((number, found))
+        elif (found := _CHANNEL.match(text)) is not None:
+            c, ring_count = int(found["c"]), int(found["n"])
+            rings[c] = tuple(int(rank) for rank in found["ranks"].split())
+        elif (found := _TREES.match(text)) is not None:
+            for c, *_downs, rank, up in _TREE.findall(found["trees"]):
+                parents.setdefault(int(c), {})[int(rank)] = int(up)
+        elif " Pattern " in text or " Trees [" in text or re.search(r" Channel \d+/\d+ :", text):
+            raise _error(source, number, f"expected NCCL's format ({_expected(text)}), got "
+                                         f"{text[text.index('NCCL INFO') + 10:]!r}")
+    if not searched and not rings:
+        raise _error(source, 0, "expected NCCL_DEBUG=INFO lines: 'Pattern ...' graphs or "
+                                "'Channel NN/MM :' rings; found none (was NCCL_DEBUG=INFO set?)")
+    if rings and sorted(rings) != list(range(ring_count)):
+        raise _error(source, 0, f"expected {ring_count} rings 'Channel 00/{ring_count:02d}' to "
+                                f"'Channel {ring_count - 1:02d}/{ring_count:02d}', got channels "
+                                f"{sorted(rings)}")
+    graphs = _identified(source, searched)
+    trees = tuple(tuple(sorted(parents[c].items())) for c in sorted(parents))
+    return NcclView(source, graphs, tuple(rings[c] for c in range(ring_count)), trees)
+
+
+def read_graph_dump(path: Path) -> NcclView:
+    """The view ``NCCL_GRAPH_DUMP_FILE``'s XML gives: ``<graphs version>`` holding a ``<graph id
+    pattern crossnic nchannels speedintra speedinter latencyinter typeintra typeinter
+    samechannels>`` per graph, each ``<channel>`` listing its ``<gpu dev rank>`` in order (between
+    ``<net dev>`` ends across nodes). The GPUs are those of one node (the dumping rank's): a
+    ring's channel is that node's order, which every node follows with its own ranks (NCCL's
+    ``sameChannels``). InputError naming the file, the element and its line."""
+    source = str(path)
+    graphs: list[SearchedGraph] = []
+    for element in parse_xml(read_text(path, "NCCL_GRAPH_DUMP_FILE's XML"), source):
+        if element.depth == 0:
+            if element.name != "graphs":
+                raise element.error(f"expected <graphs> (NCCL_GRAPH_DUMP_FILE's root), got "
+                                    f"<{element.name}>")
+        elif element.depth == 1:
+            if element.name != "graph":
+                raise element.error(f"expected <graph> inside <graphs>, got <{element.name}>")
+            graph_id = element.number("id", int)
+            if graph_id not in GRAPH_IDS:
+                raise element.error(f"expected a graph id of {sorted(GRAPH_IDS)} (0 Ring, 1 Tree, "
+                                    f"2 CollNetChain, 3 NVLS, 4 CollNetDirect), got {graph_id}")
+            graphs.append(SearchedGraph(
+                graph_id, element.number("pattern", int), element.number("nchannels", int),
+                element.number("speedintra", float), element.number("speedinter", float),
+                element.text("typeintra"), element.text("typeinter")))
+        elif element.depth == 2:
+            if element.name != "channel":
+                raise element.error(f"expected <channel> inside <graph>, got <{element.name}>")
+            graph = graphs[-1]
+            graphs[-1] = replace(graph, channel_ranks=(*graph.channel_ranks, ()))
+        elif element.depth == 3 and element.name == "gpu":
+            graph = graphs[-1]
+            ranks = graph.channel_ranks
+            rank = element.number("rank", int)
+            graphs[-1] = replace(graph, channel_ranks=(*ranks[:-1], (*ranks[-1], rank)))
+        elif element.depth == 3 and element.name != "net":
+            raise element.error(f"expected <gpu> or <net> inside <channel>, got <{element.name}>")
+    if not graphs:
+        raise _error(source, 0, "expected <graph> elements inside <graphs>, found none")
+    for graph in graphs:
+        if graph.channels and len(graph.channel_ranks) != graph.channels:
+            raise _error(source, 0, f"graph {graph.id}: nchannels says {graph.channels}, its "
+                                    f"<channel> elements are {len(graph.channel_ranks)}")
+    return NcclView(source, tuple(graphs))
+
+
+@dataclass(frozen=True)
+class Element:
+    """An XML element as :func:`parse_xml` reports it: name, attributes, depth (the root 0)
+    and line, with its file, to name in errors."""
+
+    name: str
+    attributes: dict[str, str]
+    depth: int
+    line: int
+    source: str
+
+    def error(self, message: str) -> InputError:
+        """An InputError naming the file, this element and its line."""
+        return InputError([Problem(self.source, f"line {self.line}: <{self.name}>", message)])
+
+    def text(self, key: str) -> str:
+        """Attribute ``key``, required."""
+        if key not in self.attributes:
+            raise self.error(f"required attribute {key!r} is missing")
+        return self.attributes[key]
+
+    def number(self, key: str, kind: type[int] | type[float]) -> Any:
+        """Attribute ``key`` as a finite number at least 0."""
+        text = self.text(key)
+        try:
+            value = kind(text)
+        except ValueError:
+            raise self.error(f"expected {key} a {'whole ' if kind is int else ''}number, got "
+                             f"{text!r}") from None
+        if not (math.isfinite(value) and value >= 0):
+            raise self.error(f"expected {key} a finite number at least 0, got {text!r}")
+        return value
+
+
+def parse_xml(text: str, source: str) -> list[Element]:
+    """Every element of the XML ``text``, in document order, with its depth and line. Safe
+    against entity expansion and external entities, as defusedxml is: a document type
+    declaration (where entities are declared) is refused, as NCCL never writes one."""
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    found: list[Element] = []
+    depth = 0
+
+    def start(name: str, attributes: dict[str, str]) -> None:
+        nonlocal depth
+        found.append(Element(name, attributes, depth, parser.CurrentLineNumber, source))
+        depth += 1
+
+    def end(_name: str) -> None:
+        nonlocal depth
+        depth -= 1
+
+    def doctype(*_: object) -> None:
+        raise _Refused("expected no <!DOCTYPE> (NCCL writes none; a DTD can declare entities "
+                       "that expand without bound or read other files)")
+
+    parser.StartElementHandler = start
+    parser.EndElementHandler = end
+    parser.StartDoctypeDeclHandler = doctype
+    parser.EntityDeclHandler = doctype
+    try:
+        parser.Parse(text, True)
+    except _Refused as refused:
+        raise _error(source, parser.CurrentLineNumber, str(refused)) from None
+    except expat.ExpatError as error:
+        raise _error(source, error.lineno, f"expected well-formed XML: "
+                                           f"{expat.ErrorString(error.code)}") from None
+    return found
+
+
+class _Refused(Exception):
+    """What :func:`parse_xml` refuses to read."""
+
+
+def _identified(source: str, searched: list[tuple[int, re.Match[str]]]
+                ) -> tuple[SearchedGraph, ...]:
+    """The ``Pattern`` lines as graphs: the first is the ring's (pattern 4), the second the
+    tree's, then CollNetChain's (pattern 3) and CollNetDirect's (6) where CollNet is enabled,
+    and NVLS's (5), in the order src/init.cc searches them."""
+    graphs = []
+    for position, (number, found) in enumerate(searched):
+        pattern = int(found["pattern"])
+        if position == 0 and pattern != 4:
+            raise _error(source, number, f"expected the ring's graph first (Pattern 4), got "
+                                         f"Pattern {pattern}")
+        graph_id = (0 if position == 0 else 1 if position == 1 else 3 if pattern == 5
+                    else 4 if pattern == 6 else 2 if pattern == PLAIN_TREE else -1)
+        if graph_id < 0:
+            raise _error(source, number, f"expected a CollNet or NVLS graph after the tree's "
+                                         f"(Pattern 3, 5 or 6), got Pattern {pattern}")
+        graphs.append(SearchedGraph(graph_id, pattern, int(found["n"]), float(found["intra"]),
+                                    float(found["inter"]), found["ti"], found["te"]))
+    return tuple(graphs)
+
+
+def _expected(text: str) -> str:
+    if " Pattern " in text:
+        return "'Pattern P, crossNic C, nChannels N, bw INTRA/INTER, type T/T, sameChannels S'"
+    if " Trees [" in text:
+        return "'Trees [c] d0/d1/d2->rank->up ...'"
+    return "'Channel NN/MM : rank rank ...'"
+
+
+def _error(source: str, line: int, message: str) -> InputError:
+    return InputError([Problem(source, f"line {line}" if line else "", message)])
+
+
+def rings_of(view: NcclView, layout: Layout) -> tuple[tuple[int, ...], ...]:
+    """The view's rings over every rank of ``layout``: the log's as printed, or the graph dump's
+    ring graph, whose channels list one node's GPUs, repeated on every node with its own ranks
+    in the same local order, nodes in order (empty where neither says)."""
+    if view.rings:
+        return view.rings
+    ring = next((graph for graph in view.graphs if graph.id == 0 and graph.channel_ranks), None)
+    if ring is None:
+        return ()
+    hosts = layout.host_groups
+    rings = []
+    for channel in ring.channel_ranks:
+        home = next((host for host in hosts if set(channel) == set(host)), None)
+        if home is None:
+            raise ValueError(f"ring channel {list(channel)} is not the ranks of one node of the "
+                             f"topology's ({', '.join(str(list(h)) for h in hosts[:2])} ...)")
+        local = [home.index(rank) for rank in channel]
+        rings.append(tuple(host[i] for host in hosts for i in local))
+    return tuple(rings)
+
+
+def with_view(machine: Machine, view: NcclView, source: str, field_name: str) -> Machine:
+    """``machine`` with NCCL's own view: the graphs its search found in place of those assumed
+    (:attr:`NcclFacts.graphs <simulator.model.machine.NcclFacts>`) and its rings as the
+    channels' orders (:attr:`Layout.rings <simulator.model.machine.Layout>`); InputError naming
+    the scenario's field where the view does not fit the machine (rings of other ranks)."""
+    try:
+        rings = rings_of(view, machine.layout)
+    except ValueError as error:
+        raise InputError([Problem(source, field_name, f"{view.source}: {error}")]) from None
+    everyone = set(range(machine.ranks))
+    for c, ring in enumerate(rings):
+        if len(ring) != machine.ranks or set(ring) != everyone:
+            raise InputError([Problem(source, field_name, (
+                f"{view.source}: ring {c} holds ranks {_span(ring)}, expected each of the "
+                f"topology's {machine.ranks} ranks once (a log of this machine's job)"))])
+    graphs = tuple(view.by_algorithm().items())
+    return replace(machine, nccl=replace(machine.nccl, graphs=graphs),
+                   layout=replace(machine.layout, rings=rings))
+
+
+def _span(ranks: tuple[int, ...]) -> str:
+    shown = ", ".join(str(rank) for rank in ranks[:8])
+    return f"[{shown}{', ...' if len(ranks) > 8 else ''}] ({len(ranks)})"
