@@ -102,8 +102,8 @@ def _parser() -> argparse.ArgumentParser:
                             "imports a {torch: ...} model (it refuses a training scenario)")
     fit = commands.add_parser("calibrate", help="fit a preset's NCCL execution model to an "
                                                 "nccl-tests log and write the calibrated preset")
-    fit.add_argument("log", type=Path, help="all_reduce_perf output, or a CSV with size_bytes, "
-                                            "time_us and busbw_GBps")
+    fit.add_argument("log", type=Path, help="all_reduce_perf output, its -J JSON file, or a CSV "
+                                            "with size_bytes, time_us and busbw_GBps")
     fit.add_argument("--preset", required=True, help="the preset of the measured machine "
                                                      "(e.g. dgx_h100)")
     fit.add_argument("--nodes", type=int, default=1, help="hosts the log ran on (default 1); "
@@ -121,9 +121,9 @@ def _parser() -> argparse.ArgumentParser:
                                             "simulating; optionally beside measurements")
     plot.add_argument("results", type=Path, help="a results CSV written by run (its JSON beside "
                                                  "it gives the link rate)")
-    plot.add_argument("--reference", type=Path, help="an nccl-tests log or CSV (size_bytes, "
-                                                     "time_us, busbw_GBps) to overlay, with the "
-                                                     "error per size")
+    plot.add_argument("--reference", type=Path, help="an nccl-tests log, its -J JSON file, or a "
+                                                     "CSV (size_bytes, time_us, busbw_GBps) to "
+                                                     "overlay, with the error per size")
     plot.add_argument("--output", type=Path, help="directory for the figures (default: the "
                                                   "results file's)")
     return parser

@@ -1,5 +1,6 @@
-"""Measured results in: the standard output of an nccl-tests binary (``all_reduce_perf`` ...) or a
-CSV of the same numbers, as typed rows to set beside the simulation.
+"""Measured results in: the standard output of an nccl-tests binary (``all_reduce_perf`` ...), the
+JSON file it writes with ``-J`` (:mod:`simulator.measured.nccl_tests_json`) or a CSV of the same
+numbers, as typed rows (:mod:`simulator.measured.series`) to set beside the simulation.
 
 nccl-tests prints a ``#`` header naming its columns, then one row per size: the size, the
 element count, the type, the reduction operator, (since about 2022) the root, then time (µs),
@@ -17,11 +18,15 @@ import csv
 import io
 import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 from simulator.errors import InputError, Problem
 from simulator.inputs import read_text
+from simulator.measured.nccl_tests_json import parse_nccl_tests_json
+from simulator.measured.series import MeasuredSeries, Measurement, checked
+
+__all__ = ["MeasuredSeries", "Measurement", "load_measurements", "parse_csv", "parse_nccl_tests",
+           "parse_nccl_tests_json"]
 
 _PREFIX = re.compile(r"^(?:\[[^\]]*\](?:<std(?:out|err)>)?:?\s*|\S.*<std(?:out|err)>:\s*)")
 """A launcher's line prefix: ``[1,0]<stdout>:`` (Open MPI), ``[0]`` (Slurm), or a timestamp
@@ -33,38 +38,18 @@ _SKIPPED = ("NCCL INFO", "NCCL WARN", "NCCL version")
 _STARTING = re.compile(r"#\s*Collective test starting:\s*(\S+)")
 
 
-@dataclass(frozen=True)
-class Measurement:
-    """One size of a measured collective: out-of-place time and bandwidths (what nccl-tests'
-    averages and most reports use) and the in-place time, with the line it came from."""
-
-    size_bytes: int
-    time_us: float
-    algbw_GBps: float
-    busbw_GBps: float
-    in_place_time_us: float | None
-    line: int
-
-
-@dataclass(frozen=True)
-class MeasuredSeries:
-    """A measured sweep of one collective: where it came from, its type and operator when the
-    source says so, the binary (``all_reduce_perf``) when it does, and its rows by size."""
-
-    source: str
-    rows: tuple[Measurement, ...]
-    dtype: str | None = None
-    op: str | None = None
-    test: str | None = None
-
-
 def load_measurements(path: str | Path) -> MeasuredSeries:
     """The measurements in ``path``: a CSV with columns ``size_bytes``, ``time_us`` and
-    ``busbw_GBps`` (``#`` lines are comments), or anything else read as nccl-tests output."""
+    ``busbw_GBps`` (``#`` lines are comments), the JSON nccl-tests writes with ``-J`` (a
+    ``.json`` file, or any file whose text opens with ``{``: nccl-tests names the file
+    ``FILE.json.0`` when ``FILE.json`` exists), or else nccl-tests' standard output."""
     path = Path(path)
     text = read_text(path)
-    if path.suffix.lower() == ".csv":
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
         return parse_csv(text, str(path))
+    if suffix == ".json" or text.lstrip().startswith("{"):
+        return parse_nccl_tests_json(text, str(path))
     return parse_nccl_tests(text, str(path))
 
 
@@ -147,7 +132,8 @@ def parse_csv(text: str, source: str) -> MeasuredSeries:
             raise _error(source, number, f"expected a positive size and time, got {size} bytes "
                                          f"in {time} us")
         algbw = given if given is not None else size / time / 1e3
-        rows.append(_checked(source, Measurement(size, time, algbw, busbw, in_place, number)))
+        rows.append(checked(source, f"line {number}",
+                            Measurement(size, time, algbw, busbw, in_place, number)))
     if not rows:
         raise _error(source, lines[0][0], "a header but no data rows")
     return MeasuredSeries(source, tuple(rows))
@@ -164,27 +150,7 @@ def _measurement(source: str, number: int, columns: list[str], fields: list[str]
     except (ValueError, IndexError):
         raise _error(source, number, "expected a whole size and numeric time, algbw and busbw "
                                      "columns") from None
-    return _checked(source, Measurement(size, time, algbw, busbw, in_place, number))
-
-
-MAX_MEASURED_BYTES = 1 << 40
-"""The largest size a log may state: 1 TiB per rank, as a scenario's sizes (limits.py)."""
-
-
-def _checked(source: str, m: Measurement) -> Measurement:
-    """``m`` if a machine could have measured it: a size from 0 bytes (nccl-tests times empty
-    calls too, from ``-b 0``) to 1 TiB, finite times above 0 and finite bandwidths at least 0;
-    otherwise InputError naming its line."""
-    if not 0 <= m.size_bytes <= MAX_MEASURED_BYTES:
-        raise _error(source, m.line, f"expected a size from 0 bytes to 1 TiB, got {m.size_bytes}")
-    times = [m.time_us] + ([] if m.in_place_time_us is None else [m.in_place_time_us])
-    if not all(math.isfinite(t) and t > 0 for t in times):
-        raise _error(source, m.line, f"expected times above 0 us, got "
-                                     f"{', '.join(repr(t) for t in times)}")
-    if not all(math.isfinite(b) and b >= 0 for b in (m.algbw_GBps, m.busbw_GBps)):
-        raise _error(source, m.line, f"expected bandwidths of 0 GB/s or more, got algbw "
-                                     f"{m.algbw_GBps!r} and busbw {m.busbw_GBps!r}")
-    return m
+    return checked(source, f"line {number}", Measurement(size, time, algbw, busbw, in_place, number))
 
 
 def _error(source: str, line: int, message: str) -> InputError:
