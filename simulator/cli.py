@@ -1,6 +1,6 @@
 """Command line: ``python -m simulator run FILE.yaml``, ``sweep FILE.yaml ...`` (every point on
-a Dask cluster), ``calibrate LOG --preset NAME`` and ``topo FILE_OR_PRESET`` (a topology's
-numbers and drawing).
+a Dask cluster), ``calibrate LOG --preset NAME``, ``topo FILE_OR_PRESET`` (a topology's
+numbers and drawing), ``plot RESULTS`` and ``tune FILE.yaml`` (NCCL's tuner configuration).
 
 The only module that prints or exits. Exit codes (docs/design.md §3): 0 success; 2 bad input (one
 line per problem on stderr: file, field, what was expected); 1 when a run fails verification;
@@ -111,6 +111,17 @@ def _parser() -> argparse.ArgumentParser:
                                                           "and latency are fitted")
     fit.add_argument("--output", type=Path, help="where to write the calibrated preset "
                                                  "(default results/calibrated/<preset>.yaml)")
+    tune = commands.add_parser("tune", help="simulate every NCCL kernel and protocol of a "
+                                            "scenario and write the tuner configuration of "
+                                            "NCCL's example tuner plugin where one beats NCCL's "
+                                            "pick")
+    tune.add_argument("scenario", type=Path, help="scenario YAML file (execution: nccl)")
+    tune.add_argument("--output", type=Path, metavar="FILE", help="the configuration to write "
+                                                                  "(default: nccl_tuner.conf in "
+                                                                  "the scenario's output "
+                                                                  "directory)")
+    tune.add_argument("--quiet", action="store_true", help="no word on stderr before the run and "
+                                                           "no progress bar")
     topo = commands.add_parser("topo", help="summarise a topology (GPUs, switches, cables, "
                                              "diameter, bisection, injection) and draw it")
     topo.add_argument("topology", help="a preset name (e.g. dgx_h100), a preset-style YAML file "
@@ -138,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, raise_terminated)  # stop as on Ctrl-C, said in one line
     try:
         commands = {"run": _run, "sweep": _sweep, "calibrate": _calibrate, "topo": _topo,
-                    "plot": _plot}
+                    "plot": _plot, "tune": _tune}
         return commands[args.command](args)
     except InputError as error:
         for problem in error.problems:
@@ -181,7 +192,7 @@ def _input(args: argparse.Namespace) -> Path:
         return Path(args.topology)
     if args.command == "plot":
         return Path(args.results)
-    return Path(args.scenario if args.command == "run" else args.log)
+    return Path(args.scenario if args.command in ("run", "tune") else args.log)
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -224,6 +235,55 @@ def _calibrate(args: argparse.Namespace) -> int:
 
     write_atomically(output, write)
     _print(f"# calibrated preset: {output} (use it as topology: {{preset: {output}}})\n")
+    return EXIT_OK
+
+
+def _tune(args: argparse.Namespace) -> int:
+    """Simulate the scenario's NCCL kernels with every protocol, print NCCL's pick beside the
+    fastest per size, and write the tuner configuration (docs/tune.md); nothing is written when
+    a point fails verification (exit 1) or the input is bad (exit 2)."""
+    from simulator.output.files import output_problem, remove_leftovers, write_atomically
+    from simulator.output.tuner_conf import format_tuner_conf
+    from simulator.scenario.parse import load_scenario
+    from simulator.scenario.training import Imports
+    from simulator.tune import tune
+
+    scenario = load_scenario(args.scenario, imports=Imports.SKIP)  # tune refuses a training step
+    output = args.output or scenario.output_dir / "nccl_tuner.conf"
+    inputs = [Path(scenario.source)]
+    if scenario.topology.kind == "graph":
+        inputs.append(Path(str(scenario.topology.params["file"])))
+    problem = output_problem(output, inputs)
+    if problem:
+        raise InputError([Problem("command line", "--output", problem) if args.output else
+                          Problem(scenario.source, "output", problem)])
+    _check_writable(scenario.source, output.parent)
+    remove_leftovers(output.parent, [output.name])
+    with _progress_bar(0, args.quiet) as bar:
+
+        def progress(done: int, total: int) -> None:
+            if done == 0:
+                bar.reset(total)
+                if not args.quiet:
+                    print(f"{scenario.source}: simulating {total} points: NCCL's kernels "
+                          "with each protocol it runs them with", file=sys.stderr, flush=True)
+            else:
+                bar.update()
+
+        tuning = tune(scenario, progress=progress)
+    if _verification(scenario.source, tuning.results) != EXIT_OK:
+        print(f"{scenario.source}: nothing written", file=sys.stderr)
+        return EXIT_FAILED
+    text = format_tuner_conf(tuning.rows, tuning.chosen,
+                             tuning.about(f"python -m simulator tune {args.scenario}"))
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+
+    with _writing(scenario.source, output.parent):
+        write_atomically(output, write)
+    _print(text + f"# tuner configuration: {output} ({len(tuning.rows)} "
+                  f"row{'' if len(tuning.rows) == 1 else 's'})\n")
     return EXIT_OK
 
 

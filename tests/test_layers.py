@@ -39,8 +39,10 @@ ALLOWED: dict[str, set[str]] = {
     "dist": {"plan", "runner", "scenario", "algorithms", "model", "engine", "output", "limits",
              "errors", "settings"},
     "cli": {"version", "errors", "limits", "model", "output", "runner", "scenario", "calibration",
-            "measured", "sweep", "trainer"},
+            "measured", "sweep", "trainer", "tune"},
     "calibration": {"algorithms", "errors", "measured", "model", "scenario"},
+    "tune": {"runner", "plan", "output", "scenario", "algorithms", "model", "settings", "version",
+             "errors"},
     "__main__": {"cli"},
     "__init__": {"version"},  # re-exports lazily, by name (PEP 562); only the leaf eagerly
     "topologies": set(),
