@@ -295,3 +295,28 @@ def test_tensors_beyond_the_memory_budget_are_refused(monkeypatch):
     assert str(caught.value) == ("dist.spawn: all_reduce: 3 ranks × 524288 bytes is 1 MiB to "
                                  "move and check, more than 1 MiB; use smaller tensors (or a "
                                  "scenario with verify: false to time large sizes)")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: dist.all_reduce(np.array([True, False])),
+     "tensor: expected an array of float16, float32, float64, int32, int64, got bool"),
+    (lambda: dist.all_reduce(torch.tensor([True])),
+     "tensor: expected a tensor of float16, float32, float64, int32, int64, got torch.bool"),
+    (lambda: dist.all_reduce([1.0, 2.0]),
+     "tensor: expected a numpy array or a torch tensor, got list"),
+    (lambda: dist.all_reduce(np.zeros(2), op="sum"),
+     "op: expected a simulator.dist.ReduceOp (SUM, PRODUCT, MIN, MAX, AVG), got 'sum'"),
+    (lambda: dist.all_gather(np.zeros((4, 2)), np.zeros(2)),
+     "tensor_list: expected a list of 4 tensors, got ndarray"),
+])
+def test_a_careless_argument_is_the_ranks_type_error(call, message):
+    """Bool arrays, Python lists and op strings, which torch.distributed refuses too (issue 23)."""
+    def step(rank: int) -> None:
+        if rank == 2:
+            call()
+        dist.barrier()
+
+    with pytest.raises(RankError) as raised:
+        dist.spawn(step, 4)
+    assert str(raised.value) == f"rank 2 raised TypeError: {message}"
+    assert isinstance(raised.value.__cause__, TypeError)
