@@ -2,6 +2,7 @@
 against run_point and a hand-computed ring, and every misuse as its exact error (never a hang)."""
 
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -320,3 +321,102 @@ def test_a_careless_argument_is_the_ranks_type_error(call, message):
         dist.spawn(step, 4)
     assert str(raised.value) == f"rank 2 raised TypeError: {message}"
     assert isinstance(raised.value.__cause__, TypeError)
+
+
+SPECIAL = np.array([np.nan, 1.0, np.inf, np.inf, 2.0])
+"""Rank 1's tensor: a NaN, an infinity the others' finite values cannot cancel, and an infinity
+rank 2's -inf meets (inf - inf is NaN, in any order)."""
+
+
+def special(rank: int) -> np.ndarray:
+    if rank == 1:
+        return SPECIAL.copy()
+    if rank == 2:
+        return np.array([1.0, 1.0, 1.0, -np.inf, 2.0])
+    return np.array([1.0, 1.0, 1.0, 1.0, 2.0])
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "direct", "tree", "halving_doubling"])
+@pytest.mark.parametrize("op, expected", [
+    (ReduceOp.SUM, [np.nan, 4.0, np.inf, np.nan, 8.0]),
+    (ReduceOp.MAX, [np.nan, 1.0, np.inf, np.inf, 2.0]),
+    (ReduceOp.MIN, [np.nan, 1.0, 1.0, -np.inf, 2.0]),
+    (ReduceOp.AVG, [np.nan, 1.0, np.inf, np.nan, 2.0]),
+])
+def test_nan_and_inf_propagate_to_every_rank_as_torch_gives_them(algorithm, op, expected):
+    """A NaN or an infinity is data, as in torch.distributed: every rank ends with IEEE's
+    result, whichever algorithm reduced it, the call is verified (NaN matching NaN), and numpy's
+    warnings about the arithmetic do not leak (issue 23: NaN inputs tracebacked)."""
+    def step(rank: int) -> list[float]:
+        tensor = special(rank)
+        dist.all_reduce(tensor, op=op)
+        return tensor.tolist()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = dist.spawn(step, 4, algorithm=algorithm)
+    for returned in result.returns:
+        np.testing.assert_array_equal(returned, expected)  # NaN equals NaN here
+    assert result.calls[0].verified is True
+
+
+def test_a_nan_is_broadcast_and_gathered_as_any_value():
+    def step(rank: int) -> tuple[list[float], list[list[float]]]:
+        tensor = special(rank)
+        dist.broadcast(tensor, src=1)
+        gathered = [np.zeros(1) for _ in range(4)]
+        dist.all_gather(gathered, np.array([np.nan if rank == 3 else float(rank)]))
+        return tensor.tolist(), [g.tolist() for g in gathered]
+
+    result = dist.spawn(step, 4)
+    for broadcast, gathered in result.returns:
+        np.testing.assert_array_equal(broadcast, SPECIAL)
+        np.testing.assert_array_equal(gathered, [[0.0], [1.0], [2.0], [np.nan]])
+    assert [call.verified for call in result.calls] == [True, True]
+
+
+@pytest.mark.parametrize("got, verified, worst", [
+    ([np.nan, np.inf, 3.0], True, 0.0),
+    ([1.0, np.inf, 3.0], False, np.inf),     # a number where NaN is due
+    ([np.nan, -np.inf, 3.0], False, np.inf),  # the wrong infinity
+    ([np.nan, np.inf, np.nan], False, np.inf),  # NaN where a number is due
+    ([np.nan, np.inf, 3.5], False, 0.5),
+])
+def test_the_check_wants_the_same_special_values(got, verified, worst):
+    """The model's check, which verified above relies on: a non-finite value matches only the
+    same one, NaN matching NaN; a finite one stays within its tolerance (here none: a max)."""
+    inputs = np.array([[np.nan, np.inf, 3.0], [1.0, 2.0, 3.0]])
+    expected = Collective.ALLREDUCE.expected(inputs, ModelOp.MAX, [slice(0, 2), slice(2, 3)])
+    buffers = np.array([got, [np.nan, np.inf, 3.0]])
+    assert expected.check(buffers) == (verified, worst)
+
+
+def test_tensors_of_no_elements_meet_move_nothing_and_take_no_time():
+    """As torch.distributed (NCCL returns at once for a count of 0): the call is accepted and
+    recorded, nothing runs, and the ranks still meet, so a rank with elements is a mismatch."""
+    def step(rank: int) -> tuple[tuple[int, ...], ...]:
+        empty = np.zeros((0, 3), dtype=np.float32)
+        dist.all_reduce(empty)
+        gathered = [torch.zeros(0) for _ in range(4)]
+        dist.all_gather(gathered, torch.zeros(0))
+        output = np.zeros(0)
+        dist.reduce_scatter_tensor(output, np.zeros(0))
+        dist.all_reduce(np.ones(2, dtype=np.float32))
+        return empty.shape, tuple(g.shape for g in gathered), output.shape
+
+    result = dist.spawn(step, 4, SWITCH4)
+    assert result.returns == (((0, 3), (torch.Size([0]),) * 4, (0,)),) * 4
+    assert [(c.index, c.name, c.size_bytes, c.algorithm, c.protocol, c.time_s, c.verified)
+            for c in result.calls[:3]] == [
+        (0, "all_reduce", 0, "none", None, 0.0, None),
+        (1, "all_gather", 0, "none", None, 0.0, None),
+        (2, "reduce_scatter_tensor", 0, "none", None, 0.0, None)]
+    assert result.time_s == result.calls[3].time_s > 0
+
+    def uneven(rank: int) -> None:
+        dist.all_reduce(np.zeros(0 if rank == 3 else 2))
+
+    with pytest.raises(CollectiveMismatch) as raised:
+        dist.spawn(uneven, 4)
+    assert str(raised.value) == ("collective #0 mismatch: ranks 0, 1, 2 called "
+                                 "all_reduce(float64[2]); rank 3 called all_reduce(float64[0])")

@@ -27,6 +27,10 @@ from simulator.scenario.spec import Scenario, TopologySpec
 SOURCE = "dist.spawn"
 """What error messages about :func:`~simulator.dist.spawn`'s arguments name as their source."""
 
+NOTHING = "none"
+"""The algorithm a record of 0-element tensors names: none ran, as NCCL runs none for a count
+of 0 (it returns at once), so no time is taken and nothing is verified."""
+
 DEFAULT_BANDWIDTH, DEFAULT_LATENCY = "25GB/s", "1us"
 """The default topology's links: a 200 Gb/s NIC per rank (25 GB/s) and 1 us per hop."""
 
@@ -37,7 +41,8 @@ class CallRecord:
     ranks called, the model's collective, its size as nccl-tests counts it (each rank's whole
     buffer: the gathered output of an all_gather, the input of a reduce_scatter), the algorithm
     and NCCL protocol (None on the ideal wire) that ran it, its simulated time, and whether every
-    rank's result matched numpy's (None when nothing moved)."""
+    rank's result matched numpy's, NaN for NaN. Tensors of 0 elements move nothing: algorithm
+    ``"none"``, time 0 and verified None."""
 
     index: int
     name: str
@@ -90,8 +95,8 @@ class Simulation:
         if first.collective is Collective.BROADCAST:
             buffers[ROOT] = buffers[first.root]
         index, size_bytes = len(self.records), buffers[0].nbytes
-        if size_bytes == 0:  # nothing to move: no time
-            return CallRecord(index, first.name, first.collective, 0, "", None, 0.0, None)
+        if size_bytes == 0:  # NCCL returns at once for a count of 0: nothing moves, no time
+            return CallRecord(index, first.name, first.collective, 0, NOTHING, None, 0.0, None)
         setup = self._setup(buffers.dtype)
         name, protocol = self._algorithm(first.collective, size_bytes, setup)
         scenario = replace(self.scenario, collective=first.collective, sizes=(size_bytes,),
@@ -99,7 +104,8 @@ class Simulation:
                            protocol=protocol)
         settings = replace(scenario.run, proxy_elements=buffers.shape[1])
         plan = plan_point(scenario, setup, scenario.algorithm(name), size_bytes, settings)
-        result = run_plan(scenario, setup, plan, inputs=buffers)
+        with np.errstate(over="ignore", invalid="ignore"):  # a user's NaN or inf, as on a GPU
+            result = run_plan(scenario, setup, plan, inputs=buffers)
         for call in calls:
             call.deliver(buffers)
         return CallRecord(index, first.name, first.collective, size_bytes, result.algorithm,

@@ -104,7 +104,11 @@ class Expected:
     def check(self, buffers: np.ndarray) -> tuple[bool, float]:
         """Whether every defined element matches, and the largest absolute error among them.
 
-        Checked one rank at a time, so the float64 temporaries stay the size of one buffer.
+        Where the expected or the simulated value is not finite (a NaN or an infinity among the
+        inputs, as simulator.dist's users may give), the two must be the same special value, NaN
+        matching NaN: IEEE arithmetic gives it in any order of reduction, so anything else is a
+        wrong result (error infinite), and no rounding tolerance applies. Checked one rank at a
+        time, so the float64 temporaries stay the size of one buffer.
         """
         ok, worst = True, 0.0
         integer = np.issubdtype(buffers.dtype, np.integer)
@@ -113,12 +117,21 @@ class Expected:
             if not mask.any():
                 continue
             got, want = buffers[rank][mask], self._row(self.result, rank)[mask]
-            error = np.abs(got.astype(np.float64) - want.astype(np.float64))
-            worst = max(worst, float(error.max()))
+            got64, want64 = got.astype(np.float64), want.astype(np.float64)
+            with np.errstate(invalid="ignore"):  # inf - inf: the special values come below
+                error = np.abs(got64 - want64)
             if integer:  # exact, even past float64's 2^53
+                worst = max(worst, float(error.max()))
                 ok = ok and bool(np.array_equal(got, want))
-            else:
-                ok = ok and bool(np.all(error <= self._row(self.tolerance, rank)[mask]))
+                continue
+            fine = error <= self._row(self.tolerance, rank)[mask]
+            special = ~(np.isfinite(got64) & np.isfinite(want64))
+            if special.any():
+                same = (got64 == want64) | (np.isnan(got64) & np.isnan(want64))
+                error[special] = np.where(same[special], 0.0, np.inf)
+                fine[special] = same[special]
+            worst = max(worst, float(error.max()))
+            ok = ok and bool(np.all(fine))
         return ok, worst
 
     @staticmethod
