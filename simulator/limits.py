@@ -17,6 +17,17 @@ such as a ring pass, holds a window of blocks instead), at ~170 bytes each (5.8 
 4096-rank ring's 33.5 million held whole): 120 million is ~20 GB of the 24 GiB. Pipeline pieces
 multiply a schedule's messages, so this is checked on the built schedule, before the run."""
 
+MAX_DIST_RANKS = 16_384
+"""Ranks of ``simulator.dist.spawn``, one thread each. Measured on this machine by starting
+threads that wait on an event until one fails: the 22,417th fails ("can't start new thread")
+when the process reaches the kernel's ``vm.max_map_count`` of 65,530 memory maps, each thread
+taking ~2.9 (47,829 maps at 16,384 threads); a 256 KiB stack instead of the default 8 MiB takes
+as many (24,617 at 8,192), so a smaller stack does not help. The machine's ``kernel.pid_max`` of
+32,768 threads comes next. 16,384 leaves a quarter of the maps to the libraries and threads of
+the rest of the process (numpy, torch, Dask), unknown when spawn is called. Measured there:
+16,384 threads start in ~12 s and take ~270 MB, and a spawn of as many ranks that return at
+once takes ~28 s."""
+
 MAX_FULLY_CONNECTED = 1024
 """GPUs of ``fully_connected``, which has p(p-1) directed links: 1024 GPUs are a million."""
 

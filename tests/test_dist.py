@@ -1,8 +1,10 @@
 """simulator.dist: torch.distributed's calls on simulated ranks. Results against numpy, times
 against run_point and a hand-computed ring, and every misuse as its exact error (never a hang)."""
 
+import sys
 import threading
 import warnings
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -178,6 +180,27 @@ def test_a_preset_runs_nccls_choice():
     assert call.time_s == pytest.approx(point.sim_time_s, rel=1e-12)
 
 
+def ranks_running() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("dist-rank")]
+
+
+def finish(release: Callable[[], object] = lambda: None) -> None:
+    """Free the ranks a test left stuck outside the simulator (if any), and wait until every
+    rank's thread ends: after an error spawn does not wait for the ranks still running their
+    own code, which end at their next call."""
+    release()
+    for thread in threading.enumerate():
+        if thread.name.startswith("dist-rank"):
+            thread.join()
+
+
+@pytest.fixture(autouse=True)
+def no_rank_left() -> Iterator[None]:
+    """Each test starts with no rank's thread: those of the last test's error have ended."""
+    yield
+    finish()
+
+
 def calls_then(rank: int, last: str) -> None:
     """Two matching all_reduces, then rank 2 does ``last`` while ranks 0 and 1 all_reduce."""
     tensor = np.zeros(4, dtype=np.float32)
@@ -208,7 +231,7 @@ def test_mismatched_calls_name_every_rank(last, called):
     with pytest.raises(CollectiveMismatch) as raised:
         dist.spawn(calls_then, 3, args=(last,))
     assert str(raised.value) == message
-    assert not [t for t in threading.enumerate() if t.name.startswith("dist-rank")]
+    assert not ranks_running()  # every rank was in a call or had returned: spawn joined them
 
 
 def test_mismatched_roots():
@@ -217,7 +240,7 @@ def test_mismatched_roots():
 
     with pytest.raises(CollectiveMismatch) as raised:
         dist.spawn(step, 4)
-    assert str(raised.value) == ("collective #0 mismatch: ranks 0, 1, 2 called "
+    assert str(raised.value) == ("collective #0 mismatch: ranks 0-2 called "
                                  "broadcast(float64[2], src=0); rank 3 called "
                                  "broadcast(float64[2], src=1)")
 
@@ -235,14 +258,14 @@ def test_an_exception_in_rank_1_is_raised_naming_it_and_releases_the_others():
     assert str(raised.value) == "rank 1 raised ValueError: boom"
     assert raised.value.rank == 1
     assert isinstance(raised.value.__cause__, ValueError)
-    assert not [t for t in threading.enumerate() if t.name.startswith("dist-rank")]
+    finish()  # every rank ends: those between the calls at their next
 
 
 def test_a_bad_argument_inside_a_rank_is_that_ranks_error():
-    def step(rank: int) -> None:
-        dist.broadcast(np.zeros(2), src=4)
+    def step(rank: int) -> None:  # one rank errs: which of several is seen first is chance
+        dist.broadcast(np.zeros(2), src=4 if rank == 2 else 0)
 
-    with pytest.raises(RankError, match=r"^rank 0 raised ValueError: src: expected a rank from "
+    with pytest.raises(RankError, match=r"^rank 2 raised ValueError: src: expected a rank from "
                                         r"0 to 3, got 4$"):
         dist.spawn(step, 4)
 
@@ -418,5 +441,95 @@ def test_tensors_of_no_elements_meet_move_nothing_and_take_no_time():
 
     with pytest.raises(CollectiveMismatch) as raised:
         dist.spawn(uneven, 4)
-    assert str(raised.value) == ("collective #0 mismatch: ranks 0, 1, 2 called "
+    assert str(raised.value) == ("collective #0 mismatch: ranks 0-2 called "
                                  "all_reduce(float64[2]); rank 3 called all_reduce(float64[0])")
+
+
+@pytest.mark.parametrize("code, said", [(3, "sys.exit(3)"), (None, "sys.exit()"),
+                                        ("bye", "sys.exit('bye')")])
+def test_a_rank_calling_sys_exit_is_a_rank_error_and_the_caller_goes_on(code, said):
+    """sys.exit in a rank ends that rank only, as an error naming it (issue 23: a traceback)."""
+    def step(rank: int) -> None:
+        dist.barrier()
+        if rank == 1:
+            sys.exit(code)
+        dist.barrier()
+
+    with pytest.raises(RankError) as raised:
+        dist.spawn(step, 4)
+    assert str(raised.value) == f"rank 1 called {said}"
+    assert isinstance(raised.value.__cause__, SystemExit)
+    finish()
+
+
+def test_an_exception_without_a_message_reads_as_its_name():
+    def step(rank: int) -> None:
+        if rank == 2:
+            raise KeyboardInterrupt
+        dist.barrier()
+
+    with pytest.raises(RankError) as raised:
+        dist.spawn(step, 3)
+    assert str(raised.value) == "rank 2 raised KeyboardInterrupt"
+
+
+def test_more_ranks_than_threads_allow_are_refused_before_any_thread_starts():
+    ran = []
+    with pytest.raises(InputError) as raised:
+        dist.spawn(ran.append, 65536)
+    assert str(raised.value) == (
+        "dist.spawn: world_size: expected at most 16384 ranks, one thread each (a process here "
+        "runs out of memory maps near 22,400 threads; simulator.limits.MAX_DIST_RANKS), got "
+        "65536")
+    assert ran == [] and not ranks_running()
+
+
+def test_the_limit_is_inclusive(monkeypatch):
+    from simulator import limits
+
+    monkeypatch.setattr(limits, "MAX_DIST_RANKS", 4)
+    assert dist.spawn(lambda rank: rank, 4).returns == (0, 1, 2, 3)
+    with pytest.raises(InputError, match=r"expected at most 4 ranks, .* got 5$"):
+        dist.spawn(lambda rank: rank, 5)
+
+
+def test_a_thread_the_machine_refuses_stops_the_run_before_any_rank_runs(monkeypatch):
+    """Below the limit a process may still run out (other threads of its own): no rank's code
+    runs unless every rank's thread started."""
+    class Refused(threading.Thread):
+        def start(self) -> None:
+            if self.name == "dist-rank-2":
+                raise RuntimeError("can't start new thread")
+            super().start()
+
+    monkeypatch.setattr(threading, "Thread", Refused)
+    ran = []
+    with pytest.raises(InputError) as raised:
+        dist.spawn(ran.append, 4)
+    assert str(raised.value) == ("dist.spawn: world_size: could not start the thread of rank 2 "
+                                 "of 4 (can't start new thread), so no rank ran; use fewer "
+                                 "ranks, or end threads this process no longer needs")
+    assert ran == [] and not ranks_running()
+
+
+def test_spawns_own_arguments_are_checked():
+    with pytest.raises(InputError) as raised:
+        dist.spawn(None, 2)
+    assert str(raised.value) == "dist.spawn: fn: expected a function of the rank, got None"
+
+
+def test_a_failing_rank_does_not_wait_for_one_stuck_outside_the_simulator():
+    """Rank 0 waits for rank 1 on a barrier of their own; rank 1 raises first. spawn raises at
+    once; it joined ranks stuck outside before (issue 23: this hung)."""
+    pair = threading.Barrier(2)
+
+    def step(rank: int) -> None:
+        if rank == 1:
+            raise ValueError("no barrier for me")
+        pair.wait()
+
+    try:
+        with pytest.raises(RankError, match=r"^rank 1 raised ValueError: no barrier for me$"):
+            dist.spawn(step, 2)
+    finally:
+        finish(pair.abort)

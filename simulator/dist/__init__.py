@@ -25,9 +25,10 @@ result, in place. Tensors are numpy arrays, or CPU ``torch.Tensor``\\s when PyTo
 Time: the collectives run one after another, each taking its simulated time; compute between
 them is free, so :attr:`SpawnResult.time_s` is the sum of the calls' times. Mismatched calls
 (another collective, shape, dtype, op or root, or a rank that returns while others wait) raise
-:class:`CollectiveMismatch` naming every rank's call; an exception in a rank's code is raised
-again from :func:`spawn` as :class:`RankError` naming the rank. Neither ever hangs: the caller of
-:func:`spawn` acts when every rank still running waits in a call (docs/dist.md).
+:class:`CollectiveMismatch` naming every rank's call; an exception in a rank's code, or its
+``sys.exit``, is raised again from :func:`spawn` as :class:`RankError` naming the rank. Neither
+ever hangs: the caller of :func:`spawn` acts when every rank still running waits in a call
+(docs/dist.md).
 
 The package: this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
 matches their calls, :mod:`.tensors` turns tensors into numpy views and writes results back in
@@ -50,7 +51,6 @@ import numpy as np
 from simulator.dist.collectives import (
     DEFAULT_BANDWIDTH,
     DEFAULT_LATENCY,
-    SOURCE,
     CallRecord,
     Simulation,
     SpawnResult,
@@ -58,6 +58,7 @@ from simulator.dist.collectives import (
     chosen_algorithms,
 )
 from simulator.dist.rendezvous import (
+    SOURCE,
     Call,
     CollectiveMismatch,
     RankError,
@@ -80,6 +81,7 @@ from simulator.dist.tensors import (
     write,
     write_each,
 )
+from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution
 from simulator.model.reduction import ReduceOp as ModelOp
@@ -124,8 +126,11 @@ def spawn(fn: Callable[..., Any], world_size: int,
     algorithm and protocol at the call's size) and ``ring`` otherwise. ``execution`` defaults as
     in a scenario (``nccl`` on presets, ``ideal`` on builders). The tensors' dtype is each call's
     (float16, float32, float64, int32 or int64). InputError for bad arguments (a topology of
-    another rank count, an unknown algorithm), CollectiveMismatch and RankError as the module says.
+    another rank count, an unknown algorithm, more ranks than MAX_DIST_RANKS threads),
+    CollectiveMismatch and RankError as the module says.
     """
+    if not callable(fn):
+        raise InputError([Problem(SOURCE, "fn", f"expected a function of the rank, got {fn!r}")])
     simulation = Simulation(base_scenario(world_size, topology, execution),
                             chosen_algorithms(algorithm))
     returns = World(world_size, simulation.simulate).run(fn, tuple(args))

@@ -13,7 +13,7 @@ import numpy as np
 
 import simulator.limits as limits
 from simulator.algorithms.registry import REGISTRY, nccl_kernel
-from simulator.dist.rendezvous import Call
+from simulator.dist.rendezvous import SOURCE, Call
 from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution, system_of
@@ -23,9 +23,6 @@ from simulator.runner import run_plan
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.parse import scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
-
-SOURCE = "dist.spawn"
-"""What error messages about :func:`~simulator.dist.spawn`'s arguments name as their source."""
 
 NOTHING = "none"
 """The algorithm a record of 0-element tensors names: none ran, as NCCL runs none for a count
@@ -145,6 +142,11 @@ def base_scenario(world_size: int, topology: str | Mapping[str, Any] | TopologyS
     if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
         raise InputError([Problem(SOURCE, "world_size", f"expected a whole number ≥ 1, got "
                                                         f"{world_size!r}")])
+    if world_size > limits.MAX_DIST_RANKS:  # before any thread: the process would run out
+        raise InputError([Problem(SOURCE, "world_size", (
+            f"expected at most {limits.MAX_DIST_RANKS} ranks, one thread each (a process here "
+            f"runs out of memory maps near 22,400 threads; simulator.limits.MAX_DIST_RANKS), "
+            f"got {world_size}"))])
     if topology is None:
         topology = {"kind": "switch", "ranks": world_size, "bandwidth": DEFAULT_BANDWIDTH,
                     "latency": DEFAULT_LATENCY}
