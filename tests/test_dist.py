@@ -3,8 +3,10 @@ against run_point and a hand-computed ring, and every misuse as its exact error 
 
 import sys
 import threading
+import time
 import warnings
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -512,10 +514,136 @@ def test_a_thread_the_machine_refuses_stops_the_run_before_any_rank_runs(monkeyp
     assert ran == [] and not ranks_running()
 
 
-def test_spawns_own_arguments_are_checked():
+@pytest.mark.parametrize("fn, timeout, field, message", [
+    (None, 1.0, "fn", "expected a function of the rank, got None"),
+    (print, 0, "timeout", "expected seconds > 0 (a number or a timedelta), or None for no "
+                          "watchdog, got 0"),
+    (print, float("inf"), "timeout", "expected seconds > 0 (a number or a timedelta), or None "
+                                     "for no watchdog, got inf"),
+    (print, "5s", "timeout", "expected seconds > 0 (a number or a timedelta), or None for no "
+                             "watchdog, got '5s'"),
+    (print, timedelta(0), "timeout", "expected seconds > 0 (a number or a timedelta), or None "
+                                     "for no watchdog, got 0.0"),
+])
+def test_spawns_own_arguments_are_checked(fn, timeout, field, message):
     with pytest.raises(InputError) as raised:
-        dist.spawn(None, 2)
-    assert str(raised.value) == "dist.spawn: fn: expected a function of the rank, got None"
+        dist.spawn(fn, 2, timeout=timeout)
+    assert str(raised.value) == f"dist.spawn: {field}: {message}"
+
+
+def test_a_rank_stuck_outside_the_simulator_is_named_with_the_ranks_waiting_for_it():
+    """Rank 1 waits on a barrier no other rank reaches, ranks 0, 2, 3 in the second all_reduce
+    (issue 23: this hung forever). The watchdog names both sides and where rank 1 sits."""
+    stuck = threading.Barrier(2)
+
+    def step(rank: int) -> None:
+        dist.all_reduce(np.zeros(4, dtype=np.float32))
+        if rank == 1:
+            stuck.wait()
+        dist.all_reduce(np.zeros(4, dtype=np.float32))
+
+    line = step.__code__.co_firstlineno + 3
+    try:
+        with pytest.raises(dist.Stalled) as raised:
+            dist.spawn(step, 4, timeout=0.1)
+        assert str(raised.value) == (
+            "spawn stalled for timeout=0.1 s: rank 1 has not returned and is not in a collective "
+            f"(still in Barrier.wait, called at test_dist.py:{line} in "
+            "test_a_rank_stuck_outside_the_simulator_is_named_with_the_ranks_waiting_for_it."
+            "<locals>.step); ranks 0, 2, 3 wait in collective #1, all_reduce(float32[4]), for "
+            "rank 1")
+        assert (raised.value.idle, raised.value.waiting) == ((1,), (0, 2, 3))
+        assert ranks_running() == ["dist-rank-1"]  # the watchdog cannot free it: the test does
+    finally:
+        finish(stuck.abort)
+
+
+def test_every_rank_stuck_or_returned_is_named():
+    """No rank in a collective at all: three ranks on a barrier of four, two returned."""
+    stuck = threading.Barrier(4)
+
+    def step(rank: int) -> None:
+        if rank not in (2, 3):
+            stuck.wait()
+
+    line = step.__code__.co_firstlineno + 2
+    try:
+        with pytest.raises(dist.Stalled) as raised:
+            dist.spawn(step, 5, timeout=timedelta(milliseconds=100))
+        assert str(raised.value) == (
+            "spawn stalled for timeout=0.1 s: ranks 0, 1, 4 have not returned and are not in a "
+            f"collective (still in Barrier.wait, called at test_dist.py:{line} in "
+            "test_every_rank_stuck_or_returned_is_named.<locals>.step); ranks 2, 3 returned")
+        assert (raised.value.idle, raised.value.waiting) == ((0, 1, 4), ())
+    finally:
+        finish(stuck.abort)
+
+
+def test_a_rank_blocked_in_c_is_named_at_its_own_line():
+    """A lock's acquire (as a sleep) runs no Python: the rank is named at the line that called
+    it. Ranks 1, 2 wait in a barrier; the ranks 3, 4 stuck at another line are named apart."""
+    held = threading.Lock()
+    held.acquire()
+
+    def step(rank: int) -> None:
+        if rank == 0:
+            held.acquire()
+            held.release()  # once the test releases it: the next rank gets it
+        elif rank > 2:
+            held.acquire()
+            held.release()
+        dist.barrier()
+
+    first = step.__code__.co_firstlineno
+    where = "test_a_rank_blocked_in_c_is_named_at_its_own_line.<locals>.step"
+    try:
+        with pytest.raises(dist.Stalled) as raised:
+            dist.spawn(step, 5, timeout=0.1)
+        assert str(raised.value) == (
+            "spawn stalled for timeout=0.1 s: rank 0 has not returned and is not in a collective "
+            f"(still at test_dist.py:{first + 2} in {where}); ranks 3, 4 have not returned and "
+            f"are not in a collective (still at test_dist.py:{first + 5} in {where}); ranks 1, 2 "
+            "wait in collective #0, barrier(), for ranks 0, 3, 4")
+    finally:
+        finish(held.release)
+
+
+def test_a_rank_computing_longer_than_the_timeout_is_not_stalled():
+    """The watchdog fires only when nothing moves: rank 1 busy for 3 timeouts in Python, then
+    waiting (still) on a thread of its own that computes for as long, while the others wait in
+    a barrier, is waited for."""
+    def busy(seconds: float) -> None:
+        clock = time.thread_time()
+        while time.thread_time() - clock < seconds:  # CPU time: busy however loaded the machine
+            pass
+
+    def step(rank: int) -> int:
+        if rank == 1:
+            busy(0.3)
+            helper = threading.Thread(target=busy, args=(0.3,))
+            helper.start()
+            helper.join()
+        dist.barrier()
+        return rank
+
+    assert dist.spawn(step, 3, timeout=0.1).returns == (0, 1, 2)
+
+
+def test_the_kernel_says_which_threads_wait():
+    """What keeps a rank starved of a CPU from being called still: its state is R, as this
+    thread's is while it runs; a thread waiting on an event is not."""
+    from simulator.dist.rendezvous import _runnable
+
+    event = threading.Event()
+    waiting = threading.Thread(target=event.wait)
+    waiting.start()
+    try:
+        while waiting.native_id is None or _runnable(waiting):  # until it sleeps in the wait
+            time.sleep(0.001)
+        assert _runnable(threading.current_thread()) is True
+    finally:
+        event.set()
+        waiting.join()
 
 
 def test_a_failing_rank_does_not_wait_for_one_stuck_outside_the_simulator():
@@ -530,6 +658,6 @@ def test_a_failing_rank_does_not_wait_for_one_stuck_outside_the_simulator():
 
     try:
         with pytest.raises(RankError, match=r"^rank 1 raised ValueError: no barrier for me$"):
-            dist.spawn(step, 2)
+            dist.spawn(step, 2, timeout=None)
     finally:
         finish(pair.abort)

@@ -27,8 +27,10 @@ them is free, so :attr:`SpawnResult.time_s` is the sum of the calls' times. Mism
 (another collective, shape, dtype, op or root, or a rank that returns while others wait) raise
 :class:`CollectiveMismatch` naming every rank's call; an exception in a rank's code, or its
 ``sys.exit``, is raised again from :func:`spawn` as :class:`RankError` naming the rank. Neither
-ever hangs: the caller of :func:`spawn` acts when every rank still running waits in a call
-(docs/dist.md).
+ever hangs: the caller of :func:`spawn` acts when every rank still running waits in a call. A
+rank stuck on something else (a barrier of its own, a lock) is the watchdog's: it raises
+:class:`Stalled`, naming who waits for whom, once every rank left waits in a call or has sat
+still for ``timeout`` seconds (docs/dist.md).
 
 The package: this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
 matches their calls, :mod:`.tensors` turns tensors into numpy views and writes results back in
@@ -44,6 +46,7 @@ nor the trainer: per-rank code whose every collective is a ``run_point``.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -58,11 +61,14 @@ from simulator.dist.collectives import (
     chosen_algorithms,
 )
 from simulator.dist.rendezvous import (
+    DEFAULT_TIMEOUT_S,
     SOURCE,
     Call,
     CollectiveMismatch,
     RankError,
+    Stalled,
     World,
+    as_timeout,
     context,
     current,
 )
@@ -90,12 +96,14 @@ from simulator.scenario.spec import TopologySpec
 __all__ = [
     "DEFAULT_BANDWIDTH",
     "DEFAULT_LATENCY",
+    "DEFAULT_TIMEOUT_S",
     "SOURCE",
     "CallRecord",
     "CollectiveMismatch",
     "RankError",
     "ReduceOp",
     "SpawnResult",
+    "Stalled",
     "TensorLike",
     "all_gather",
     "all_gather_into_tensor",
@@ -115,7 +123,8 @@ __all__ = [
 def spawn(fn: Callable[..., Any], world_size: int,
           topology: str | Mapping[str, Any] | TopologySpec | None = None, *,
           args: Sequence[Any] = (), algorithm: str | Mapping[str, str] | None = None,
-          execution: str | Execution | None = None) -> SpawnResult:
+          execution: str | Execution | None = None,
+          timeout: float | timedelta | None = DEFAULT_TIMEOUT_S) -> SpawnResult:
     """Run ``fn(rank, *args)`` on ``world_size`` simulated ranks and simulate their collectives.
 
     ``topology`` is a scenario's topology mapping (``{"kind": "switch", "ranks": 4, ...}``), a
@@ -125,15 +134,18 @@ def spawn(fn: Callable[..., Any], world_size: int,
     does not name runs NCCL's choice where ``execution`` is ``nccl`` (for allreduce: its tuner's
     algorithm and protocol at the call's size) and ``ring`` otherwise. ``execution`` defaults as
     in a scenario (``nccl`` on presets, ``ideal`` on builders). The tensors' dtype is each call's
-    (float16, float32, float64, int32 or int64). InputError for bad arguments (a topology of
+    (float16, float32, float64, int32 or int64). ``timeout`` (seconds or a timedelta; None for
+    never) is how long every rank not in a call must sit still, stuck on something outside the
+    simulator, before the run stops with Stalled. InputError for bad arguments (a topology of
     another rank count, an unknown algorithm, more ranks than MAX_DIST_RANKS threads),
-    CollectiveMismatch and RankError as the module says.
+    CollectiveMismatch, RankError and Stalled as the module says.
     """
     if not callable(fn):
         raise InputError([Problem(SOURCE, "fn", f"expected a function of the rank, got {fn!r}")])
+    wait = as_timeout(timeout)
     simulation = Simulation(base_scenario(world_size, topology, execution),
                             chosen_algorithms(algorithm))
-    returns = World(world_size, simulation.simulate).run(fn, tuple(args))
+    returns = World(world_size, simulation.simulate, wait).run(fn, tuple(args))
     return SpawnResult(returns, tuple(simulation.records))
 
 
