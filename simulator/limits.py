@@ -73,3 +73,16 @@ before the parser recurses (100,000 nested lists would end in a RecursionError).
 MAX_YAML_ALIASES = 64
 """Aliases (``*name``) in a YAML input: one alias may stand for a whole nested list, so a few
 dozen of them can describe billions of elements (the "billion laughs"); no scenario needs any."""
+
+MAX_XML_NESTING = 64
+"""Elements nested in an XML input: NCCL's topology dump nests eight deep (system, cpu, three
+levels of PCIe switches, the GPU's pci, gpu, nvlink), an MSCCL schedule four (algo, gpu, tb,
+step); deeper is refused as it is read, before any reader walks the tree recursively."""
+
+MAX_XML_ELEMENTS = 1_000_000
+"""Elements of an XML input. Legitimate inputs are far below it (a DGX topology dump has ~100;
+an MSCCL schedule one per step, ~100 bytes each, so a 16 MiB one ~160,000), while 16 MiB of
+`<a/>` would be 4 million elements. A million empty elements, read as :mod:`simulator.xmlsafe`
+reads them, took 5.1 s and 0.24 GB at the peak (tracemalloc; 0.29 GB resident for the whole
+process) on this machine (2 cores): the most a file may hold costs seconds and a fraction of
+a GB before it is read or refused."""

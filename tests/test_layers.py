@@ -20,6 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "units": {"errors"},
     "limits": set(),
     "inputs": {"errors", "limits"},  # reading input files safely, a leaf as limits is
+    "xmlsafe": {"errors", "limits", "inputs"},  # XML read safely (defusedxml), on inputs
     "settings": {"limits", "errors"},
     "model": {"model", "units", "limits", "errors", "inputs"},
     "algorithms": {"algorithms", "model", "units", "errors"},
