@@ -125,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
     topo = commands.add_parser("topo", help="summarise a topology (GPUs, switches, cables, "
                                              "diameter, bisection, injection) and draw it")
     topo.add_argument("topology", help="a preset name (e.g. dgx_h100), a preset-style YAML file "
-                                       "(kind: and its parameters) or a scenario file")
+                                       "(kind: and its parameters), a scenario file or NCCL's "
+                                       "topology file (NCCL_TOPO_DUMP_FILE's .xml)")
     topo.add_argument("--output", type=Path, help="directory for the drawing (default "
                                                   "results/topo)")
     plot = commands.add_parser("plot", help="draw every figure of a results file again, without "
@@ -341,13 +342,17 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _topology_spec(text: str) -> TopologySpec:
     """The topology ``topo`` is given: a preset-style file (``kind:``), a scenario file's
-    ``topology``, or a preset's name."""
+    ``topology``, NCCL's topology file (``.xml``: one host on a leaf switch), or a preset's
+    name."""
     from simulator.scenario.fields import load_yaml_mapping
+    from simulator.scenario.ncclxml import load_nccl_xml
     from simulator.scenario.parse import load_preset, load_preset_file, load_scenario
     from simulator.scenario.presets import preset_names
     from simulator.scenario.training import Imports
 
     path = Path(text)
+    if path.is_file() and path.suffix.lower() == ".xml":  # NCCL's topology file: one host
+        return load_nccl_xml(text)
     if path.is_file():
         data = load_yaml_mapping(path)
         if "kind" in data:
@@ -421,7 +426,7 @@ def _check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | N
     from simulator.output.files import output_problem
 
     inputs = [Path(scenario.source)]
-    if scenario.topology.kind == "graph":
+    if scenario.topology.kind in ("graph", "nccl_xml"):
         inputs.append(Path(str(scenario.topology.params["file"])))
     named = {f"output ({name})": output / name for name in _run_files(scenario)}
     named.update({option: path for option, path in options.items() if path is not None})

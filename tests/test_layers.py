@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "inputs": {"errors", "limits"},  # reading input files safely, a leaf as limits is
     "xmlsafe": {"errors", "limits", "inputs"},  # XML read safely (defusedxml), on inputs
     "settings": {"limits", "errors"},
-    "model": {"model", "units", "limits", "errors", "inputs"},
+    "model": {"model", "units", "limits", "errors", "inputs", "xmlsafe"},
     "algorithms": {"algorithms", "model", "units", "errors"},
     "training": {"training", "units", "errors"},
     "scenario": {"scenario", "training", "algorithms", "model", "units", "limits", "errors",

@@ -77,7 +77,8 @@ BAD = [
     (TOPO + "sizes: [1KiB]\nsizes: [2KiB]\n", "line 3: not valid YAML: duplicate key 'sizes'"),
     ("- just\n- a list\n", "expected a mapping of keys to values, got a list"),
     ("topology: {kind: switch, preset: dgx_h100}\nsizes: [1KiB]\n",
-     "topology: expected either 'preset: NAME' or 'kind: BUILDER', not both"),
+     "topology: expected one of 'preset: NAME', 'kind: BUILDER' or 'nccl_xml: FILE', got preset "
+     "and kind"),
     (TOPO + "sizes: {from: 1MiB, to: 1KiB}\n",
      "sizes: expected 0 < from ≤ to, got from=1048576 to=1024 bytes"),
     (TOPO + "sizes: [1KiB]\ngpu: {reduce_bw: 1TB/s}\n",
@@ -90,7 +91,7 @@ BAD = [
      "got 'alltoall'"),
     ("topology: {kind: moebius, ranks: 4}\nsizes: [1KiB]\n",
      "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx, dgx1, torus, "
-     "mesh, leaf_spine, fat_tree, dragonfly, cluster, graph), got 'moebius'"),
+     "mesh, leaf_spine, fat_tree, dragonfly, cluster, graph, nccl_xml), got 'moebius'"),
     ("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s}\nsizes: [1KiB]\n",
      "topology.latency: required but missing"),
     ("topology: {preset: dgx_h100, nvlink_bandwith: 1GB/s}\nsizes: [1KiB]\n",

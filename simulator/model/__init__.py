@@ -6,6 +6,7 @@ output formats; and graph analysis of a topology (:mod:`.analysis`: hops, bisect
 numbers ``topo`` prints).
 
 May import: :mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`,
-:mod:`simulator.inputs` (a graph file read safely); networkx, numpy. Never SimPy, pandas,
-matplotlib, nor any layer above: the engine, algorithms, scenario files or output.
+:mod:`simulator.inputs` (a graph file read safely), :mod:`simulator.xmlsafe` (NCCL's topology
+file read safely); networkx, numpy. Never SimPy, pandas, matplotlib, nor any layer above: the
+engine, algorithms, scenario files or output.
 """

@@ -45,6 +45,7 @@ from simulator.model.clos import (
 from simulator.model.dgx1 import dgx1, dgx1_problems, dgx1_ranks
 from simulator.model.dragonfly import dragonfly
 from simulator.model.graphfile import graph, graph_problems, graph_ranks
+from simulator.model.ncclgraph import nccl_xml, nccl_xml_problems, nccl_xml_ranks
 from simulator.model.parts import (
     GPU,
     NET_LINK,
@@ -98,6 +99,7 @@ __all__ = [
     "graph",
     "leaf_spine",
     "mesh",
+    "nccl_xml",
     "ring",
     "switch",
     "torus",
@@ -442,5 +444,6 @@ BUILDERS: dict[str, Builder] = {
         Builder("dragonfly", dragonfly, _dragonfly_ranks),
         Builder("cluster", cluster, _host_ranks, problems=cluster_problems),
         Builder("graph", graph, graph_ranks, problems=graph_problems),
+        Builder("nccl_xml", nccl_xml, nccl_xml_ranks, problems=nccl_xml_problems),
     )
 }

@@ -2,8 +2,9 @@
 
 The schema is docs/scenarios.md. Every problem of an input is reported at once, each as
 ``file: field: what was expected`` (:class:`~simulator.errors.InputError`); unknown keys are
-errors. A topology is either a builder (``kind``) with its parameters, or a ``preset`` from
-``topologies/`` whose parameters the scenario may override. :func:`scenario_from_dict` and
+errors. A topology is a builder (``kind``) with its parameters, a ``preset`` from
+``topologies/`` whose parameters the scenario may override, or NCCL's topology file
+(``nccl_xml``, :mod:`.ncclxml`). :func:`scenario_from_dict` and
 :func:`load_scenario` give the same messages: the second only reads the file first.
 """
 
@@ -29,6 +30,7 @@ from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.faults import read_faults
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
+from simulator.scenario.ncclxml import nccl_xml_topology
 from simulator.scenario.presets import preset_names, preset_text
 from simulator.scenario.rules import (
     MAX_CHANNELS,
@@ -187,10 +189,18 @@ def _topology(reader: FieldReader, value: object) -> TopologySpec | None:
     spec = reader.mapping("topology", value) if value is not None else None
     if spec is None:
         return None
-    if ("preset" in spec) == ("kind" in spec):
-        reader.problem("topology", "expected either 'preset: NAME' or 'kind: BUILDER', not "
-                                   + ("both" if "preset" in spec else "neither"))
+    forms = [key for key in ("preset", "kind", "nccl_xml") if key in spec]
+    if len(forms) != 1:
+        reader.problem("topology", "expected one of 'preset: NAME', 'kind: BUILDER' or "
+                                   "'nccl_xml: FILE', got " + (" and ".join(forms) or "none"))
         return None
+    if "nccl_xml" in spec:
+        file = spec["nccl_xml"]
+        if not isinstance(file, str) or not file.strip():
+            reader.problem("topology.nccl_xml", f"expected the file NCCL_TOPO_DUMP_FILE wrote, "
+                                                f"got {file!r}")
+            return None
+        return nccl_xml_topology(reader, spec, _beside(file, reader.file))
     if "kind" in spec:
         kind = reader.choice("topology.kind", spec["kind"], BUILDERS, "a topology kind")
         params = (_builder_params(reader, "topology", kind, spec, skip="kind", require=True)

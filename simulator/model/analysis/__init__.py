@@ -5,7 +5,7 @@ oversubscription (:mod:`.fabric`), which ``python -m simulator topo`` prints and
 
 Part of the model layer (docs/design.md §1). May import: :mod:`simulator.model`,
 :mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`,
-:mod:`simulator.inputs`; networkx, numpy. Never
+:mod:`simulator.inputs`, :mod:`simulator.xmlsafe` (the model layer's row); networkx, numpy. Never
 SimPy, pandas, matplotlib, the engine, algorithms, scenario files or output: numbers, not text or
 figures.
 """
