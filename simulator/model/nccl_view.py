@@ -21,12 +21,12 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from xml.parsers import expat
 
 from simulator.errors import InputError, Problem
 from simulator.inputs import read_text
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import Graph, Hardware, NcclAlgorithm
+from simulator.xmlsafe import XmlElement, read_xml
 
 GRAPH_IDS = {0: (NcclAlgorithm.RING,), 1: (NcclAlgorithm.TREE,),
              2: (NcclAlgorithm.COLLNET_CHAIN,), 3: (NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE),
@@ -140,118 +140,71 @@ def read_graph_dump(path: Path) -> NcclView:
     samechannels>`` per graph, each ``<channel>`` listing its ``<gpu dev rank>`` in order (between
     ``<net dev>`` ends across nodes). The GPUs are those of one node (the dumping rank's): a
     ring's channel is that node's order, which every node follows with its own ranks (NCCL's
-    ``sameChannels``). InputError naming the file, the element and its line."""
+    ``sameChannels``). Read through :mod:`simulator.xmlsafe`; InputError naming the file, the
+    element and its line."""
     source = str(path)
-    graphs: list[SearchedGraph] = []
-    for element in parse_xml(read_text(path, "NCCL_GRAPH_DUMP_FILE's XML"), source):
-        if element.depth == 0:
-            if element.name != "graphs":
-                raise element.error(f"expected <graphs> (NCCL_GRAPH_DUMP_FILE's root), got "
-                                    f"<{element.name}>")
-        elif element.depth == 1:
-            if element.name != "graph":
-                raise element.error(f"expected <graph> inside <graphs>, got <{element.name}>")
-            graph_id = element.number("id", int)
-            if graph_id not in GRAPH_IDS:
-                raise element.error(f"expected a graph id of {sorted(GRAPH_IDS)} (0 Ring, 1 Tree, "
-                                    f"2 CollNetChain, 3 NVLS, 4 CollNetDirect), got {graph_id}")
-            graphs.append(SearchedGraph(
-                graph_id, element.number("pattern", int), element.number("nchannels", int),
-                element.number("speedintra", float), element.number("speedinter", float),
-                element.text("typeintra"), element.text("typeinter")))
-        elif element.depth == 2:
-            if element.name != "channel":
-                raise element.error(f"expected <channel> inside <graph>, got <{element.name}>")
-            graph = graphs[-1]
-            graphs[-1] = replace(graph, channel_ranks=(*graph.channel_ranks, ()))
-        elif element.depth == 3 and element.name == "gpu":
-            graph = graphs[-1]
-            ranks = graph.channel_ranks
-            rank = element.number("rank", int)
-            graphs[-1] = replace(graph, channel_ranks=(*ranks[:-1], (*ranks[-1], rank)))
-        elif element.depth == 3 and element.name != "net":
-            raise element.error(f"expected <gpu> or <net> inside <channel>, got <{element.name}>")
+    root = read_xml(path, "NCCL_GRAPH_DUMP_FILE's XML")
+    if root.tag != "graphs":
+        raise _refused(source, root, f"expected <graphs> (NCCL_GRAPH_DUMP_FILE's root), got "
+                                     f"<{root.tag}>")
+    graphs = []
+    for element in root.children:
+        if element.tag != "graph":
+            raise _refused(source, element, f"expected <graph> inside <graphs>, got "
+                                             f"<{element.tag}>")
+        graph_id = _number(source, element, "id", int)
+        if graph_id not in GRAPH_IDS:
+            raise _refused(source, element, f"expected a graph id of {sorted(GRAPH_IDS)} (0 Ring, "
+                                             f"1 Tree, 2 CollNetChain, 3 NVLS, 4 CollNetDirect), "
+                                             f"got {graph_id}")
+        channels = []
+        for channel in element.children:
+            if channel.tag != "channel":
+                raise _refused(source, channel, f"expected <channel> inside <graph>, got "
+                                                f"<{channel.tag}>")
+            for end in channel.children:
+                if end.tag not in ("gpu", "net"):
+                    raise _refused(source, end, f"expected <gpu> or <net> inside <channel>, got "
+                                                f"<{end.tag}>")
+            channels.append(tuple(_number(source, gpu, "rank", int)
+                                  for gpu in channel.children if gpu.tag == "gpu"))
+        nchannels = _number(source, element, "nchannels", int)
+        if nchannels and len(channels) != nchannels:
+            raise _refused(source, element, f"nchannels says {nchannels}, its <channel> elements "
+                                             f"are {len(channels)}")
+        graphs.append(SearchedGraph(
+            graph_id, _number(source, element, "pattern", int), nchannels,
+            _number(source, element, "speedintra", float),
+            _number(source, element, "speedinter", float), _text(source, element, "typeintra"),
+            _text(source, element, "typeinter"), tuple(channels)))
     if not graphs:
-        raise _error(source, 0, "expected <graph> elements inside <graphs>, found none")
-    for graph in graphs:
-        if graph.channels and len(graph.channel_ranks) != graph.channels:
-            raise _error(source, 0, f"graph {graph.id}: nchannels says {graph.channels}, its "
-                                    f"<channel> elements are {len(graph.channel_ranks)}")
+        raise _refused(source, root, "expected <graph> elements inside <graphs>, found none")
     return NcclView(source, tuple(graphs))
 
 
-@dataclass(frozen=True)
-class Element:
-    """An XML element as :func:`parse_xml` reports it: name, attributes, depth (the root 0)
-    and line, with its file, to name in errors."""
-
-    name: str
-    attributes: dict[str, str]
-    depth: int
-    line: int
-    source: str
-
-    def error(self, message: str) -> InputError:
-        """An InputError naming the file, this element and its line."""
-        return InputError([Problem(self.source, f"line {self.line}: <{self.name}>", message)])
-
-    def text(self, key: str) -> str:
-        """Attribute ``key``, required."""
-        if key not in self.attributes:
-            raise self.error(f"required attribute {key!r} is missing")
-        return self.attributes[key]
-
-    def number(self, key: str, kind: type[int] | type[float]) -> Any:
-        """Attribute ``key`` as a finite number at least 0."""
-        text = self.text(key)
-        try:
-            value = kind(text)
-        except ValueError:
-            raise self.error(f"expected {key} a {'whole ' if kind is int else ''}number, got "
-                             f"{text!r}") from None
-        if not (math.isfinite(value) and value >= 0):
-            raise self.error(f"expected {key} a finite number at least 0, got {text!r}")
-        return value
+def _refused(source: str, element: XmlElement, message: str) -> InputError:
+    return InputError([element.problem(source, message)])
 
 
-def parse_xml(text: str, source: str) -> list[Element]:
-    """Every element of the XML ``text``, in document order, with its depth and line. Safe
-    against entity expansion and external entities, as defusedxml is: a document type
-    declaration (where entities are declared) is refused, as NCCL never writes one."""
-    parser = expat.ParserCreate()
-    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
-    found: list[Element] = []
-    depth = 0
+def _text(source: str, element: XmlElement, key: str) -> str:
+    """Attribute ``key`` of ``element``, required."""
+    if key not in element.attrs:
+        raise _refused(source, element, f"required attribute {key!r} is missing")
+    return element.attrs[key]
 
-    def start(name: str, attributes: dict[str, str]) -> None:
-        nonlocal depth
-        found.append(Element(name, attributes, depth, parser.CurrentLineNumber, source))
-        depth += 1
 
-    def end(_name: str) -> None:
-        nonlocal depth
-        depth -= 1
-
-    def doctype(*_: object) -> None:
-        raise _Refused("expected no <!DOCTYPE> (NCCL writes none; a DTD can declare entities "
-                       "that expand without bound or read other files)")
-
-    parser.StartElementHandler = start
-    parser.EndElementHandler = end
-    parser.StartDoctypeDeclHandler = doctype
-    parser.EntityDeclHandler = doctype
+def _number(source: str, element: XmlElement, key: str, kind: type[int] | type[float]) -> Any:
+    """Attribute ``key`` of ``element`` as a finite number at least 0."""
+    text = _text(source, element, key)
     try:
-        parser.Parse(text, True)
-    except _Refused as refused:
-        raise _error(source, parser.CurrentLineNumber, str(refused)) from None
-    except expat.ExpatError as error:
-        raise _error(source, error.lineno, f"expected well-formed XML: "
-                                           f"{expat.ErrorString(error.code)}") from None
-    return found
-
-
-class _Refused(Exception):
-    """What :func:`parse_xml` refuses to read."""
+        value = kind(text)
+    except ValueError:
+        raise _refused(source, element, f"expected {key} a {'whole ' if kind is int else ''}"
+                                        f"number, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 0):
+        raise _refused(source, element, f"expected {key} a finite number at least 0, got "
+                                        f"{text!r}")
+    return value
 
 
 def _identified(source: str, searched: list[tuple[int, re.Match[str]]]
