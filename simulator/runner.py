@@ -25,7 +25,7 @@ import pandas as pd
 from simulator.algorithms.against_nccl import differences
 from simulator.algorithms.algorithm import Algorithm
 from simulator.engine import executor
-from simulator.engine.payload import Payload, make_inputs
+from simulator.engine.payload import Payload, exactly_summable, make_inputs
 from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
@@ -102,8 +102,10 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     else:
         buffers = inputs
     collective = scenario.collective
+    summable = inputs is None and exactly_summable(scenario.dtype, scenario.reduce_op)
     expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks),
-                                    summable=inputs is None)
+                                    summable=summable,
+                                    depth=algorithm.reduction_depth(plan.machine.layout))
                 if plan.settings.verify else None)
     recorder = Recorder(plan.machine.routing,
                         trace=watch is not None and watch.traces(algorithm.name, size_bytes),
@@ -111,7 +113,7 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     timing, engine = executor.run(plan, buffers, recorder)
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
-    verified, error = expected.check(buffers) if expected is not None else (None, math.nan)
+    check = expected.check(buffers) if expected is not None else None
     time_s = timing.time_s + plan.start_s
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl = plan.nccl
@@ -129,8 +131,10 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
         collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
         dtype=scenario.dtype.name, op=scenario.reduce_op.value, sim_time_s=time_s,
         model_time_s=plan.model_s, algbw_GBps=algbw,
-        busbw_GBps=algbw * collective.busbw_factor(ranks), verified=verified,
-        max_abs_error=error, count=payload.count, verified_elements=payload.proxy_count,
+        busbw_GBps=algbw * collective.busbw_factor(ranks),
+        verified=check.verified if check is not None else None,
+        max_abs_error=check.max_abs_error if check is not None else math.nan,
+        count=payload.count, verified_elements=payload.proxy_count,
         messages=timing.messages, events=timing.events, execution=Execution(scenario.execution).value,
         protocol=nccl.protocol.value if nccl is not None else "", nccl_time_s=nccl_time_s,
         nccl_pick=nccl_pick, channels=plan.channels, engine=engine.value,
@@ -139,6 +143,9 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
         faults=fault_labels(plan.faults, timing.time_s),
         healthy_time_s=healthy_s,
         fault_slowdown=time_s / healthy_s if healthy_s > 0 else math.nan,
+        max_ulp_error=check.max_ulp_error if check is not None else math.nan,
+        mean_ulp_error=check.mean_ulp_error if check is not None else math.nan,
+        ranks_identical=check.ranks_identical if check is not None else None,
     )
 
 

@@ -242,7 +242,7 @@ def _verified_allreduce(scenario: Scenario, setup: Setup, settings: RunSettings,
         name, payload = plan.algorithm.name, plan.payload
         if name not in held:
             drawn = make_inputs(np.random.default_rng([settings.seed, bucket.index]), ranks,
-                                payload, ReduceOp.SUM)
+                                payload, ReduceOp.SUM, summable=True)
             gradients = drawn * scenario.dtype.type(ranks)  # exact: small multiples of 2^-6
             held[name] = (payload, gradients, gradients / scenario.dtype.type(ranks))
         return held[name][2]

@@ -117,8 +117,8 @@ def test_presets_are_found_from_any_directory(tmp_path, monkeypatch):
                                  "reduce_scatter, allgather, broadcast, reduce, got 'alltoall'"),
     ({"reduce_op": "mean"}, "reduce_op: expected a ReduceOp or one of sum, prod, max, min, avg, "
                             "got 'mean'"),
-    ({"dtype": "float8"}, "dtype: expected a dtype (float16, float32, float64, int32, int64), got "
-                          "'float8'; did you mean 'float64'?"),
+    ({"dtype": "float8"}, "dtype: expected a dtype (float16, bfloat16, float32, float64, int32, "
+                          "int64), got 'float8'; did you mean 'float64'?"),
     ({"sizes": (4096.0,)}, "sizes: expected a sequence of whole numbers of bytes, got (4096.0,)"),
     ({"piece_bytes": 1.5}, "piece_size: expected a whole number of bytes, got 1.5"),
     ({"run": RunSettings(verify="no")}, "verify: expected a bool, got 'no'"),

@@ -60,7 +60,7 @@ BAD = [
      "did you mean 'ring'?"),
     (TOPO, "sizes: required but missing"),
     (TOPO + "sizes: [1KiB]\ndtype: float8\n",
-     "dtype: expected a dtype (float16, float32, float64, int32, int64), got 'float8'; "
+     "dtype: expected a dtype (float16, bfloat16, float32, float64, int32, int64), got 'float8'; "
      "did you mean 'float64'?"),
     (TOPO + "sizes: [1KiB]\nop: mean\n",
      "op: expected an op (sum, prod, max, min, avg), got 'mean'"),
@@ -96,9 +96,9 @@ BAD = [
      "topology.latency: required but missing"),
     ("topology: {preset: dgx_h100, nvlink_bandwith: 1GB/s}\nsizes: [1KiB]\n",
      "topology.nvlink_bandwith: unknown key; did you mean 'nvlink_bandwidth'?"),
-    (TOPO + "sizes: [1KiB]\ndtype: bfloat16\n",
-     "dtype: bfloat16 is not supported (numpy has no bfloat16 type); use one of float16, float32, "
-     "float64, int32, int64"),
+    (TOPO + "sizes: [1KiB]\ndtype: bfloat\n",
+     "dtype: expected a dtype (float16, bfloat16, float32, float64, int32, int64), got 'bfloat'; "
+     "did you mean 'bfloat16'?"),
     (TOPO + "sizes: {from: 1KiB, to: 1MiB, factor: 1}\n",
      "sizes.factor: expected a whole number ≥ 2, got 1"),
     ("", "expected a mapping of keys to values, got empty"),

@@ -19,7 +19,7 @@ from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace
 from simulator.model.collective import Collective
-from simulator.model.machine import Machine
+from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import NcclAlgorithm
 
 
@@ -165,6 +165,19 @@ class Algorithm(ABC):
     def _owner(self, method: str) -> type:
         """The class in this one's method order that defines ``method``."""
         return next(k for k in type(self).__mro__ if method in vars(k))
+
+    def reduction_depth(self, layout: Layout) -> int:
+        """The most reductions any rank's contribution goes through before it is part of a
+        result, in this algorithm's order on ``layout``'s ranks (the height of its reduction
+        tree): the d of the bound γ_d·Σ|x_i| a floating-point sum is checked against (Higham,
+        *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §4.2; docs/numerics.md).
+
+        By default p - 1, which holds for every order that reduces each contribution once (a
+        ring's chunk takes its p - 1 additions one after the other, as does a direct owner's);
+        an algorithm whose order is shallower says so, and tests/test_numerics.py measures
+        every algorithm's order against its claim.
+        """
+        return len(layout.hosts) - 1
 
     @abstractmethod
     def model_s(self, cost: CostInputs, count: int) -> float:

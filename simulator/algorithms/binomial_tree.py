@@ -21,11 +21,13 @@ from simulator.algorithms.phases.tree import (
     broadcast_down_s,
     reduce_up,
     reduce_up_s,
+    reduction_height,
     tree_of,
     tree_schedule,
 )
 from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
+from simulator.model.machine import Layout
 from simulator.model.nccl import NcclAlgorithm
 
 _FULLY_CONNECTED = (ExactOn("fully_connected"),)
@@ -81,6 +83,10 @@ class BinomialTreeAllreduce(Algorithm):
              tree_schedule(group, tree, group.buffer, None, up=False)],
             group.ranks)
 
+    def reduction_depth(self, layout: Layout) -> int:
+        """The tree's :func:`~simulator.algorithms.phases.tree.reduction_height`: ⌈log2 p⌉."""
+        return reduction_height(tree_of(binomial_tree, len(layout.hosts)))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         tree = tree_of(binomial_tree, cost.ranks)
         return (reduce_up_s(cost, tree, count, default_bytes=None)
@@ -133,6 +139,10 @@ class BinomialTreeReduce(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         return tree_schedule(group, tree_of(binomial_tree, group.size), group.buffer, None,
                              down=False)
+
+    def reduction_depth(self, layout: Layout) -> int:
+        """The tree's :func:`~simulator.algorithms.phases.tree.reduction_height`: ⌈log2 p⌉."""
+        return reduction_height(tree_of(binomial_tree, len(layout.hosts)))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return reduce_up_s(cost, tree_of(binomial_tree, cost.ranks), count, default_bytes=None)

@@ -48,6 +48,7 @@ from simulator.algorithms.phases.tree import (
     TreeNode,
     busiest_link_s,
     edge_pairs,
+    reduction_height,
     tree_allreduce,
     tree_allreduce_s,
     tree_schedule,
@@ -180,6 +181,11 @@ class DoubleBinaryTreeAllreduce(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         trees, halves = trees_of(group.layout), group.buffer.split(2)
         return Schedule.concat([tree_schedule(group, trees[i], halves[i]) for i in range(2)])
+
+    def reduction_depth(self, layout: Layout) -> int:
+        """The taller of its two trees' :func:`~simulator.algorithms.phases.tree.reduction_height`
+        (each half is reduced up one tree)."""
+        return max(reduction_height(tree) for tree in trees_of(layout))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         trees, halves = trees_of(cost.layout), Span(0, count).split(2)

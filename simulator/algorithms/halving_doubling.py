@@ -35,6 +35,7 @@ from simulator.algorithms.phases.recursive import (
 )
 from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import Collective
+from simulator.model.machine import Layout
 from simulator.model.span import Span
 
 _POWERS_OF_TWO = (ExactOn("switch", RankCounts.POWERS_OF_TWO),
@@ -85,6 +86,11 @@ class HalvingDoublingAllreduce(Algorithm):
         return folded_schedule(group, reduce_scatter_allgather, hand_in=whole_buffer(group),
                                reduce=True, hand_back=whole_buffer(group))
 
+    def reduction_depth(self, layout: Layout) -> int:
+        """⌈log2 p⌉: a folded rank's contribution is reduced once into its survivor's, then
+        every one is reduced once per halving step (⌊log2 p⌋ of them)."""
+        return (len(layout.hosts) - 1).bit_length()
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         before, after = fold_s(cost, count, True, count)
         blocks = halves(Span(0, count), power_of_two_below(cost.ranks))
@@ -126,6 +132,11 @@ class HalvingDoublingReduceScatter(Algorithm):
         return folded_schedule(group, lambda survivors: halving_scatter_schedule(survivors, blocks),
                                hand_in=whole_buffer(group), reduce=True,
                                hand_back=own_chunk(group))
+
+    def reduction_depth(self, layout: Layout) -> int:
+        """⌈log2 p⌉: a folded rank's contribution is reduced once into its survivor's, then
+        every one is reduced once per halving step (⌊log2 p⌋ of them)."""
+        return (len(layout.hosts) - 1).bit_length()
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         chunk = Span(0, count).split(cost.ranks)

@@ -29,6 +29,7 @@ from simulator.algorithms.phases.recursive import (
 )
 from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import Collective
+from simulator.model.machine import Layout
 from simulator.model.span import Span
 
 _POWERS_OF_TWO = (ExactOn("switch", RankCounts.POWERS_OF_TWO),
@@ -65,6 +66,11 @@ class RecursiveDoublingAllreduce(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         return folded_schedule(group, swap_whole_schedule, hand_in=whole_buffer(group),
                                reduce=True, hand_back=whole_buffer(group))
+
+    def reduction_depth(self, layout: Layout) -> int:
+        """⌈log2 p⌉: a folded rank's contribution is reduced once into its survivor's, then
+        every one is reduced once per swap (⌊log2 p⌋ of them)."""
+        return (len(layout.hosts) - 1).bit_length()
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         before, after = fold_s(cost, count, True, count)

@@ -28,6 +28,7 @@ from simulator.algorithms.phases.tree import (
     edge_pairs,
     reduce_up,
     reduce_up_s,
+    reduction_height,
     tree_allreduce,
     tree_allreduce_s,
     tree_of,
@@ -35,6 +36,7 @@ from simulator.algorithms.phases.tree import (
 )
 from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
+from simulator.model.machine import Layout
 from simulator.model.nccl import NcclAlgorithm
 
 _FULLY_CONNECTED = (ExactOn("fully_connected"),)
@@ -154,6 +156,11 @@ class TreeAllreduce(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         return tree_schedule(group, tree_of(binary_tree, group.size), group.buffer)
 
+    def reduction_depth(self, layout: Layout) -> int:
+        """The tree's :func:`~simulator.algorithms.phases.tree.reduction_height`: an interior
+        rank adds two children one after the other, so up to 2·⌊log2 p⌋."""
+        return reduction_height(tree_of(binary_tree, len(layout.hosts)))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         tree = tree_of(binary_tree, cost.ranks)
         return max(tree_allreduce_s(cost, tree, count),
@@ -197,6 +204,11 @@ class TreeReduce(Algorithm):
 
     def schedule(self, group: Group) -> Schedule:
         return tree_schedule(group, tree_of(binary_tree, group.size), group.buffer, down=False)
+
+    def reduction_depth(self, layout: Layout) -> int:
+        """The tree's :func:`~simulator.algorithms.phases.tree.reduction_height`: an interior
+        rank adds two children one after the other, so up to 2·⌊log2 p⌋."""
+        return reduction_height(tree_of(binary_tree, len(layout.hosts)))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return reduce_up_s(cost, tree_of(binary_tree, cost.ranks), count)

@@ -12,7 +12,7 @@ from typing import TypeAlias
 
 import numpy as np
 
-from simulator.model.reduction import DTYPES
+from simulator.model.reduction import BFLOAT16, DTYPES
 from simulator.model.reduction import ReduceOp as ModelOp
 
 TensorLike: TypeAlias = object
@@ -34,13 +34,17 @@ def as_view(tensor: object, what: str, writable: bool = False) -> np.ndarray:
     """A numpy view of ``tensor``'s memory (a CPU torch tensor shares its own), so writes to it
     land in the tensor in place; TypeError for anything else or a dtype the model lacks."""
     torch = sys.modules.get("torch")  # a torch tensor exists only if torch was imported
+    view: np.ndarray
     if torch is not None and isinstance(tensor, torch.Tensor):
         if tensor.device.type != "cpu":
             raise TypeError(f"{what}: expected a CPU tensor (the simulated ranks hold their "
                             f"data on the CPU), got one on {tensor.device}")
         if str(tensor.dtype).removeprefix("torch.") not in DTYPES:
             raise TypeError(f"{what}: expected a tensor of {', '.join(DTYPES)}, got {tensor.dtype}")
-        view: np.ndarray = tensor.detach().numpy()
+        if tensor.dtype == torch.bfloat16:  # numpy has no bfloat16: the same bits, as ml_dtypes'
+            view = tensor.detach().view(torch.int16).numpy().view(BFLOAT16)
+        else:
+            view = tensor.detach().numpy()
     elif isinstance(tensor, np.ndarray):
         view = tensor
         if view.dtype.name not in DTYPES:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
-from simulator.model.reduction import ReduceOp
+from simulator.model.reduction import LOW_PRECISION, ReduceOp, finfo
 from simulator.model.span import Span
 
 
@@ -81,13 +81,23 @@ class Payload:
         return [self.view(chunk) for chunk in Span(0, self.count).split(ranks)]
 
 
+def exactly_summable(dtype: np.dtype, reduce_op: ReduceOp) -> bool:
+    """Whether :func:`make_inputs` draws ``dtype``'s sums and averages so that they are exact:
+    for every dtype but float16 and bfloat16, whose runs measure rounding instead
+    (docs/numerics.md). True for the other operators, whose draws do not depend on it."""
+    return dtype.name not in LOW_PRECISION or reduce_op not in (ReduceOp.SUM, ReduceOp.AVG)
+
+
 def make_inputs(rng: np.random.Generator, ranks: int, payload: Payload,
-                reduce_op: ReduceOp) -> np.ndarray:
+                reduce_op: ReduceOp, *, summable: bool | None = None) -> np.ndarray:
     """Every rank's input, shape ``(ranks, proxy_count)``, drawn so the reduction stays finite.
 
     Float sums (and averages) use multiples of 2^-6 small enough that every partial sum, in any
     order, is exact in the dtype (|Σ| ≤ ranks·m·2^-6 with ranks·m ≤ 2^mantissa): the result is
     then exact, so a missing or doubled contribution can never hide inside a rounding tolerance.
+    Unless ``summable`` says otherwise (None: :func:`exactly_summable`), float16 and bfloat16
+    sums draw standard normal gradients instead, rounded to the dtype, so that every algorithm
+    rounds as its order makes it (docs/numerics.md).
     Products use factors near 1 (floats within 1 ± 1/ranks; integers from {-1, 1, 2}, whose
     wrap-around is still exact); integers otherwise lie in [-100, 100]; max and min any floats.
     """
@@ -101,7 +111,10 @@ def make_inputs(rng: np.random.Generator, ranks: int, payload: Payload,
         spread = 1.0 / max(ranks, 2)
         return rng.uniform(1.0 - spread, 1.0 + spread, size=shape).astype(dtype)
     if reduce_op in (ReduceOp.SUM, ReduceOp.AVG):
-        largest = max(1, min(64, 2 ** (np.finfo(dtype).nmant + 1) // ranks))
+        if not (exactly_summable(dtype, reduce_op) if summable is None else summable):
+            # drawn in float32 (half the memory of float64), rounded once to the dtype
+            return rng.standard_normal(size=shape, dtype=np.float32).astype(dtype)
+        largest = max(1, min(64, 2 ** (finfo(dtype).nmant + 1) // ranks))
         # drawn as int8 and scaled in place by 2^-6 (exact): an eighth of the memory of int64
         inputs = rng.integers(-largest, largest + 1, size=shape, dtype=np.int8).astype(dtype)
         inputs *= dtype.type(1 / 64)

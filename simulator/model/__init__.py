@@ -7,6 +7,6 @@ numbers ``topo`` prints).
 
 May import: :mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`,
 :mod:`simulator.inputs` (a graph file read safely), :mod:`simulator.xmlsafe` (NCCL's topology
-file read safely); networkx, numpy. Never SimPy, pandas, matplotlib, nor any layer above: the
-engine, algorithms, scenario files or output.
+file read safely); networkx, numpy, ml_dtypes (bfloat16). Never SimPy, pandas, matplotlib, nor
+any layer above: the engine, algorithms, scenario files or output.
 """

@@ -31,7 +31,10 @@ class Result:
     (:func:`~simulator.model.activity.bottleneck`). Where the scenario has ``faults``,
     ``faults`` says which (``"; "``-separated, a fault that struck after the run ended marked
     "did not act"), ``healthy_time_s`` is the same point simulated without them and
-    ``fault_slowdown`` ``sim_time_s / healthy_time_s``; empty otherwise.
+    ``fault_slowdown`` ``sim_time_s / healthy_time_s``; empty otherwise. ``max_ulp_error`` and
+    ``mean_ulp_error`` are the error against the float64 reference in units in the last place
+    of the dtype, the largest and the mean over the checked elements, and ``ranks_identical``
+    whether every rank holds the same bits (docs/numerics.md); all three empty when not verified.
     """
 
     scenario: str
@@ -63,6 +66,9 @@ class Result:
     faults: str = ""
     healthy_time_s: float = math.nan
     fault_slowdown: float = math.nan
+    max_ulp_error: float = math.nan
+    mean_ulp_error: float = math.nan
+    ranks_identical: bool | None = None
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
@@ -76,5 +82,5 @@ def results_frame(results: Iterable[Result]) -> pd.DataFrame:
 
     frame = pd.DataFrame([tuple(getattr(result, name) for name in RESULT_COLUMNS)
                           for result in results], columns=list(RESULT_COLUMNS))  # scalars: no copy
-    return frame.astype({"verified": "boolean"})
+    return frame.astype({"verified": "boolean", "ranks_identical": "boolean"})
 

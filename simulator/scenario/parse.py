@@ -178,10 +178,6 @@ def _preset(data: Mapping[str, Any], name: str, file: str | None = None) -> Topo
 
 
 def _dtype(reader: FieldReader, value: object) -> np.dtype[Any]:
-    if value == "bfloat16":
-        reader.problem("dtype", "bfloat16 is not supported (numpy has no bfloat16 type); "
-                                f"use one of {', '.join(DTYPES)}")
-        return np.dtype("float32")
     return np.dtype(reader.choice("dtype", value, DTYPES, "a dtype") or "float32")
 
 

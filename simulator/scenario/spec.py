@@ -26,7 +26,7 @@ from simulator.model.faults import Fault, LinkDegraded, LinkDown, NicDown, SlowG
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import Enabled, Protocol
 from simulator.model.nccl_env import NcclEnv
-from simulator.model.reduction import DTYPES, ReduceOp
+from simulator.model.reduction import DTYPES, ReduceOp, is_float
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.rules import (
@@ -241,7 +241,7 @@ class Scenario:
             if self.reduce_op is not ReduceOp.SUM:
                 issues.append(("op", f"expected sum with training (DDP divides the gradients by "
                                      f"the world size and sums them), got {self.reduce_op.value}"))
-            if not np.issubdtype(self.dtype, np.floating):
+            if not is_float(self.dtype):
                 issues.append(("dtype", f"expected a floating-point type with training "
                                         f"(gradients), got {self.dtype.name}"))
             issues += self._sweep_issues()

@@ -40,6 +40,25 @@ def tree_of(shape: Callable[[int, int], Node], p: int) -> list[Node]:
     return [shape(rank, p) for rank in range(p)]
 
 
+def reduction_height(tree: Sequence[TreeNode]) -> int:
+    """The most reductions a contribution goes through up ``tree`` (every rank's node) when
+    each rank reduces its children's partial results into its own one after the other, in
+    ``children`` order, as :func:`reduce_up` does: a rank's partial result has height
+    h ← max(h, h(child)) + 1 for each child in turn, from 0; the root's is the tree's.
+
+    >>> reduction_height([TreeNode(None, (1, 2)), TreeNode(0, ()), TreeNode(0, ())])
+    2
+    """
+    heights: dict[int, int] = {}
+    order = _bottom_up(tree)  # every child before its parent, the root last
+    for rank in order:
+        h = 0
+        for child in tree[rank].children:
+            h = max(h, heights[child]) + 1
+        heights[rank] = h
+    return heights[order[-1]]
+
+
 def reduce_up(comm: Comm, node: TreeNode, span: Span,
               default_bytes: int | None = PIPELINE_BYTES, turn_around: Comm | None = None) -> Program:
     """Pipelined reduction of ``span`` to the root of the tree, piece by piece.
