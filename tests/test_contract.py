@@ -36,8 +36,10 @@ def test_exact_on_integer_data(collective, name, op):
 
 
 @pytest.mark.parametrize("collective, name", ALL)
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
 def test_float_results_within_rounding(collective, name, dtype):
+    """Exact for float32 and float64 (exactly summable inputs); float16 and bfloat16 sums of
+    normal draws within the bound of the algorithm's reduction_depth (docs/numerics.md)."""
     for ranks in (2, 5, 16):
         scenario = applicable_scenario(ranks, collective=collective, algorithms=(name,),
                                        dtype=np.dtype(dtype), reduce_op=ReduceOp.SUM)

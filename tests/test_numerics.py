@@ -2,6 +2,7 @@
 order, the results report the error in ULP and whether the ranks agree bit for bit, and a
 float16 or bfloat16 sum is verified against the rounding bound of its algorithm's order."""
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -14,9 +15,10 @@ from simulator.engine.payload import Payload, exactly_summable, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.model.collective import Collective, sum_bound
 from simulator.model.reduction import BFLOAT16, ReduceOp, ulp
+from simulator.output.results import RESULT_COLUMNS
 from simulator.runner import prepare, run_point
 from simulator.settings import Engine
-from tests.conftest import applicable_scenario, flat_scenario
+from tests.conftest import REPO, applicable_scenario, flat_scenario
 
 HALF_ULP_OF_ONE = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
 """Half the spacing of the dtype's numbers at 1: 1 + this is a tie, rounded to even (to 1)."""
@@ -241,3 +243,20 @@ def test_dist_reduces_torch_bfloat16_tensors_in_place_in_the_ring_s_order():
     dist.spawn(step, 3)
     # element c: (x_c + x_{c+1}) + x_{c+2}, as in the hand-worked ring above
     assert [tensors[rank].tolist() for rank in range(3)] == [[1.0, 1.0 + 2.0 ** -7, 1.0]] * 3
+
+
+def test_the_docs_table_is_what_the_benchmark_prints():
+    """docs/numerics.md's 8-rank float16 table, run again (the 64-rank ones take longer)."""
+    from bench.numerics import ALGORITHMS, run, table
+
+    frame, depths = run(8, "float16", list(ALGORITHMS), ["1KiB", "64KiB", "1MiB", "16MiB"], 0)
+    assert frame.verified.all()
+    page = (REPO / "docs" / "numerics.md").read_text(encoding="utf-8")
+    assert f"### 8 ranks, float16\n\n{table(frame, depths)}\n" in page
+
+
+def test_the_results_columns_are_documented_in_order():
+    page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
+    documented = re.findall(r"^\| (\d+) \| `(\w+)` \|", page, flags=re.MULTILINE)
+    assert documented == [(str(i), name) for i, name in enumerate(RESULT_COLUMNS, start=1)]
+    assert RESULT_COLUMNS[-3:] == ("max_ulp_error", "mean_ulp_error", "ranks_identical")
