@@ -325,9 +325,9 @@ def test_tensors_beyond_the_memory_budget_are_refused(monkeypatch):
 
 @pytest.mark.parametrize("call, message", [
     (lambda: dist.all_reduce(np.array([True, False])),
-     "tensor: expected an array of float16, float32, float64, int32, int64, got bool"),
+     "tensor: expected an array of float16, bfloat16, float32, float64, int32, int64, got bool"),
     (lambda: dist.all_reduce(torch.tensor([True])),
-     "tensor: expected a tensor of float16, float32, float64, int32, int64, got torch.bool"),
+     "tensor: expected a tensor of float16, bfloat16, float32, float64, int32, int64, got torch.bool"),
     (lambda: dist.all_reduce([1.0, 2.0]),
      "tensor: expected a numpy array or a torch tensor, got list"),
     (lambda: dist.all_reduce(np.zeros(2), op="sum"),
@@ -413,7 +413,8 @@ def test_the_check_wants_the_same_special_values(got, verified, worst):
     inputs = np.array([[np.nan, np.inf, 3.0], [1.0, 2.0, 3.0]])
     expected = Collective.ALLREDUCE.expected(inputs, ModelOp.MAX, [slice(0, 2), slice(2, 3)])
     buffers = np.array([got, [np.nan, np.inf, 3.0]])
-    assert expected.check(buffers) == (verified, worst)
+    checked = expected.check(buffers)
+    assert (checked.verified, checked.max_abs_error) == (verified, worst)
 
 
 def test_tensors_of_no_elements_meet_move_nothing_and_take_no_time():
