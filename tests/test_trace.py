@@ -40,7 +40,7 @@ def assert_same(built, traced):
             assert got[name] == value, name
 
 
-TRACED = ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain")
+TRACED = ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain", "swing")
 """The algorithms that run on their program's trace alone."""
 
 

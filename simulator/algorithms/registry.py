@@ -41,6 +41,7 @@ from simulator.algorithms.ring import (
     RingReduce,
     RingReduceScatter,
 )
+from simulator.algorithms.swing import SwingAllreduce
 from simulator.algorithms.tree import TreeAllreduce, TreeBroadcast, TreeReduce
 from simulator.model.collective import Collective
 from simulator.model.nccl import NcclAlgorithm
@@ -65,6 +66,7 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     HalvingDoublingReduceScatter(),
     RecursiveDoublingAllreduce(),
     RecursiveDoublingAllgather(),
+    SwingAllreduce(),
     PatReduceScatter(),
     PatAllgather(),
     BinomialTreeAllreduce(),

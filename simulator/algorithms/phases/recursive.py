@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -74,6 +75,35 @@ def halves(buffer: Span, parts: int) -> list[Span]:
     return halves(lower, parts // 2) + halves(upper, parts // 2)
 
 
+@dataclass(frozen=True)
+class Butterfly:
+    """Who exchanges with whom in a butterfly of q = 2^L ranks, and where each rank's block lies.
+
+    A step is named by d = q/2, …, 2, 1, the number of blocks each partner ends up owning for
+    the pair of groups it splits in the reduce-scatter (or gathers in the allgather). This base
+    class is recursive doubling's: the partner at d is rank XOR d and rank j owns block j, so its
+    groups are aligned groups of ranks. Another butterfly (Swing's,
+    :mod:`simulator.algorithms.phases.swing`) only changes :meth:`partner` and
+    :meth:`position`, so that every phase below runs it unchanged."""
+
+    def partner(self, rank: int, d: int) -> int:
+        """The rank that ``rank`` exchanges with in the step at d."""
+        return rank ^ d
+
+    def position(self, rank: int) -> int:
+        """The index of ``rank``'s block: the ranks a rank's data reach through the steps at
+        d and below hold an aligned group of d blocks."""
+        return rank
+
+    def whole_distances(self, q: int) -> list[int]:
+        """The steps of the whole-buffer allreduce (:func:`swap_whole`), in the order taken."""
+        return distances(q)
+
+
+XOR = Butterfly()
+"""Recursive doubling and halving's butterfly (Thakur et al. 2005)."""
+
+
 # ---- programs -------------------------------------------------------------------------------
 
 def folded(comm: Comm, inner: SurvivorProgram, *, hand_in: Callable[[int], list[Span]],
@@ -102,37 +132,42 @@ def folded(comm: Comm, inner: SurvivorProgram, *, hand_in: Callable[[int], list[
             send_pieces(comm, me - 1, span, label="fold back")
 
 
-def doubling_gather(comm: Comm, blocks: Sequence[Span]) -> Program:
-    """Recursive-doubling allgather on q = 2^L ranks: rank j starts with ``blocks[j]`` final and
-    at distance d = 1, 2, …, q/2 swaps everything gathered so far (its aligned group of d blocks)
-    with rank j XOR d, so every rank ends with every block."""
+def doubling_gather(comm: Comm, blocks: Sequence[Span], fly: Butterfly = XOR,
+                    name: str = "doubling") -> Program:
+    """Recursive-doubling allgather on q = 2^L ranks: rank j starts with its block final and at
+    d = 1, 2, …, q/2 swaps everything gathered so far (its aligned group of d blocks) with its
+    partner (rank j XOR d for :data:`XOR`), so every rank ends with every block."""
     me, steps = comm.rank, distances(comm.size)
     for k, d in enumerate(steps):
-        partner = me ^ d
-        yield from swap(comm, partner, send=group(blocks, me, d), into=group(blocks, partner, d),
-                        combine=COPY, label=f"doubling allgather step {k + 1}/{len(steps)}")
+        partner = fly.partner(me, d)
+        yield from swap(comm, partner, send=group(blocks, fly.position(me), d),
+                        into=group(blocks, fly.position(partner), d), combine=COPY,
+                        label=f"{name} allgather step {k + 1}/{len(steps)}")
 
 
-def halving_scatter(comm: Comm, blocks: Sequence[Span]) -> Program:
-    """Recursive-halving reduce-scatter on q = 2^L ranks: rank j ends with ``blocks[j]`` reduced.
+def halving_scatter(comm: Comm, blocks: Sequence[Span], fly: Butterfly = XOR,
+                    name: str = "halving") -> Program:
+    """Recursive-halving reduce-scatter on q = 2^L ranks: rank j ends with its block reduced.
 
-    At d = q/2, …, 1 the partners j and j XOR d split the 2d blocks they share: each sends the
-    aligned group of d blocks its partner ends up in and reduces the group it ends up in itself.
+    At d = q/2, …, 1 the partners (j and j XOR d for :data:`XOR`) split the 2d blocks they share:
+    each sends the aligned group of d blocks its partner ends up in and reduces the group it ends
+    up in itself.
     """
     me, steps = comm.rank, distances(comm.size)[::-1]
     for k, d in enumerate(steps):
-        partner = me ^ d
-        yield from swap(comm, partner, send=group(blocks, partner, d), into=group(blocks, me, d),
-                        combine=REDUCE, label=f"halving reduce-scatter step {k + 1}/{len(steps)}")
+        partner = fly.partner(me, d)
+        yield from swap(comm, partner, send=group(blocks, fly.position(partner), d),
+                        into=group(blocks, fly.position(me), d), combine=REDUCE,
+                        label=f"{name} reduce-scatter step {k + 1}/{len(steps)}")
 
 
-def swap_whole(comm: Comm) -> Program:
-    """The recursive-doubling allreduce core on q = 2^L ranks: at d = 1, 2, …, q/2 swap the whole
-    buffer with rank me XOR d, both partners reducing."""
-    steps = distances(comm.size)
+def swap_whole(comm: Comm, fly: Butterfly = XOR, name: str = "doubling") -> Program:
+    """The recursive-doubling allreduce core on q = 2^L ranks: at every step (d = 1, 2, …, q/2
+    for :data:`XOR`) swap the whole buffer with the partner, both partners reducing."""
+    steps = fly.whole_distances(comm.size)
     for k, d in enumerate(steps):
-        yield from swap(comm, comm.rank ^ d, send=comm.buffer, into=comm.buffer, combine=REDUCE,
-                        label=f"doubling allreduce step {k + 1}/{len(steps)}")
+        yield from swap(comm, fly.partner(comm.rank, d), send=comm.buffer, into=comm.buffer,
+                        combine=REDUCE, label=f"{name} allreduce step {k + 1}/{len(steps)}")
 
 
 # ---- schedules --------------------------------------------------------------------------------
@@ -240,14 +275,17 @@ def fold_pairs(p: int) -> list[tuple[int, int]]:
     return [(2 * i, 2 * i + 1) for i in range(p - power_of_two_below(p))]
 
 
-def step_pairs(p: int, d: int) -> list[tuple[int, int]]:
-    """The (sender, receiver) rank pairs of the survivors' step at distance d."""
+def step_pairs(p: int, d: int, fly: Butterfly = XOR) -> list[tuple[int, int]]:
+    """The (sender, receiver) rank pairs of the survivors' step at d."""
     ranks = survivors(p)
-    return [(ranks[j], ranks[j ^ d]) for j in range(len(ranks))]
+    return [(ranks[j], ranks[fly.partner(j, d)]) for j in range(len(ranks))]
 
 
-def transfer_s(cost: CostInputs, pairs: list[tuple[int, int]], count: int, reduce: bool) -> float:
-    """One message of ``count`` elements over the worst of ``pairs``, reduced on arrival or not.
+def transfer_s(cost: CostInputs, pairs: list[tuple[int, int]], count: int, reduce: bool,
+               shared: bool = False) -> float:
+    """One message of ``count`` elements over the worst of ``pairs``, reduced on arrival or not;
+    beta is ``cost.beta(pairs)``, or with ``shared`` ``cost.shared_beta(pairs)`` (all of the
+    pairs' messages at once, sharing the links their routes have in common).
 
     Copied: alpha + n·beta (its pipeline pieces share one connection, so their latencies
     overlap). Reduced: the pieces c_1..c_k arrive back to back and the GPU reduces each as it
@@ -257,7 +295,8 @@ def transfer_s(cost: CostInputs, pairs: list[tuple[int, int]], count: int, reduc
     """
     if not pairs:
         return 0.0
-    alpha, beta = cost.alpha(pairs), cost.beta(pairs)
+    alpha = cost.alpha(pairs)
+    beta = cost.shared_beta(pairs) if shared else cost.beta(pairs)
     if not reduce:
         return alpha + cost.nbytes(count) * beta
     sizes = [cost.nbytes(piece) for piece in cost.pieces(count)]
@@ -280,22 +319,29 @@ def fold_s(cost: CostInputs, hand_in: int, reduce: bool, hand_back: int) -> tupl
     return transfer_s(cost, pairs, hand_in, reduce), transfer_s(cost, back, hand_back, False)
 
 
-def doubling_gather_s(cost: CostInputs, blocks: Sequence[Span]) -> float:
+def doubling_gather_s(cost: CostInputs, blocks: Sequence[Span], fly: Butterfly = XOR,
+                      shared: bool = False) -> float:
     """Closed form of :func:`doubling_gather` by the survivors of p = ``cost.ranks``:
-    Σ over d = 1, 2, …, q/2 of alpha + M_d·beta, M_d = the largest group of d blocks."""
-    return sum(transfer_s(cost, step_pairs(cost.ranks, d), largest_group(blocks, d), False)
+    Σ over d = 1, 2, …, q/2 of alpha + M_d·beta, M_d = the largest group of d blocks
+    (``shared``: :func:`transfer_s`'s shared beta)."""
+    return sum(transfer_s(cost, step_pairs(cost.ranks, d, fly), largest_group(blocks, d), False,
+                          shared)
                for d in distances(len(blocks)))
 
 
-def halving_scatter_s(cost: CostInputs, blocks: Sequence[Span]) -> float:
+def halving_scatter_s(cost: CostInputs, blocks: Sequence[Span], fly: Butterfly = XOR,
+                      shared: bool = False) -> float:
     """Closed form of :func:`halving_scatter` by the survivors of p = ``cost.ranks``:
-    Σ over d = q/2, …, 1 of alpha + M_d·beta + g(M_d), M_d = the largest group of d blocks."""
-    return sum(transfer_s(cost, step_pairs(cost.ranks, d), largest_group(blocks, d), True)
+    Σ over d = q/2, …, 1 of alpha + M_d·beta + g(M_d), M_d = the largest group of d blocks
+    (``shared``: :func:`transfer_s`'s shared beta)."""
+    return sum(transfer_s(cost, step_pairs(cost.ranks, d, fly), largest_group(blocks, d), True,
+                          shared)
                for d in reversed(distances(len(blocks))))
 
 
-def swap_whole_s(cost: CostInputs, count: int) -> float:
+def swap_whole_s(cost: CostInputs, count: int, fly: Butterfly = XOR,
+                 shared: bool = False) -> float:
     """Closed form of :func:`swap_whole` by the survivors: Σ_d alpha + n·beta + g(n) (with
     pieces, each swap's reductions overlap its transfer: :func:`transfer_s`)."""
-    return sum(transfer_s(cost, step_pairs(cost.ranks, d), count, True)
+    return sum(transfer_s(cost, step_pairs(cost.ranks, d, fly), count, True, shared)
                for d in distances(power_of_two_below(cost.ranks)))
