@@ -124,9 +124,11 @@ def test_ctrl_c_keeps_the_finished_points_and_says_how_many(tmp_path):
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=120)
     assert child.returncode == 130, err
+    # its last line says it (a loaded machine may add Dask's warnings about its own ports and
+    # heartbeats above it, which are not the sweep's), and no traceback of the cancelled work
     said = re.fullmatch(r"sweep: interrupted after (\d) of 4 points; those finished are "
-                        r"written\n", err)  # one line: not Dask's logs of the cancelled work
-    assert said is not None, err
+                        r"written", err.splitlines()[-1] if err else "")
+    assert said is not None and "Traceback" not in err, err
     finished = int(said[1])
     assert finished < 4
     if finished:
