@@ -676,8 +676,10 @@ def _verification(source: str, results: pd.DataFrame) -> int:
     if failed.empty:
         return EXIT_OK
     first = failed.iloc[0]
+    where = f": {first.mismatch}" if first.mismatch else ""
     print(f"{source}: verification failed for {len(failed)} run(s), first {first.algorithm} at "
-          f"{first.size_bytes} bytes (max abs error {first.max_abs_error:.3g})", file=sys.stderr)
+          f"{first.size_bytes} bytes (max abs error {first.max_abs_error:.3g}){where}",
+          file=sys.stderr)
     return EXIT_FAILED
 
 

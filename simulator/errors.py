@@ -51,7 +51,7 @@ class Wait:
     """What a blocked rank waits for, as the deadlock watchdog says it: the ``seq``-th message
     (counted from 1) from ``peer`` on ``channel`` into elements [start, stop), with the
     program's label where it gave one (its phase and piece); ``peer`` None for an in-switch
-    result."""
+    result, and the rank itself for a flag (``comm.wait``, the last number of ``channel``)."""
 
     rank: int
     peer: int | None
@@ -62,6 +62,10 @@ class Wait:
     label: str = ""
 
     def __str__(self) -> str:
+        if self.peer == self.rank:  # a flag another thread of the rank never signalled
+            flag = self.channel.rpartition(".")[2]
+            return (f"rank {self.rank} waits for flag {flag} of its own"
+                    + (f" ({self.label})" if self.label else ""))
         said = f"{self.label!r}, " if self.label else ""
         what = (f"in-switch result {self.seq}" if self.peer is None
                 else f"message {self.seq} from rank {self.peer} on channel {self.channel}")

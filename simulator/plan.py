@@ -153,13 +153,33 @@ def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
 
 
 def payload_of(scenario: Scenario, settings: RunSettings, size_bytes: int, ranks: int,
-               channels: int) -> Payload:
+               channels: int, whole_chunks: int = 1) -> Payload:
     """A point's payload; with ``verify`` off a timing-only one that moves no data, so the
-    memory of a run grows with its messages and not with ranks × chunks."""
+    memory of a run grows with its messages and not with ranks × chunks. ``whole_chunks``: the
+    algorithm's (``Algorithm.whole_chunks``), which the proxy keeps equal."""
     if not settings.verify:
         return Payload.timing_only(size_bytes, scenario.dtype)
     return Payload.for_size(size_bytes, scenario.dtype, ranks, settings.proxy_elements,
-                            scenario.piece_bytes or PIPELINE_BYTES, channels)
+                            scenario.piece_bytes or PIPELINE_BYTES, channels, whole_chunks)
+
+
+def chunking_problem(scenario: Scenario, algorithm: Algorithm, size_bytes: int,
+                     channels: int) -> Problem | None:
+    """Why ``algorithm`` cannot run a buffer of ``size_bytes`` on ``channels`` channels where it
+    cuts the buffer into equal chunks (``Algorithm.whole_chunks``) or keeps a workspace: a
+    count that is not a multiple of the chunks (MSCCL runs a schedule only on such counts), or
+    several channels (the algorithm places its traffic on channels itself); None otherwise."""
+    chunks, itemsize = algorithm.whole_chunks(), scenario.dtype.itemsize
+    if (size_bytes // itemsize) % chunks:
+        return Problem(scenario.source, "sizes", (
+            f"{algorithm.name!r} cuts each rank's buffer into {chunks} equal chunks: expected "
+            f"sizes that are multiples of {chunks * itemsize} bytes ({chunks} "
+            f"{scenario.dtype.name} elements), got {size_bytes}"))
+    if channels > 1 and (chunks > 1 or algorithm.workspace_chunks()):
+        return Problem(scenario.source, "channels", (
+            f"{algorithm.name!r} places its traffic on channels itself: expected channels: "
+            f"auto or 1, got {channels}"))
+    return None
 
 
 def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
@@ -176,9 +196,14 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
     ranks = setup.machine.ranks
     channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
-    payload = payload_of(scenario, settings, size_bytes, ranks, channels)
+    problem = chunking_problem(scenario, algorithm, size_bytes, channels)
+    if problem is not None:
+        raise InputError([problem])
+    chunks = algorithm.whole_chunks()
+    payload = payload_of(scenario, settings, size_bytes, ranks, channels, chunks)
     machine, cost, nccl = setup.machine, setup.cost, None
     count = size_bytes // scenario.dtype.itemsize
+    workspace = count // chunks * algorithm.workspace_chunks()
     if scenario.execution is not Execution.IDEAL:
         family = algorithm.nccl_family
         try:
@@ -201,7 +226,8 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     else:
         closed = on_channels_s(algorithm, cost, count, channels)
     start = nccl.start_s if nccl is not None and ranks > 1 else 0.0
-    spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes)
+    spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes,
+                   workspace)
     faults = tuple(scenario.faults if faults is None else faults)
     healthy = machine if faults else None
     return PointPlan(scenario.source, algorithm, size_bytes, with_faults(machine, faults), cost,
@@ -218,7 +244,10 @@ def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,
         channels = max((channels_for(scenario, setup.machine, algorithm, size)
                         for algorithm in setup.algorithms), default=1)
         payload = payload_of(scenario, settings, size, ranks, channels)
-        need = ranks * payload.proxy_count * scenario.dtype.itemsize
+        # an algorithm's own chunks and workspace (its proxy a multiple of the chunks, widened)
+        proxy = max([payload.proxy_count, *(_proxy_with_workspace(
+            scenario, settings, size, ranks, algorithm) for algorithm in setup.algorithms)])
+        need = ranks * proxy * scenario.dtype.itemsize
         if need > PROXY_BUDGET_BYTES:
             if payload.proxy_count > max(proxy_elements, 8 * ranks * channels):
                 advice = "a larger piece_size (the proxy keeps two elements per pipeline piece)"
@@ -231,3 +260,17 @@ def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,
                                       f"{size} bytes on {ranks} ranks needs {need >> 20} MiB of "
                                       f"data to verify, more than {PROXY_BUDGET_BYTES >> 20} MiB; "
                                       f"use {advice}")])
+
+
+def _proxy_with_workspace(scenario: Scenario, settings: RunSettings, size_bytes: int, ranks: int,
+                          algorithm: Algorithm) -> int:
+    """Proxy elements per rank a run of ``algorithm`` holds where it has chunks of its own or a
+    workspace (else 0): its payload's (a multiple of its chunks) and its workspace's (left out
+    where its chunks do not divide the count: that point is refused when planned)."""
+    chunks, count = algorithm.whole_chunks(), size_bytes // scenario.dtype.itemsize
+    if chunks == 1 and not algorithm.workspace_chunks():
+        return 0
+    payload = payload_of(scenario, settings, size_bytes, ranks, 1, chunks)
+    if count % chunks:
+        return payload.proxy_count
+    return payload.widened(count // chunks * algorithm.workspace_chunks()).proxy_count

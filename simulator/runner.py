@@ -30,11 +30,13 @@ from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
-from simulator.model.collective import Collective
+from simulator.model.collective import Collective, Expected
 from simulator.model.execution import Execution, system_of
 from simulator.model.faults import Fault
 from simulator.model.machine import Machine
 from simulator.model.nccl import CANDIDATES, Enabled, Protocol, choose, predicted_time_us
+from simulator.model.reduction import ReduceOp
+from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Planned
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare
@@ -114,6 +116,9 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     if collective.reduces:
         scenario.reduce_op.finalize(buffers, ranks)
     check = expected.check(buffers) if expected is not None else None
+    mismatch = (where_wrong(algorithm, payload, ranks, scenario.reduce_op, expected, buffers)
+                if expected is not None and check is not None and check.verified is False
+                else "")
     time_s = timing.time_s + plan.start_s
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl = plan.nccl
@@ -146,7 +151,27 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
         max_ulp_error=check.max_ulp_error if check is not None else math.nan,
         mean_ulp_error=check.mean_ulp_error if check is not None else math.nan,
         ranks_identical=check.ranks_identical if check is not None else None,
+        mismatch=mismatch,
     )
+
+
+def where_wrong(algorithm: Algorithm, payload: Payload, ranks: int, op: ReduceOp,
+                expected: Expected, buffers: np.ndarray) -> str:
+    """Where a run that failed verification came out wrong first, in one phrase: the rank and
+    the chunk (of the algorithm's :meth:`~Algorithm.whole_chunks`, else of the p chunks the
+    collective owns), and what the chunk holds where the algorithm can tell
+    (:meth:`~Algorithm.explain`)."""
+    wrong = expected.first_wrong(buffers)
+    if wrong is None:
+        return ""
+    rank, element = wrong
+    chunks = algorithm.whole_chunks() if algorithm.whole_chunks() > 1 else ranks
+    views = [payload.view(span) for span in Span(0, payload.count).split(chunks)]
+    chunk = next(c for c, view in enumerate(views) if view.start <= element < view.stop)
+    said = algorithm.explain(rank, chunk, op)
+    return f"rank {rank} chunk {chunk} " + (said if said else (
+        f"of {chunks} differs from numpy's {op.value}, first at element {element} of the "
+        f"{payload.proxy_count} verified"))
 
 
 def _healthy_s(plan: PointPlan) -> float:

@@ -199,4 +199,7 @@ def test_failed_verification_exits_1_and_still_writes_results(tmp_path, capsys, 
     assert said.startswith(f"{scenario}: 1 point to simulate (1 algorithm × 1 size)")
     assert failed.startswith(f"{scenario}: verification failed for 1 run(s), first broken_ring at "
                              "4096 bytes (max abs error ")
+    # where first: the ring's copies leave rank 0's chunk 0 its left neighbour's alone
+    assert failed.endswith("): rank 0 chunk 0 of 4 differs from numpy's sum, first at element 0 "
+                           "of the 1024 verified")
     assert not pd.read_csv(tmp_path / "broken.csv").verified.any()

@@ -58,11 +58,11 @@ def leftovers(directory):
 
 def read_csv_as(path, frame):
     """The CSV read back with pandas into ``frame``'s dtypes: an empty field is NaN, but for
-    the empty texts of ``protocol`` and ``faults``, and None where ``frame`` holds None (``nccl_pick`` under
-    the ideal execution model)."""
+    the empty texts of ``protocol``, ``faults`` and ``mismatch``, and None where ``frame`` holds
+    None (``nccl_pick`` under the ideal execution model)."""
     back = pd.read_csv(path, dtype=frame.dtypes.to_dict(), keep_default_na=False,
                        na_values={column: [""] for column in frame.columns
-                                  if column not in ("protocol", "faults")})
+                                  if column not in ("protocol", "faults", "mismatch")})
     for column in [column for column in frame.columns if frame[column].dtype == np.dtype("O")]:
         back[column] = back[column].astype(object).where(back[column].notna(), None)
     return back

@@ -21,6 +21,7 @@ from simulator.algorithms.trace import trace
 from simulator.model.collective import Collective
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.reduction import ReduceOp
 
 
 class RankCounts(Enum):
@@ -113,6 +114,26 @@ class Algorithm(ABC):
     def nccl_unsupported(self, machine: Machine) -> str | None:
         """Why NCCL would not run this algorithm on ``machine`` although it can run there
         (checked beside :meth:`unsupported` under ``execution: nccl`` only), or None."""
+        return None
+
+    def whole_chunks(self) -> int:
+        """How many equal chunks the program cuts each rank's buffer into when it may move data
+        from one chunk to another (an MSCCL schedule's ``nchunksperloop``): a point's element
+        count must then be a multiple of it, and the verified proxy keeps the chunks equal
+        (:func:`simulator.plan.plan_point`). 1, the default: any count, data keeping their
+        place in the buffer from rank to rank."""
+        return 1
+
+    def workspace_chunks(self) -> int:
+        """Chunks (of count / :meth:`whole_chunks` elements each) the program keeps data in past
+        the collective's buffer (MSCCL's scratch buffer): its ``comm.buffer`` then spans the
+        buffer followed by this workspace, which is not verified. 0, the default: none."""
+        return 0
+
+    def explain(self, rank: int, chunk: int, op: ReduceOp) -> str | None:
+        """What chunk ``chunk`` of rank ``rank`` (of :meth:`whole_chunks`, else of the p chunks
+        the collective owns) holds, said for a run that came out wrong there (``holds the sum
+        of ranks 0-2 (missing 3)``); None where the algorithm cannot tell."""
         return None
 
     def configured(self, options: Any) -> Algorithm:

@@ -11,6 +11,13 @@ elements.
 Messages between one pair of ranks are matched in order (MPI's non-overtaking rule): the k-th
 ``recv`` from a peer takes the k-th message that peer sent to this rank.
 
+Threads of one rank (the branches of a :meth:`Comm.parallel`) may also order each other:
+one posts a flag (:meth:`Comm.signal`), another waits for it (:meth:`Comm.wait`). A flag is a
+message from the rank to itself on a connection of its own that moves nothing and takes no
+time, so both engines and the trace treat it as they treat any message (the vectorised engine
+and the trace see a join marker). MSCCL's dependencies between threadblocks are such flags
+(:mod:`simulator.algorithms.msccl`).
+
 A send or receive may carry a ``label`` saying where in the algorithm it is (``reduce-scatter
 step 2/7 piece 1/4``); the shared phases set one, and a traced run names its timeline's slices
 with it. It changes nothing else.
@@ -114,13 +121,22 @@ class LocalReduce:
 
 
 @dataclass(frozen=True)
+class LocalCopy:
+    """Copy span ``source`` of this rank's buffer over span ``into`` (same size): no time (the
+    model charges a GPU for reductions, not for moving data within its memory)."""
+
+    into: Span
+    source: Span
+
+
+@dataclass(frozen=True)
 class Parallel:
     """Run several programs of one rank at once; done when all are (see :meth:`Comm.parallel`)."""
 
     programs: tuple[Program, ...]
 
 
-Request = Recv | SwitchResult | LocalReduce | Parallel
+Request = Recv | SwitchResult | LocalReduce | LocalCopy | Parallel
 """What a program yields: something to wait for."""
 
 Posted = Send | SwitchContribution
@@ -209,6 +225,30 @@ class Comm:
         """The request to yield to receive ``peer``'s next message into ``into``."""
         return Recv(self._global(peer), into, combine, (*self._enclosing, self.channel), label)
 
+    def signal(self, flag: int, label: str = "") -> None:
+        """Post flag ``flag`` of this rank: the thread of this rank that waits for it
+        (:meth:`wait`) may go on. Nothing moves and no time passes; the k-th wait for a flag
+        takes its k-th signal, so give every ordering between two threads a flag of its own."""
+        me = self.members[self.rank]
+        self._outbox.post(Send(me, self._nowhere(), self._flag(flag), label))
+
+    def wait(self, flag: int, label: str = "") -> Recv:
+        """The request to yield to wait until flag ``flag`` of this rank is signalled
+        (:meth:`signal`), by another thread of the rank."""
+        me = self.members[self.rank]
+        return Recv(me, self._nowhere(), COPY, self._flag(flag), label)
+
+    def _nowhere(self) -> Span:
+        """The empty span a flag carries."""
+        return Span(self.buffer.start, self.buffer.start)
+
+    def _flag(self, flag: int) -> tuple[int, ...]:
+        """The channel path of flag ``flag``: its own connection from this rank to itself, which
+        no message between two ranks shares."""
+        if flag < 0:
+            raise AlgorithmError(f"rank {self.members[self.rank]}: flag {flag} is negative")
+        return (*self._path(), flag)
+
     def parallel(self, *programs: Program) -> Parallel:
         """The request to yield to run ``programs`` at once (each its own thread of this rank,
         sharing its GPU); give each its own :meth:`on_channel` when they talk to the same peer."""
@@ -237,6 +277,13 @@ class Comm:
             raise AlgorithmError(f"rank {self.members[self.rank]}: local reduce of "
                                  f"{source.count} elements into a span of {into.count}")
         return LocalReduce(into, source)
+
+    def copy(self, into: Span, source: Span) -> LocalCopy:
+        """The request to yield to copy ``source`` over ``into`` locally (no time)."""
+        if into.count != source.count:
+            raise AlgorithmError(f"rank {self.members[self.rank]}: local copy of "
+                                 f"{source.count} elements into a span of {into.count}")
+        return LocalCopy(into, source)
 
     def switch_reduce(self, span: Span, label: str = "", *, to: int | None = None) -> None:
         """Post ``span`` to the group's reducing switch (NVLink SHARP's multimem reduction);

@@ -51,11 +51,14 @@ class Op(IntEnum):
     LOCAL_REDUCE = 1
     """From a rank to itself, reducing (``comm.reduce``): no route, GPU time only."""
     JOIN = 2
-    """From a rank to itself, nothing reduced: a join marker (no time, no data)."""
+    """From a rank to itself, nothing moved: a join marker, or a flag between two threads of the
+    rank (``comm.signal``/``comm.wait``; no time, no data)."""
     SWITCH_UPLOAD = 3
     """From a rank to endpoint ``-1 - g``: its span up to group g's reducing switch."""
     SWITCH_COPY_DOWN = 4
     """From endpoint ``-1 - g`` to a rank: the round's sum down from group g's switch."""
+    LOCAL_COPY = 5
+    """From a rank to itself, not reducing, moving data (``comm.copy``): no route, no time."""
 
 
 @dataclass(frozen=True)
@@ -213,8 +216,8 @@ class Schedule:
 
     @property
     def markers(self) -> np.ndarray:
-        """Which entries go from a rank to itself (join markers and local reduces): no route,
-        so no message the fabric counts."""
+        """Which entries go from a rank to itself (join markers, flags, local reduces and
+        copies): no route, so no message the fabric counts."""
         is_marker: np.ndarray = self.src == self.dst
         return is_marker
 
@@ -222,7 +225,10 @@ class Schedule:
     def kinds(self) -> np.ndarray:
         """Each entry's :class:`Op`, as its endpoints tell."""
         kinds = np.full(self.size, Op.MESSAGE, dtype=np.int64)
-        kinds[self.markers] = np.where(self.reduce[self.markers], Op.LOCAL_REDUCE, Op.JOIN)
+        markers = self.markers
+        moved = self.recv_stop[markers] > self.recv_start[markers]
+        kinds[markers] = np.where(self.reduce[markers], Op.LOCAL_REDUCE,
+                                  np.where(moved, Op.LOCAL_COPY, Op.JOIN))
         kinds[self.dst < 0] = Op.SWITCH_UPLOAD
         kinds[self.src < 0] = Op.SWITCH_COPY_DOWN
         return kinds

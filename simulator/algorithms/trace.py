@@ -20,8 +20,13 @@ told apart by their endpoints: :attr:`Schedule.kinds`):
   route, so it arrives as it is posted and then holds the GPU as a reducing receive does. It
   reads ``source`` when posted, where the SimPy engine reads it when the reduction ends: the
   same data unless another branch of the rank writes ``source`` in between;
+- ``comm.copy(into, source)``: a **local copy**, from the rank to itself, not reducing: it
+  reads ``source`` when posted and writes ``into`` as it arrives, at once;
 - the end of a ``comm.parallel`` that something follows: **join markers** (from the rank to
   itself, nothing moved, :meth:`Schedule.sequence`'s), one per branch end but the first;
+- a flag (``comm.signal`` matched to ``comm.wait``, a message from a rank to itself on a
+  connection of its own that moves nothing): a join marker too, posted after the signalling
+  thread's last request and received after the waiting thread's;
 - ``comm.switch_reduce`` and ``comm.switch_result`` of in-switch reduction (NVLink SHARP, see
   :mod:`simulator.engine.inswitch`): a **switch upload** of each member's span to the group's
   switch (destination ``-1 - g`` for group g of :attr:`Schedule.switches`), queued behind the
@@ -57,6 +62,7 @@ import numpy as np
 from simulator.algorithms.comm import (
     REDUCE,
     Comm,
+    LocalCopy,
     LocalReduce,
     Outbox,
     Parallel,
@@ -67,7 +73,7 @@ from simulator.algorithms.comm import (
     SwitchKey,
     SwitchResult,
 )
-from simulator.algorithms.schedule import NONE, Group, Schedule, SwitchEnd
+from simulator.algorithms.schedule import NONE, Group, Op, Schedule, SwitchEnd
 from simulator.errors import AlgorithmError, Wait, deadlock
 from simulator.model.machine import Aggregation, Machine
 from simulator.model.span import Span
@@ -217,6 +223,9 @@ class _Recording:
                 after = self.at(position)
                 position = self.op(rank, rank, request.source, request.into, True, after, after)
                 self.direct.add(path)
+            elif isinstance(request, LocalCopy):
+                after = self.at(position)
+                position = self.op(rank, rank, request.source, request.into, False, after, after)
             elif isinstance(request, SwitchResult):
                 key = (self.switch(request.key), rank)
                 position = self.op(NONE, rank, request.into, request.into, False, NONE,
@@ -224,8 +233,9 @@ class _Recording:
                 self.results.setdefault(key, []).append(position)
             else:
                 raise AlgorithmError(f"{self.name}: rank {rank} yielded {request!r}; expected "
-                                     "comm.recv(...), comm.reduce(...), comm.switch_result(...) "
-                                     "or comm.parallel(...)")
+                                     "comm.recv(...), comm.wait(...), comm.reduce(...), "
+                                     "comm.copy(...), comm.switch_result(...) or "
+                                     "comm.parallel(...)")
         self.posts(rank, outbox, position)
         return position
 
@@ -504,14 +514,15 @@ def canonical(schedule: Schedule) -> dict[str, object]:
     equal array for array however their builders numbered the messages: every op but the join
     markers (from a rank to itself, reducing nothing), ordered by the longest chain of ops
     before it, then sender, receiver, spans and whether it reduces; its pointers in that
-    numbering, a pointer to a join marker as the set of ops the markers wait for (numbered
+    numbering (local copies are ops, as they move data), a pointer to a join marker (a flag is
+    one) as the set of ops the markers wait for (numbered
     after the ops, sets in sorted order), as the markers' order and count say nothing the
     engine could tell apart. ValueError where two ops are alike in all of that (the numbering
     would be ambiguous). Also the switch groups and :attr:`Schedule.reducing_threads` (at
     least one: a schedule that reduces nowhere counts none or one alike); not
     :attr:`Schedule.thread`, which only keeps connections apart when schedules are
     composed."""
-    marker = schedule.markers & ~schedule.reduce
+    marker = schedule.kinds == Op.JOIN
     pointers = {name: getattr(schedule, name).tolist()
                 for name in ("posted_after", "connection_previous", "receive_previous")}
     resolved: dict[int, tuple[int, ...]] = {}

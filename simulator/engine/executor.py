@@ -11,6 +11,7 @@ only SimPy orders, and, unless ``engine: vector`` asks for it, a schedule that i
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -99,7 +100,19 @@ def run(plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> tuple[Timin
     """Simulate ``plan`` on the engine it asks for: the vectorised one where it does not decline
     (``auto``, ``vector``), else SimPy; InputError for ``vector`` on a plan it declines. A
     point whose timeline the recorder traces runs on SimPy, whatever the plan's engine (only it
-    records timelines). The timing, and which engine gave it (the results' ``engine``)."""
+    records timelines). The timing, and which engine gave it (the results' ``engine``).
+
+    A plan with a workspace (``RunSpec.workspace``) runs on buffers widened past the
+    collective's by it, zeros at the start, which the engines see as one buffer (the program's
+    ``comm.buffer`` spans both); ``buffers`` then take back the collective's part."""
+    if plan.spec.workspace:
+        wide = plan.payload.widened(plan.spec.workspace)
+        widened = np.zeros((buffers.shape[0], wide.proxy_count), dtype=buffers.dtype)
+        widened[:, :buffers.shape[1]] = buffers
+        done = run(replace(plan, spec=replace(plan.spec, payload=wide, workspace=0)), widened,
+                   recorder)
+        buffers[...] = widened[:, :buffers.shape[1]]
+        return done
     executor: Executor = Simpy()
     if plan.settings.engine is not Engine.SIMPY and not recorder.trace:
         vector = Vector()

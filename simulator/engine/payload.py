@@ -31,13 +31,16 @@ class Payload:
     @classmethod
     def for_size(cls, size_bytes: int, dtype: np.dtype, ranks: int,
                  proxy_elements: int = DEFAULT_PROXY_ELEMENTS,
-                 piece_bytes: int | None = None, channels: int = 1) -> Payload:
+                 piece_bytes: int | None = None, channels: int = 1,
+                 whole_chunks: int = 1) -> Payload:
         """The payload of a ``size_bytes`` buffer.
 
         The proxy keeps at least 8 elements per chunk (p chunks on each of the ``channels``)
         and, when the buffer moves in pipeline pieces of ``piece_bytes``, 2 elements per piece
         (pieces of the chunks included), so that no piece maps to an empty slice and escapes
-        the check.
+        the check. Where the algorithm moves data between ``whole_chunks`` equal chunks
+        (``Algorithm.whole_chunks``; the count a multiple of it), the proxy is a multiple of
+        them too, so that every chunk maps to as many proxy elements as every other.
         """
         count = size_bytes // dtype.itemsize
         chunks = ranks * channels
@@ -45,7 +48,19 @@ class Payload:
         if piece_bytes is not None:
             pieces = -(-count // max(1, piece_bytes // dtype.itemsize)) + chunks
             needed = max(needed, 2 * pieces)
+        if whole_chunks > 1:
+            needed = -(-needed // whole_chunks) * whole_chunks
         return cls(count, min(count, needed), dtype)
+
+    def widened(self, elements: int) -> Payload:
+        """This payload over ``elements`` more nominal elements past the buffer (an algorithm's
+        workspace), mapped to proxy elements at the same rate, so every span keeps its view.
+        ValueError where they would not map to a whole number of proxy elements."""
+        extra, left = divmod(elements * self.proxy_count, self.count) if self.count else (0, 0)
+        if left:
+            raise ValueError(f"{elements} elements past a buffer of {self.count} do not map to "
+                             f"a whole number of its {self.proxy_count} proxy elements")
+        return Payload(self.count + elements, self.proxy_count + extra, self.dtype)
 
     @classmethod
     def timing_only(cls, size_bytes: int, dtype: np.dtype) -> Payload:

@@ -35,6 +35,7 @@ from simulator.algorithms.channels import on_channels
 from simulator.algorithms.comm import (
     COPY,
     Comm,
+    LocalCopy,
     LocalReduce,
     Outbox,
     Parallel,
@@ -61,14 +62,17 @@ _Key = tuple[int, int, tuple[int, ...], int]     # a connection and a message's 
 class RunSpec:
     """What one run moves: the payload, the reduction operator, the scenario's pipeline
     ``piece_size`` (None: each algorithm's default), the channels the buffer is split over
-    (:mod:`simulator.algorithms.channels`), and the pieces the execution model streams phases
-    in (``Comm.stream_bytes``)."""
+    (:mod:`simulator.algorithms.channels`), the pieces the execution model streams phases
+    in (``Comm.stream_bytes``), and the elements of the algorithm's workspace past the buffer
+    (``Algorithm.workspace_chunks``; the executor runs such a plan on the widened buffer,
+    :func:`simulator.engine.executor.run`)."""
 
     payload: Payload
     reduce_op: ReduceOp
     piece_bytes: int | None = None
     channels: int = 1
     stream_bytes: int | None = None
+    workspace: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,6 +200,8 @@ class _Run:
                 yield from self._recv(rank, request)
             elif isinstance(request, LocalReduce):
                 yield from self._local_reduce(rank, request)
+            elif isinstance(request, LocalCopy):
+                self._local_copy(rank, request)
             elif isinstance(request, SwitchResult):
                 self._check_span(rank, request.into)
                 asked = self.env.now
@@ -214,7 +220,8 @@ class _Run:
                                        for branch in request.programs])
             else:
                 raise AlgorithmError(f"{self.algorithm.name}: rank {rank} yielded {request!r}; "
-                                     "expected comm.recv(...), comm.reduce(...), "
+                                     "expected comm.recv(...), comm.wait(...), "
+                                     "comm.reduce(...), comm.copy(...), "
                                      "comm.switch_result(...) or comm.parallel(...)")
         self._post_sends(rank)
 
@@ -228,6 +235,9 @@ class _Run:
             connection = (rank, send.peer, send.channel)
             seq = self._sent.get(connection, 0)
             self._sent[connection] = seq + 1
+            if send.peer == rank:  # a flag (comm.signal): to the rank's own waiting thread, now
+                self._slot((*connection, seq)).succeed(_Message(send.span, data))
+                continue
             nbytes = self.payload.nbytes(send.span)
             moved = None if self.trace is None else functools.partial(
                 self.trace.add_slice, f"rank {rank}", rank, "send", send.label,
@@ -292,6 +302,18 @@ class _Run:
             size_bytes=nbytes)
         yield from self.gpus[rank].reduce(nbytes, done)
         self.reduce_op.combine(into, source.copy())
+
+    def _local_copy(self, rank: int, local: LocalCopy) -> None:
+        """``local.source`` over ``local.into`` on the rank's buffer, at once (no GPU time)."""
+        self._check_span(rank, local.into)
+        self._check_span(rank, local.source)
+        row = self.buffers[rank]
+        into, source = self.payload.view(local.into), self.payload.view(local.source)
+        if into.stop - into.start != source.stop - source.start:
+            raise AlgorithmError(f"{self.algorithm.name}: the proxy payload cannot represent a "
+                                 f"copy of {local.source} into {local.into}; rerun with a larger "
+                                 "proxy")
+        row[into] = row[source].copy()
 
     def _check_span(self, rank: int, span: Span) -> None:
         if not (0 <= span.start <= span.stop <= self.payload.count):

@@ -179,6 +179,23 @@ class Expected:
             first[new], seen[new] = row[new], True
         return Verification(ok, worst, worst_ulp, ulps / checked if checked else 0.0, identical)
 
+    def first_wrong(self, buffers: np.ndarray) -> tuple[int, int] | None:
+        """The first defined element that does not match, as (rank, element), ranks in order;
+        None where :meth:`check` passes."""
+        integer = np.issubdtype(buffers.dtype, np.integer)
+        for rank in range(buffers.shape[0]):
+            mask = self.mask[rank]
+            want = np.broadcast_to(self._row(self.result, rank), mask.shape)
+            if integer:
+                wrong = buffers[rank] != want
+            else:
+                error = np.abs(buffers[rank].astype(np.float64) - want.astype(np.float64))
+                wrong = ~(error <= np.broadcast_to(self._row(self.tolerance, rank), mask.shape))
+            found = np.flatnonzero(wrong & mask)
+            if found.size:
+                return rank, int(found[0])
+        return None
+
     @staticmethod
     def _row(values: np.ndarray, rank: int) -> np.ndarray:
         return values[rank] if values.ndim == 2 else values

@@ -35,6 +35,8 @@ class Result:
     ``mean_ulp_error`` are the error against the float64 reference in units in the last place
     of the dtype, the largest and the mean over the checked elements, and ``ranks_identical``
     whether every rank holds the same bits (docs/numerics.md); all three empty when not verified.
+    Where verification failed, ``mismatch`` says where first: the rank and chunk, and what the
+    chunk holds where the algorithm can tell (``Algorithm.explain``); empty otherwise.
     """
 
     scenario: str
@@ -69,6 +71,7 @@ class Result:
     max_ulp_error: float = math.nan
     mean_ulp_error: float = math.nan
     ranks_identical: bool | None = None
+    mismatch: str = ""
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
