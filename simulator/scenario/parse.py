@@ -30,6 +30,7 @@ from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.faults import read_faults
 from simulator.scenario.fields import FieldReader, load_yaml_mapping, parse_yaml_mapping
+from simulator.scenario.msccl import is_msccl, msccl_problems
 from simulator.scenario.ncclxml import nccl_xml_topology
 from simulator.scenario.presets import preset_names, preset_text
 from simulator.scenario.rules import (
@@ -278,7 +279,11 @@ def _algorithms(reader: FieldReader, value: object, collective: Collective) -> t
                                      f"{value!r}")
         return None
     for i, name in enumerate(names):
-        reader.choice(f"algorithms[{i}]", name, known, f"an algorithm for {collective.value}")
+        if is_msccl(name):
+            for problem in msccl_problems(name, reader.file, collective):
+                reader.problem(f"algorithms[{i}]", problem)
+        else:
+            reader.choice(f"algorithms[{i}]", name, known, f"an algorithm for {collective.value}")
     repeated = duplicate_problem(names, "algorithm")
     if repeated:
         reader.problem("algorithms", repeated)

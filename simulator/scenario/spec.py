@@ -29,6 +29,7 @@ from simulator.model.nccl_env import NcclEnv
 from simulator.model.reduction import DTYPES, ReduceOp, is_float
 from simulator.model.topology import BUILDERS, Param, ParamValue
 from simulator.scenario.fields import choice_problem
+from simulator.scenario.msccl import is_msccl, load_msccl, msccl_problems
 from simulator.scenario.rules import (
     Issue,
     channels_problem,
@@ -105,7 +106,9 @@ class Scenario:
     """One experiment: a topology, a collective, the algorithms and sizes to run, the data.
 
     ``algorithms`` None means every algorithm that applies (``all``; one name means a list of
-    one); ``algorithm_options`` maps an algorithm's name to an instance of its ``Options``;
+    one); a name ``msccl:PATH`` is an MSCCL schedule, PATH relative to ``source``'s directory
+    (:mod:`simulator.scenario.msccl`); ``algorithm_options`` maps an algorithm's name to an
+    instance of its ``Options``;
     ``piece_bytes`` is the pipeline piece size (``piece_size``; None: each algorithm's own);
     ``output`` None means ``results/<name>``; ``execution`` is how messages are timed: the ideal
     wire or NCCL's kernels (None: ``nccl`` on a topology that states its GPUs, as the presets of
@@ -249,8 +252,12 @@ class Scenario:
         issues.append(("sizes", duplicate_problem(self.sizes, "size")))
         known = REGISTRY[self.collective]
         for i, name in enumerate(self.algorithms or ()):
-            issues.append((f"algorithms[{i}]", choice_problem(name, known,
-                                                              f"an algorithm for {self.collective.value}")))
+            if is_msccl(name):
+                issues += [(f"algorithms[{i}]", problem)
+                           for problem in msccl_problems(name, self.source, self.collective)]
+            else:
+                issues.append((f"algorithms[{i}]", choice_problem(
+                    name, known, f"an algorithm for {self.collective.value}")))
         issues.append(("algorithms", None if self.algorithms != () else "expected at least one"))
         issues.append(("algorithms", duplicate_problem(self.algorithms or (), "algorithm")))
         if self.piece_bytes is not None:
@@ -346,7 +353,10 @@ class Scenario:
         return self.output if self.output is not None else Path("results") / self.name
 
     def algorithm(self, name: str) -> Algorithm:
-        """Registered algorithm ``name`` of this scenario's collective, with its options."""
+        """Registered algorithm ``name`` of this scenario's collective, with its options, or the
+        MSCCL schedule ``msccl:PATH`` names (read once while its file is unchanged)."""
+        if is_msccl(name):
+            return load_msccl(name, self.source, self.collective)
         algorithm = REGISTRY[self.collective][name]
         return algorithm.configured(self.algorithm_options.get(name, algorithm.Options()))
 
