@@ -9,7 +9,8 @@ threadblock of its GPU. The file format is msccl-tools' (``msccl/language/ir.py`
 ``ir_to_xml``); its meaning is the MSCCL runtime's (``src/graph/topo.cc``, which reads it, and
 ``src/collectives/device/msccl_interpreter.h``, which runs it). Here:
 
-- :mod:`.ir`: the schedule as typed values, and what is wrong with its elements;
+- :mod:`.ir`: the schedule as typed values;
+- :mod:`.checks`: what is wrong with its elements, as the runtime reads them;
 - :mod:`.order`: the order its steps must run in (messages matched, dependencies), the sends
   and receives that do not match and the circles where steps wait for each other;
 - :mod:`.layout`: where its buffers lie in the buffer a rank's program works on;

@@ -14,14 +14,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from simulator.algorithms.msccl.ir import (
-    Flaw,
-    Gpu,
-    MscclSchedule,
-    Step,
-    Threadblock,
-    element_flaws,
-)
+from simulator.algorithms.msccl.checks import element_flaws
+from simulator.algorithms.msccl.ir import Flaw, Gpu, MscclSchedule, Step, Threadblock
 
 Node = tuple[int, int, int]
 """A step: (gpu, threadblock id, position in the threadblock)."""
@@ -113,7 +107,7 @@ def step_order(schedule: MscclSchedule) -> tuple[list[Node], list[Node]]:
 
 def flaws(schedule: MscclSchedule) -> list[Flaw]:
     """What is wrong with ``schedule`` as the MSCCL runtime would run it: every element's flaws
-    (:func:`~.ir.element_flaws`), then, where there are none, the sends and receives that do
+    (:func:`~.checks.element_flaws`), then, where there are none, the sends and receives that do
     not match and the steps that wait for each other in a circle."""
     return element_flaws(schedule) or order_flaws(schedule)
 
