@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "algorithms": {"algorithms", "model", "units", "errors"},
     "training": {"training", "units", "errors"},
     "scenario": {"scenario", "training", "algorithms", "model", "units", "limits", "errors",
-                 "settings", "inputs"},
+                 "settings", "inputs", "xmlsafe"},
     "engine": {"engine", "algorithms", "model", "limits", "errors", "settings"},
     "output": {"output", "scenario", "training", "algorithms", "model", "units", "limits",
                "errors", "version", "settings"},

@@ -4,8 +4,8 @@
 May import: :mod:`simulator.training` (the ``training:`` section), :mod:`simulator.algorithms`
 (names, options and what can compose), :mod:`simulator.model`, :mod:`simulator.settings` (a
 file's ``verify`` and ``engine``), :mod:`simulator.units`, :mod:`simulator.limits`,
-:mod:`simulator.errors`, :mod:`simulator.inputs` (files read safely), PyYAML, defusedxml (MSCCL
-schedules, :mod:`.msccl`). Never SimPy, the engine or output.
+:mod:`simulator.errors`, :mod:`simulator.inputs` (files read safely), :mod:`simulator.xmlsafe`
+(MSCCL schedules' XML read safely, :mod:`.msccl`), PyYAML. Never SimPy, the engine or output.
 """
 
 from simulator.scenario.parse import load_scenario, scenario_from_dict

@@ -9,22 +9,16 @@ element or attribute missing or of the wrong kind, and what
 send no step receives, steps waiting in a circle). A schedule is read once per process while
 its file is unchanged.
 
-The XML is parsed by :func:`parse_xml`: the file through :func:`simulator.inputs.read_text`
-(a regular file, bounded in size), then defusedxml's parser, which refuses a DTD and with it
-entity expansion (billion laughs) and external entities, keeping each element's line.
+The XML is read by :func:`simulator.xmlsafe.read_xml`, the one safe reader of every XML input:
+a regular file, bounded in size, then defusedxml's parser, which refuses entity declarations
+(billion laughs) and external references, keeping each element's line.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from xml.etree.ElementTree import ParseError
-
-from defusedxml import DefusedXmlException
-from defusedxml.ElementTree import DefusedXMLParser
 
 from simulator.algorithms.msccl import (
     Buffer,
@@ -38,78 +32,14 @@ from simulator.algorithms.msccl import (
     flaws,
 )
 from simulator.errors import InputError, Problem
-from simulator.inputs import read_text
 from simulator.model.collective import Collective
+from simulator.xmlsafe import XmlElement, read_xml
 
 PREFIX = "msccl:"
 """How a scenario names an MSCCL schedule among its algorithms."""
 
 PROTOCOLS = ("Simple", "LL", "LL128")
 """The ``proto`` values the MSCCL runtime accepts (``mscclProtocolStrToId``)."""
-
-
-@dataclass(frozen=True)
-class XmlElement:
-    """An element of an XML file: its tag, attributes, the line its start tag is on, and its
-    child elements (text is dropped: MSCCL's XML has none)."""
-
-    tag: str
-    attributes: Mapping[str, str]
-    line: int
-    children: tuple[XmlElement, ...]
-
-
-class _Builder:
-    """The parser's target: builds :class:`XmlElement` trees, reading each start tag's line
-    from the expat parser beneath."""
-
-    def __init__(self) -> None:
-        self.parser: DefusedXMLParser | None = None
-        self.open: list[tuple[str, dict[str, str], int, list[XmlElement]]] = []
-        self.root: XmlElement | None = None
-
-    def start(self, tag: str, attributes: dict[str, str]) -> None:
-        assert self.parser is not None
-        self.open.append((tag, dict(attributes), self.parser.parser.CurrentLineNumber, []))
-
-    def end(self, tag: str) -> None:
-        name, attributes, line, children = self.open.pop()
-        element = XmlElement(name, attributes, line, tuple(children))
-        if self.open:
-            self.open[-1][3].append(element)
-        else:
-            self.root = element
-
-    def data(self, text: str) -> None:
-        """Text between elements: none that matters."""
-
-    def close(self) -> XmlElement | None:
-        return self.root
-
-
-def parse_xml(path: Path) -> XmlElement:
-    """The root element of the XML file ``path``, read safely; InputError (one line naming the
-    file and the line) where it cannot be read or parsed, or declares a DTD or entities."""
-    text = read_text(path, "UTF-8 text (is this an XML file?)")
-    builder = _Builder()
-    parser = DefusedXMLParser(target=builder, forbid_dtd=True)
-    builder.parser = parser
-    try:
-        parser.feed(text)
-        parser.close()
-    except ParseError as error:
-        line, _ = error.position
-        reason = str(error).split(":")[0]
-        raise InputError([Problem(str(path), f"line {line}", f"not well-formed XML: {reason}")]) \
-            from None
-    except DefusedXmlException as error:
-        line = parser.parser.CurrentLineNumber
-        raise InputError([Problem(str(path), f"line {line}", (
-            f"expected no DTD, entity or external reference (refused as unsafe: "
-            f"{type(error).__name__})"))]) from None
-    if builder.root is None:
-        raise InputError([Problem(str(path), "", "expected an <algo> element, got none")])
-    return builder.root
 
 
 def is_msccl(name: object) -> bool:
@@ -165,7 +95,7 @@ size hold ~20 MB."""
 @lru_cache(maxsize=CACHED_SCHEDULES)
 def _load(file: str, _version: tuple[int, int], name: str) -> Msccl:
     """The schedule in ``file`` as it is at ``_version`` (mtime, size), named ``name``."""
-    root = parse_xml(Path(file))
+    root = read_xml(Path(file), "an MSCCL schedule (msccl-tools' XML)")
     reader = _Reader(file)
     schedule = reader.algo(root)
     if schedule is not None and not reader.problems:
@@ -188,8 +118,8 @@ _NAMING = ("name", "id", "s", "type")
 
 def _tag(element: XmlElement) -> str:
     """``<step s="3" type="rrc">``: the element with the attributes that name it."""
-    shown = "".join(f' {name}="{element.attributes[name]}"' for name in _NAMING
-                    if name in element.attributes)
+    shown = "".join(f' {name}="{element.attrs[name]}"' for name in _NAMING
+                    if name in element.attrs)
     return f"<{element.tag}{shown}>"
 
 
@@ -206,12 +136,12 @@ class _Reader:
 
     def values(self, element: XmlElement, names: tuple[str, ...]) -> dict[str, str] | None:
         """The attributes ``names`` of ``element``, or None after recording those missing."""
-        missing = [name for name in names if name not in element.attributes]
+        missing = [name for name in names if name not in element.attrs]
         if missing:
             self.problem(element, f"expected attribute{'s' if len(missing) > 1 else ''} "
                                   f"{', '.join(missing)}, missing")
             return None
-        return {name: element.attributes[name] for name in names}
+        return {name: element.attrs[name] for name in names}
 
     def integer(self, element: XmlElement, name: str, value: str, least: int) -> int:
         """``value`` as a whole number ≥ ``least``; ``least`` after recording a problem."""
