@@ -42,6 +42,19 @@ class UnitError(SimulatorError, ValueError):
     """A quantity string (size, bandwidth, time) that does not parse; turned into a Problem."""
 
 
+class OverBudget(SimulatorError):
+    """A point that needs more memory than a run may take (``simulator/limits.py``), found while
+    the engine holds it: ``held`` of what ``what`` counts, more than ``limit``. The engine's
+    caller, which knows the point, turns it into an :class:`InputError` naming it."""
+
+    def __init__(self, what: str, held: int, limit: int) -> None:
+        self.what, self.held, self.limit = what, held, limit
+        super().__init__(what, held, limit)  # SimPy raises a process's error anew from its args
+
+    def __str__(self) -> str:
+        return f"{self.held:,} {self.what}, more than the {self.limit:,} a point may hold"
+
+
 class AlgorithmError(SimulatorError):
     """An algorithm's program did something impossible (bad peer, size mismatch, lost message)."""
 

@@ -8,14 +8,51 @@ MAX_RANKS = 65_536
 """GPUs per topology: 8,192 DGX H100 nodes of 8, the largest fabric measured on this machine
 (docs/benchmark.md): the `dgx` graph of 139,265 nodes and 393,216 links takes ~2 s and ~1.7 GB,
 and `hierarchical` runs there a window of blocks at a time. Beyond the graph, memory follows the
-run: a schedule held whole is bounded by MAX_MESSAGES, a windowed one holds a few blocks, and
-verified data by PROXY_BUDGET_BYTES (`verify: false` times a run without data)."""
+run: a point's schedule and routes are bounded by MEMORY_BUDGET_BYTES, a windowed schedule
+holds a few blocks, and verified data by PROXY_BUDGET_BYTES (`verify: false` times a run
+without data)."""
 
-MAX_MESSAGES = 120_000_000
-"""Messages of a schedule the vectorised engine holds whole (one that comes a block at a time,
-such as a ring pass, holds a window of blocks instead), at ~170 bytes each (5.8 GB for a
-4096-rank ring's 33.5 million held whole): 120 million is ~20 GB of the 24 GiB. Pipeline pieces
-multiply a schedule's messages, so this is checked on the built schedule, before the run."""
+MEMORY_BUDGET_BYTES = 16 << 30
+"""Memory one point may take to simulate: its schedule (building it included), its routes and
+the engine's state. 16 GiB of this machine's 24 GiB, leaving 8 GiB for the graph (~1.7 GB at
+MAX_RANKS), verified data (PROXY_BUDGET_BYTES and its copies), the interpreter and whatever
+else runs beside it. A point is refused before anything is built where the counts below
+predict more (:func:`simulator.plan.plan_point`, from :meth:`Algorithm.footprint
+<simulator.algorithms.algorithm.Algorithm.footprint>`), and stopped where only running it
+tells (the SimPy engine's messages in flight and flow timers, a traced schedule). The
+figures below are measured by ``bench/memory.py`` on this machine (2 cores, 24 GiB; commit
+a532ff4 with this check): the peak resident set of a fresh process per point at two sizes,
+above the machine it built, the difference divided by the difference in what is counted;
+each the worst case, rounded up to 10 bytes."""
+
+VECTOR_ENTRY_BYTES = 300
+"""Peak bytes per schedule entry the vectorised engine holds whole, building the schedule and
+running it included (the routes of its rank pairs apart, PAIR_BYTES). Measured: a ring of 2
+pieces a chunk 170, a ring on 4 channels 213, a tree of 2048 pieces 214, pipelined
+halving-doubling 246, a double binary tree 257, hierarchical streamed under NCCL 291
+(bench/memory.py). A ring pass that comes a block at a time holds a window of a few blocks
+(~40 MB at 65,536 ranks), not counted."""
+
+PAIR_BYTES = 760
+"""Peak bytes per pair of ranks a point's messages go between: its route (cached for the
+closed form and the engine) and the engine's state of a flow on it, which ``direct`` holds for
+every pair at once. Measured on ``direct`` as what its peak holds beyond VECTOR_ENTRY_BYTES a
+message: 665 for the allreduce (two messages a pair), 750 for the reduce-scatter (one)
+(bench/memory.py). So ``direct`` allreduce takes ~1.4 kB per rank pair and stops at ~3,550
+ranks."""
+
+TRACE_ENTRY_BYTES = 600
+"""Peak bytes per entry of a schedule traced from its program (an algorithm without a builder,
+on the vectorised engine): the trace's Python record of each op, then the run. Measured:
+``nvls_tree`` 318, ``pat`` 597 (bench/memory.py). A trace stops once it would record more than
+MEMORY_BUDGET_BYTES of them (~28.6 million entries)."""
+
+SIMPY_HELD_BYTES = 670
+"""Peak bytes per message in flight or flow timer pending on the SimPy engine
+(:class:`~simulator.engine.fabric.Holding`). Measured on ``direct`` on a switch (every message
+posted at once, each new flow re-timing those sharing its links: 15 held a message at 60
+ranks): 662 (bench/memory.py). A SimPy run stops once it holds more than MEMORY_BUDGET_BYTES of
+them (~25.6 million)."""
 
 MAX_DIST_RANKS = 16_384
 """Ranks of ``simulator.dist.spawn``, one thread each. Measured on this machine by starting

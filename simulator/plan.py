@@ -17,15 +17,21 @@ from pathlib import Path
 from typing import Any
 
 from simulator.algorithms.algorithm import Algorithm
-from simulator.algorithms.channels import on_channels_s
+from simulator.algorithms.channels import footprint_on_channels, on_channels_s
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.registry import algorithm_names
+from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload
 from simulator.engine.plan import PointPlan
 from simulator.engine.run import RunSpec
 from simulator.errors import InputError, Problem
-from simulator.limits import PROXY_BUDGET_BYTES
+from simulator.limits import (
+    MEMORY_BUDGET_BYTES,
+    PAIR_BYTES,
+    PROXY_BUDGET_BYTES,
+    VECTOR_ENTRY_BYTES,
+)
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
 from simulator.model.faults import Fault, fault_problem, with_faults
@@ -35,7 +41,7 @@ from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
 from simulator.scenario.training import Imports
-from simulator.settings import RunSettings
+from simulator.settings import Engine, RunSettings
 
 
 @dataclass(frozen=True)
@@ -199,6 +205,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     problem = chunking_problem(scenario, algorithm, size_bytes, channels)
     if problem is not None:
         raise InputError([problem])
+    _check_footprint(scenario, setup.machine, algorithm, size_bytes, settings, channels)
     chunks = algorithm.whole_chunks()
     payload = payload_of(scenario, settings, size_bytes, ranks, channels, chunks)
     machine, cost, nccl = setup.machine, setup.cost, None
@@ -223,6 +230,9 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         streamed = [replace(timed, stream_bytes=piece) for piece in stream_choices(size_bytes)]
         closed, cost = min(((on_channels_s(algorithm, c, count, channels), c) for c in streamed),
                            key=lambda timed_cost: timed_cost[0])  # the first of equals, as min's
+        if cost.stream_bytes is not None:  # the phases streamed in pieces: counted again
+            _check_footprint(scenario, setup.machine, algorithm, size_bytes, settings, channels,
+                             cost.stream_bytes)
     else:
         closed = on_channels_s(algorithm, cost, count, channels)
     start = nccl.start_s if nccl is not None and ranks > 1 else 0.0
@@ -234,10 +244,61 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
                      spec, nccl, start, closed + start, settings, healthy, faults)
 
 
+def vectorised(algorithm: Algorithm, engine: Engine) -> bool:
+    """Whether ``engine`` builds the algorithm's schedule for the vectorised engine (``auto``
+    does where there is a builder, or the algorithm asks for its trace there, and builds it
+    even where the engine then declines it: :func:`simulator.engine.executor.run`)."""
+    if engine is Engine.AUTO:
+        return algorithm.has_builder() or algorithm.trace_vectorised
+    return engine is Engine.VECTOR
+
+
+def footprint_problem(scenario: Scenario, machine: Machine, algorithm: Algorithm,
+                      size_bytes: int, settings: RunSettings, channels: int,
+                      stream_bytes: int | None = None) -> Problem | None:
+    """Why the point of ``algorithm`` at ``size_bytes`` on ``channels`` channels (its phases
+    streamed in pieces of ``stream_bytes``) would take more memory than a point may (None
+    where it would not, or where its algorithm does not count its schedule: the engine then
+    watches it), counted without building anything (:meth:`Algorithm.footprint
+    <simulator.algorithms.algorithm.Algorithm.footprint>`): its rank pairs' routes, and on
+    the vectorised engine the schedule entries it holds at once, at the bytes each costs as
+    measured (simulator/limits.py)."""
+    itemsize = scenario.dtype.itemsize
+    group = Group.whole(machine, size_bytes // itemsize, itemsize, scenario.piece_bytes,
+                        stream_bytes)
+    counted = footprint_on_channels(algorithm, group, machine.layout, channels)
+    if counted is None:
+        return None
+    on_vector = vectorised(algorithm, settings.engine)
+    held = counted.held if on_vector else 0
+    need = held * VECTOR_ENTRY_BYTES + counted.pairs * PAIR_BYTES
+    if need <= MEMORY_BUDGET_BYTES:
+        return None
+    entries = (f"{held:,} schedule entries held at once at {VECTOR_ENTRY_BYTES} bytes, "
+               if on_vector else "")
+    return Problem(scenario.source, "algorithms", (
+        f"{algorithm.name!r} at {size_bytes} bytes on {machine.ranks} ranks needs "
+        f"~{need / 2**30:.1f} GiB to simulate on the {'vectorised' if on_vector else 'SimPy'} "
+        f"engine ({entries}{counted.pairs:,} rank pairs at {PAIR_BYTES} bytes), more than the "
+        f"{MEMORY_BUDGET_BYTES >> 30} GiB a point may take (simulator/limits.py); use fewer "
+        "ranks, a larger piece_size or another algorithm"))
+
+
+def _check_footprint(scenario: Scenario, machine: Machine, algorithm: Algorithm,
+                     size_bytes: int, settings: RunSettings, channels: int,
+                     stream_bytes: int | None = None) -> None:
+    """InputError where :func:`footprint_problem` finds one."""
+    problem = footprint_problem(scenario, machine, algorithm, size_bytes, settings, channels,
+                                stream_bytes)
+    if problem is not None:
+        raise InputError([problem])
+
+
 def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,
                  sizes: tuple[int, ...] | None = None) -> None:
     """InputError, naming what would help, if a size's proxy buffers (of ``sizes``, default the
-    scenario's) exceed the budget."""
+    scenario's) exceed the budget, or a point's schedule and routes would
+    (:func:`footprint_problem`, every such point one line)."""
     ranks = setup.machine.ranks
     proxy_elements = settings.proxy_elements
     for size in scenario.sizes if sizes is None else sizes:
@@ -260,6 +321,13 @@ def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,
                                       f"{size} bytes on {ranks} ranks needs {need >> 20} MiB of "
                                       f"data to verify, more than {PROXY_BUDGET_BYTES >> 20} MiB; "
                                       f"use {advice}")])
+    problems = [problem for algorithm in setup.algorithms
+                for size in (scenario.sizes if sizes is None else sizes)
+                if (problem := footprint_problem(
+                    scenario, setup.machine, algorithm, size, settings,
+                    channels_for(scenario, setup.machine, algorithm, size))) is not None]
+    if problems:
+        raise InputError(problems)
 
 
 def _proxy_with_workspace(scenario: Scenario, settings: RunSettings, size_bytes: int, ranks: int,

@@ -202,18 +202,6 @@ def test_threads_that_start_after_one_receive_all_run():
     assert buffers[0, 0] == 2 * 1024 and buffers[0, 1] == 3 * 1024 + 1  # copied from 2, then 3
 
 
-def test_a_schedule_beyond_the_message_limit_is_an_input_error(monkeypatch):
-    monkeypatch.setattr("simulator.engine.executor.MAX_MESSAGES", 47)
-    scenario = {"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
-                             "latency": "1us"}, "algorithms": ["ring"], "sizes": [4096]}
-    assert run_point(scenario, "ring", 4096).messages == 24  # 2(p-1)·p
-    with pytest.raises(InputError) as caught:
-        run_point({**scenario, "piece_size": 512}, "ring", 4096)  # 2 pieces a chunk: 48
-    assert str(caught.value) == (
-        "<dict>: sizes: 4096 bytes with ring on 4 ranks is 48 messages, more than the 47 the "
-        "vectorised engine holds at once; use fewer ranks or a larger piece_size")
-
-
 # --- schedules a block at a time (Blocks) ---------------------------------------------------------
 
 

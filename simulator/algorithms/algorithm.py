@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace
 from simulator.model.collective import Collective
@@ -182,6 +183,24 @@ class Algorithm(ABC):
         if self._owner("blocks") is self._owner("program"):
             return self.blocks(group)
         return Blocks.whole(self.schedule(group))
+
+    def footprint(self, group: Group) -> Footprint | None:
+        """What :meth:`in_blocks` holds on ``group`` (its entries, rank pairs and what the engine
+        holds at once, :class:`~simulator.algorithms.footprint.Footprint`), counted without
+        building it; None where only building it tells (the default). An algorithm with a
+        builder counts from the builder's own arithmetic, so that a point too large for the
+        machine is refused before anything is allocated; without it the engine checks the
+        schedule once built. ``tests/test_footprint.py`` holds every count equal to the
+        schedule."""
+        return None
+
+    def counted(self, group: Group) -> Footprint | None:
+        """:meth:`footprint` under :meth:`in_blocks`' rule: None for a trace, or where the
+        class that counts is not the one that writes the program (a subclass that rewrites
+        the program is not counted by its parent's arithmetic)."""
+        if not self.has_builder() or self._owner("footprint") is not self._owner("program"):
+            return None
+        return self.footprint(group)
 
     def _owner(self, method: str) -> type:
         """The class in this one's method order that defines ``method``."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.phases.tree import (
     TreeNode,
     broadcast_down,
@@ -22,6 +23,7 @@ from simulator.algorithms.phases.tree import (
     reduce_up,
     reduce_up_s,
     reduction_height,
+    tree_footprint,
     tree_of,
     tree_schedule,
 )
@@ -87,6 +89,12 @@ class BinomialTreeAllreduce(Algorithm):
         """The tree's :func:`~simulator.algorithms.phases.tree.reduction_height`: ⌈log2 p⌉."""
         return reduction_height(tree_of(binomial_tree, len(layout.hosts)))
 
+    def footprint(self, group: Group) -> Footprint:
+        tree = tree_of(binomial_tree, group.size)
+        phases = [tree_footprint(group, tree, group.buffer, None, down=False),
+                  tree_footprint(group, tree, group.buffer, None, up=False)]
+        return Footprint.joined(phases, ends=group.size if group.size > 1 else 0)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         tree = tree_of(binomial_tree, cost.ranks)
         return (reduce_up_s(cost, tree, count, default_bytes=None)
@@ -113,6 +121,10 @@ class BinomialTreeBroadcast(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         return tree_schedule(group, tree_of(binomial_tree, group.size), group.buffer, None,
                              up=False)
+
+    def footprint(self, group: Group) -> Footprint:
+        return tree_footprint(group, tree_of(binomial_tree, group.size), group.buffer, None,
+                              up=False)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return broadcast_down_s(cost, tree_of(binomial_tree, cost.ranks), count,
@@ -143,6 +155,10 @@ class BinomialTreeReduce(Algorithm):
     def reduction_depth(self, layout: Layout) -> int:
         """The tree's :func:`~simulator.algorithms.phases.tree.reduction_height`: ⌈log2 p⌉."""
         return reduction_height(tree_of(binomial_tree, len(layout.hosts)))
+
+    def footprint(self, group: Group) -> Footprint:
+        return tree_footprint(group, tree_of(binomial_tree, group.size), group.buffer, None,
+                              down=False)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return reduce_up_s(cost, tree_of(binomial_tree, cost.ranks), count, default_bytes=None)

@@ -16,6 +16,7 @@ import math
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.ring import RingAllgather, RingReduceScatter
 from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.model.collective import Collective
@@ -89,6 +90,24 @@ class BucketAllreduce(Algorithm):
                     after[position] = part
             held.append(after)
         return Blocks.sequence([*reduce_scatters, *reversed(allgathers)], group.ranks)
+
+    def footprint(self, group: Group) -> Footprint:
+        """:meth:`blocks` counted: each dimension's ring reduce-scatter and allgather on
+        every line, as the phases hold their spans."""
+        grid = _grid(group.grid, group.size)
+        held = [[group.buffer] * group.size]
+        phases: list[Footprint] = []
+        for dim, size in enumerate(grid.dims):
+            lines = grid.lines(dim)
+            after = list(held[dim])
+            for ring in (_REDUCE_SCATTER, _ALLGATHER):
+                phases.append(Footprint.joined([
+                    ring.footprint(group.subgroup(line, held[dim][line[0]])) for line in lines]))
+            for line in lines:
+                for position, part in zip(line, held[dim][line[0]].split(size), strict=True):
+                    after[position] = part
+            held.append(after)
+        return Footprint.joined(phases, ends=group.size if group.size > 1 else 0)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         grid = _grid(cost.layout.grid, cost.ranks)

@@ -19,6 +19,7 @@ import math
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace_program
 from simulator.model.machine import Layout
@@ -55,6 +56,21 @@ def blocks_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
         return algorithm.in_blocks(group)
     return Blocks.whole(schedule_on_channels(algorithm, group, layout, channels),
                         traced=not algorithm.has_builder())
+
+
+def footprint_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
+                          channels: int) -> Footprint | None:
+    """:func:`blocks_on_channels` counted (:meth:`Algorithm.counted
+    <simulator.algorithms.algorithm.Algorithm.counted>`): on several channels every channel's
+    count, the whole held at once; None where the algorithm has no count."""
+    if channels == 1:
+        return algorithm.counted(group)
+    slices = group.buffer.split(channels)
+    counted = [algorithm.counted(group.subgroup(layout.channel_order(c), slices[c]))
+               for c in range(channels)]
+    if any(one is None for one in counted):
+        return None
+    return Footprint.joined([one.as_whole() for one in counted if one is not None])
 
 
 def schedule_on_channels(algorithm: Algorithm, group: Group, layout: Layout,

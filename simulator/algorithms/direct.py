@@ -23,6 +23,7 @@ import numpy as np
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import EMPTY, Footprint
 from simulator.algorithms.phases.direct import (
     all_pairs,
     direct_allgather,
@@ -30,6 +31,7 @@ from simulator.algorithms.phases.direct import (
     direct_reduce_scatter,
     direct_reduce_scatter_s,
     exchange,
+    exchange_footprint,
     exchange_schedule,
     largest_chunk_bytes,
     peers,
@@ -69,6 +71,9 @@ class DirectAllreduce(Algorithm):
         return Schedule.sequence([exchange_schedule(group, reduce=True),
                                   exchange_schedule(group, reduce=False)], group.ranks)
 
+    def footprint(self, group: Group) -> Footprint:
+        return exchange_footprint(group, phases=2)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
         if p == 1:
@@ -93,6 +98,9 @@ class DirectReduceScatter(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         return Schedule.sequence([exchange_schedule(group, reduce=True)], group.ranks)
 
+    def footprint(self, group: Group) -> Footprint:
+        return exchange_footprint(group)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return direct_reduce_scatter_s(cost, count)
 
@@ -112,6 +120,9 @@ class DirectAllgather(Algorithm):
 
     def schedule(self, group: Group) -> Schedule:
         return Schedule.sequence([exchange_schedule(group, reduce=False)], group.ranks)
+
+    def footprint(self, group: Group) -> Footprint:
+        return exchange_footprint(group)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return direct_allgather_s(cost, count)
@@ -137,6 +148,9 @@ class DirectBroadcast(Algorithm):
 
     def schedule(self, group: Group) -> Schedule:
         return _one_to_all(group, reduce=False)
+
+    def footprint(self, group: Group) -> Footprint:
+        return _one_to_all_footprint(group, reduce=False)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         pairs = [(ROOT, peer) for peer in peers(ROOT, cost.ranks)]
@@ -167,6 +181,9 @@ class DirectReduce(Algorithm):
     def schedule(self, group: Group) -> Schedule:
         return _one_to_all(group, reduce=True)
 
+    def footprint(self, group: Group) -> Footprint:
+        return _one_to_all_footprint(group, reduce=True)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
         if p == 1:
@@ -187,3 +204,10 @@ def _one_to_all(group: Group, *, reduce: bool) -> Schedule:
     senders, receivers = (others, root) if reduce else (root, others)
     return Schedule.sequence([transfers(group, senders, receivers, starts, stops, reduce=reduce,
                                         whole=True)], group.ranks)
+
+
+def _one_to_all_footprint(group: Group, *, reduce: bool) -> Footprint:
+    """:func:`_one_to_all` counted: one message between the root and each other rank, which
+    receive in a chain each (broadcast) or the root in one (reduce)."""
+    others = group.size - 1
+    return Footprint.whole(others, others, ends=1 if reduce else others) if others else EMPTY

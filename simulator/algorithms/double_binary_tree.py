@@ -43,6 +43,7 @@ import itertools
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.host_tree import double_host_tree
 from simulator.algorithms.phases.tree import (
     TreeNode,
@@ -51,6 +52,7 @@ from simulator.algorithms.phases.tree import (
     reduction_height,
     tree_allreduce,
     tree_allreduce_s,
+    tree_footprint,
     tree_schedule,
 )
 from simulator.algorithms.schedule import Group, Schedule
@@ -186,6 +188,10 @@ class DoubleBinaryTreeAllreduce(Algorithm):
         """The taller of its two trees' :func:`~simulator.algorithms.phases.tree.reduction_height`
         (each half is reduced up one tree)."""
         return max(reduction_height(tree) for tree in trees_of(layout))
+
+    def footprint(self, group: Group) -> Footprint:
+        trees, halves = trees_of(group.layout), group.buffer.split(2)
+        return Footprint.joined([tree_footprint(group, trees[i], halves[i]) for i in range(2)])
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         trees, halves = trees_of(cost.layout), Span(0, count).split(2)

@@ -14,17 +14,21 @@ from __future__ import annotations
 from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
 from simulator.algorithms.comm import REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.phases.recursive import (
     doubling_gather,
+    doubling_gather_footprint,
     doubling_gather_s,
     doubling_gather_schedule,
     fold_pairs,
     fold_s,
     folded,
+    folded_footprint,
     folded_schedule,
     halves,
     halves_bounds,
     halving_scatter,
+    halving_scatter_footprint,
     halving_scatter_s,
     halving_scatter_schedule,
     own_chunk,
@@ -91,6 +95,14 @@ class HalvingDoublingAllreduce(Algorithm):
         every one is reduced once per halving step (⌊log2 p⌋ of them)."""
         return (len(layout.hosts) - 1).bit_length()
 
+    def footprint(self, group: Group) -> Footprint:
+        def reduce_scatter_allgather(survivors: Group) -> list[Footprint]:
+            blocks = halves_bounds(survivors.buffer, survivors.size)
+            return (halving_scatter_footprint(survivors, blocks)
+                    + doubling_gather_footprint(survivors, blocks))
+        return folded_footprint(group, reduce_scatter_allgather, hand_in=whole_buffer(group),
+                                hand_back=whole_buffer(group))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         before, after = fold_s(cost, count, True, count)
         blocks = halves(Span(0, count), power_of_two_below(cost.ranks))
@@ -137,6 +149,12 @@ class HalvingDoublingReduceScatter(Algorithm):
         """⌈log2 p⌉: a folded rank's contribution is reduced once into its survivor's, then
         every one is reduced once per halving step (⌊log2 p⌋ of them)."""
         return (len(layout.hosts) - 1).bit_length()
+
+    def footprint(self, group: Group) -> Footprint:
+        blocks = survivor_bounds(group.buffer, group.size)
+        return folded_footprint(group,
+                                lambda survivors: halving_scatter_footprint(survivors, blocks),
+                                hand_in=whole_buffer(group), hand_back=own_chunk(group))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         chunk = Span(0, count).split(cost.ranks)

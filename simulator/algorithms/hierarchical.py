@@ -18,7 +18,13 @@ import numpy as np
 from simulator.algorithms.algorithm import Algorithm, Inner
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.phases.ring import ring_pass, ring_pass_s, ring_pass_schedule
+from simulator.algorithms.footprint import Footprint
+from simulator.algorithms.phases.ring import (
+    ring_pass,
+    ring_pass_footprint,
+    ring_pass_s,
+    ring_pass_schedule,
+)
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import Blocks, Group, Schedule, Together
 from simulator.model.collective import Collective
@@ -158,6 +164,54 @@ class Hierarchical(Algorithm):
                             for ranks in by_host])
             for start, reducing in ((-1, steps), (0, 0)))
         return Blocks.sequence([reduce_scatter, Blocks.apart(inter), allgather], group.ranks)
+
+    def footprint(self, group: Group) -> Footprint | None:
+        """:meth:`blocks` counted: each host's ring pass (every host alike) for the
+        reduce-scatter and again for the allgather, ``inter``'s count on every rail; in
+        sequence, whose join markers wait for the threads that end on one rank beyond its
+        first (the two of a tree's interior ranks, the three phases of a streamed tick)."""
+        by_host, rails = _hosts_and_rails(group)
+        local, p = len(by_host[0]), group.size
+        pieces = group.buffer.cut(piece_sizes(group.buffer.count, group.itemsize, None,
+                                              group.stream_bytes))
+
+        def intra(piece: Span) -> Footprint:  # either ring phase, on every host at once
+            one = ring_pass_footprint(group.subgroup(by_host[0], piece), steps=local - 1,
+                                      blocks=False)
+            hosts = len(by_host)
+            return Footprint.whole(hosts * one.entries, hosts * one.pairs, hosts * one.ends)
+
+        def across(piece: Span) -> Footprint | None:  # inter on every rail at once
+            counted = [self.options.inter.counted(group.subgroup(rail, mine))
+                       for rail, mine in zip(rails, piece.split(local), strict=True)]
+            if any(one is None for one in counted):
+                return None
+            return Footprint.joined([one for one in counted if one is not None])
+
+        def joins(ends: int) -> int:  # every rank ends a thread in each phase (or none)
+            return max(0, ends - p)
+
+        inters = [across(piece) for piece in pieces]
+        if any(inter is None for inter in inters):
+            return None
+        if len(pieces) == 1:
+            [inter] = inters
+            assert inter is not None
+            phases = [intra(group.buffer), inter, intra(group.buffer)]
+            return Footprint.joined(phases, 0 if inter.windowed else joins(inter.ends), ends=p)
+
+        def phase(i: int, piece: int) -> Footprint:  # reduce-scatter, inter, allgather
+            inter = inters[piece]
+            assert inter is not None
+            return inter.as_whole() if i == 1 else intra(pieces[piece])
+
+        ticks = []
+        for tick in range(len(pieces) + 2):
+            now = [phase(i, tick - i) for i in range(3) if 0 <= tick - i < len(pieces)]
+            ticks.append(Footprint.joined(now, joins(sum(branch.ends for branch in now))))
+        entries = Footprint.joined(ticks).entries
+        pairs = 2 * intra(pieces[0]).pairs + phase(1, 0).pairs  # every piece between the same
+        return Footprint.whole(entries, pairs, p)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         host_ranks, rail = cost.layout.host_ranks(0), cost.layout.rail(0)

@@ -5,24 +5,30 @@ Gropp, IJHPCA 19(1), 2005), on any p through the fold of
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.phases.recursive import (
     Bounds,
     doubling_gather,
+    doubling_gather_footprint,
     doubling_gather_s,
     doubling_gather_schedule,
     fold_pairs,
     fold_s,
     folded,
+    folded_footprint,
     folded_schedule,
     own_chunk,
     survivor_blocks,
     survivor_bounds,
     swap_whole,
+    swap_whole_footprint,
     swap_whole_s,
     swap_whole_schedule,
     whole_buffer,
@@ -72,6 +78,10 @@ class RecursiveDoublingAllreduce(Algorithm):
         every one is reduced once per swap (⌊log2 p⌋ of them)."""
         return (len(layout.hosts) - 1).bit_length()
 
+    def footprint(self, group: Group) -> Footprint:
+        return folded_footprint(group, swap_whole_footprint, hand_in=whole_buffer(group),
+                                hand_back=whole_buffer(group))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         before, after = fold_s(cost, count, True, count)
         return before + swap_whole_s(cost, count) + after
@@ -116,19 +126,14 @@ class RecursiveDoublingAllgather(Algorithm):
                           hand_back=rest)
 
     def schedule(self, group: Group) -> Schedule:
-        chunks = group.chunks(group.size)
         blocks = survivor_bounds(group.buffer, group.size)
-
-        def rest(out: np.ndarray) -> tuple[np.ndarray, Bounds]:  # before, then after, if any
-            start, stop = group.buffer.start, group.buffer.stop
-            row = np.repeat(np.arange(len(out), dtype=np.int64), 2)
-            starts = np.stack([np.full(len(out), start), chunks[1][out]], axis=1).ravel()
-            stops = np.stack([chunks[0][out], np.full(len(out), stop)], axis=1).ravel()
-            kept = stops > starts
-            return row[kept], (starts[kept], stops[kept])
-
         return folded_schedule(group, lambda s: doubling_gather_schedule(s, blocks),
-                               hand_in=own_chunk(group), reduce=False, hand_back=rest)
+                               hand_in=own_chunk(group), reduce=False, hand_back=_rest(group))
+
+    def footprint(self, group: Group) -> Footprint:
+        blocks = survivor_bounds(group.buffer, group.size)
+        return folded_footprint(group, lambda s: doubling_gather_footprint(s, blocks),
+                                hand_in=own_chunk(group), hand_back=_rest(group))
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         chunk = Span(0, count).split(cost.ranks)
@@ -138,3 +143,18 @@ class RecursiveDoublingAllgather(Algorithm):
             after = 0.0
         blocks = survivor_blocks(Span(0, count), cost.ranks)
         return before + doubling_gather_s(cost, blocks) + after
+
+
+def _rest(group: Group) -> Callable[[np.ndarray], tuple[np.ndarray, Bounds]]:
+    """The rows of the allgather's hand-back: the buffer before each sitting-out rank's own
+    chunk, then after it, each where it is not empty."""
+    chunks = group.chunks(group.size)
+
+    def rows(out: np.ndarray) -> tuple[np.ndarray, Bounds]:
+        start, stop = group.buffer.start, group.buffer.stop
+        row = np.repeat(np.arange(len(out), dtype=np.int64), 2)
+        starts = np.stack([np.full(len(out), start), chunks[1][out]], axis=1).ravel()
+        stops = np.stack([chunks[0][out], np.full(len(out), stop)], axis=1).ravel()
+        kept = stops > starts
+        return row[kept], (starts[kept], stops[kept])
+    return rows

@@ -12,14 +12,17 @@ import itertools
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
+from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.phases.ring import (
     chain,
     chain_s,
     ring_pass,
     ring_pass_blocks,
+    ring_pass_footprint,
     ring_pass_s,
 )
-from simulator.algorithms.phases.tree import TreeNode, tree_schedule
+from simulator.algorithms.phases.tree import TreeNode, edges_footprint, tree_schedule
 from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.model.collective import ROOT, Collective
 
@@ -55,6 +58,9 @@ class RingAllreduce(Algorithm):
         p = group.size
         return ring_pass_blocks(group, start=0, steps=2 * (p - 1), reducing_steps=p - 1)
 
+    def footprint(self, group: Group) -> Footprint:
+        return ring_pass_footprint(group, steps=2 * (group.size - 1))
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         p = cost.ranks
         return ring_pass_s(cost, count, steps=2 * (p - 1), reducing_steps=p - 1)
@@ -83,6 +89,9 @@ class RingReduceScatter(Algorithm):
         p = group.size
         return ring_pass_blocks(group, start=-1, steps=p - 1, reducing_steps=p - 1)
 
+    def footprint(self, group: Group) -> Footprint:
+        return ring_pass_footprint(group, steps=group.size - 1)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return ring_pass_s(cost, count, steps=cost.ranks - 1, reducing_steps=cost.ranks - 1)
 
@@ -109,6 +118,9 @@ class RingAllgather(Algorithm):
     def blocks(self, group: Group) -> Blocks:
         return ring_pass_blocks(group, start=0, steps=group.size - 1, reducing_steps=0)
 
+    def footprint(self, group: Group) -> Footprint:
+        return ring_pass_footprint(group, steps=group.size - 1)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return ring_pass_s(cost, count, steps=cost.ranks - 1, reducing_steps=0)
 
@@ -132,6 +144,9 @@ class RingBroadcast(Algorithm):
         p = group.size
         return chain_schedule(group, [(ROOT + i) % p for i in range(p)], reduce=False)
 
+    def footprint(self, group: Group) -> Footprint:
+        return chain_footprint(group, reduce=False)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return chain_s(cost, count, reduce=False)
 
@@ -154,6 +169,9 @@ class RingReduce(Algorithm):
         p = group.size
         return chain_schedule(group, [(ROOT - i) % p for i in range(p - 1, -1, -1)], reduce=True)
 
+    def footprint(self, group: Group) -> Footprint:
+        return chain_footprint(group, reduce=True)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         return chain_s(cost, count, reduce=True)
 
@@ -167,3 +185,10 @@ def chain_schedule(group: Group, order: list[int], *, reduce: bool) -> Schedule:
         nodes[child] = TreeNode(parent, nodes[child].children)
         nodes[parent] = TreeNode(nodes[parent].parent, (child,))
     return tree_schedule(group, nodes, group.buffer, up=reduce, down=not reduce)
+
+
+def chain_footprint(group: Group, *, reduce: bool) -> Footprint:
+    """:func:`chain_schedule` counted: a chain's p-1 edges, each carrying every piece once."""
+    edges = group.size - 1
+    return edges_footprint(group, group.buffer, PIPELINE_BYTES, below=edges, parents=edges,
+                           up=reduce, down=not reduce)

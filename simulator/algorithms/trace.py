@@ -53,7 +53,9 @@ trace cannot know.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -74,7 +76,7 @@ from simulator.algorithms.comm import (
     SwitchResult,
 )
 from simulator.algorithms.schedule import NONE, Group, Op, Schedule, SwitchEnd
-from simulator.errors import AlgorithmError, Wait, deadlock
+from simulator.errors import AlgorithmError, OverBudget, Wait, deadlock
 from simulator.model.machine import Aggregation, Machine
 from simulator.model.span import Span
 
@@ -83,6 +85,23 @@ if TYPE_CHECKING:
 
 _Connection = tuple[int, int, tuple[int, ...]]   # (sender, receiver, channel path)
 _Path = tuple[tuple[int, int], ...]               # a thread: (parallel, branch) from the top
+
+
+_LIMIT: ContextVar[int | None] = ContextVar("trace_limit", default=None)
+"""The most ops a trace may record here (None: no limit): :func:`limited`."""
+
+
+@contextmanager
+def limited(ops: int | None) -> Iterator[None]:
+    """Traces made inside stop with :class:`~simulator.errors.OverBudget` once they would
+    record more than ``ops`` ops (None: no limit): a trace holds Python objects per op until it
+    is done, and only running the programs tells how many there are, so the engine bounds the
+    memory a trace may take instead of predicting it."""
+    token = _LIMIT.set(ops)
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
 
 
 def trace(algorithm: Algorithm, group: Group, name: str | None = None) -> Schedule:
@@ -143,6 +162,8 @@ class _Recording:
     receives: dict[_Connection, list[int]] = field(default_factory=dict)
     """Per connection, the op of each receive, in request order."""
     channel_numbers: dict[tuple[int, ...], int] = field(default_factory=dict)
+    limit: int | None = field(default_factory=_LIMIT.get)
+    """The most ops it may record (:func:`limited`)."""
     switches: dict[SwitchKey, int] = field(default_factory=dict)
     """Each series of in-switch rounds (contributors, receivers, channel), numbered g: its
     endpoint, or its tree's root's (:attr:`ends`)."""
@@ -164,7 +185,10 @@ class _Recording:
 
     def op(self, src: int, dst: int, send: Span, recv: Span, reduce: bool, posted_after: int,
            receive_previous: int, channel: int = 0) -> int:
-        """A new op (its connection predecessor is filled in when messages are matched)."""
+        """A new op (its connection predecessor is filled in when messages are matched);
+        OverBudget beyond :attr:`limit`."""
+        if self.limit is not None and len(self.src) >= self.limit:
+            raise OverBudget("entries of a traced schedule", len(self.src) + 1, self.limit)
         self.src.append(src)
         self.dst.append(dst)
         self.send.append(send)

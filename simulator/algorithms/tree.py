@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.phases.tree import (
     TreeNode,
     broadcast_down,
@@ -31,6 +32,7 @@ from simulator.algorithms.phases.tree import (
     reduction_height,
     tree_allreduce,
     tree_allreduce_s,
+    tree_footprint,
     tree_of,
     tree_schedule,
 )
@@ -161,6 +163,9 @@ class TreeAllreduce(Algorithm):
         rank adds two children one after the other, so up to 2·⌊log2 p⌋."""
         return reduction_height(tree_of(binary_tree, len(layout.hosts)))
 
+    def footprint(self, group: Group) -> Footprint:
+        return tree_footprint(group, tree_of(binary_tree, group.size), group.buffer)
+
     def model_s(self, cost: CostInputs, count: int) -> float:
         tree = tree_of(binary_tree, cost.ranks)
         return max(tree_allreduce_s(cost, tree, count),
@@ -183,6 +188,9 @@ class TreeBroadcast(Algorithm):
 
     def schedule(self, group: Group) -> Schedule:
         return tree_schedule(group, tree_of(binary_tree, group.size), group.buffer, up=False)
+
+    def footprint(self, group: Group) -> Footprint:
+        return tree_footprint(group, tree_of(binary_tree, group.size), group.buffer, up=False)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return broadcast_down_s(cost, tree_of(binary_tree, cost.ranks), count)
@@ -209,6 +217,9 @@ class TreeReduce(Algorithm):
         """The tree's :func:`~simulator.algorithms.phases.tree.reduction_height`: an interior
         rank adds two children one after the other, so up to 2·⌊log2 p⌋."""
         return reduction_height(tree_of(binary_tree, len(layout.hosts)))
+
+    def footprint(self, group: Group) -> Footprint:
+        return tree_footprint(group, tree_of(binary_tree, group.size), group.buffer, down=False)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         return reduce_up_s(cost, tree_of(binary_tree, cost.ranks), count)

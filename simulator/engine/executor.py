@@ -18,13 +18,19 @@ import numpy as np
 
 from simulator.algorithms.channels import blocks_on_channels
 from simulator.algorithms.schedule import Blocks, Group
+from simulator.algorithms.trace import limited
 from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.engine.run import Timing, run_collective
 from simulator.engine.vector import declines as vector_declines
 from simulator.engine.vector import declines_trace, run_schedule
-from simulator.errors import InputError, Problem
-from simulator.limits import MAX_MESSAGES
+from simulator.errors import InputError, OverBudget, Problem
+from simulator.limits import (
+    MEMORY_BUDGET_BYTES,
+    SIMPY_HELD_BYTES,
+    TRACE_ENTRY_BYTES,
+    VECTOR_ENTRY_BYTES,
+)
 from simulator.settings import Engine
 
 
@@ -51,8 +57,10 @@ class Simpy:
         return None
 
     def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
-        """Every rank's program on the fabric."""
-        return run_collective(plan.algorithm, plan.machine, plan.spec, buffers, recorder)
+        """Every rank's program on the fabric, stopped (OverBudget) once it holds more
+        messages in flight and flow timers than the memory budget allows."""
+        return run_collective(plan.algorithm, plan.machine, plan.spec, buffers, recorder,
+                              limit=MEMORY_BUDGET_BYTES // SIMPY_HELD_BYTES)
 
 
 class Vector:
@@ -65,13 +73,15 @@ class Vector:
         self._planned: tuple[PointPlan, Blocks] | None = None
 
     def blocks(self, plan: PointPlan) -> Blocks:
-        """The plan's schedule on its channels."""
+        """The plan's schedule on its channels; a trace stopped (OverBudget) once it records
+        more entries than the memory budget allows."""
         if self._planned is None or self._planned[0] is not plan:
             spec = plan.spec
             group = Group.whole(plan.machine, spec.payload.count, spec.payload.dtype.itemsize,
                                 spec.piece_bytes, spec.stream_bytes)
-            schedule = blocks_on_channels(plan.algorithm, group, plan.machine.layout,
-                                          spec.channels)
+            with limited(MEMORY_BUDGET_BYTES // TRACE_ENTRY_BYTES):
+                schedule = blocks_on_channels(plan.algorithm, group, plan.machine.layout,
+                                              spec.channels)
             self._planned = (plan, schedule)
         return self._planned[1]
 
@@ -83,24 +93,26 @@ class Vector:
         return untraced or vector_declines(self.blocks(plan), plan.machine, asked=asked)
 
     def run(self, plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> Timing:
-        """The schedule with numpy; InputError for one held whole that is too large."""
+        """The schedule with numpy; OverBudget for one held whole beyond the memory budget
+        (one whose algorithm does not count it before it is built: :func:`simulator.plan.
+        plan_point` refuses the others before)."""
         blocks = self.blocks(plan)
-        if blocks.count == 1 and blocks.size > MAX_MESSAGES:  # held whole
-            raise InputError([Problem(plan.source, "sizes", (
-                f"{plan.payload.count * plan.payload.dtype.itemsize} bytes with "
-                f"{plan.algorithm.name} on {plan.machine.ranks} ranks is {blocks.size:,} "
-                f"messages, more than the {MAX_MESSAGES:,} the vectorised engine holds at once; "
-                "use fewer ranks or a larger piece_size"))])
+        limit = MEMORY_BUDGET_BYTES // VECTOR_ENTRY_BYTES
+        if blocks.count == 1 and blocks.size > limit:  # held whole
+            raise OverBudget("schedule entries on the vectorised engine", blocks.size,
+                             limit)
         vector = run_schedule(blocks, plan.machine, plan.payload, plan.spec.reduce_op, buffers,
                               plan.algorithm.name, recorder)
-        return Timing(vector.time_s, vector.messages, vector.instants)
+        return Timing(vector.time_s, vector.messages, vector.instants, vector.held)
 
 
 def run(plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> tuple[Timing, Engine]:
     """Simulate ``plan`` on the engine it asks for: the vectorised one where it does not decline
-    (``auto``, ``vector``), else SimPy; InputError for ``vector`` on a plan it declines. A
-    point whose timeline the recorder traces runs on SimPy, whatever the plan's engine (only it
-    records timelines). The timing, and which engine gave it (the results' ``engine``).
+    (``auto``, ``vector``), else SimPy; InputError for ``vector`` on a plan it declines, and
+    for a point that turns out to need more memory than a run may take (a trace, the SimPy
+    engine's messages in flight: what no count tells before). A point whose timeline the
+    recorder traces runs on SimPy, whatever the plan's engine (only it records timelines).
+    The timing, and which engine gave it (the results' ``engine``).
 
     A plan with a workspace (``RunSpec.workspace``) runs on buffers widened past the
     collective's by it, zeros at the start, which the engines see as one buffer (the program's
@@ -113,6 +125,18 @@ def run(plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> tuple[Timin
                    recorder)
         buffers[...] = widened[:, :buffers.shape[1]]
         return done
+    try:
+        return _run(plan, buffers, recorder)
+    except OverBudget as error:
+        raise InputError([Problem(plan.source, "algorithms", (
+            f"{plan.algorithm.name!r} at {plan.size_bytes} bytes on {plan.machine.ranks} ranks "
+            f"came to hold {error.held:,} {error.what}, more than the {error.limit:,} that fit "
+            f"in the {MEMORY_BUDGET_BYTES >> 30} GiB a point may take (simulator/limits.py); "
+            "use fewer ranks, a larger piece_size or another algorithm"))]) from None
+
+
+def _run(plan: PointPlan, buffers: np.ndarray, recorder: Recorder) -> tuple[Timing, Engine]:
+    """:func:`run`, OverBudget as it comes."""
     executor: Executor = Simpy()
     if plan.settings.engine is not Engine.SIMPY and not recorder.trace:
         vector = Vector()

@@ -36,7 +36,7 @@ import simpy
 from simulator.engine.kernel import CapacityTimeline, serve_next
 from simulator.engine.record import Recorder
 from simulator.engine.sharing import FairShare
-from simulator.errors import cut_off
+from simulator.errors import OverBudget, cut_off
 from simulator.model.machine import CapacityEvent, Outage
 from simulator.model.routing import LinkId, Route, Routing
 
@@ -64,6 +64,36 @@ class _Flow:
     recorded: list[list[float]] | None = None  # the recorder's state of its links
 
 
+class Holding:
+    """What a SimPy run holds that grows with its size, counted as it runs: messages posted and
+    not yet received, and flow timers set and not yet fired (SimPy cannot cancel a timer, so a
+    flow whose rate changes leaves its old timer queued until it is due; re-sharing a link of
+    thousands of flows, as ``direct`` does, leaves thousands a flow). Neither is known before
+    the run (a ring's two million messages are a thousand at a time, a ``direct``'s all at
+    once), so beyond ``limit`` of them the run stops with :class:`~simulator.errors.OverBudget`
+    before they fill the memory; ``most``: the most held at once."""
+
+    __slots__ = ("limit", "most", "now")
+
+    def __init__(self, limit: int | None = None) -> None:
+        self.limit = limit
+        self.now = 0
+        self.most = 0
+
+    def take(self) -> None:
+        """One more held; OverBudget beyond the limit."""
+        self.now += 1
+        if self.now > self.most:
+            self.most = self.now
+            if self.limit is not None and self.now > self.limit:
+                raise OverBudget("messages in flight and flow timers on the SimPy engine",
+                                 self.now, self.limit)
+
+    def give(self) -> None:
+        """One fewer held."""
+        self.now -= 1
+
+
 @dataclass
 class FabricStats:
     """Counters for one simulation: transfers started and bytes they carried."""
@@ -80,8 +110,10 @@ class Fabric:
     def __init__(self, env: simpy.Environment, routing: Routing,
                  recorder: Recorder | None = None,
                  capacity_events: Sequence[CapacityEvent] = (),
-                 outages: Sequence[Outage] = (), ranks: Sequence[str] = ()) -> None:
+                 outages: Sequence[Outage] = (), ranks: Sequence[str] = (),
+                 holding: Holding | None = None) -> None:
         self.env = env
+        self.holding = holding if holding is not None else Holding()
         self.routing = routing
         self.recorder = recorder
         self.ranks = tuple(ranks)
@@ -235,7 +267,7 @@ class Fabric:
                  flow.ends_at) = flow.before
                 if flow.timer is not None and flow.timer.processed:  # it fired now, superseded
                     flow.timer = self.env.timeout(0.0)
-                    flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
+                    self._finish_at(flow.timer, flow_id, flow.version)
                 continue
             flow.remaining = max(flow.remaining - flow.rate * (now - flow.updated_at), 0.0)
             flow.updated_at = now
@@ -244,7 +276,13 @@ class Fabric:
             flow.ends_at = now + flow.remaining / rate  # when SimPy schedules its timer
             flow.timer = (self.env.timeout(flow.remaining / rate) if flow.ends_at != now
                           else _AtInstantEnd(self.env))
-            flow.timer.callbacks.append(_Finisher(self, flow_id, flow.version))
+            self._finish_at(flow.timer, flow_id, flow.version)
+
+    def _finish_at(self, timer: simpy.Event, flow_id: int, version: int) -> None:
+        """End the flow when ``timer`` fires, unless its rate changed since (a timer held till
+        then: :class:`Holding`)."""
+        self.holding.take()
+        timer.callbacks.append(_Finisher(self, flow_id, version))
 
 
 _INSTANT_END = simpy.events.EventPriority(simpy.events.NORMAL + 1)
@@ -272,4 +310,5 @@ class _Finisher:
     version: int = field(default=0)
 
     def __call__(self, _event: simpy.Event) -> None:
+        self.fabric.holding.give()
         self.fabric._finish(self.flow_id, self.version)

@@ -44,7 +44,7 @@ from simulator.algorithms.comm import (
     SwitchContribution,
     SwitchResult,
 )
-from simulator.engine.fabric import Fabric
+from simulator.engine.fabric import Fabric, Holding
 from simulator.engine.inswitch import InSwitchReductions
 from simulator.engine.kernel import serve_next
 from simulator.engine.payload import Payload
@@ -78,11 +78,14 @@ class RunSpec:
 @dataclass(frozen=True)
 class Timing:
     """What one simulated collective cost: time, and counters that explain it (``events``:
-    the SimPy events the run processed, the capacity timeline's own instants left out)."""
+    the SimPy events the run processed, the capacity timeline's own instants left out;
+    ``held``: the most the engine held at once, messages in flight and flow timers on SimPy
+    (:class:`~simulator.engine.fabric.Holding`), messages on the vectorised engine)."""
 
     time_s: float
     messages: int
     events: int
+    held: int = 0
 
 
 @dataclass(frozen=True)
@@ -136,12 +139,14 @@ class _Run:
     """One collective on one fabric: the rank processes and the messages between them."""
 
     def __init__(self, algorithm: Algorithm, machine: Machine, spec: RunSpec,
-                 buffers: np.ndarray, recorder: Recorder | None = None) -> None:
+                 buffers: np.ndarray, recorder: Recorder | None = None,
+                 limit: int | None = None) -> None:
         self.env = simpy.Environment()
         self.algorithm = algorithm
         self.placement = machine.placement
+        self.holding = Holding(limit)
         self.fabric = Fabric(self.env, machine.routing, recorder, machine.capacity_events,
-                             machine.outages, machine.placement)
+                             machine.outages, machine.placement, self.holding)
         self.trace = recorder if recorder is not None and recorder.trace else None
         self.gpus = [_Gpu(self.env, machine.gpu_of(rank)) for rank in range(machine.ranks)]
         self.entry = [machine.entry_of(rank) for rank in range(machine.ranks)]
@@ -184,7 +189,7 @@ class _Run:
         self._check_complete()
         return Timing(time_s=float(max(self.finished.values(), default=0.0)),
                       messages=self.fabric.stats.transfers,
-                      events=events - self.fabric.stats.capacity_steps)
+                      events=events - self.fabric.stats.capacity_steps, held=self.holding.most)
 
     def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
         if self.entry[rank] > 0:  # a straggler enters late
@@ -244,6 +249,7 @@ class _Run:
                 peer=f"rank {send.peer}", size_bytes=nbytes)
             transfer = self.fabric.transfer(self.placement[rank], self.placement[send.peer],
                                             nbytes, connection=connection, moved=moved)
+            self.holding.take()  # its data copy and events, until it is received
             transfer.callbacks.append(_Deliver(self._slot((*connection, seq)),
                                                _Message(send.span, data)))
 
@@ -262,6 +268,7 @@ class _Run:
         self._waits[wait] = Wait(rank, recv.peer, seq + 1, ".".join(map(str, recv.channel)),
                                  recv.into.start, recv.into.stop, recv.label)
         message = yield self._slot((*connection, seq))
+        self.holding.give()
         del self._waits[wait]
         assert isinstance(message, _Message)
         del self._slots[(*connection, seq)]
@@ -337,9 +344,11 @@ class _Run:
 
 
 def run_collective(algorithm: Algorithm, machine: Machine, spec: RunSpec,
-                   buffers: np.ndarray, recorder: Recorder | None = None) -> Timing:
+                   buffers: np.ndarray, recorder: Recorder | None = None,
+                   limit: int | None = None) -> Timing:
     """Simulate ``algorithm`` on every rank of ``machine``; ``buffers`` (ranks × proxy) end
     holding its result (before ``reduce_op.finalize``, which the caller applies where the
     collective reduces). ``recorder`` (optional) records the links' use, and the timeline
-    when it traces."""
-    return _Run(algorithm, machine, spec, buffers, recorder).run()
+    when it traces. OverBudget where the run comes to hold more than ``limit`` messages in
+    flight and flow timers (:class:`~simulator.engine.fabric.Holding`; None: no limit)."""
+    return _Run(algorithm, machine, spec, buffers, recorder, limit).run()

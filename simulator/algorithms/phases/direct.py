@@ -26,6 +26,7 @@ import numpy as np
 
 from simulator.algorithms.comm import COPY, REDUCE, Combine, Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import EMPTY, Footprint
 from simulator.algorithms.schedule import NONE, Group, Schedule
 from simulator.model.span import Span
 
@@ -80,6 +81,15 @@ def exchange_schedule(group: Group, *, reduce: bool) -> Schedule:
                     starts[chunk], stops[chunk], np.full(len(k), reduce),
                     np.full(len(k), NONE, dtype=np.int64), np.full(len(k), NONE, dtype=np.int64),
                     previous)
+
+
+def exchange_footprint(group: Group, phases: int = 1) -> Footprint:
+    """``phases`` :func:`exchange_schedule` phases in sequence, counted: p(p-1) messages each,
+    between the same p(p-1) pairs, every rank receiving in one chain."""
+    p = group.size
+    if p == 1:
+        return EMPTY
+    return Footprint.whole(phases * p * (p - 1), p * (p - 1), ends=p)
 
 
 def all_pairs(p: int) -> list[Pair]:

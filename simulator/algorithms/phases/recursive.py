@@ -21,6 +21,7 @@ import numpy as np
 
 from simulator.algorithms.comm import COPY, REDUCE, Combine, Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint, piece_counts
 from simulator.algorithms.phases.pieces import recv_pieces, send_pieces, swap
 from simulator.algorithms.schedule import Group, Schedule, transfers
 from simulator.model.span import Span
@@ -266,6 +267,60 @@ def whole_buffer(group: Group) -> Callable[[np.ndarray], tuple[np.ndarray, Bound
                 (np.full(len(out), group.buffer.start, dtype=np.int64),
                  np.full(len(out), group.buffer.stop, dtype=np.int64)))
     return rows
+
+
+# ---- footprints: the schedules above, counted ------------------------------------------------
+
+SurvivorFootprint = Callable[[Group], list[Footprint]]
+"""The phases of a power-of-two schedule, counted on the survivors' group."""
+
+
+def swap_footprint(survivors: Group, send: Bounds) -> Footprint:
+    """:func:`swap_schedule` counted: span ``send[j]``'s pieces from each position j to its
+    partner, q pairs, each position receiving in one chain."""
+    q = survivors.size
+    return Footprint.whole(int(piece_counts(survivors, send[1] - send[0]).sum()), q, ends=q)
+
+
+def halving_scatter_footprint(survivors: Group, blocks: Bounds) -> list[Footprint]:
+    """:func:`halving_scatter_schedule` counted."""
+    q = np.arange(survivors.size, dtype=np.int64)
+    return [swap_footprint(survivors, group_bounds(blocks, q ^ d, d))
+            for d in reversed(distances(survivors.size))]
+
+
+def doubling_gather_footprint(survivors: Group, blocks: Bounds) -> list[Footprint]:
+    """:func:`doubling_gather_schedule` counted."""
+    q = np.arange(survivors.size, dtype=np.int64)
+    return [swap_footprint(survivors, group_bounds(blocks, q, d)) for d in distances(survivors.size)]
+
+
+def swap_whole_footprint(survivors: Group) -> list[Footprint]:
+    """:func:`swap_whole_schedule` counted: q messages of the whole buffer's pieces a step."""
+    q = survivors.size
+    k = int(piece_counts(survivors, np.array([survivors.buffer.count]))[0])
+    return [Footprint.whole(q * k, q, ends=q) for _ in distances(q)]
+
+
+def folded_footprint(group: Group, inner: SurvivorFootprint, *,
+                     hand_in: Callable[[np.ndarray], tuple[np.ndarray, Bounds]],
+                     hand_back: Callable[[np.ndarray], tuple[np.ndarray, Bounds]]) -> Footprint:
+    """:func:`folded_schedule` counted: the hand-in's and hand-back's rows as their pieces
+    between the r folded pairs, and ``inner``'s phases on the survivors; in sequence, so every
+    rank ends receiving in one chain."""
+    p = group.size
+    extra = p - power_of_two_below(p)
+    if extra == 0:
+        phases = inner(group)
+    else:
+        out = np.arange(extra, dtype=np.int64) * 2
+        moves = []
+        for rows in (hand_in, hand_back):
+            _, (starts, stops) = rows(out)
+            moves.append(Footprint.whole(int(piece_counts(group, stops - starts).sum()), extra,
+                                         ends=extra))
+        phases = [moves[0], *inner(group.subgroup(survivors(p), group.buffer)), moves[1]]
+    return Footprint.joined(phases, ends=p if phases else 0)
 
 
 # ---- closed forms ---------------------------------------------------------------------------

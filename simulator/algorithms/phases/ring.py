@@ -15,6 +15,7 @@ import numpy as np
 
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program, piece_label
 from simulator.algorithms.cost import CostInputs, pipeline_s, proportionate_pipeline_s
+from simulator.algorithms.footprint import EMPTY, Footprint, chunk_counts, piece_counts
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.schedule import NONE, Blocks, Group, Schedule, pieces_per_span
 from simulator.model.span import Span
@@ -123,6 +124,22 @@ def ring_pass_blocks(group: Group, *, start: int, steps: int, reducing_steps: in
         return _whole_chunks(group, chunk, starts, stops, reducing_steps, int(sends[0]))
 
     return Blocks(-(-steps // per_block), steps * n, 1, block)
+
+
+def ring_pass_footprint(group: Group, *, steps: int, default_bytes: int | None = None,
+                        blocks: bool = True) -> Footprint:
+    """:func:`ring_pass_blocks` (``blocks``) or :func:`ring_pass_schedule` counted: every step
+    moves each of the n chunks once, as its pieces, between the n pairs of neighbours, and
+    every position receives in one chain; a block at a time where :func:`ring_pass_blocks`
+    gives several blocks."""
+    n = group.size
+    if steps == 0 or n == 1:
+        return EMPTY
+    per_chunk = piece_counts(group, chunk_counts(group, n), default_bytes)
+    entries = steps * int(per_chunk.sum())
+    if blocks and per_chunk.max() == 1 and steps > max(1, BLOCK_MESSAGES // n):
+        return Footprint(entries, n, 0, windowed=True, ends=n)
+    return Footprint.whole(entries, n, ends=n)
 
 
 def _pieces(group: Group, chunk: np.ndarray, starts: np.ndarray, stops: np.ndarray,

@@ -16,6 +16,7 @@ import numpy as np
 
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program, piece_label
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import EMPTY, Footprint, piece_counts
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.schedule import NONE, Group, Schedule, pieces_per_span
 from simulator.model.span import Span
@@ -174,6 +175,29 @@ def tree_schedule(group: Group, nodes: Sequence[TreeNode], span: Span,
     starts, stops = np.tile(first, len(parts)), np.tile(last, len(parts))
     return Schedule(group.members[src], group.members[dst], starts, stops, starts, stops, reduce,
                     posted_after, connection, receive)
+
+
+def tree_footprint(group: Group, nodes: Sequence[TreeNode], span: Span,
+                   default_bytes: int | None = PIPELINE_BYTES, *, up: bool = True,
+                   down: bool = True) -> Footprint:
+    """:func:`tree_schedule` counted (:func:`edges_footprint` of the tree's edges)."""
+    return edges_footprint(group, span, default_bytes,
+                           below=sum(node.parent is not None for node in nodes),
+                           parents=sum(bool(node.children) for node in nodes), up=up, down=down)
+
+
+def edges_footprint(group: Group, span: Span, default_bytes: int | None, *, below: int,
+                    parents: int, up: bool, down: bool) -> Footprint:
+    """A tree's :func:`tree_schedule` counted from its shape: each of the k pieces of ``span``
+    goes once up (``up``) and once down (``down``) each of the edges of the ``below`` ranks
+    under the root, each direction of an edge a pair; each of the ``parents`` ranks with
+    children receives up in one chain, every rank below the root down in another."""
+    if not below or not (up or down):
+        return EMPTY
+    k = int(piece_counts(group, np.array([span.count]), default_bytes)[0])
+    directions = int(up) + int(down)
+    return Footprint.whole(k * below * directions, below * directions,
+                           ends=(parents if up else 0) + (below if down else 0))
 
 
 # ---------------------------------------------------------------------------------------------
