@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from simulator.scenario.spec import Scenario, TopologySpec
     from simulator.scenario.training import Imports
     from simulator.settings import RunSettings
+    from simulator.sweep import Failure
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
 FORMATS = ", ".join(WRITERS)
@@ -608,7 +609,7 @@ def _sweep(args: argparse.Namespace) -> int:
     from simulator.runner import settings_of
     from simulator.scenario.parse import load_scenario
     from simulator.scenario.training import Imports
-    from simulator.sweep import sweep
+    from simulator.sweep import NO_WORKERS_S, ClusterError, sweep
 
     # a sweep runs no training step (checked_setup refuses one, before the cluster starts), so
     # it never builds a {torch: ...} model, with --allow-import or without
@@ -625,8 +626,12 @@ def _sweep(args: argparse.Namespace) -> int:
         raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
                                                                f"got {args.workers}")])
     kept = [_kept_by_sweep(scenario, args) for scenario in scenarios] if args.resume else None
-    done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
-                 proxy_elements=args.proxy_elements, progress=not args.no_progress, kept=kept)
+    try:
+        done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
+                     proxy_elements=args.proxy_elements, progress=not args.no_progress, kept=kept)
+    except ClusterError as error:  # nothing ran: the files are as they were
+        print(f"sweep: {error}; nothing ran", file=sys.stderr)
+        return EXIT_FAILED
     status = EXIT_OK
     for scenario, results in zip(scenarios, done.frames, strict=True):
         _print(format_table(results, picks_only=scenario.nccl_choice))
@@ -637,6 +642,10 @@ def _sweep(args: argparse.Namespace) -> int:
         status = max(status, _verification(scenario.source, results))
     for failure in done.failures:
         print(failure, file=sys.stderr)
+    if done.stranded:  # every worker gone: what finished is written above, the rest named
+        print(f"sweep: no Dask worker left for {NO_WORKERS_S:g} s: {_points(done.stranded)} "
+              "not run; those finished are written", file=sys.stderr)
+        status = EXIT_FAILED
     if done.interrupted_of:  # Ctrl-C: what finished is written above, and said so here
         finished = sum(len(frame) for frame in done.frames) + len(done.failures)
         print(f"sweep: interrupted after {finished} of {done.interrupted_of} points; those "
@@ -645,6 +654,13 @@ def _sweep(args: argparse.Namespace) -> int:
     # as run exits: 2 where a point's input was at fault, else 1 for a failed point or check
     return max([status, *(EXIT_BAD_INPUT if failure.bad_input else EXIT_FAILED
                           for failure in done.failures)])
+
+
+def _points(failures: Sequence[Failure]) -> str:
+    """``3 points (s: ring at 4096 bytes, ...)``: the first few named, the rest counted."""
+    named = ", ".join(f"{f.scenario}: {f.algorithm} at {f.size_bytes} bytes" for f in failures[:8])
+    more = f", and {len(failures) - 8} more" if len(failures) > 8 else ""
+    return f"{len(failures)} point{'s' if len(failures) != 1 else ''} ({named}{more})"
 
 
 def _kept_by_sweep(scenario: Scenario, args: argparse.Namespace) -> list[Result]:

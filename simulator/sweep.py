@@ -9,16 +9,26 @@ worker process per core runs them (``LocalCluster``); ``scheduler`` names an exi
 cluster instead (``tcp://host:8786``), whose workers need this package installed. A point that
 fails is reported with its parameters and the others are kept.
 
+Workers die: a point that takes more memory than its worker has is killed with it (the nanny's
+memory limit, or the kernel's), and the nanny starts another. Each point's outcome is taken
+as soon as it finishes, so a later death loses nothing; a point that killed
+:data:`ALLOWED_FAILURES` + 1 workers is reported failed (Dask's ``KilledWorker``) and the
+others go on; and where no worker is left for :data:`NO_WORKERS_S` (none restarted, a remote
+cluster's last one gone) the sweep stops waiting and reports the points it could not run. A
+local cluster that does not start is a :class:`ClusterError`, one line.
+
 Dask (``dask[distributed]``) and tqdm are the ``sweep`` extra, imported only here, only when a
 sweep runs (``pip install 'allreduce-sim[sweep]'``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -33,6 +43,33 @@ from simulator.settings import RunSettings
 
 if TYPE_CHECKING:
     import pandas as pd
+
+ALLOWED_FAILURES = 1
+"""Worker deaths a point may cause before it is reported failed (Dask's
+``distributed.scheduler.allowed-failures``, set on the local cluster's scheduler; a remote
+scheduler keeps its own, 3 by default). A worker runs one point at a time, so a worker that
+dies twice running the same point was killed by that point (for its memory, most often): a
+third try would only kill a third worker."""
+
+NO_WORKERS_S = 60.0
+"""How long a sweep waits with no worker at all before it stops and reports the points not
+run: a worker the nanny restarts is back within seconds (~2 s here, tens on a loaded machine);
+one it failed to restart, or a remote cluster's last worker gone, never comes back, and the
+sweep used to wait for ever."""
+
+POLL_S = 1.0
+"""How often a waiting sweep asks the scheduler whether any worker is left."""
+
+QUIET: dict[str, Any] = {"dashboard_address": ":0", "scheduler_kwargs": {"dashboard": False},
+                         "silence_logs": logging.CRITICAL}
+"""A local cluster that says nothing on stderr, as the sweep says what happened itself: no
+dashboard, and its HTTP server on a free port (``dashboard_address=None`` still takes 8787,
+warning on stderr where another cluster holds it), Dask's logs only when critical."""
+
+
+class ClusterError(SimulatorError):
+    """The local Dask cluster did not start (a worker that dies as it starts, a broken Dask
+    configuration): no point ran."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +99,9 @@ class Sweep:
     interrupted_of: int = 0
     """Where Ctrl-C stopped the sweep, how many points it had (the frames hold those that
     finished, in their order); 0 where it ran to its end."""
+    stranded: tuple[Failure, ...] = ()
+    """Where no worker was left for :data:`NO_WORKERS_S`, the points it could not run (the
+    frames hold those that finished)."""
 
 
 _SETUPS: dict[str, Setup] = {}
@@ -100,7 +140,7 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     default one per core, unless ``scheduler`` gives an address); a progress bar on stderr
     while it runs unless ``progress`` is False. ``kept`` gives, per scenario, points already
     simulated (``sweep --resume``): they are not run again, and take their place in the rows."""
-    client_type, cluster_type, as_completed, tqdm = _dask(scenarios)
+    dask = _dask(scenarios)
     if workers is not None and workers < 1:
         raise InputError([Problem("sweep", "workers", f"expected a whole number ≥ 1, got "
                                                       f"{workers}")])
@@ -116,56 +156,172 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
                       for size in scenario.sizes])
         work += [(index, *point) for point in plans[index] if point not in done[index]]
     if scheduler is None:
-        cluster = cluster_type(n_workers=workers or os.cpu_count() or 1, threads_per_worker=1,
-                               processes=True, dashboard_address=None,
-                               silence_logs=logging.ERROR)  # a Ctrl-C's cancellations are ours
-        client = client_type(cluster)
+        cluster, client = _local(dask, workers or os.cpu_count() or 1)
     else:
         cluster = None
-        client = _connect(client_type, scheduler)
+        client = _connect(dask.Client, scheduler)
     try:
         sweep_id = uuid.uuid4().hex
         futures = [client.submit(run_one, f"{sweep_id}/{index}", scenarios[index], algorithm, size,
                                  settings[index], pure=False)
                    for index, algorithm, size in work]
-        bar = tqdm(total=len(futures), unit="point", disable=not progress, file=sys.stderr)
-        interrupted = False
-        try:
-            for _ in as_completed(futures):
-                bar.update(1)
-        except KeyboardInterrupt:  # keep what finished: the caller writes it and says so
-            interrupted = True
+        bar = dask.tqdm(total=len(futures), unit="point", disable=not progress, file=sys.stderr)
+        points = [(scenarios[index].name, algorithm, size) for index, algorithm, size in work]
+        taken = _taken(client, dask, futures, points, bar)
         bar.close()
-        outcomes = ([future.result() if future.status == "finished" else None
-                     for future in futures] if interrupted else client.gather(futures))
     finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
-    failures = []
-    for (index, algorithm, size), outcome in zip(work, outcomes, strict=True):
+        _close(client, cluster)
+    failures, stranded = [], []
+    for (index, algorithm, size), outcome in zip(work, taken.outcomes, strict=True):
         if isinstance(outcome, Failure):
             failures.append(outcome)
         elif outcome is not None:
             done[index][(algorithm, size)] = outcome
+        elif taken.stranded:
+            stranded.append(Failure(scenarios[index].name, algorithm, size,
+                                    "no Dask worker left to run it"))
     rows = [[done[index][point] for point in plan if point in done[index]]
             for index, plan in enumerate(plans)]  # kept and new alike, in the plan's order
     return Sweep(tuple(results_frame(r) for r in rows), tuple(failures),
-                 sum(map(len, plans)) if interrupted else 0)
+                 sum(map(len, plans)) if taken.interrupted else 0, tuple(stranded))
 
 
-def _dask(scenarios: Sequence[Scenario]) -> tuple[Any, Any, Any, Any]:
-    """Dask's Client, LocalCluster and as_completed, and tqdm; an input error naming the extra
-    when they are not installed."""
+@dataclass(frozen=True)
+class _Dask:
+    """What a sweep uses of Dask and tqdm, imported when a sweep runs."""
+
+    Client: Any
+    LocalCluster: Any
+    wait: Any
+    KilledWorker: type[Exception]
+    config: Any
+    tqdm: Any
+
+
+@dataclass(frozen=True)
+class _Taken:
+    """Each point's outcome (None: not finished), and why the wait ended early: Ctrl-C, or no
+    worker left."""
+
+    outcomes: list[Result | Failure | None]
+    interrupted: bool
+    stranded: bool
+
+
+def _local(dask: _Dask, workers: int) -> tuple[Any, Any]:
+    """A local cluster of ``workers`` single-threaded worker processes and its client, its
+    scheduler giving a point up after :data:`ALLOWED_FAILURES` + 1 worker deaths; ClusterError,
+    one line, where it does not start."""
+    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
+        try:
+            cluster = dask.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        **QUIET)
+        except Exception as error:  # whatever Dask raises: a worker dead as it starts, mostly
+            raise ClusterError(f"the local Dask cluster did not start: "
+                               f"{_one_line(error)}") from None
     try:
-        from dask.distributed import Client, LocalCluster, as_completed
+        return cluster, dask.Client(cluster)
+    except Exception as error:
+        _close(None, cluster)
+        raise ClusterError(f"no client of the local Dask cluster: {_one_line(error)}") from None
+
+
+def _taken(client: Any, dask: _Dask, futures: list[Any], points: list[tuple[str, str, int]],
+           bar: Any) -> _Taken:
+    """Wait for ``futures`` (of ``points``: scenario, algorithm, size), taking each one's
+    outcome as soon as it is done (and letting the cluster forget it, so that no later worker
+    death loses or reruns it), until all are done, Ctrl-C, or no worker has been left for
+    :data:`NO_WORKERS_S`."""
+    index = {future.key: i for i, future in enumerate(futures)}
+    outcomes: list[Result | Failure | None] = [None] * len(futures)
+    pending = set(futures)
+    alone_since: float | None = None
+    try:
+        while pending:
+            try:
+                finished, pending = dask.wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                finished = set()
+            for future in finished:
+                at = index[future.key]
+                try:
+                    outcomes[at] = _outcome(future, points[at], dask.KilledWorker)
+                except TimeoutError:  # its result died with its worker before it came: rerun
+                    pending.add(future)
+                    continue
+                future.release()
+                bar.update(1)
+            if not pending or _workers(client):
+                alone_since = None
+            elif alone_since is None:
+                alone_since = time.monotonic()
+            elif time.monotonic() - alone_since >= NO_WORKERS_S:
+                with contextlib.suppress(Exception):  # a scheduler gone cannot cancel them
+                    client.cancel(list(pending))
+                return _Taken(outcomes, False, True)
+    except KeyboardInterrupt:  # keep what finished: the caller writes it and says so
+        return _Taken(outcomes, True, False)
+    return _Taken(outcomes, False, False)
+
+
+def _workers(client: Any) -> int:
+    """How many workers the scheduler has (none where it does not answer)."""
+    try:
+        return len(client.nthreads())
+    except Exception:  # a scheduler gone has no workers to give
+        return 0
+
+
+def _outcome(future: Any, point: tuple[str, str, int],
+             killed_worker: type[Exception]) -> Result | Failure:
+    """A done future's outcome: :func:`run_one`'s, or the failure of ``point`` where Dask
+    could not run it (its workers died running it; the cluster cancelled it); TimeoutError
+    where its result, lost with its worker, does not come within :data:`NO_WORKERS_S`."""
+    scenario, algorithm, size = point
+    if future.status == "cancelled":
+        return Failure(scenario, algorithm, size, "cancelled by the Dask scheduler")
+    try:
+        outcome: Result | Failure = future.result(timeout=NO_WORKERS_S)
+        return outcome
+    except killed_worker as error:
+        deaths = getattr(error, "allowed_failures", ALLOWED_FAILURES) + 1
+        return Failure(scenario, algorithm, size, (
+            f"{deaths} Dask worker{'s' if deaths > 1 else ''} died running it (killed for the "
+            "memory it took, or crashed)"))
+    except TimeoutError:
+        raise
+    except Exception as error:
+        return Failure(scenario, algorithm, size, _one_line(error))
+
+
+def _close(client: Any, cluster: Any) -> None:
+    """Close the client and the local cluster; one whose workers died may fail to close
+    cleanly, which changes nothing for the points already taken."""
+    for closing in (client, cluster):
+        if closing is not None:
+            with contextlib.suppress(Exception):  # nothing left to save: the outcomes are taken
+                closing.close()
+
+
+def _one_line(error: BaseException) -> str:
+    """An exception as one line: its type where its message says nothing, newlines folded."""
+    text = " ".join(str(error).split()).rstrip(".")
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def _dask(scenarios: Sequence[Scenario]) -> _Dask:
+    """What a sweep uses of Dask and tqdm; an input error naming the extra when they are not
+    installed."""
+    try:
+        import dask.config
+        from dask.distributed import Client, KilledWorker, LocalCluster, wait
         from tqdm import tqdm
     except ImportError as error:
         where = scenarios[0].source if scenarios else "sweep"
         raise InputError([Problem(where, "sweep", f"needs the 'sweep' extra ({error.name} is not "
                                                   "installed): pip install 'allreduce-sim[sweep]'")]
                          ) from None
-    return Client, LocalCluster, as_completed, tqdm
+    return _Dask(Client, LocalCluster, wait, KilledWorker, dask.config, tqdm)
 
 
 _ADDRESS = re.compile(r"(?:(?:tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})")

@@ -7,7 +7,7 @@ import pytest
 from simulator import simulate
 from simulator.cli import main
 from simulator.scenario import scenario_from_dict
-from simulator.sweep import Failure, sweep
+from simulator.sweep import QUIET, Failure, sweep
 
 SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
 
@@ -157,3 +157,93 @@ def test_a_sweep_resumes_from_the_points_it_kept_whatever_their_order(tmp_path, 
     assert capsys.readouterr().err == (
         f"{path}: --resume: cannot resume: row 2 of {csv} is ring at 64KiB, not a point this "
         "sweep plans after the rows before it\n")
+
+
+# --- workers that die -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cluster():
+    """A local cluster of its own, for the sweep to reach with --scheduler: one worker of 600 MB
+    (the nanny kills it at 95 %, as it kills any worker past its memory limit), its scheduler
+    giving a point up at the first worker it kills."""
+    import dask
+    from dask.distributed import LocalCluster
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}):
+        local = LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                             memory_limit="600MB", **QUIET)
+    yield local
+    local.close()
+
+
+def test_a_point_that_kills_its_worker_fails_alone_and_the_others_are_written(tmp_path, capsys,
+                                                                               cluster):
+    # 512 MiB of float64 on 4 ranks, all of it verified (--proxy-elements 2^26): 2 GiB of inputs
+    # in a 600 MB worker, which the nanny kills, as the kernel kills a process out of memory
+    path = tmp_path / "hog.yaml"
+    path.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
+                    f"algorithms: [ring]\ndtype: float64\nsizes: [1KiB, 512MiB]\n"
+                    f"output: {tmp_path / 'out'}\n")
+    assert main(["sweep", str(path), "--scheduler", cluster.scheduler_address, "--no-progress",
+                 "--no-plot", "--proxy-elements", str(1 << 26)]) == 1
+    assert capsys.readouterr().err == ("hog: ring at 536870912 bytes failed: 1 Dask worker died "
+                                       "running it (killed for the memory it took, or crashed)\n")
+    assert list(pd.read_csv(tmp_path / "out" / "hog.csv").size_bytes) == [1024]
+
+
+def test_a_sweep_with_no_worker_left_stops_and_keeps_what_it_has(tmp_path, capsys, monkeypatch):
+    # A scheduler whose workers are all gone (here: never there) used to leave the sweep waiting
+    # for ever; it now stops after NO_WORKERS_S, names the points not run, and writes the
+    # points it has (here the two a stopped run kept, resumed)
+    from dask.distributed import LocalCluster
+
+    monkeypatch.setattr("simulator.sweep.NO_WORKERS_S", 1.0)
+    monkeypatch.setattr("simulator.sweep.POLL_S", 0.2)
+    path = tmp_path / "s.yaml"
+    path.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
+                    f"algorithms: [ring, direct]\nsizes: [4096, 65536]\n"
+                    f"output: {tmp_path / 'out'}\n")
+    assert main(["run", str(path), "--no-plot", "--quiet"]) == 0
+    csv = tmp_path / "out" / "s.csv"
+    lines = csv.read_bytes().splitlines(keepends=True)
+    csv.write_bytes(lines[0] + lines[1] + lines[4])  # the 1st and 4th points only
+    capsys.readouterr()
+    empty = LocalCluster(n_workers=0, processes=True, **QUIET)
+    try:
+        assert main(["sweep", str(path), "--resume", "--scheduler", empty.scheduler_address,
+                     "--no-progress", "--no-plot"]) == 1
+    finally:
+        empty.close()
+    assert capsys.readouterr().err == (
+        "sweep: no Dask worker left for 1 s: 2 points (s: ring at 65536 bytes, s: direct at 4096 "
+        "bytes) not run; those finished are written\n")
+    assert csv.read_bytes() == lines[0] + lines[1] + lines[4]
+
+
+def test_a_worker_that_dies_as_the_cluster_starts_is_one_line(tmp_path, capsys):
+    # A worker that dies before it is up (here a preload in the Dask configuration that exits,
+    # as a broken environment would) made LocalCluster raise, and the sweep traceback
+    import dask
+
+    die = tmp_path / "die.py"
+    die.write_text("import os\nos._exit(3)\n")
+    path = tmp_path / "s.yaml"
+    path.write_text(f"topology: {{kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}}\n"
+                    f"sizes: [4096]\noutput: {tmp_path / 'out'}\n")
+    with dask.config.set({"distributed.worker.preload": [str(die)]}):
+        assert main(["sweep", str(path), "--workers", "1", "--no-progress"]) == 1
+    err = capsys.readouterr().err  # Dask's own words in the middle, folded onto the line
+    assert err.startswith("sweep: the local Dask cluster did not start: RuntimeError: Nanny ")
+    assert err.endswith("; nothing ran\n") and err.count("\n") == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_local_cluster_gives_a_point_up_after_two_worker_deaths():
+    from simulator.sweep import ALLOWED_FAILURES, _close, _dask, _local
+
+    cluster, client = _local(_dask([]), 1)
+    try:
+        assert cluster.scheduler.allowed_failures == ALLOWED_FAILURES == 1
+    finally:
+        _close(client, cluster)
