@@ -36,6 +36,7 @@ from simulator.model.parts import (
     ParamValue,
     Time,
     cable,
+    gpu_place,
 )
 
 GPUS = 8
@@ -122,7 +123,7 @@ class Dgx1Paths:
     nics: Dgx1Nics
 
     def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None:
-        a, b = _place(src), _place(dst)
+        a, b = gpu_place(src), gpu_place(dst)
         if a is None or b is None or a == b:
             return None
         if a[0] == b[0]:
@@ -137,13 +138,6 @@ class Dgx1Paths:
         gateways = (gpu,) if gpu // 2 == switch else (2 * switch, 2 * switch + 1)
         return [(*path, *tail) for gateway in gateways for path in nvlink_paths(host, gpu, gateway)]
 
-
-def _place(name: str) -> tuple[int, int] | None:
-    """(host, GPU index) of a GPU node name ``n{host}.gpu{i}``, None for any other node."""
-    host, _, gpu = name.partition(".gpu")
-    if not (host.startswith("n") and host[1:].isdigit() and gpu.isdigit()):
-        return None
-    return int(host[1:]), int(gpu)
 
 
 def dgx1(

@@ -48,6 +48,7 @@ from simulator.model.parts import (
     TransportName,
     add_network_switch,
     cable,
+    gpu_place,
     nccl_facts,
 )
 
@@ -63,7 +64,7 @@ class XmlPaths:
     switched: frozenset[int]
 
     def __call__(self, src: str, dst: str) -> Sequence[tuple[str, ...]] | None:
-        a, b = _place(src), _place(dst)
+        a, b = gpu_place(src), gpu_place(dst)
         if a is None or b is None or a == b:
             return None
         if a[0] != b[0]:
@@ -77,13 +78,6 @@ class XmlPaths:
             paths.append((src, f"n{a[0]}.nvswitch", dst))
         return paths or None
 
-
-def _place(name: str) -> tuple[int, int] | None:
-    """(host, local index) of ``n{host}.gpu{local}``."""
-    host, _, local = name.partition(".gpu")
-    if not (host.startswith("n") and host[1:].isdigit() and local.isdigit()):
-        return None
-    return int(host[1:]), int(local)
 
 
 def nccl_xml(

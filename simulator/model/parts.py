@@ -106,6 +106,19 @@ NVLINK, PCIE, NET_LINK = "nvlink", "pcie", "net"
 model ignores it; the NCCL execution model times each path by the slowest kind it crosses."""
 
 
+def gpu_place(name: str) -> tuple[int, int] | None:
+    """(host, GPU index) of a GPU node named ``n{host}.gpu{i}`` as the host builders name them,
+    None for any other node.
+
+    >>> gpu_place("n3.gpu5"), gpu_place("n3.nic5")
+    ((3, 5), None)
+    """
+    host, _, gpu = name.partition(".gpu")
+    if not (host.startswith("n") and host[1:].isdigit() and gpu.isdigit()):
+        return None
+    return int(host[1:]), int(gpu)
+
+
 def cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
            link: str = NVLINK) -> None:
     """Add a full-duplex cable: two directed edges with the same bandwidth, latency and kind."""
