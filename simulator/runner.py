@@ -263,7 +263,7 @@ def outlook(scenario: Scenario, setup: Setup, plans: Sequence[PointPlan]) -> Out
     view = scenario.nccl.view
     notes = () if view is None else tuple(
         f"{view.source} ({scenario.nccl.view_key}): {line}"
-        for line in differences(setup.machine, view))
+        for line in differences(setup.machine, view, scenario.nccl_enabled))
     return Outlook(scenario.name, len(setup.algorithms), len(scenario.sizes), tuple(
         Planned(plan.algorithm.name, plan.size_bytes, plan.model_s) for plan in plans), notes)
 

@@ -3,8 +3,9 @@
 and channel orders, and every difference from the assumed ones said.
 
 tests/data/nccl-info-h100x2.log is written in NCCL 2.30's line formats (src/init.cc, search.cc,
-rings.cc) for 2 × 8 H100: graphs of 8 channels at 40 GB/s (not the assumed ones), and the rings
-and trees the simulator builds (so those agree). tests/data/nccl-graph-h100.xml follows
+rings.cc, enqueue.cc) for 2 × 8 H100: graphs of 8 channels at 40 GB/s (not the assumed ones),
+the rings and trees the simulator builds (so those agree), and three TUNING picks (those the
+model makes on those graphs). tests/data/nccl-graph-h100.xml follows
 search.cc's ``ncclTopoGetXmlFromGraphs`` for one DGX H100."""
 
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 from simulator.cli import main
 from simulator.errors import InputError
 from simulator.model.execution import system_of
-from simulator.model.nccl import Graph, Hardware, NcclAlgorithm
+from simulator.model.nccl import Graph, Hardware, NcclAlgorithm, Protocol
 from simulator.model.nccl_view import read_graph_dump, read_log
 from simulator.output.settings_json import settings
 from simulator.plan import prepare
@@ -46,6 +47,11 @@ def test_a_log_gives_the_graphs_rings_and_trees():
     assert view.by_algorithm()[NcclAlgorithm.NVLS_TREE] == Graph(8, 40.0, 48.0, Hardware.NVLINK)
     assert len(view.rings) == 8 and view.rings[1][:9] == (1, 2, 3, 4, 5, 6, 7, 0, 9)
     assert len(view.trees) == 16 and dict(view.trees[0])[0] == -1
+    assert [(p.collective, p.size_bytes, p.algorithm, p.protocol, p.channels)
+            for p in view.picks] == [
+        ("AllReduce", 1024, NcclAlgorithm.TREE, Protocol.LL, 2),
+        ("AllReduce", 1048576, NcclAlgorithm.TREE, Protocol.LL128, 16),
+        ("AllReduce", 67108864, NcclAlgorithm.NVLS_TREE, Protocol.SIMPLE, 8)]
 
 
 def test_a_graph_dump_gives_the_graphs_and_one_nodes_rings():
@@ -62,7 +68,8 @@ def test_the_run_uses_nccls_graphs_and_says_how_they_differ():
     assert notes(scenario({"log": str(LOG)})) == tuple(f"{LOG} (log): {line}" for line in (
         "graph Tree: NCCL's 8 x 40/40 GB/s, assumed 8 x 48/48 GB/s",
         "graph Ring: NCCL's 8 x 40/40 GB/s, assumed 8 x 45/45 GB/s",
-        "graph NVLS: NCCL's 8 x 40/48 GB/s, assumed 16 x 24/24 GB/s"))
+        "graph NVLS: NCCL's 8 x 40/48 GB/s, assumed 16 x 24/24 GB/s",
+        "picks: the model picks what NCCL ran at all 3 calls logged"))
     machine = prepare(scenario_from_dict(scenario({"log": str(LOG)}))).machine
     graphs = system_of(machine).graphs
     assert (graphs[NcclAlgorithm.RING].channels, graphs[NcclAlgorithm.RING].bw_inter_GBps) == \
@@ -97,7 +104,7 @@ def test_ncclls_rings_are_the_channels_orders_and_a_difference_is_said(tmp_path)
     assert setup.machine.layout.channel_order(0) == (*range(8), *range(15, 7, -1))
     assert setup.machine.layout.channel_order(9) == setup.machine.layout.assumed_order(1)
     said = notes(data)  # the rings, then the trees built on them, which the log's are not
-    assert said[-2].endswith(
+    assert said[-3].endswith(
         "rings: 1 of NCCL's 8 differ from the assumed (hosts in order, each rotated by the "
         "channel); ring 0: 0 1 2 3 4 5 6 7 15 14 13 12 11 10 9 8, assumed 0 1 2 3 4 5 6 7 8 9 "
         "10 11 12 13 14 15")
@@ -110,7 +117,7 @@ def test_a_tree_that_is_not_double_binary_trees_is_said(tmp_path):
     first = line.split(" [1] ")[0]
     assert first.endswith("->8->0")
     path = _rewritten(tmp_path, first, first[:-1] + "1")
-    assert notes(scenario({"log": str(path)}))[-1].endswith(
+    assert notes(scenario({"log": str(path)}))[-2].endswith(
         "trees: 1 of NCCL's 16 channels differ from double_binary_tree's; channel 0: rank 8's "
         "parent is 1, double_binary_tree's 0")
 
@@ -122,8 +129,8 @@ def test_a_tree_that_is_not_double_binary_trees_is_said(tmp_path):
      "T/T, sameChannels S'), got 'Pattern 4, crossNic 0, nChannels x, bw 1/1, type NVL/PIX, "
      "sameChannels 0'"),
     ("h:1:1 [0] NCCL INFO Bootstrap : Using eth0\n",
-     "expected NCCL_DEBUG=INFO lines: 'Pattern ...' graphs or 'Channel NN/MM :' rings; found "
-     "none (was NCCL_DEBUG=INFO set?)"),
+     "expected NCCL_DEBUG=INFO lines: 'Pattern ...' graphs, 'Channel NN/MM :' rings or TUNING "
+     "picks; found none (was NCCL_DEBUG=INFO set?)"),
     ("h:1:1 [0] NCCL INFO Channel 01/02 :   0   1\n",
      "expected 2 rings 'Channel 00/02' to 'Channel 01/02', got channels [1]"),
     ("h:1:1 [0] NCCL INFO Pattern 1, crossNic 0, nChannels 2, bw 1.0/1.0, type NVL/PIX, "
@@ -211,4 +218,27 @@ def test_a_run_says_the_differences_on_stderr(tmp_path, capsys):
     assert capsys.readouterr().err.splitlines() == [
         f"{source}: {LOG} (log): graph Tree: NCCL's 8 x 40/40 GB/s, assumed 8 x 48/48 GB/s",
         f"{source}: {LOG} (log): graph Ring: NCCL's 8 x 40/40 GB/s, assumed 8 x 45/45 GB/s",
-        f"{source}: {LOG} (log): graph NVLS: NCCL's 8 x 40/48 GB/s, assumed 16 x 24/24 GB/s"]
+        f"{source}: {LOG} (log): graph NVLS: NCCL's 8 x 40/48 GB/s, assumed 16 x 24/24 GB/s",
+        f"{source}: {LOG} (log): picks: the model picks what NCCL ran at all 3 calls logged"]
+
+
+def test_what_nccl_ran_is_compared_with_the_models_pick(tmp_path):
+    path = _rewritten(tmp_path, "1048576 Bytes -> Algo TREE proto LL128",
+                      "1048576 Bytes -> Algo RING proto SIMPLE")
+    assert notes(scenario({"log": str(path)}))[-1].endswith(
+        "picks: the model picks otherwise than NCCL ran at 1 of 3 calls logged: AllReduce "
+        "1048576 B: NCCL Ring/Simple, the model Tree/LL128")
+
+
+def test_rings_from_every_ranks_ring_lines(tmp_path):
+    # Without rank 0's Channel lines, each rank's 'Ring 00 : prev -> rank -> next' chains them.
+    lines = [f"h:1:1 [0] NCCL INFO Ring 00 : {(r - 1) % 4} -> {r} -> {(r + 1) % 4}"
+             for r in (2, 0, 3, 1)]
+    path = tmp_path / "rings.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert read_log(path).rings == ((0, 1, 2, 3),)
+    path.write_text("\n".join(lines[:3]) + "\n")  # rank 1's line missing: no ring closes
+    with pytest.raises(InputError) as error:
+        read_log(path)
+    assert str(error.value) == (f"{path}: expected the 'Ring 00' lines of every rank to close one "
+                                "ring, got 3 ranks whose next from 0 goes 0 -> 1")

@@ -13,20 +13,60 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from simulator.algorithms.double_binary_tree import trees_of
+from simulator.model.collective import Collective
 from simulator.model.execution import system_of
 from simulator.model.machine import Layout, Machine
-from simulator.model.nccl import Graph, NcclAlgorithm
+from simulator.model.nccl import EVERYTHING, Enabled, Graph, NcclAlgorithm, choose
 from simulator.model.nccl_view import NcclView
 
 
-def differences(machine: Machine, view: NcclView) -> tuple[str, ...]:
+def differences(machine: Machine, view: NcclView,
+                enabled: Enabled = EVERYTHING) -> tuple[str, ...]:
     """One line per way ``view`` (applied to ``machine``: its graphs and rings) differs from
-    what the simulator assumes without it; a line saying they agree where nothing differs."""
+    what the simulator assumes without it, and how the model's pick (among ``enabled``) compares
+    with what NCCL ran where the log says; a line saying they agree where nothing differs."""
     assumed = replace(machine, nccl=replace(machine.nccl, graphs=()),
                       layout=replace(machine.layout, rings=()))
     lines = [*_graphs(system_of(assumed).graphs, dict(machine.nccl.graphs)),
              *_rings(machine.layout), *_trees(machine.layout, view)]
-    return tuple(lines) or ("NCCL's graphs, rings and trees are those assumed",)
+    if not lines:
+        lines.append("NCCL's graphs, rings and trees are those assumed")
+    return (*lines, *_picks(machine, view, enabled))
+
+
+COLLECTIVES = {"AllReduce": Collective.ALLREDUCE, "AllGather": Collective.ALLGATHER,
+               "ReduceScatter": Collective.REDUCE_SCATTER}
+"""The collectives of a TUNING line (src/collectives.cc ``ncclFuncToString``) whose pick NCCL's
+model here covers (:data:`~simulator.model.nccl.CANDIDATES`)."""
+
+
+def _picks(machine: Machine, view: NcclView, enabled: Enabled) -> list[str]:
+    """A line comparing what NCCL ran (its log's TUNING lines) with the model's pick on
+    ``machine`` (NCCL's graphs where the view gives them) at each call's size."""
+    system = system_of(machine)
+    compared, differ = 0, []
+    for pick in view.picks:
+        collective = COLLECTIVES.get(pick.collective)
+        if collective is None:
+            continue
+        compared += 1
+        try:
+            mine = choose(system, pick.size_bytes, enabled, collective)
+        except ValueError:
+            differ.append(f"{pick.collective} {pick.size_bytes} B: NCCL {pick.algorithm.value}/"
+                          f"{pick.protocol.value}, the model none")
+            continue
+        if (mine.algorithm, mine.protocol) != (pick.algorithm, pick.protocol):
+            differ.append(f"{pick.collective} {pick.size_bytes} B: NCCL "
+                          f"{pick.algorithm.value}/{pick.protocol.value}, the model "
+                          f"{mine.algorithm.value}/{mine.protocol.value}")
+    if not compared:
+        return []
+    if not differ:
+        return [f"picks: the model picks what NCCL ran at all {compared} calls logged"]
+    shown = "; ".join(differ[:3]) + ("; ..." if len(differ) > 3 else "")
+    return [f"picks: the model picks otherwise than NCCL ran at {len(differ)} of {compared} "
+            f"calls logged: {shown}"]
 
 
 def _said(graph: Graph | None) -> str:

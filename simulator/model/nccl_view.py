@@ -11,7 +11,9 @@ serves (0 Ring, 1 Tree, 2 CollNetChain, 3 NVLS, 4 CollNetDirect), ``speedintra``
 ``speedinter`` its per-channel speeds in GB/s, after ``ncclTopoDupChannels`` doubled the channels
 where it does; the tuner rates NVLS and NVLSTree on the NVLS graph and PAT on the tree's
 (src/graph/tuning.cc, ``graphs[]``). A log prints every rank's lines; the first process's are
-read, and the ring lines of the rank that prints them (rank 0).
+read, and the ring lines of the rank that prints them (rank 0), else every rank's ``Ring NN :
+prev -> rank -> next`` chained; with ``NCCL_DEBUG_SUBSYS`` including TUNING, rank 0's line per
+call says what NCCL ran (src/enqueue.cc), which the run compares with its model's pick.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from typing import Any
 from simulator.errors import InputError, Problem
 from simulator.inputs import read_text
 from simulator.model.machine import Layout, Machine
-from simulator.model.nccl import Graph, Hardware, NcclAlgorithm
+from simulator.model.nccl import Graph, Hardware, NcclAlgorithm, Protocol
 from simulator.xmlsafe import XmlElement, read_xml
 
 GRAPH_IDS = {0: (NcclAlgorithm.RING,), 1: (NcclAlgorithm.TREE,),
@@ -64,6 +66,29 @@ class SearchedGraph:
                      plain_tree=self.id == 1 and self.pattern == PLAIN_TREE)
 
 
+TUNING_ALGORITHMS = {"TREE": NcclAlgorithm.TREE, "RING": NcclAlgorithm.RING,
+                     "COLLNET_DIRECT": NcclAlgorithm.COLLNET_DIRECT,
+                     "COLLNET_CHAIN": NcclAlgorithm.COLLNET_CHAIN, "NVLS": NcclAlgorithm.NVLS,
+                     "NVLS_TREE": NcclAlgorithm.NVLS_TREE, "PAT": NcclAlgorithm.PAT}
+"""The names a ``TUNING`` line gives NCCL's algorithms (src/collectives.cc ``ncclAlgoToString``)."""
+
+TUNING_PROTOCOLS = {"LL": Protocol.LL, "LL128": Protocol.LL128, "SIMPLE": Protocol.SIMPLE}
+"""... and its protocols (``ncclProtoToString``)."""
+
+
+@dataclass(frozen=True)
+class Pick:
+    """What NCCL ran for one collective call, as rank 0's ``NCCL_DEBUG_SUBSYS=TUNING`` line says
+    it (src/enqueue.cc: ``AllReduce: 1048576 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..11}``):
+    the collective (NCCL's name), its bytes, the algorithm and protocol, and its channels."""
+
+    collective: str
+    size_bytes: int
+    algorithm: NcclAlgorithm
+    protocol: Protocol
+    channels: int
+
+
 @dataclass(frozen=True)
 class NcclView:
     """What a graph dump or a log says of a machine: the graphs NCCL searched, the rings it
@@ -75,6 +100,8 @@ class NcclView:
     rings: tuple[tuple[int, ...], ...] = ()
     trees: tuple[tuple[tuple[int, int], ...], ...] = field(default=())
     """Per channel, (rank, parent) pairs as the log's ``Trees`` lines give them."""
+    picks: tuple[Pick, ...] = ()
+    """What NCCL ran per call, where the log has ``TUNING`` lines (rank 0's)."""
 
     def by_algorithm(self) -> dict[NcclAlgorithm, Graph]:
         """The cost model's graph per algorithm, for every graph with channels."""
@@ -89,7 +116,9 @@ _PATTERN = re.compile(_PREFIX + r"Pattern (?P<pattern>\d+), crossNic \d+, nChann
 _CHANNEL = re.compile(_PREFIX + r"Channel (?P<c>\d+)/(?P<n>\d+) :(?P<ranks>(?:\s+\d+)+)\s*$")
 _TREES = re.compile(_PREFIX + r"Trees(?P<trees>(?: \[\d+\] -?\d+/-?\d+/-?\d+->\d+->-?\d+)+)\s*$")
 _TREE = re.compile(r"\[(\d+)\] (-?\d+)/(-?\d+)/(-?\d+)->(\d+)->(-?\d+)")
-_COMM = re.compile(_PREFIX + r"comm \S+ rank (?P<rank>\d+) nRanks (?P<ranks>\d+) ")
+_RING = re.compile(_PREFIX + r"Ring (?P<c>\d+) : (?P<prev>\d+) -> (?P<rank>\d+) -> (?P<next>\d+)\s*$")
+_PICK = re.compile(_PREFIX + r"(?P<func>\w+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto "
+                   r"(?P<proto>\w+) channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\}\s*$")
 
 
 def read_log(path: Path) -> NcclView:
@@ -105,11 +134,25 @@ def read_log(path: Path) -> NcclView:
     rings: dict[int, tuple[int, ...]] = {}
     ring_count = 0
     parents: dict[int, dict[int, int]] = {}
+    following: dict[int, dict[int, int]] = {}  # per channel, each rank's next (Ring lines)
+    picks: list[Pick] = []
     for number, line in enumerate(lines, 1):
         if "NCCL INFO" not in line:
             continue
         text = line.strip()
-        if (found := _PATTERN.match(text)) is not None:
+        if (found := _PICK.match(text)) is not None:
+            algorithm = TUNING_ALGORITHMS.get(found["algo"])
+            protocol = TUNING_PROTOCOLS.get(found["proto"])
+            if algorithm is None or protocol is None:
+                raise _error(source, number, f"expected an algorithm of "
+                                             f"{', '.join(TUNING_ALGORITHMS)} and a protocol of "
+                                             f"{', '.join(TUNING_PROTOCOLS)}, got "
+                                             f"{found['algo']} {found['proto']}")
+            picks.append(Pick(found["func"], int(found["bytes"]), algorithm, protocol,
+                              int(found["hi"]) - int(found["lo"]) + 1))
+        elif (found := _RING.match(text)) is not None:
+            following.setdefault(int(found["c"]), {})[int(found["rank"])] = int(found["next"])
+        elif (found := _PATTERN.match(text)) is not None:
             first = first or found["who"]
             if found["who"] == first:
                 searched.append((number, found))
@@ -122,16 +165,37 @@ def read_log(path: Path) -> NcclView:
         elif " Pattern " in text or " Trees [" in text or re.search(r" Channel \d+/\d+ :", text):
             raise _error(source, number, f"expected NCCL's format ({_expected(text)}), got "
                                          f"{text[text.index('NCCL INFO') + 10:]!r}")
-    if not searched and not rings:
-        raise _error(source, 0, "expected NCCL_DEBUG=INFO lines: 'Pattern ...' graphs or "
-                                "'Channel NN/MM :' rings; found none (was NCCL_DEBUG=INFO set?)")
+    if not rings and following:  # no rank 0 lines: every rank's Ring line, chained
+        ring_count = len(following)
+        rings = {c: _chained(source, c, following[c]) for c in following}
+    if not searched and not rings and not picks:
+        raise _error(source, 0, "expected NCCL_DEBUG=INFO lines: 'Pattern ...' graphs, "
+                                "'Channel NN/MM :' rings or TUNING picks; found none (was "
+                                "NCCL_DEBUG=INFO set?)")
     if rings and sorted(rings) != list(range(ring_count)):
         raise _error(source, 0, f"expected {ring_count} rings 'Channel 00/{ring_count:02d}' to "
                                 f"'Channel {ring_count - 1:02d}/{ring_count:02d}', got channels "
                                 f"{sorted(rings)}")
     graphs = _identified(source, searched)
     trees = tuple(tuple(sorted(parents[c].items())) for c in sorted(parents))
-    return NcclView(source, graphs, tuple(rings[c] for c in range(ring_count)), trees)
+    return NcclView(source, graphs, tuple(rings[c] for c in range(ring_count)), trees,
+                    tuple(picks))
+
+
+def _chained(source: str, channel: int, following: dict[int, int]) -> tuple[int, ...]:
+    """Ring ``channel`` from every rank's ``Ring NN : prev -> rank -> next`` line: from rank 0,
+    next after next, until it closes; InputError where it does not close over every rank."""
+    ring = [0]
+    while len(ring) <= len(following):
+        after = following.get(ring[-1])
+        if after is None or after == 0:
+            break
+        ring.append(after)
+    if sorted(ring) != sorted(following) or following.get(ring[-1]) != 0:
+        raise _error(source, 0, f"expected the 'Ring {channel:02d}' lines of every rank to close "
+                                f"one ring, got {len(following)} ranks whose next from 0 goes "
+                                f"{' -> '.join(str(r) for r in ring[:8])}")
+    return tuple(ring)
 
 
 def read_graph_dump(path: Path) -> NcclView:
