@@ -170,12 +170,12 @@ def payload_of(scenario: Scenario, settings: RunSettings, size_bytes: int, ranks
 
 
 def chunking_problem(scenario: Scenario, algorithm: Algorithm, size_bytes: int,
-                     channels: int) -> Problem | None:
+                     channels: int, ranks: int) -> Problem | None:
     """Why ``algorithm`` cannot run a buffer of ``size_bytes`` on ``channels`` channels where it
     cuts the buffer into equal chunks (``Algorithm.whole_chunks``) or keeps a workspace: a
     count that is not a multiple of the chunks (MSCCL runs a schedule only on such counts), or
     several channels (the algorithm places its traffic on channels itself); None otherwise."""
-    chunks, itemsize = algorithm.whole_chunks(), scenario.dtype.itemsize
+    chunks, itemsize = algorithm.whole_chunks(ranks), scenario.dtype.itemsize
     if (size_bytes // itemsize) % chunks:
         return Problem(scenario.source, "sizes", (
             f"{algorithm.name!r} cuts each rank's buffer into {chunks} equal chunks: expected "
@@ -202,11 +202,11 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
     ranks = setup.machine.ranks
     channels = channels_for(scenario, setup.machine, algorithm, size_bytes)
-    problem = chunking_problem(scenario, algorithm, size_bytes, channels)
+    problem = chunking_problem(scenario, algorithm, size_bytes, channels, ranks)
     if problem is not None:
         raise InputError([problem])
     _check_footprint(scenario, setup.machine, algorithm, size_bytes, settings, channels)
-    chunks = algorithm.whole_chunks()
+    chunks = algorithm.whole_chunks(ranks)
     payload = payload_of(scenario, settings, size_bytes, ranks, channels, chunks)
     machine, cost, nccl = setup.machine, setup.cost, None
     count = size_bytes // scenario.dtype.itemsize
@@ -335,7 +335,7 @@ def _proxy_with_workspace(scenario: Scenario, settings: RunSettings, size_bytes:
     """Proxy elements per rank a run of ``algorithm`` holds where it has chunks of its own or a
     workspace (else 0): its payload's (a multiple of its chunks) and its workspace's (left out
     where its chunks do not divide the count: that point is refused when planned)."""
-    chunks, count = algorithm.whole_chunks(), size_bytes // scenario.dtype.itemsize
+    chunks, count = algorithm.whole_chunks(ranks), size_bytes // scenario.dtype.itemsize
     if chunks == 1 and not algorithm.workspace_chunks():
         return 0
     payload = payload_of(scenario, settings, size_bytes, ranks, 1, chunks)

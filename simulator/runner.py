@@ -165,7 +165,7 @@ def where_wrong(algorithm: Algorithm, payload: Payload, ranks: int, op: ReduceOp
     if wrong is None:
         return ""
     rank, element = wrong
-    chunks = algorithm.whole_chunks() if algorithm.whole_chunks() > 1 else ranks
+    chunks = algorithm.whole_chunks(ranks) if algorithm.whole_chunks(ranks) > 1 else ranks
     views = [payload.view(span) for span in Span(0, payload.count).split(chunks)]
     chunk = next(c for c, view in enumerate(views) if view.start <= element < view.stop)
     said = algorithm.explain(rank, chunk, op)

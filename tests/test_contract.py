@@ -21,6 +21,14 @@ NEEDS_NODES = {"hierarchical", "nvls_tree", "collnet_direct", "collnet_chain"}
 """Algorithms with no topology at p = 1 (they need GPUs on two or more nodes)."""
 
 
+def sized(scenario, size_bytes: int) -> int:
+    """``size_bytes`` rounded up to a count the scenario's algorithm runs: a multiple of its
+    ``whole_chunks`` (an all-to-all's p equal blocks; 1 for the others, which run any count)."""
+    algorithm = REGISTRY[scenario.collective][scenario.algorithms[0]]
+    step = algorithm.whole_chunks(scenario.topology.ranks) * scenario.dtype.itemsize
+    return -(-size_bytes // step) * step
+
+
 @pytest.mark.parametrize("collective, name", ALL)
 @pytest.mark.parametrize("op", list(ReduceOp))
 def test_exact_on_integer_data(collective, name, op):
@@ -30,7 +38,7 @@ def test_exact_on_integer_data(collective, name, op):
         if scenario is None:
             assert ranks == 1 and name in NEEDS_NODES
             continue
-        result = run_one(scenario, 8 * 37)  # 37 elements: uneven pieces for most p
+        result = run_one(scenario, sized(scenario, 8 * 37))  # 37 elements: uneven pieces for most p
         assert result.verified is True, (ranks, result)
         assert result.max_abs_error == 0.0
 
@@ -43,13 +51,13 @@ def test_float_results_within_rounding(collective, name, dtype):
     for ranks in (2, 5, 16):
         scenario = applicable_scenario(ranks, collective=collective, algorithms=(name,),
                                        dtype=np.dtype(dtype), reduce_op=ReduceOp.SUM)
-        assert run_one(scenario, np.dtype(dtype).itemsize * 999).verified is True
+        assert run_one(scenario, sized(scenario, np.dtype(dtype).itemsize * 999)).verified is True
 
 
 @pytest.mark.parametrize("collective, name", ALL)
 def test_time_never_falls_as_size_grows(collective, name):
     scenario = applicable_scenario(6, collective=collective, algorithms=(name,))
-    times = [run_one(scenario, 4 * 2**k).sim_time_s for k in range(0, 24, 3)]
+    times = [run_one(scenario, sized(scenario, 4 * 2**k)).sim_time_s for k in range(0, 24, 3)]
     assert times == sorted(times)
     assert times[-1] > times[0]
 
@@ -61,7 +69,7 @@ def test_time_never_falls_across_pipeline_piece_boundaries(collective, name, pie
     piece = piece_bytes or PIPELINE_BYTES
     scenario = applicable_scenario(5, collective=collective, algorithms=(name,),
                                    piece_bytes=piece_bytes, gpu=GpuSpec(1e12, 1e-6))
-    sizes = [k * piece + delta for k in (1, 2, 5) for delta in (-4, 0, 4)]
+    sizes = [sized(scenario, k * piece + delta) for k in (1, 2, 5) for delta in (-4, 0, 4)]
     times = [run_one(scenario, size).sim_time_s for size in sizes]
     assert times == sorted(times), list(zip(sizes, times, strict=True))
 
@@ -86,5 +94,5 @@ def test_closed_form_exact_where_claimed(collective, name, claim):
             continue
         scenario = flat_scenario(claim.kind, ranks=ranks, collective=collective, algorithms=(name,))
         for size in (4, 4 * 1000, 4 << 20):
-            result = run_one(scenario, size)
+            result = run_one(scenario, sized(scenario, size))
             assert result.sim_time_s == pytest.approx(result.model_time_s, rel=1e-9), (ranks, size)

@@ -662,3 +662,74 @@ def test_a_failing_rank_does_not_wait_for_one_stuck_outside_the_simulator():
             dist.spawn(step, 2, timeout=None)
     finally:
         finish(pair.abort)
+
+
+def test_all_to_all_gives_rank_r_every_ranks_tensor_r_in_rank_order():
+    def step(rank: int) -> tuple[list[list[float]], list[list[int]]]:
+        inputs = [np.array([10.0 * rank + j, -j], dtype=np.float32) for j in range(4)]
+        outputs = [np.zeros(2, dtype=np.float32) for _ in range(4)]
+        dist.all_to_all(outputs, inputs)
+        single = torch.zeros(8, 3, dtype=torch.int64)  # 4 blocks of 2 rows along dimension 0
+        dist.all_to_all_single(single, torch.arange(24).reshape(8, 3) + 100 * rank,
+                               output_split_sizes=[2, 2, 2, 2])
+        return [o.tolist() for o in outputs], single.tolist()
+
+    result = dist.spawn(step, 4, SWITCH4)
+    for rank, (outputs, single) in enumerate(result.returns):
+        assert outputs == [[10.0 * j + rank, -rank] for j in range(4)]
+        # rows 2r and 2r+1 of rank j's arange(24).reshape(8, 3) + 100 j, for j = 0 .. 3
+        assert single == [[100 * j + 6 * rank + 3 * row + k for k in range(3)]
+                          for j in range(4) for row in (0, 1)]
+    lists, single = result.calls
+    assert (lists.name, lists.collective, lists.size_bytes, lists.algorithm, lists.verified) == (
+        "all_to_all", Collective.ALLTOALL, 32, "direct", True)
+    assert (single.name, single.size_bytes, single.algorithm, single.verified) == (
+        "all_to_all_single", 192, "direct", True)
+    # direct on a switch: two 1 us hops, each rank's 3 blocks sharing its uplink at 25 GB/s
+    assert lists.time_s == pytest.approx(2e-6 + 3 * 8 / 25e9, rel=1e-12)
+    assert single.time_s == pytest.approx(2e-6 + 3 * 48 / 25e9, rel=1e-12)
+
+
+def test_all_to_all_runs_pairwise_when_named():
+    def step(rank: int) -> None:
+        dist.all_to_all_single(np.zeros(4, dtype=np.float32), np.ones(4, dtype=np.float32))
+
+    [call] = dist.spawn(step, 4, SWITCH4, algorithm={"alltoall": "pairwise"}).calls
+    assert (call.algorithm, call.verified) == ("pairwise", True)
+    assert call.time_s == pytest.approx(3 * (2e-6 + 4 / 25e9), rel=1e-12)  # XOR 1, 2, 3
+
+
+def test_mismatched_all_to_all_shapes_name_every_rank():
+    def step(rank: int) -> None:
+        n = 3 if rank == 2 else 2
+        dist.all_to_all([np.zeros(n) for _ in range(3)], [np.ones(n) for _ in range(3)])
+
+    with pytest.raises(CollectiveMismatch) as raised:
+        dist.spawn(step, 3)
+    assert str(raised.value) == (
+        "collective #0 mismatch: ranks 0, 1 called all_to_all([3 × float64[2]], [3 × "
+        "float64[2]]); rank 2 called all_to_all([3 × float64[3]], [3 × float64[3]])")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: dist.all_to_all_single(np.zeros(4), np.zeros(4), input_split_sizes=[1, 3]),
+     "input_split_sizes: unequal splits are not modelled (the simulated all-to-all moves equal "
+     "blocks): expected None or [2, 2], got [1, 3]"),
+    (lambda: dist.all_to_all_single(np.zeros(4), np.zeros(3)),
+     "output: expected float64[3] (input's), got float64[4]"),
+    (lambda: dist.all_to_all_single(np.zeros(3), np.zeros(3)),
+     "input: expected a first dimension that world_size 2 divides, got float64[3]"),
+    (lambda: dist.all_to_all([np.zeros(2)] * 2, [np.zeros(2), np.zeros(3)]),
+     "input_tensor_list[1]: expected float64[2], got float64[3]"),
+    (lambda: dist.all_to_all([np.zeros(2)], [np.zeros(2)] * 2),
+     "output_tensor_list: expected 2 tensors (world_size), got 1"),
+])
+def test_a_bad_all_to_all_argument_is_the_ranks_value_error(call, message):
+    def step(rank: int) -> None:
+        if rank == 1:
+            call()
+        dist.barrier()
+
+    with pytest.raises(RankError) as raised:
+        dist.spawn(step, 2)
+    assert str(raised.value) == f"rank 1 raised ValueError: {message}"

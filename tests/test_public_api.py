@@ -113,8 +113,9 @@ def test_presets_are_found_from_any_directory(tmp_path, monkeypatch):
 @pytest.mark.parametrize("change, message", [
     ({"collective": "allreduce"}, None),  # names are accepted for enums ...
     ({"reduce_op": "max", "dtype": "int32", "output": "out"}, None),  # ... dtype and output
-    ({"collective": "alltoall"}, "collective: expected a Collective or one of allreduce, "
-                                 "reduce_scatter, allgather, broadcast, reduce, got 'alltoall'"),
+    ({"collective": "gather"}, "collective: expected a Collective or one of allreduce, "
+                               "reduce_scatter, allgather, broadcast, reduce, alltoall, got "
+                               "'gather'"),
     ({"reduce_op": "mean"}, "reduce_op: expected a ReduceOp or one of sum, prod, max, min, avg, "
                             "got 'mean'"),
     ({"dtype": "float8"}, "dtype: expected a dtype (float16, bfloat16, float32, float64, int32, "

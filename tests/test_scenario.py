@@ -86,9 +86,9 @@ BAD = [
     (TOPO + "sizes: [1KiB]\nverify: yes please\n", "verify: expected true or false, got 'yes please'"),
     ("topology: {kind: ring, ranks: 4, bandwidth: 25GB/s, latency: 5}\nsizes: [1KiB]\n",
      "topology.latency: expected a time like '500ns', '1us', '2ms' or '1s', got 5"),
-    (TOPO + "sizes: [1KiB]\ncollective: alltoall\n",
-     "collective: expected a collective (allreduce, reduce_scatter, allgather, broadcast, reduce), "
-     "got 'alltoall'"),
+    (TOPO + "sizes: [1KiB]\ncollective: gather\n",
+     "collective: expected a collective (allreduce, reduce_scatter, allgather, broadcast, reduce, "
+     "alltoall), got 'gather'; did you mean 'allgather'?"),
     ("topology: {kind: moebius, ranks: 4}\nsizes: [1KiB]\n",
      "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx, dgx1, torus, "
      "mesh, leaf_spine, fat_tree, dragonfly, cluster, graph, nccl_xml), got 'moebius'"),

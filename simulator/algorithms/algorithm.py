@@ -117,12 +117,12 @@ class Algorithm(ABC):
         (checked beside :meth:`unsupported` under ``execution: nccl`` only), or None."""
         return None
 
-    def whole_chunks(self) -> int:
-        """How many equal chunks the program cuts each rank's buffer into when it may move data
-        from one chunk to another (an MSCCL schedule's ``nchunksperloop``): a point's element
-        count must then be a multiple of it, and the verified proxy keeps the chunks equal
-        (:func:`simulator.plan.plan_point`). 1, the default: any count, data keeping their
-        place in the buffer from rank to rank."""
+    def whole_chunks(self, ranks: int) -> int:
+        """How many equal chunks the program cuts each rank's buffer into on ``ranks`` ranks when
+        it may move data from one chunk to another (an MSCCL schedule's ``nchunksperloop``; an
+        all-to-all's p blocks): a point's element count must then be a multiple of it, and the
+        verified proxy keeps the chunks equal (:func:`simulator.plan.plan_point`). 1, the
+        default: any count, data keeping their place in the buffer from rank to rank."""
         return 1
 
     def workspace_chunks(self) -> int:

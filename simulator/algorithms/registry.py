@@ -7,6 +7,7 @@ it composes), so nothing outside its file changes when one is added.
 from __future__ import annotations
 
 from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.alltoall import DirectAllToAll, PairwiseAllToAll
 from simulator.algorithms.binomial_tree import (
     BinomialTreeAllreduce,
     BinomialTreeBroadcast,
@@ -62,6 +63,8 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     DirectAllgather(),
     DirectBroadcast(),
     DirectReduce(),
+    DirectAllToAll(),
+    PairwiseAllToAll(),
     HalvingDoublingAllreduce(),
     HalvingDoublingReduceScatter(),
     RecursiveDoublingAllreduce(),

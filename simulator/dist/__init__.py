@@ -1,7 +1,8 @@
 """A ``torch.distributed``-shaped API on the simulator, for learning and quick checks.
 
 :func:`spawn` runs ``fn(rank, *args)`` once per simulated rank, each on its own thread. Inside,
-``all_reduce``, ``broadcast``, ``reduce``, ``reduce_scatter``, ``all_gather`` and ``barrier``
+``all_reduce``, ``broadcast``, ``reduce``, ``reduce_scatter``, ``all_gather``, ``all_to_all``
+and ``barrier``
 behave as PyTorch's (blocking, ``async_op=False``): a rank waits in a call until every rank has
 made the matching one, the collective is then simulated once on the topology with all ranks'
 tensors as its data (:func:`simulator.runner.run_point`), and each rank's tensor ends holding its
@@ -78,6 +79,7 @@ from simulator.dist.tensors import (
     as_model_op,
     as_view,
     check_rank,
+    check_splits,
     check_total,
     chunk,
     op_suffix,
@@ -108,6 +110,8 @@ __all__ = [
     "all_gather",
     "all_gather_into_tensor",
     "all_reduce",
+    "all_to_all",
+    "all_to_all_single",
     "barrier",
     "broadcast",
     "get_rank",
@@ -245,6 +249,43 @@ def all_gather_into_tensor(output_tensor: TensorLike, input_tensor: TensorLike) 
     me.collect(Call("all_gather_into_tensor", f"all_gather_into_tensor({shape_of(out)}, "
                     f"{shape_of(mine)})", Collective.ALLGATHER, ModelOp.SUM,
                     own_chunk(mine, rank, size), lambda result: write(out, result[rank])))
+
+
+def all_to_all(output_tensor_list: Sequence[TensorLike],
+               input_tensor_list: Sequence[TensorLike]) -> None:
+    """``output_tensor_list[j]`` on rank r becomes rank j's ``input_tensor_list[r]``. Every
+    tensor of both lists must have one shape and dtype (the model's all-to-all moves equal
+    blocks; torch allows them to differ)."""
+    me = context("all_to_all")
+    rank, size = me.rank, me.world.size
+    inputs = views_of(input_tensor_list, "input_tensor_list", None, size, writable=False)
+    outputs = views_of(output_tensor_list, "output_tensor_list", inputs[0], size, writable=True)
+    row = np.concatenate([part.reshape(-1) for part in inputs])
+    me.collect(Call("all_to_all", f"all_to_all([{size} × {shape_of(inputs[0])}], [{size} × "
+                    f"{shape_of(inputs[0])}])", Collective.ALLTOALL, ModelOp.SUM, row,
+                    lambda result: write_each(outputs, result[rank])))
+
+
+def all_to_all_single(output: TensorLike, input: TensorLike,
+                      output_split_sizes: Sequence[int] | None = None,
+                      input_split_sizes: Sequence[int] | None = None) -> None:
+    """``output`` on rank r becomes, block j for every rank j, block r of rank j's ``input``;
+    blocks cut along dimension 0 into world_size equal parts (split sizes other than None or
+    equal ones are a ValueError: unequal blocks are not modelled)."""
+    me = context("all_to_all_single")
+    rank, size = me.rank, me.world.size
+    out, source = as_view(output, "output", writable=True), as_view(input, "input")
+    if out.shape != source.shape or out.dtype != source.dtype:
+        raise ValueError(f"output: expected {shape_of(source)} (input's), got {shape_of(out)}")
+    rows = source.shape[0] if source.ndim else 0
+    if source.ndim == 0 or rows % size:
+        raise ValueError(f"input: expected a first dimension that world_size {size} divides, "
+                         f"got {shape_of(source)}")
+    check_splits(output_split_sizes, "output_split_sizes", rows, size)
+    check_splits(input_split_sizes, "input_split_sizes", rows, size)
+    me.collect(Call("all_to_all_single", f"all_to_all_single({shape_of(out)}, "
+                    f"{shape_of(source)})", Collective.ALLTOALL, ModelOp.SUM,
+                    source.reshape(-1), lambda result: write(out, result[rank])))
 
 
 def barrier() -> None:

@@ -28,6 +28,11 @@ NOTHING = "none"
 """The algorithm a record of 0-element tensors names: none ran, as NCCL runs none for a count
 of 0 (it returns at once), so no time is taken and nothing is verified."""
 
+DEFAULT_ALGORITHMS = {Collective.ALLTOALL: "direct"}
+"""The algorithm a collective runs where ``algorithm`` names none and NCCL's tuner does not
+choose (ring for the others): NCCL runs an all-to-all as one send and one receive to every
+peer inside a group (nccl-tests ``src/alltoall.cu``), all at once: ``direct``."""
+
 DEFAULT_BANDWIDTH, DEFAULT_LATENCY = "25GB/s", "1us"
 """The default topology's links: a 200 Gb/s NIC per rank (25 GB/s) and 1 us per hop."""
 
@@ -133,7 +138,7 @@ class Simulation:
                 return "ring", None
             if algorithm.unsupported(setup.machine) is None:
                 return algorithm.name, pick.protocol
-        return "ring", None
+        return DEFAULT_ALGORITHMS.get(collective, "ring"), None
 
 
 def base_scenario(world_size: int, topology: str | Mapping[str, Any] | TopologySpec | None,

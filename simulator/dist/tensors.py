@@ -57,15 +57,17 @@ def as_view(tensor: object, what: str, writable: bool = False) -> np.ndarray:
     return view
 
 
-def views_of(tensors: Sequence[object], what: str, like: np.ndarray, world_size: int,
+def views_of(tensors: Sequence[object], what: str, like: np.ndarray | None, world_size: int,
              writable: bool) -> list[np.ndarray]:
-    """The views of a list of world_size tensors, each of ``like``'s shape and dtype."""
+    """The views of a list of world_size tensors, each of ``like``'s shape and dtype (None: the
+    first one's)."""
     if isinstance(tensors, (str, bytes)) or not isinstance(tensors, Sequence):
         raise TypeError(f"{what}: expected a list of {world_size} tensors, got "
                         f"{type(tensors).__name__}")
     if len(tensors) != world_size:
         raise ValueError(f"{what}: expected {world_size} tensors (world_size), got {len(tensors)}")
     views = [as_view(tensor, f"{what}[{i}]", writable) for i, tensor in enumerate(tensors)]
+    like = views[0] if like is None else like
     for i, view in enumerate(views):
         if view.shape != like.shape or view.dtype != like.dtype:
             raise ValueError(f"{what}[{i}]: expected {shape_of(like)}, got {shape_of(view)}")
@@ -108,6 +110,18 @@ def write_each(views: list[np.ndarray], row: np.ndarray) -> None:
     """Chunk i of ``row`` (cut in len(views) equal chunks) into ``views[i]``."""
     for view, part in zip(views, np.split(row, len(views)), strict=True):
         write(view, part)
+
+
+def check_splits(splits: object, what: str, rows: int, world_size: int) -> None:
+    """ValueError unless ``splits`` (an ``all_to_all_single`` split-size list) is None or
+    world_size equal splits of ``rows``: the model's all-to-all moves equal blocks only."""
+    if splits is None:
+        return
+    equal = [rows // world_size] * world_size
+    given = list(splits) if isinstance(splits, Sequence) and not isinstance(splits, str) else splits
+    if given != equal:
+        raise ValueError(f"{what}: unequal splits are not modelled (the simulated all-to-all "
+                         f"moves equal blocks): expected None or {equal}, got {splits!r}")
 
 
 def shape_of(view: np.ndarray) -> str:

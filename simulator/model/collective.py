@@ -13,7 +13,13 @@ reduce_scatter chunk r: the reduction of chunk r over all ranks      (p-1)/p
 allgather      chunk c everywhere: rank c's own chunk c               (p-1)/p
 broadcast      the root's buffer (root = rank 0)                     1
 reduce         root only: the reduction of all buffers               1
+alltoall       block j: rank j's block r (p equal blocks)             (p-1)/p
 ============== ===================================================== ===============
+
+An all-to-all cuts every buffer into p equal blocks (the count a multiple of p: the algorithms'
+``whole_chunks``, as nccl-tests' ``alltoall_perf`` sends count/p elements to each peer), and
+rank r's block j ends up holding what rank j had in its block r: the transpose of the ranks ×
+blocks grid, torch.distributed's ``all_to_all_single`` with equal splits.
 
 Factors from nccl-tests ``doc/PERFORMANCE.md`` (docs/reference/nccl-model.md §2). Each collective
 also says what every rank must end with (:meth:`Collective.expected`), so a new collective is
@@ -44,12 +50,13 @@ class Collective(Enum):
     ALLGATHER = "allgather"
     BROADCAST = "broadcast"
     REDUCE = "reduce"
+    ALLTOALL = "alltoall"
 
     def busbw_factor(self, ranks: int) -> float:
         """busbw = algbw × this factor (nccl-tests doc/PERFORMANCE.md)."""
         if self is Collective.ALLREDUCE:
             return 2.0 * (ranks - 1) / ranks
-        if self in (Collective.REDUCE_SCATTER, Collective.ALLGATHER):
+        if self in (Collective.REDUCE_SCATTER, Collective.ALLGATHER, Collective.ALLTOALL):
             return (ranks - 1) / ranks
         return 1.0
 
@@ -80,6 +87,8 @@ class Collective(Enum):
                 gathered[elements] = inputs[rank, elements]
             mask[...] = True
             return Expected(gathered, exact, mask, _scale_of(gathered))
+        if self is Collective.ALLTOALL:
+            return _transposed(inputs, owned)
         if self is Collective.BROADCAST:
             mask[...] = True
             return Expected(inputs[ROOT].copy(), exact, mask, _scale_of(inputs[ROOT]))
@@ -225,6 +234,21 @@ def sum_bound(magnitudes: np.ndarray, dtype: np.dtype[Any], depth: int) -> np.nd
     if math.isinf(bound):
         return np.full(magnitudes.shape, math.inf)
     return np.asarray(bound * magnitudes)
+
+
+def _transposed(inputs: np.ndarray, owned: Sequence[slice]) -> Expected:
+    """An all-to-all's outcome: rank r's block j (``owned[j]``) holds rank j's block r, exact.
+    ValueError where the blocks are not all the same length (the plan refuses such counts)."""
+    lengths = {block.stop - block.start for block in owned}
+    if len(lengths) > 1:
+        raise ValueError(f"an all-to-all needs equal blocks, got lengths {sorted(lengths)}")
+    result = np.empty_like(inputs)
+    for rank, mine in enumerate(owned):
+        for peer, theirs in enumerate(owned):
+            result[rank, theirs] = inputs[peer, mine]
+    mask = np.zeros(inputs.shape, dtype=bool)
+    mask[:, owned[0].start:owned[-1].stop] = True
+    return Expected(result, np.zeros(inputs.shape[1:]), mask, _scale_of(result))
 
 
 def _scale_of(values: np.ndarray) -> np.ndarray | None:

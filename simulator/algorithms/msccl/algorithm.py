@@ -102,7 +102,7 @@ class Msccl(Algorithm):
                     f"expected ngpus to be the topology's {machine.ranks} ranks")
         return None
 
-    def whole_chunks(self) -> int:
+    def whole_chunks(self, ranks: int) -> int:
         return self.msccl.chunks
 
     def workspace_chunks(self) -> int:

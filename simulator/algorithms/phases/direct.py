@@ -63,11 +63,12 @@ def direct_allgather(comm: Comm, chunks: Sequence[Span]) -> Program:
                         [(owner, chunks[owner]) for owner in others], COPY, "direct allgather")
 
 
-def exchange_schedule(group: Group, *, reduce: bool) -> Schedule:
+def exchange_schedule(group: Group, *, reduce: bool, transpose: bool = False) -> Schedule:
     """:func:`direct_reduce_scatter` (``reduce``) or :func:`direct_allgather` as one phase of a
     schedule (:meth:`Schedule.sequence`): message a·(p-1) + k-1 goes from position a to its k-th
     peer d = a+k, every one posted at the phase's start; d receives from its peers d+1, d+2, …,
-    so the sender's k-th message is its receiver's (p-k)-th receive."""
+    so the sender's k-th message is its receiver's (p-k)-th receive. ``transpose``: a direct
+    all-to-all's instead (copies; a sends its block d into d's block a)."""
     p = group.size
     sender = np.repeat(np.arange(p, dtype=np.int64), p - 1)
     k = np.tile(np.arange(1, p, dtype=np.int64), p)
@@ -77,8 +78,10 @@ def exchange_schedule(group: Group, *, reduce: bool) -> Schedule:
     previous = np.where(order == 1, NONE, before * (p - 1) + (p - order))
     starts, stops = group.chunks(p)
     chunk = receiver if reduce else sender
+    into = sender if transpose else chunk
+    chunk = receiver if transpose else chunk
     return Schedule(group.members[sender], group.members[receiver], starts[chunk], stops[chunk],
-                    starts[chunk], stops[chunk], np.full(len(k), reduce),
+                    starts[into], stops[into], np.full(len(k), reduce and not transpose),
                     np.full(len(k), NONE, dtype=np.int64), np.full(len(k), NONE, dtype=np.int64),
                     previous)
 
