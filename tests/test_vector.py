@@ -53,6 +53,10 @@ def random_scenario(seed):
         scenario["piece_size"] = int(rng.choice([64, 1000, 4096, 65536]))
     if rng.random() < 0.5:
         scenario["gpu"] = {"reduce_bandwidth": "40GB/s", "launch_latency": "1us"}
+    if collective is Collective.ALLTOALL:  # p equal blocks: a multiple of p elements
+        topology = scenario["topology"]
+        ranks = topology.get("ranks") or topology["nodes"] * topology["gpus_per_node"]
+        scenario["sizes"] = [-(-scenario["sizes"][0] // (4 * ranks)) * 4 * ranks]
     return scenario_from_dict(scenario)
 
 
@@ -63,7 +67,7 @@ def both_engines(scenario, channels=1, proxy=4096):
     [name], [size] = scenario.algorithms, scenario.sizes
     algorithm = scenario.algorithm(name)
     payload = Payload.for_size(size, scenario.dtype, machine.ranks, proxy, scenario.piece_bytes,
-                               channels)
+                               channels, algorithm.whole_chunks(machine.ranks))
     inputs = make_inputs(np.random.default_rng(1), machine.ranks, payload, scenario.reduce_op)
     simpy_buffers, vector_buffers = inputs.copy(), inputs.copy()
     simpy = run_collective(algorithm, machine, RunSpec(payload, scenario.reduce_op,
