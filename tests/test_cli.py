@@ -40,9 +40,9 @@ def golden(tmp_path_factory):
 def test_golden_run_prints_the_table(golden):
     proc, out = golden
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == (f"{GOLDEN}: 27 points to simulate (9 algorithms × 3 sizes); closed "
-                           "forms: 4.09ms of simulated time in all (not wall-clock time), longest "
-                           "binomial_tree at 64MiB (1.08ms)\n")  # said before; no bar off a terminal
+    assert proc.stderr == (f"{GOLDEN}: 33 points to simulate (11 algorithms × 3 sizes); closed "
+                           "forms: 5.91ms of simulated time in all (not wall-clock time), longest "
+                           "one_shot at 64MiB (1.47ms)\n")  # said before; no bar off a terminal
     lines = proc.stdout.splitlines()
     assert lines[0] == ("# allreduce-sim · scenario dgx-small · topology dgx_h100 · 8 ranks · "
                         "allreduce")
@@ -65,9 +65,10 @@ def test_golden_results_file_has_the_contract_columns_and_values(golden):
     assert list(frame.columns) == list(RESULT_COLUMNS)
     assert set(frame.scenario) == {"dgx-small"} and set(frame.topology) == {"dgx_h100"}
     assert set(frame.ranks) == {8} and frame.verified.all()
-    assert list(frame.algorithm.unique()) == ["ring", "nvls", "direct", "halving_doubling",
-                                              "recursive_doubling", "swing", "binomial_tree", "tree",
-                                              "double_binary_tree"]  # all but hierarchical apply
+    assert list(frame.algorithm.unique()) == ["ring", "nvls", "direct", "one_shot",
+                                              "two_shot", "halving_doubling",
+                                              "recursive_doubling", "swing", "binomial_tree",
+                                              "tree", "double_binary_tree"]  # all but hierarchical apply
     frame = frame[frame.algorithm == "ring"]
     assert list(frame.size_bytes) == [1 << 10, 1 << 20, 64 << 20]
     # one DGX: every ring hop is GPU -> NVSwitch -> GPU on its own links, so no link is shared
@@ -138,8 +139,8 @@ def test_table_piped_into_head_still_writes_results(tmp_path):
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# allreduce-sim · scenario dgx-small")
-    assert proc.stderr.startswith(f"{GOLDEN}: 27 points to simulate") and proc.stderr.count("\n") == 1
-    assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 9 * 3
+    assert proc.stderr.startswith(f"{GOLDEN}: 33 points to simulate") and proc.stderr.count("\n") == 1
+    assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 11 * 3
 
 
 def test_version_and_help_answer_without_loading_the_simulator():

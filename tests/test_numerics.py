@@ -9,8 +9,6 @@ import numpy as np
 import pytest
 
 from simulator.algorithms import REGISTRY
-from simulator.algorithms.comm import REDUCE
-from simulator.algorithms.ring import RingAllreduce
 from simulator.engine.payload import Payload, exactly_summable, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.model.collective import Collective, sum_bound
@@ -57,25 +55,12 @@ def test_each_order_rounds_as_numpy_rounds_it_by_hand(dtype, algorithm):
             result.ranks_identical) == (True, 2 * s, 1.0, wrong / 3, True)
 
 
-class OneShot(RingAllreduce):
-    """A test algorithm whose ranks reduce in different orders: every rank sends its whole buffer
-    to every other and adds the others' into its own, from the next rank on (rank r computes
-    (x_r + x_{r+1}) + x_{r+2}), as a one-shot kernel in which every GPU reads all its peers."""
-
-    name = "one_shot"
-
-    def program(self, comm):
-        others = [(comm.rank + k) % comm.size for k in range(1, comm.size)]
-        for peer in others:
-            comm.send(peer, comm.buffer)
-        for peer in others:
-            yield comm.recv(peer, into=comm.buffer, combine=REDUCE)
-
-
 def test_ranks_reducing_in_their_own_orders_are_not_identical():
     x = _ones_then_halves(np.dtype("float16"))
     scenario = flat_scenario(ranks=3, sizes=(6,), dtype=np.dtype("float16"))
-    result = run_point(scenario, OneShot(), 6, inputs=x)
+    # the registered one_shot: every rank adds its peers' buffers into its own, from the next
+    # rank on (rank r computes (x_r + x_{r+1}) + x_{r+2})
+    result = run_point(scenario, REGISTRY[Collective.ALLREDUCE]["one_shot"], 6, inputs=x)
     s = HALF_ULP_OF_ONE["float16"]
     assert x[:, 0].tolist() == [1.0, 1.0 + 2 * s, 1.0]  # rank 1 adds the halves first
     assert (result.verified, result.max_ulp_error, result.mean_ulp_error,

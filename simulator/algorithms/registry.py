@@ -42,6 +42,7 @@ from simulator.algorithms.ring import (
     RingReduce,
     RingReduceScatter,
 )
+from simulator.algorithms.shots import OneShotAllreduce, TwoShotAllreduce
 from simulator.algorithms.swing import SwingAllreduce
 from simulator.algorithms.tree import TreeAllreduce, TreeBroadcast, TreeReduce
 from simulator.model.collective import Collective
@@ -65,6 +66,8 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     DirectReduce(),
     DirectAllToAll(),
     PairwiseAllToAll(),
+    OneShotAllreduce(),
+    TwoShotAllreduce(),
     HalvingDoublingAllreduce(),
     HalvingDoublingReduceScatter(),
     RecursiveDoublingAllreduce(),

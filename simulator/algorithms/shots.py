@@ -1,0 +1,91 @@
+"""One-shot and two-shot allreduce inside one node: the intra-node kernels of NCCL 2.27+'s
+symmetric-memory path (``AllReduce_AGxLL_R``, ``AllReduce_RSxLD_AGxST``), of MSCCL++ and of the
+custom allreduces of TensorRT-LLM and vLLM.
+
+One-shot: every GPU reads every peer's whole buffer and reduces the p-1 of them into its own,
+one message latency in all. Two-shot: a reduce-scatter by loads (each GPU reduces its own shard
+from every peer), then an allgather by stores; the schedule of :mod:`.direct`'s allreduce,
+registered under the name NCCL and MSCCL++ give it.
+
+Both are data movement on the fabric: the engine moves and reduces the real buffers and verifies
+them, and the closed forms are those of the direct phases (exact on ``switch`` and
+``fully_connected``, upper bounds elsewhere; :mod:`simulator.algorithms.phases.direct`). A load
+from a peer is timed as the peer's send, which moves the same bytes over the same route.
+
+The SMs the kernels get are not charged: the simulation is limited by the links and by the
+GPU's reduction rate. NCCL's own model of these kernels, whose bandwidth is nSMs·smBw capped at
+a peak, is :mod:`simulator.model.nccl_symmetric`, with its Hopper and Blackwell constants.
+Both refuse a machine of more than one host: their loads and stores need every peer's buffer
+mapped in one NVLink domain.
+"""
+
+from __future__ import annotations
+
+from simulator.algorithms.algorithm import Algorithm, ExactOn
+from simulator.algorithms.comm import REDUCE, Comm, Program
+from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.direct import DirectAllreduce
+from simulator.algorithms.phases.direct import all_pairs, exchange, peers
+from simulator.model.collective import Collective
+from simulator.model.machine import Machine
+
+_FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
+"""Flows share every link evenly there: none on ``fully_connected``, p-1 per up- and downlink
+on ``switch``."""
+
+
+def _one_node(machine: Machine) -> str | None:
+    """Why a one-node kernel cannot run on ``machine``: it spans more than one host."""
+    hosts = machine.layout.host_count
+    if hosts > 1:
+        return (f"it runs inside one node (one NVLink domain), and the ranks sit on {hosts} "
+                "hosts")
+    return None
+
+
+class OneShotAllreduce(Algorithm):
+    """One-shot allreduce: every rank gets every peer's whole buffer and reduces the p-1 of them
+    into its own, in the order me+1, me+2, … (mod p).
+
+    T = alpha + n·beta_shared + (p-1)·g(n),  g(n) = launch + n·gamma,
+
+    with beta_shared = (p-1)·beta on ``switch`` (every up- and downlink carries p-1 whole
+    buffers) and beta on ``fully_connected``. All p-1 buffers arrive together, so the
+    reductions queue after the arrival. Each rank reduces in its own order, so float results may
+    differ between ranks in the last bits.
+    """
+
+    name = "one_shot"
+    collective = Collective.ALLREDUCE
+    exact_on = _FLAT
+
+    def unsupported(self, machine: Machine) -> str | None:
+        return _one_node(machine)
+
+    def program(self, comm: Comm) -> Program:
+        whole, others = comm.buffer, peers(comm.rank, comm.size)
+        yield from exchange(comm, [(peer, whole) for peer in others],
+                            [(peer, whole) for peer in others], REDUCE, "one-shot")
+
+    def model_s(self, cost: CostInputs, count: int) -> float:
+        p = cost.ranks
+        if p == 1:
+            return 0.0
+        pairs, n = all_pairs(p), cost.nbytes(count)
+        return cost.alpha(pairs) + n * cost.shared_beta(pairs) + (p - 1) * cost.reduce_s(n)
+
+
+class TwoShotAllreduce(DirectAllreduce):
+    """Two-shot allreduce: a reduce-scatter (each rank reduces its shard of every peer's buffer)
+    then an allgather (each rank sends its reduced shard to every peer); :class:`DirectAllreduce`'s
+    program, closed form and builder, inside one node.
+
+    T = 2·alpha + 2·c·beta_shared + (p-1)·g,  c = ⌈count/p⌉·itemsize,  g = launch + c·gamma.
+    """
+
+    name = "two_shot"
+    composable = False
+
+    def unsupported(self, machine: Machine) -> str | None:
+        return _one_node(machine)
+
