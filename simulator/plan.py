@@ -37,6 +37,7 @@ from simulator.model.execution import Execution, apply, nccl_plan, stream_choice
 from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import best_protocol, protocols_of
+from simulator.model.nccl_symmetric import symmetric_plan
 from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
@@ -213,18 +214,27 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     workspace = count // chunks * algorithm.workspace_chunks()
     if scenario.execution is not Execution.IDEAL:
         family = algorithm.nccl_family
-        try:
-            protocol = scenario.protocol or best_protocol(system_of(machine), family, size_bytes,
-                                                          scenario.nccl_enabled,
-                                                          scenario.collective)
-        except ValueError as error:
-            raise InputError([Problem(scenario.source, "nccl.proto", (
-                f"{algorithm.name!r}: {error}, which {scenario.nccl.proto!r} leaves out"))]) from None
-        try:
-            nccl = nccl_plan(machine, family, protocol, size_bytes, algorithm.nccl_kernel)
-        except ValueError as error:
-            raise InputError([Problem(scenario.source, "protocol",
-                                      f"{algorithm.name!r}: {error}")]) from None
+        kernel = algorithm.nccl_symmetric
+        if kernel is not None:  # NCCL's symmetric kernels: their own model and protocol
+            try:
+                nccl = symmetric_plan(machine, kernel, size_bytes)
+            except ValueError as error:
+                raise InputError([Problem(scenario.source, "execution",
+                                          f"{algorithm.name!r}: {error}")]) from None
+        else:
+            try:
+                protocol = scenario.protocol or best_protocol(system_of(machine), family,
+                                                              size_bytes, scenario.nccl_enabled,
+                                                              scenario.collective)
+            except ValueError as error:
+                raise InputError([Problem(scenario.source, "nccl.proto", (
+                    f"{algorithm.name!r}: {error}, which {scenario.nccl.proto!r} leaves out"
+                ))]) from None
+            try:
+                nccl = nccl_plan(machine, family, protocol, size_bytes, algorithm.nccl_kernel)
+            except ValueError as error:
+                raise InputError([Problem(scenario.source, "protocol",
+                                          f"{algorithm.name!r}: {error}")]) from None
         machine = apply(nccl, machine)
         timed = replace(cost, machine=machine)
         streamed = [replace(timed, stream_bytes=piece) for piece in stream_choices(size_bytes)]

@@ -35,6 +35,7 @@ from simulator.model.execution import Execution, system_of
 from simulator.model.faults import Fault
 from simulator.model.machine import Machine
 from simulator.model.nccl import CANDIDATES, Enabled, Protocol, choose, predicted_time_us
+from simulator.model.nccl_symmetric import choose as symmetric_choose
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Planned
@@ -199,7 +200,12 @@ def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol, size_
     """What NCCL's own cost model says of a point: its predicted time for the algorithm's NCCL
     family and protocol (NaN where the model has none), and whether the point is NCCL's pick
     at this size (the family and protocol NCCL's tuner chooses among those ``enabled``, run by
-    NCCL's own kernel)."""
+    NCCL's own kernel; a symmetric kernel's time is its own model's, never the pick: the
+    tuner model here does not weigh them)."""
+    if algorithm.nccl_symmetric is not None:  # its own model; NCCL's tuner here has none
+        _, symmetric_us = symmetric_choose(algorithm.nccl_symmetric, machine.ranks, size_bytes,
+                                           blackwell=machine.compute_capability >= 100)
+        return symmetric_us * 1e-6, False
     system = system_of(machine)
     predicted = predicted_time_us(system, algorithm.nccl_family, protocol, size_bytes, collective)
     try:

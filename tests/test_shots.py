@@ -92,3 +92,25 @@ def test_nccl_picks_the_fewest_blocks_within_2_5_percent():
     blocks, time = sym.choose(sym.SymKernel.TWO_SHOT, 8, 16 << 20)
     assert blocks == 7 and time == pytest.approx(94.334009, rel=1e-6)
     assert sym.choose(sym.SymKernel.ONE_SHOT, 8, 1024) == (2, pytest.approx(4.989549, rel=1e-6))
+
+
+@pytest.mark.parametrize("engine", ["simpy", "vector"])
+def test_under_nccl_execution_one_dgx_h100_times_them_as_nccl_s_model(engine):
+    # NVLink at the rate NCCL's model gives the blocks it picks, one-shot's scaled by
+    # (p-1)/(9p) for the bytes it moves; the start is baseLat plus the model's smoothing: the
+    # simulated time, the closed form and nccl_time_s all equal NCCL's modelled time.
+    for name, kernel in (("one_shot", sym.SymKernel.ONE_SHOT), ("two_shot", sym.SymKernel.TWO_SHOT)):
+        for size in (1 << 10, 16 << 20):
+            scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [size],
+                                           "algorithms": [name], "execution": "nccl",
+                                           "engine": engine})
+            setup = prepare(scenario)
+            result = run_point(scenario, setup.algorithms[0], size, setup=setup)
+            nccl_us = sym.choose(kernel, 8, size)[1]
+            assert result.verified is True
+            assert result.sim_time_s * 1e6 == pytest.approx(nccl_us, rel=1e-12)
+            assert result.model_time_s * 1e6 == pytest.approx(nccl_us, rel=1e-12)
+            assert result.nccl_time_s * 1e6 == pytest.approx(nccl_us, rel=1e-12)
+            assert result.nccl_pick is False
+    # two-shot at 16 MiB by hand: 7 blocks, 94.334 us (test above); one-shot at 1 KiB: 4.99 us
+    assert sym.choose(sym.SymKernel.TWO_SHOT, 8, 16 << 20)[1] == pytest.approx(94.334009, rel=1e-6)

@@ -22,6 +22,7 @@ from simulator.algorithms.trace import trace
 from simulator.model.collective import Collective
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_symmetric import SymKernel
 from simulator.model.reduction import ReduceOp
 
 
@@ -100,6 +101,9 @@ class Algorithm(ABC):
     nccl_kernel: ClassVar[bool] = False
     """Whether this is the schedule NCCL's own kernels run for :attr:`nccl_family` (ring, the
     double binary tree, NVLS): the algorithm that stands for NCCL's pick (``algorithms: auto``)."""
+    nccl_symmetric: ClassVar[SymKernel | None] = None
+    """The NCCL symmetric-memory kernel this algorithm is (``one_shot``, ``two_shot``), whose own
+    cost model ``execution: nccl`` charges in place of :attr:`nccl_family`'s; None for others."""
 
     def __eq__(self, other: object) -> bool:
         """Algorithms are values: equal when of the same class with the same options."""

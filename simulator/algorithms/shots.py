@@ -12,9 +12,13 @@ them, and the closed forms are those of the direct phases (exact on ``switch`` a
 ``fully_connected``, upper bounds elsewhere; :mod:`simulator.algorithms.phases.direct`). A load
 from a peer is timed as the peer's send, which moves the same bytes over the same route.
 
-The SMs the kernels get are not charged: the simulation is limited by the links and by the
-GPU's reduction rate. NCCL's own model of these kernels, whose bandwidth is nSMs·smBw capped at
-a peak, is :mod:`simulator.model.nccl_symmetric`, with its Hopper and Blackwell constants.
+Under ``execution: ideal`` the SMs the kernels get are not charged: the simulation is limited by
+the links and by the GPU's reduction rate. Under ``execution: nccl`` they are: NCCL's own model
+of these kernels, whose bandwidth is nSMs·smBw capped at a peak
+(:mod:`simulator.model.nccl_symmetric`, with its Hopper and Blackwell constants), sets the rate
+of every GPU's NVLink and the kernel's start (:func:`~simulator.model.nccl_symmetric.symmetric_plan`),
+so the SM limit is a per-GPU rate cap on the fabric the data still moves over, and the closed
+form, timed on that machine, stays exact on one NVSwitch.
 Both refuse a machine of more than one host: their loads and stores need every peer's buffer
 mapped in one NVLink domain.
 """
@@ -28,6 +32,7 @@ from simulator.algorithms.direct import DirectAllreduce
 from simulator.algorithms.phases.direct import all_pairs, exchange, peers
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
+from simulator.model.nccl_symmetric import SymKernel
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
 """Flows share every link evenly there: none on ``fully_connected``, p-1 per up- and downlink
@@ -58,6 +63,7 @@ class OneShotAllreduce(Algorithm):
     name = "one_shot"
     collective = Collective.ALLREDUCE
     exact_on = _FLAT
+    nccl_symmetric = SymKernel.ONE_SHOT
 
     def unsupported(self, machine: Machine) -> str | None:
         return _one_node(machine)
@@ -85,6 +91,7 @@ class TwoShotAllreduce(DirectAllreduce):
 
     name = "two_shot"
     composable = False
+    nccl_symmetric = SymKernel.TWO_SHOT
 
     def unsupported(self, machine: Machine) -> str | None:
         return _one_node(machine)

@@ -17,6 +17,11 @@ from __future__ import annotations
 import enum
 import math
 
+from simulator.model.execution import Plan
+from simulator.model.machine import Machine
+from simulator.model.nccl import Hardware, Protocol
+from simulator.model.topology import NVLINK
+
 _GIB_PER_US = (1 << 30) / 1e6
 """NCCL's ``GBps`` unit, bytes per µs in one GiB/s (sym_kernels.cc:410); its bandwidths are in
 it, its times in µs."""
@@ -93,3 +98,34 @@ def choose(kernel: SymKernel, ranks: int, nbytes: int, *,
         if time <= BLOCK_TOLERANCE * best:
             return blocks, time
     return MAX_BLOCKS, best
+
+
+def wire_share(kernel: SymKernel, ranks: int) -> float:
+    """The bytes a GPU's NVLink carries in the simulation for each bus byte NCCL's model charges:
+    one-shot moves (p-1)·n per link against p·n·9 bus bytes, two-shot 2·n·(p-1)/p against the
+    same."""
+    if kernel is SymKernel.ONE_SHOT:
+        return (ranks - 1) / (ranks * LL_BUS_FACTOR)
+    return 1.0
+
+
+def symmetric_plan(machine: Machine, kernel: SymKernel, size_bytes: int) -> Plan:
+    """``execution: nccl``'s plan for a symmetric kernel of ``size_bytes`` per rank: NVLink
+    links at the rate NCCL's model gives the blocks it picks (:func:`choose`), scaled by
+    :func:`wire_share` so that the bytes the simulation moves take busBytes / bw; no latency per
+    step (the model has none), and the kernel's start its baseLat plus the smoothing of the
+    model (softplus(x-1) - x, x = busBytes / bw), so that on one NVSwitch the simulated time is
+    NCCL's modelled time. ValueError when the machine does not state its GPUs."""
+    if machine.compute_capability == 0:
+        raise ValueError("needs a topology that states compute_capability, as the dgx_h100 and "
+                         "dgx_b200 presets do")
+    blackwell = machine.compute_capability >= 100  # cudaArch < 1000: Hopper's constants
+    ranks = machine.ranks
+    blocks, _ = choose(kernel, ranks, size_bytes, blackwell=blackwell)
+    base, sm_bw, peak = constants(kernel, blackwell=blackwell)
+    bw = _softmin(blocks * sm_bw, peak, sm_bw)                 # bytes per µs
+    x = bus_bytes(kernel, ranks, size_bytes) / bw
+    protocol = Protocol.LL if kernel is SymKernel.ONE_SHOT else Protocol.SIMPLE
+    return Plan(protocol, (base + _softplus(x - 1) - x) * 1e-6,
+                {hardware: 0.0 for hardware in Hardware},
+                {NVLINK: bw * 1e6 * wire_share(kernel, ranks)})
