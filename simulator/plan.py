@@ -37,7 +37,7 @@ from simulator.model.execution import Execution, apply, nccl_plan, stream_choice
 from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import best_protocol, protocols_of
-from simulator.model.nccl_symmetric import symmetric_plan
+from simulator.model.nccl_symmetric import protocol_of, symmetric_plan
 from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
@@ -114,9 +114,12 @@ def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
 def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
     """Whether NCCL runs the algorithm's family with a protocol ``nccl.proto`` leaves (always
     under ``execution: ideal``, which has no protocols): ``all`` and ``auto`` leave out the
-    others, such as ``nvls`` when only LL128 is left."""
+    others, such as ``nvls`` when only LL128 is left, and a symmetric kernel whose one protocol
+    it leaves out (``one_shot`` LL, ``two_shot`` Simple)."""
     if scenario.execution is Execution.IDEAL or not scenario.nccl.proto:
         return True
+    if algorithm.nccl_symmetric is not None:
+        return protocol_of(algorithm.nccl_symmetric) in scenario.nccl_enabled.protocols
     family, collective = algorithm.nccl_family, scenario.collective
     return bool(protocols_of(family, scenario.nccl_enabled, collective)
                 or not protocols_of(family, collective=collective))

@@ -96,7 +96,8 @@ def test_both_engines_agree_on_random_scenarios(seed):
 
 
 @pytest.mark.parametrize("algorithm", [name for name in SCHEDULED[Collective.ALLREDUCE]
-                                       if name != "bucket"])  # a torus's: tests/test_bucket.py
+                                       if name not in ("bucket", "two_shot")])
+# bucket: a torus's, tests/test_bucket.py; two_shot: one node only, tests/test_shots.py
 def test_both_engines_agree_under_nccl_with_channels_across_nodes(algorithm):
     scenario = {"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
                 "algorithms": [algorithm], "sizes": [4096, 3 << 20], "execution": "nccl"}

@@ -109,6 +109,12 @@ def wire_share(kernel: SymKernel, ranks: int) -> float:
     return 1.0
 
 
+def protocol_of(kernel: SymKernel) -> Protocol:
+    """The protocol a kernel runs: LL for one-shot (its ``_LL`` name), Simple loads and stores
+    for two-shot; what ``nccl.proto`` must leave for ``all`` and ``auto`` to run it."""
+    return Protocol.LL if kernel is SymKernel.ONE_SHOT else Protocol.SIMPLE
+
+
 def symmetric_plan(machine: Machine, kernel: SymKernel, size_bytes: int) -> Plan:
     """``execution: nccl``'s plan for a symmetric kernel of ``size_bytes`` per rank: NVLink
     links at the rate NCCL's model gives the blocks it picks (:func:`choose`), scaled by
@@ -125,7 +131,6 @@ def symmetric_plan(machine: Machine, kernel: SymKernel, size_bytes: int) -> Plan
     base, sm_bw, peak = constants(kernel, blackwell=blackwell)
     bw = _softmin(blocks * sm_bw, peak, sm_bw)                 # bytes per µs
     x = bus_bytes(kernel, ranks, size_bytes) / bw
-    protocol = Protocol.LL if kernel is SymKernel.ONE_SHOT else Protocol.SIMPLE
-    return Plan(protocol, (base + _softplus(x - 1) - x) * 1e-6,
+    return Plan(protocol_of(kernel), (base + _softplus(x - 1) - x) * 1e-6,
                 {hardware: 0.0 for hardware in Hardware},
                 {NVLINK: bw * 1e6 * wire_share(kernel, ranks)})
