@@ -114,3 +114,13 @@ def test_under_nccl_execution_one_dgx_h100_times_them_as_nccl_s_model(engine):
             assert result.nccl_pick is False
     # two-shot at 16 MiB by hand: 7 blocks, 94.334 us (test above); one-shot at 1 KiB: 4.99 us
     assert sym.choose(sym.SymKernel.TWO_SHOT, 8, 16 << 20)[1] == pytest.approx(94.334009, rel=1e-6)
+
+
+@pytest.mark.parametrize("proto, kept", [("LL128", []), ("Simple", ["two_shot"]),
+                                         ("LL", ["one_shot"])])
+def test_nccl_proto_leaves_a_kernel_out_with_its_protocol(proto, kept):
+    # one_shot runs LL, two_shot Simple: auto keeps a kernel only where nccl.proto leaves it
+    scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "algorithms": "auto",
+                                   "sizes": [4096], "nccl": {"proto": proto}})
+    names = [algorithm.name for algorithm in prepare(scenario).algorithms]
+    assert [name for name in names if name in ("one_shot", "two_shot")] == kept
