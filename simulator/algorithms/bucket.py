@@ -73,40 +73,18 @@ class BucketAllreduce(Algorithm):
 
     def blocks(self, group: Group) -> Blocks:
         """The phases in sequence, each the ring's steps on every line side by side."""
-        grid = _grid(group.grid, group.size)
-        held = [[group.buffer] * group.size]         # held[i][position]: as in the program
-        reduce_scatters: list[Blocks] = []
-        allgathers: list[Blocks] = []
-        for dim, size in enumerate(grid.dims):
-            lines = grid.lines(dim)
-            after = list(held[dim])
-            reduce_scatters.append(Blocks.apart([
-                _REDUCE_SCATTER.blocks(group.subgroup(line, held[dim][line[0]]))
-                for line in lines]))
-            allgathers.append(Blocks.apart([
-                _ALLGATHER.blocks(group.subgroup(line, held[dim][line[0]])) for line in lines]))
-            for line in lines:
-                for position, part in zip(line, held[dim][line[0]].split(size), strict=True):
-                    after[position] = part
-            held.append(after)
+        phases = _line_groups(group)
+        reduce_scatters = [Blocks.apart([_REDUCE_SCATTER.blocks(line) for line in lines])
+                           for lines in phases]
+        allgathers = [Blocks.apart([_ALLGATHER.blocks(line) for line in lines])
+                      for lines in phases]
         return Blocks.sequence([*reduce_scatters, *reversed(allgathers)], group.ranks)
 
     def footprint(self, group: Group) -> Footprint:
         """:meth:`blocks` counted: each dimension's ring reduce-scatter and allgather on
         every line, as the phases hold their spans."""
-        grid = _grid(group.grid, group.size)
-        held = [[group.buffer] * group.size]
-        phases: list[Footprint] = []
-        for dim, size in enumerate(grid.dims):
-            lines = grid.lines(dim)
-            after = list(held[dim])
-            for ring in (_REDUCE_SCATTER, _ALLGATHER):
-                phases.append(Footprint.joined([
-                    ring.footprint(group.subgroup(line, held[dim][line[0]])) for line in lines]))
-            for line in lines:
-                for position, part in zip(line, held[dim][line[0]].split(size), strict=True):
-                    after[position] = part
-            held.append(after)
+        phases = [Footprint.joined([ring.footprint(line) for line in lines])
+                  for lines in _line_groups(group) for ring in (_REDUCE_SCATTER, _ALLGATHER)]
         return Footprint.joined(phases, ends=group.size if group.size > 1 else 0)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
@@ -117,6 +95,24 @@ class BucketAllreduce(Algorithm):
             total += _REDUCE_SCATTER.model_s(line, count) + _ALLGATHER.model_s(line, count)
             count = math.ceil(count / size)          # the largest span a line cuts
         return total
+
+
+def _line_groups(group: Group) -> list[list[Group]]:
+    """Per dimension, every line of the grid as the subgroup its rings run on, over the span
+    its members hold then (the whole buffer along the first dimension, then each member's
+    part of the line before): the program's ``held``, for every rank at once."""
+    grid = _grid(group.grid, group.size)
+    held = [group.buffer] * group.size  # held[position]: as in the program
+    phases: list[list[Group]] = []
+    for size in grid.dims:
+        lines = grid.lines(len(phases))
+        phases.append([group.subgroup(line, held[line[0]]) for line in lines])
+        after = list(held)
+        for line in lines:
+            for position, part in zip(line, held[line[0]].split(size), strict=True):
+                after[position] = part
+        held = after
+    return phases
 
 
 def _grid(grid: Grid | None, size: int) -> Grid:
