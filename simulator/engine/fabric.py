@@ -36,7 +36,7 @@ import simpy
 from simulator.engine.kernel import CapacityTimeline, serve_next
 from simulator.engine.record import Recorder
 from simulator.engine.sharing import FairShare
-from simulator.errors import OverBudget, cut_off
+from simulator.errors import OverBudget
 from simulator.model.machine import CapacityEvent, Outage
 from simulator.model.routing import LinkId, Route, Routing
 
@@ -128,7 +128,8 @@ class Fabric:
             self.sharing = FairShare(dict(zip(links, timeline.at_start().tolist(), strict=True)))
             down = timeline.down_at_start()
             if down:  # failed from the start: every route avoids them
-                self.routing = self._reach(routing.rerouted(down), 0.0, down)
+                self.routing = routing.rerouted(down)
+                self.routing.check_reach(self.ranks, 0.0, down)
             for step in timeline.later():
                 change = dict(zip([links[i] for i in step.links.tolist()],
                                   step.capacities.tolist(), strict=True))
@@ -217,7 +218,8 @@ class Fabric:
         self.stats.capacity_steps += 1
         moves: dict[int, tuple[LinkId, ...]] = {}
         if failed:
-            self.routing = self._reach(self.routing.rerouted(failed), self.env.now, failed)
+            self.routing = self.routing.rerouted(failed)
+            self.routing.check_reach(self.ranks, self.env.now, failed)
             now = self.env.now
             for flow_id in self.sharing.crossing(failed):
                 flow = self._flows[flow_id]
@@ -227,14 +229,6 @@ class Fabric:
                     flow.recorded = self.recorder.flow_moved(flow_id, flow.recorded, links,
                                                              left, flow.rate, now)
         self._apply(self.sharing.change(change, moves))
-
-    def _reach(self, routing: Routing, now: float, failed: frozenset[LinkId]) -> Routing:
-        """``routing``, once sure that its failed links leave every rank able to reach every
-        other (else the run stops: :func:`~simulator.errors.cut_off`)."""
-        groups = routing.islands(self.ranks)
-        if len(groups) > 1:
-            raise cut_off(groups, now, failed)
-        return routing
 
     def _apply(self, rates: dict[int, float]) -> None:
         """Retime the flows of a re-shared component whose rate moved: their bytes moved so

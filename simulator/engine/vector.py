@@ -59,7 +59,7 @@ from simulator.engine.kernel import (
 )
 from simulator.engine.payload import Payload
 from simulator.engine.record import Recorder
-from simulator.errors import AlgorithmError, cut_off
+from simulator.errors import AlgorithmError
 from simulator.model.machine import Machine
 from simulator.model.reduction import ReduceOp
 from simulator.model.routing import Routing
@@ -243,10 +243,10 @@ class _Routes:
         pair_of = np.repeat(np.arange(len(self.count)), self.count)
         return np.unique(pair_of[np.isin(self.links, down)])
 
-    def reroute(self, failed: frozenset[tuple[str, str]], pairs: np.ndarray) -> None:
-        """Links ``failed`` failed: routes from now on avoid them, and ``pairs`` (those whose
-        route crossed one) take their new route (latency, links and lone rate)."""
-        self.routing = self.routing.rerouted(failed)
+    def reroute(self, routing: Routing, pairs: np.ndarray) -> None:
+        """Links failed: routes from now on are ``routing``'s (which avoids them), and ``pairs``
+        (those whose route crossed one) take their new route (latency, links and lone rate)."""
+        self.routing = routing
         count = self.count.copy()
         fresh: list[int] = []
         for pair in pairs.tolist():
@@ -506,7 +506,7 @@ class _Run:
         down = timeline.down_at_start()
         if down:  # failed from the start: every route avoids them
             self.routes.routing = machine.routing.rerouted(down)
-            _check_reach(self.routes.routing, machine, 0.0, down)
+            self.routes.routing.check_reach(machine.placement, 0.0, down)
         self.capacity_steps = list(reversed(timeline.later()))  # the next step last
         self.recorder = recorder
         self.tally = None if recorder is None else _LinkTally(len(self.routes.capacity))
@@ -814,7 +814,8 @@ class _Run:
         at the end of the instant (a flow's bytes are brought up to date when its rate moves,
         as ever)."""
         routes = self.routes
-        _check_reach(routes.routing.rerouted(failed), self.machine, now, failed)
+        after = routes.routing.rerouted(failed)
+        after.check_reach(self.machine.placement, now, failed)
         pairs = routes.crossing(failed)
         pair = self.pair[self.active]
         moving = np.isin(pair, pairs)
@@ -832,7 +833,7 @@ class _Run:
             unmoved += np.bincount(np.searchsorted(pairs, pair[flows]), weights=left,
                                    minlength=len(pairs))
             self.tally.settle(routes, pairs, unmoved)
-        routes.reroute(failed, pairs)
+        routes.reroute(after, pairs)
         new = routes.links_of(pair[flows])
         routes.users += np.bincount(new, minlength=len(routes.users))
         self.dirty[new] = True
@@ -1068,15 +1069,6 @@ class _Run:
         return AlgorithmError(f"{self.name}: block {k} of the schedule is released by messages "
                               f"received before it was loaded: it reaches back more than "
                               f"{self.blocks.reach} blocks")
-
-
-def _check_reach(routing: Routing, machine: Machine, now: float,
-                 failed: frozenset[tuple[str, str]]) -> None:
-    """Stop the run (:func:`~simulator.errors.cut_off`) if, with ``routing``'s failed links,
-    some ranks can no longer reach others."""
-    groups = routing.islands(machine.placement)
-    if len(groups) > 1:
-        raise cut_off(groups, now, failed)
 
 
 def declines(schedule: Schedule | Blocks, machine: Machine, *, asked: bool = False) -> str | None:

@@ -41,7 +41,7 @@ from typing import Protocol
 
 import networkx as nx
 
-from simulator.errors import NetworkCut
+from simulator.errors import NetworkCut, cut_off
 
 LinkId = tuple[str, str]
 """A directed link: (from node, to node)."""
@@ -111,6 +111,14 @@ class Routing:
         routing's) unless it crosses a failed link, else takes the least route without them."""
         down = self.down | failed
         return Rerouted(self, self.healthy().without(down), down)
+
+    def check_reach(self, nodes: Sequence[str], at_s: float,
+                    failed: frozenset[LinkId]) -> None:
+        """NetworkCut (:func:`~simulator.errors.cut_off`) where, once ``failed`` failed at
+        ``at_s``, some of ``nodes`` (the ranks' GPUs) can no longer reach others."""
+        groups = self.islands(nodes)
+        if len(groups) > 1:
+            raise cut_off(groups, at_s, failed)
 
     def islands(self, nodes: Sequence[str]) -> list[list[int]]:
         """``nodes`` (by position) grouped by which can reach which over the links that have
