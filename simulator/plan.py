@@ -115,11 +115,14 @@ def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
     """Whether NCCL runs the algorithm's family with a protocol ``nccl.proto`` leaves (always
     under ``execution: ideal``, which has no protocols): ``all`` and ``auto`` leave out the
     others, such as ``nvls`` when only LL128 is left, and a symmetric kernel whose one protocol
-    it leaves out (``one_shot`` LL, ``two_shot`` Simple)."""
+    it leaves out (``one_shot`` LL, ``two_shot`` Simple), unless ``nccl.symmetric`` registers
+    the buffers: NCCL_PROTO does not govern the kernels NCCL then runs ahead of its tuner."""
     if scenario.execution is Execution.IDEAL or not scenario.nccl.proto:
         return True
-    if algorithm.nccl_symmetric is not None:
-        return protocol_of(algorithm.nccl_symmetric) in scenario.nccl_enabled.protocols
+    if algorithm.nccl_symmetric and scenario.nccl.symmetric:
+        return True  # registered buffers: NCCL runs its symmetric kernels whatever NCCL_PROTO says
+    if algorithm.nccl_symmetric:  # one protocol for all of an algorithm's kernels
+        return protocol_of(algorithm.nccl_symmetric[0]) in scenario.nccl_enabled.protocols
     family, collective = algorithm.nccl_family, scenario.collective
     return bool(protocols_of(family, scenario.nccl_enabled, collective)
                 or not protocols_of(family, collective=collective))
@@ -217,10 +220,9 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     workspace = count // chunks * algorithm.workspace_chunks()
     if scenario.execution is not Execution.IDEAL:
         family = algorithm.nccl_family
-        kernel = algorithm.nccl_symmetric
-        if kernel is not None:  # NCCL's symmetric kernels: their own model and protocol
+        if algorithm.nccl_symmetric:  # NCCL's symmetric kernels: their own model and protocol
             try:
-                nccl = symmetric_plan(machine, kernel, size_bytes)
+                nccl = symmetric_plan(machine, algorithm.nccl_symmetric, size_bytes)
             except ValueError as error:
                 raise InputError([Problem(scenario.source, "execution",
                                           f"{algorithm.name!r}: {error}")]) from None

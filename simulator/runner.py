@@ -34,8 +34,8 @@ from simulator.model.collective import Collective, Expected
 from simulator.model.execution import Execution, system_of
 from simulator.model.faults import Fault
 from simulator.model.machine import Machine
-from simulator.model.nccl import CANDIDATES, Enabled, Protocol, choose, predicted_time_us
-from simulator.model.nccl_symmetric import choose as symmetric_choose
+from simulator.model.nccl import CANDIDATES, Protocol, choose, predicted_time_us
+from simulator.model.nccl_symmetric import launched, symmetric_pick
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Planned
@@ -123,8 +123,8 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     time_s = timing.time_s + plan.start_s
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl = plan.nccl
-    nccl_time_s, nccl_pick = (_nccl_view(setup.machine, algorithm, nccl.protocol, size_bytes,
-                                         scenario.nccl_enabled, collective)
+    nccl_time_s, nccl_pick = (_nccl_view(scenario, setup.machine, algorithm, nccl.protocol,
+                                         size_bytes)
                               if nccl is not None else (math.nan, None))
     if watch is not None:
         watch.keep(recorder.activity(algorithm.name, size_bytes, time_s, engine.value, note=(
@@ -195,24 +195,30 @@ def fault_labels(faults: Sequence[Fault], run_s: float) -> str:
                      for fault in faults)
 
 
-def _nccl_view(machine: Machine, algorithm: Algorithm, protocol: Protocol, size_bytes: int,
-               enabled: Enabled, collective: Collective) -> tuple[float, bool]:
+def _nccl_view(scenario: Scenario, machine: Machine, algorithm: Algorithm, protocol: Protocol,
+               size_bytes: int) -> tuple[float, bool]:
     """What NCCL's own cost model says of a point: its predicted time for the algorithm's NCCL
-    family and protocol (NaN where the model has none), and whether the point is NCCL's pick
-    at this size (the family and protocol NCCL's tuner chooses among those ``enabled``, run by
-    NCCL's own kernel; a symmetric kernel's time is its own model's, never the pick: the
-    tuner model here does not weigh them)."""
-    if algorithm.nccl_symmetric is not None:  # its own model; NCCL's tuner here has none
-        _, symmetric_us = symmetric_choose(algorithm.nccl_symmetric, machine.ranks, size_bytes,
-                                           blackwell=machine.compute_capability >= 100)
-        return symmetric_us * 1e-6, False
+    family and protocol (NaN where the model has none), or for a symmetric kernel the time of
+    the one NCCL would launch (its own model), and whether the point is NCCL's pick at this
+    size. With ``nccl.symmetric: true`` NCCL's pick for an allreduce is the symmetric kernel it
+    launches ahead of its tuner, where it has one (:func:`symmetric_pick`); otherwise it is the
+    family and protocol NCCL's tuner chooses among those ``nccl`` leaves, run by NCCL's own
+    kernel."""
+    collective = scenario.collective
+    symmetric = (symmetric_pick(machine, size_bytes, scenario.dtype.name, scenario.reduce_op)
+                 if scenario.nccl.symmetric and collective is Collective.ALLREDUCE else None)
+    if algorithm.nccl_symmetric:
+        kernel = launched(machine, algorithm.nccl_symmetric, size_bytes)
+        assert kernel is not None, algorithm.name  # its plan was refused otherwise
+        return kernel.time_us * 1e-6, (symmetric is not None
+                                       and symmetric.kernel in algorithm.nccl_symmetric)
     system = system_of(machine)
     predicted = predicted_time_us(system, algorithm.nccl_family, protocol, size_bytes, collective)
     try:
-        pick = choose(system, size_bytes, enabled, collective)
+        pick = choose(system, size_bytes, scenario.nccl_enabled, collective)
     except ValueError:  # no NCCL algorithm is modelled on this system
         return math.nan if predicted is None else predicted * 1e-6, False
-    picked = (algorithm.nccl_kernel and pick.algorithm is algorithm.nccl_family
+    picked = (symmetric is None and algorithm.nccl_kernel and pick.algorithm is algorithm.nccl_family
               and pick.protocol is protocol)
     return math.nan if predicted is None else predicted * 1e-6, picked
 

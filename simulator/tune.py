@@ -93,9 +93,9 @@ def tune(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | Non
     """Simulate every candidate (the module's docstring) at the scenario's sizes and derive the
     tuner file's rows. ``progress(done, total)`` is called as points finish. InputError (before
     anything runs) where the scenario cannot be tuned: not under ``execution: nccl``, a
-    collective NCCL's model does not pick for, one rank, faults, a training step, or a list of
-    algorithms that leaves out a kernel NCCL picks. ``progress(0, total)`` comes first, once
-    every point is planned."""
+    collective NCCL's model does not pick for, one rank, faults, a training step, registered
+    symmetric buffers, or a list of algorithms that leaves out a kernel NCCL picks.
+    ``progress(0, total)`` comes first, once every point is planned."""
     scenario = as_scenario(scenario)
     _check(scenario)
     settings = settings_of(scenario, seed, proxy_elements)
@@ -144,6 +144,11 @@ def _check(scenario: Scenario) -> None:
     elif scenario.faults:
         problem = ("faults", "expected none: a tuner file holds for the healthy machine NCCL's "
                              "tuner sees")
+    elif scenario.nccl.symmetric:
+        problem = ("nccl.symmetric", "expected false: on registered buffers NCCL runs its "
+                                     "symmetric kernels ahead of any tuner plugin "
+                                     "(src/scheduler/symmetric_sched.cc), which a tuner file "
+                                     "cannot choose")
     if problem is not None:
         raise InputError([Problem(scenario.source, *problem)])
 

@@ -40,8 +40,8 @@ def golden(tmp_path_factory):
 def test_golden_run_prints_the_table(golden):
     proc, out = golden
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == (f"{GOLDEN}: 33 points to simulate (11 algorithms × 3 sizes); closed "
-                           "forms: 5.91ms of simulated time in all (not wall-clock time), longest "
+    assert proc.stderr == (f"{GOLDEN}: 36 points to simulate (12 algorithms × 3 sizes); closed "
+                           "forms: 6.17ms of simulated time in all (not wall-clock time), longest "
                            "one_shot at 64MiB (1.47ms)\n")  # said before; no bar off a terminal
     lines = proc.stdout.splitlines()
     assert lines[0] == ("# allreduce-sim · scenario dgx-small · topology dgx_h100 · 8 ranks · "
@@ -66,7 +66,7 @@ def test_golden_results_file_has_the_contract_columns_and_values(golden):
     assert set(frame.scenario) == {"dgx-small"} and set(frame.topology) == {"dgx_h100"}
     assert set(frame.ranks) == {8} and frame.verified.all()
     assert list(frame.algorithm.unique()) == ["ring", "nvls", "direct", "one_shot",
-                                              "two_shot", "halving_doubling",
+                                              "two_shot", "two_shot_multicast", "halving_doubling",
                                               "recursive_doubling", "swing", "binomial_tree",
                                               "tree", "double_binary_tree"]  # all but hierarchical apply
     frame = frame[frame.algorithm == "ring"]
@@ -139,8 +139,8 @@ def test_table_piped_into_head_still_writes_results(tmp_path):
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# allreduce-sim · scenario dgx-small")
-    assert proc.stderr.startswith(f"{GOLDEN}: 33 points to simulate") and proc.stderr.count("\n") == 1
-    assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 11 * 3
+    assert proc.stderr.startswith(f"{GOLDEN}: 36 points to simulate") and proc.stderr.count("\n") == 1
+    assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 12 * 3
 
 
 def test_version_and_help_answer_without_loading_the_simulator():

@@ -4,7 +4,7 @@ its symmetric kernels (simulator/model/nccl_symmetric.py) against figures comput
 
 import pytest
 
-from simulator import run_point, scenario_from_dict
+from simulator import run_point, scenario_from_dict, simulate
 from simulator.algorithms import Collective, get_algorithm
 from simulator.errors import InputError
 from simulator.model import nccl_symmetric as sym
@@ -99,7 +99,9 @@ def test_under_nccl_execution_one_dgx_h100_times_them_as_nccl_s_model(engine):
     # NVLink at the rate NCCL's model gives the blocks it picks, one-shot's scaled by
     # (p-1)/(9p) for the bytes it moves; the start is baseLat plus the model's smoothing: the
     # simulated time, the closed form and nccl_time_s all equal NCCL's modelled time.
-    for name, kernel in (("one_shot", sym.SymKernel.ONE_SHOT), ("two_shot", sym.SymKernel.TWO_SHOT)):
+    # On the NVSwitch, which multicasts, the one-shot NCCL launches is AGxLLMC_R, rated 1.1x.
+    for name, kernel in (("one_shot", sym.SymKernel.ONE_SHOT_MULTICAST),
+                         ("two_shot", sym.SymKernel.TWO_SHOT)):
         for size in (1 << 10, 16 << 20):
             scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [size],
                                            "algorithms": [name], "execution": "nccl",
@@ -124,3 +126,132 @@ def test_nccl_proto_leaves_a_kernel_out_with_its_protocol(proto, kept):
                                    "sizes": [4096], "nccl": {"proto": proto}})
     names = [algorithm.name for algorithm in prepare(scenario).algorithms]
     assert [name for name in names if name in ("one_shot", "two_shot")] == kept
+
+
+K = sym.SymKernel
+
+
+def test_nccl_weighs_its_four_symmetric_allreduce_kernels_smaller_blocks_first():
+    # 8 Hopper GPUs. AGxLLMC_R at 1 KiB: 8 x 1024 x 9 bus bytes at softmin(2 x 65 x 1.1, 320)
+    # GiB/s on 2 blocks; NCCL prefers it to AGxLL_R (4.9895 us, 2 blocks) by its 1.1x rating
+    assert sym.pick(tuple(K), 8, 1 << 10) == sym.SymPick(K.ONE_SHOT_MULTICAST, 2,
+                                                         pytest.approx(4.971397, rel=1e-6))
+    # at 4 KiB AGxLL_R is faster (5.1878 us on 5 blocks), but time x (1 + 2.5 % a block) favours
+    # the multicast one on 4: 5.2302 x 1.100 < 5.1878 x 1.125
+    assert sym.choose(K.ONE_SHOT, 8, 4096) == (5, pytest.approx(5.187819, rel=1e-6))
+    assert sym.pick(tuple(K), 8, 4096).kernel is K.ONE_SHOT_MULTICAST
+    # from 24 KiB the multicast two-shot: n/p + n bus bytes at 8 x 65 GiB/s a block, at most
+    # ceil(16/8) = 2 blocks, peak 480 GiB/s; 16 MiB: 2 blocks, 43.422 us
+    assert sym.pick(tuple(K), 8, 16 << 10).kernel is K.ONE_SHOT_MULTICAST
+    assert sym.pick(tuple(K), 8, 24 << 10).kernel is K.TWO_SHOT_MULTICAST
+    assert sym.max_blocks(K.TWO_SHOT_MULTICAST, 8) == 2
+    assert sym.max_blocks(K.TWO_SHOT_MULTICAST, 8, blackwell=True) == 4
+    assert sym.pick(tuple(K), 8, 16 << 20) == sym.SymPick(K.TWO_SHOT_MULTICAST, 2,
+                                                          pytest.approx(43.421992, rel=1e-6))
+    # without multicast (no NVLS): AGxLL_R, then RSxLD_AGxST from 24 KiB
+    plain = (K.ONE_SHOT, K.TWO_SHOT)
+    assert sym.pick(plain, 8, 16 << 10).kernel is K.ONE_SHOT
+    assert sym.pick(plain, 8, 24 << 10) == sym.SymPick(K.TWO_SHOT, 1, pytest.approx(8.322705,
+                                                                                    rel=1e-6))
+    # bus bytes in NCCL's integer arithmetic; sizes rated in whole 1 KiB cells
+    assert sym.bus_bytes(K.TWO_SHOT, 3, 1000) == 1333
+    assert sym.bus_bytes(K.TWO_SHOT_MULTICAST, 3, 1000) == 1333
+    assert sym.model_us(K.TWO_SHOT, 8, 1000, 1) == sym.model_us(K.TWO_SHOT, 8, 1024, 1)
+    # no LL kernel from 2 GiB (32-bit element counts), none at all from 64 GiB
+    assert sym.pick((K.ONE_SHOT, K.ONE_SHOT_MULTICAST), 8, 2 << 30) is None
+    assert sym.pick(tuple(K), 8, 2 << 30).kernel is K.TWO_SHOT_MULTICAST
+    assert sym.pick(tuple(K), 8, 64 << 30) is None
+
+
+def _symmetric(preset: str, sizes: list[int], **more: object):
+    return simulate({"topology": {"preset": preset}, "algorithms": "auto", "sizes": sizes,
+                     "nccl": {"symmetric": True}, **more})
+
+
+def test_registered_buffers_make_nccl_pick_its_symmetric_kernel():
+    sizes = [1 << 10, 64 << 10, 16 << 20]
+    frame = _symmetric("dgx_h100", sizes)
+    picks = frame[frame.nccl_pick.astype(bool)]
+    assert list(zip(picks.size_bytes, picks.algorithm, picks.protocol, strict=True)) == [
+        (1 << 10, "one_shot", "LL"), (64 << 10, "two_shot_multicast", "Simple"),
+        (16 << 20, "two_shot_multicast", "Simple")]
+    for pick in picks.itertuples():
+        assert pick.nccl_time_s * 1e6 == pytest.approx(
+            sym.pick(tuple(K), 8, pick.size_bytes).time_us, rel=1e-12)
+    assert frame.verified.all()
+    # the legacy tuner's choice is no longer the pick; unregistered, it is (ring LL at 1 KiB)
+    ring = frame[(frame.algorithm == "ring") & (frame.size_bytes == 1 << 10)]
+    assert not ring.nccl_pick.iloc[0]
+    plain = simulate({"topology": {"preset": "dgx_h100"}, "algorithms": "auto", "sizes": [1024]})
+    assert list(plain[plain.nccl_pick.astype(bool)].algorithm) == ["ring"]
+
+
+def test_no_nvls_means_the_plain_kernels_and_float64_means_the_tuner():
+    frame = _symmetric("dgx_a100", [1 << 10, 16 << 20])
+    picks = frame[frame.nccl_pick.astype(bool)]
+    assert list(zip(picks.size_bytes, picks.algorithm, strict=True)) == [
+        (1 << 10, "one_shot"), (16 << 20, "two_shot")]
+    assert "two_shot_multicast" not in set(frame.algorithm)  # no in-switch reduction on A100
+    # NCCL has no symmetric float64 kernel: its tuner picks as without registration
+    frame = _symmetric("dgx_h100", [1 << 10], dtype="float64")
+    assert list(frame[frame.nccl_pick.astype(bool)].algorithm) == ["ring"]
+
+
+@pytest.mark.parametrize("engine", ["simpy", "vector"])
+def test_two_shot_multicast_closed_form(engine):
+    # ideal wire, one DGX H100 (NVLink 450 GB/s and 300 ns a hop, the NVSwitch reduces in 25 us):
+    # at 1 MiB each shard is one piece, T = 2(2 x 300 ns) + 25 us + 2 x 9 x 128 KiB / 450 GB/s
+    def point(size: int, execution: str):
+        scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [size],
+                                       "algorithms": ["two_shot_multicast"],
+                                       "execution": execution, "engine": engine})
+        setup = prepare(scenario)
+        return run_point(scenario, setup.algorithms[0], size, setup=setup)
+
+    result = point(1 << 20, "ideal")
+    assert result.verified is True and result.max_abs_error == 0
+    expected = 1.2e-6 + 25e-6 + 2 * 9 * (128 << 10) / 450e9
+    assert result.sim_time_s == pytest.approx(expected, rel=1e-12)
+    assert result.model_time_s == pytest.approx(expected, rel=1e-12)
+    # 64 MiB: 16 pieces a shard; the loads all posted at once share each uplink, so the stores
+    # come later than the flow shop says: a lower bound, 1.34x under
+    result = point(64 << 20, "ideal")
+    assert result.sim_time_s / result.model_time_s == pytest.approx(1.3415, rel=1e-3)
+    # under execution: nccl a one-piece shard is NCCL's model but for the program's two
+    # stages: 7.8 us + softplus(x - 1) + x, x the bus bytes at the 1-block bandwidth
+    result = point(64 << 10, "nccl")
+    assert result.nccl_time_s * 1e6 == pytest.approx(sym.pick(tuple(K), 8, 64 << 10).time_us)
+    assert result.sim_time_s / result.nccl_time_s == pytest.approx(1.0180, rel=1e-3)
+
+
+def test_two_shot_multicast_needs_a_reducing_switch_and_nccl_three_gpus():
+    machine = prepare(scenario_from_dict({"topology": {"preset": "dgx_a100"},
+                                          "sizes": [1024]})).machine
+    algorithm = get_algorithm(Collective.ALLREDUCE, "two_shot_multicast")
+    assert algorithm.unsupported(machine) == (
+        "it needs one switch with in-switch reduction (reduction: true) cabled to every GPU, "
+        "such as the NVSwitch of a single dgx_h100 node")
+    two = prepare(scenario_from_dict({"topology": {"preset": "dgx_h100", "gpus_per_node": 2},
+                                     "sizes": [1024]}))
+    assert algorithm.nccl_unsupported(two.machine) == (
+        "NCCL multicasts only among more than two GPUs (hasLsaMultimem), and the node has 2")
+
+
+@pytest.mark.parametrize("value, message", [
+    ("yes", "nccl.symmetric: expected true (the buffers are registered as symmetric windows) or "
+            "false, got 'yes'"),
+])
+def test_nccl_symmetric_must_be_a_boolean(value, message):
+    with pytest.raises(InputError) as error:
+        scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [1024],
+                            "nccl": {"symmetric": value}})
+    assert message in str(error.value)
+
+
+def test_nccl_symmetric_needs_the_version_it_models():
+    with pytest.raises(InputError) as error:
+        scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [1024],
+                            "nccl": {"symmetric": True, "version": "2.26"}})
+    assert ("nccl.symmetric: expected nccl.version 2.30 with symmetric: true: the symmetric "
+            "kernels modelled are NCCL 2.30's (src/sym_kernels.cc), got version 2.26"
+            in str(error.value))

@@ -41,9 +41,9 @@ def assert_same(built, traced):
 
 
 TRACED = ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain", "swing", "pairwise",
-          "one_shot")
-"""The algorithms that run on their program's trace alone (one_shot: one node, p(p-1) messages,
-no scale to build for)."""
+          "one_shot", "two_shot_multicast")
+"""The algorithms that run on their program's trace alone (one_shot and two_shot_multicast: one
+node, no scale to build for)."""
 
 
 def test_every_algorithm_but_the_traced_ones_has_a_builder():

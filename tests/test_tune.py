@@ -167,6 +167,10 @@ def test_rows_by_hand(chosen, lines):
      "auto, and protocol: auto)"),
     ({**ONE_H100, "faults": [{"kind": "straggler", "rank": 1, "delay": "5us"}]},
      "faults: expected none: a tuner file holds for the healthy machine NCCL's tuner sees"),
+    ({**ONE_H100, "nccl": {"symmetric": True}},
+     "nccl.symmetric: expected false: on registered buffers NCCL runs its symmetric kernels "
+     "ahead of any tuner plugin (src/scheduler/symmetric_sched.cc), which a tuner file cannot "
+     "choose"),
 ])
 def test_what_cannot_be_tuned_is_one_line_exit_2_nothing_written(tmp_path, capsys, scenario,
                                                                  message):

@@ -101,9 +101,12 @@ class Algorithm(ABC):
     nccl_kernel: ClassVar[bool] = False
     """Whether this is the schedule NCCL's own kernels run for :attr:`nccl_family` (ring, the
     double binary tree, NVLS): the algorithm that stands for NCCL's pick (``algorithms: auto``)."""
-    nccl_symmetric: ClassVar[SymKernel | None] = None
-    """The NCCL symmetric-memory kernel this algorithm is (``one_shot``, ``two_shot``), whose own
-    cost model ``execution: nccl`` charges in place of :attr:`nccl_family`'s; None for others."""
+    nccl_symmetric: ClassVar[tuple[SymKernel, ...]] = ()
+    """The NCCL symmetric-memory kernels this algorithm's data movement is (``one_shot``: the
+    one-shot with and without multicast stores; ``two_shot``; ``two_shot_multicast``), whose own
+    cost model ``execution: nccl`` charges in place of :attr:`nccl_family`'s, for the one NCCL
+    would launch among them (:func:`~simulator.model.nccl_symmetric.launched`); empty for
+    others."""
 
     def __eq__(self, other: object) -> bool:
         """Algorithms are values: equal when of the same class with the same options."""

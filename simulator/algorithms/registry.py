@@ -42,7 +42,11 @@ from simulator.algorithms.ring import (
     RingReduce,
     RingReduceScatter,
 )
-from simulator.algorithms.shots import OneShotAllreduce, TwoShotAllreduce
+from simulator.algorithms.shots import (
+    OneShotAllreduce,
+    TwoShotAllreduce,
+    TwoShotMulticastAllreduce,
+)
 from simulator.algorithms.swing import SwingAllreduce
 from simulator.algorithms.tree import TreeAllreduce, TreeBroadcast, TreeReduce
 from simulator.model.collective import Collective
@@ -68,6 +72,7 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     PairwiseAllToAll(),
     OneShotAllreduce(),
     TwoShotAllreduce(),
+    TwoShotMulticastAllreduce(),
     HalvingDoublingAllreduce(),
     HalvingDoublingReduceScatter(),
     RecursiveDoublingAllreduce(),

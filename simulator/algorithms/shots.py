@@ -27,9 +27,10 @@ from __future__ import annotations
 
 from simulator.algorithms.algorithm import Algorithm, ExactOn
 from simulator.algorithms.comm import REDUCE, Comm, Program
-from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.cost import CostInputs, proportionate_pipeline_s
 from simulator.algorithms.direct import DirectAllreduce
 from simulator.algorithms.phases.direct import all_pairs, exchange, peers
+from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.nccl_symmetric import SymKernel
@@ -63,7 +64,7 @@ class OneShotAllreduce(Algorithm):
     name = "one_shot"
     collective = Collective.ALLREDUCE
     exact_on = _FLAT
-    nccl_symmetric = SymKernel.ONE_SHOT
+    nccl_symmetric = (SymKernel.ONE_SHOT, SymKernel.ONE_SHOT_MULTICAST)
 
     def unsupported(self, machine: Machine) -> str | None:
         return _one_node(machine)
@@ -91,8 +92,76 @@ class TwoShotAllreduce(DirectAllreduce):
 
     name = "two_shot"
     composable = False
-    nccl_symmetric = SymKernel.TWO_SHOT
+    nccl_symmetric = (SymKernel.TWO_SHOT,)
 
     def unsupported(self, machine: Machine) -> str | None:
         return _one_node(machine)
 
+
+
+class TwoShotMulticastAllreduce(Algorithm):
+    """Two-shot allreduce through the NVSwitch (NCCL's ``AllReduce_RSxLDMC_AGxSTMC``): each rank
+    pulls its shard's sum from the switch piece by piece (``multimem.ld_reduce``: every rank's
+    copy of the piece goes up, the switch's sum comes down to the shard's owner alone), and
+    stores each summed piece to every rank at once (``multimem.st``: one copy up, the switch
+    copies it down to all). The ranks pull piece j of every shard before piece j + 1, so the
+    loads and the stores stream together.
+
+    T ≈ 2·(alpha_up + alpha_down) + lambda + Σ_j (p+1)·c_j·beta + max_j (p+1)·c_j·beta,
+
+    c_j the j-th piece of a shard (:data:`PIPELINE_BYTES`), beta the GPU link's: per piece
+    index a rank's uplink carries the p shards' pieces and its own store, its downlink its sum
+    and the p stores, (n + n/p)·beta in all, the busBytes NCCL's model charges; a two-stage
+    pipeline (up, down) whose latencies (two round trips and the switch's reduction latency
+    lambda) overlap. Exact while a shard is one piece (up to 4 MiB on 8 GPUs); a lower bound
+    beyond (``exact_on`` is empty): the loads of every piece are posted at once, as the owners
+    issue them, and share each uplink, so the sums, and the stores that wait for them, come
+    later than in the flow shop (1.34× at 64 MiB on one DGX H100; tests/test_shots.py).
+    """
+
+    name = "two_shot_multicast"
+    collective = Collective.ALLREDUCE
+    nccl_symmetric = (SymKernel.TWO_SHOT_MULTICAST,)
+
+    def unsupported(self, machine: Machine) -> str | None:
+        reason = _one_node(machine)
+        if reason is None and machine.reducing_switch() is None:
+            return ("it needs one switch with in-switch reduction (reduction: true) cabled to "
+                    "every GPU, such as the NVSwitch of a single dgx_h100 node")
+        return reason
+
+    def nccl_unsupported(self, machine: Machine) -> str | None:
+        if machine.ranks <= 2:
+            return (f"NCCL multicasts only among more than two GPUs (hasLsaMultimem), and the "
+                    f"node has {machine.ranks}")
+        return None
+
+    def program(self, comm: Comm) -> Program:
+        if comm.size == 1:
+            return
+        pieces = [comm.pieces(shard, PIPELINE_BYTES) for shard in comm.chunks(comm.size)]
+        rounds = max(len(shard) for shard in pieces)
+        for j in range(rounds):  # the owners' loads: piece j of every shard before piece j + 1
+            for owner, shard in enumerate(pieces):
+                if j < len(shard):
+                    comm.switch_reduce(shard[j], "ld_reduce", to=owner)
+        stores = comm.on_channel(1)  # the stores stream beside the loads, not behind them
+        for j in range(rounds):
+            if j < len(pieces[comm.rank]):
+                yield comm.switch_result(into=pieces[comm.rank][j], label="ld_reduce",
+                                         to=comm.rank)
+                stores.switch_multicast(pieces[comm.rank][j], "st")
+            for owner, shard in enumerate(pieces):
+                if j < len(shard):
+                    yield stores.switch_result(into=shard[j], label="st", multicast_from=owner)
+
+    def model_s(self, cost: CostInputs, count: int) -> float:
+        switch = cost.in_switch()
+        p = cost.ranks
+        if p == 1 or switch is None:
+            return 0.0
+        beta = switch.beta_s_per_byte
+        shard = cost.pieces(-(-count // p), PIPELINE_BYTES)
+        delay = 2 * (switch.alpha_up_s + switch.alpha_down_s) + switch.reduction_latency_s
+        return proportionate_pipeline_s(delay, 2, [(p + 1) * cost.nbytes(n) * beta
+                                                   for n in shard])

@@ -228,6 +228,11 @@ class Plan:
     proxy_s: float = 0.0
     net_share: float = NET_SHARE
     """The share of a network link's rate NCCL achieves (``NET_BW``'s, or a calibrated one)."""
+    nvswitch_latency_s: float | None = None
+    """The latency of a reduction in a host's NVSwitch under this plan (None: the machine's,
+    the presets' NVLS step of NCCL's model, and the wire's hops to and from the switch); 0 for
+    a symmetric kernel, whose model has no latency but its base latency, and then its hops
+    over NVLink to and from the switch take none either."""
 
     @property
     def start_s(self) -> float:
@@ -321,9 +326,12 @@ def apply(plan: Plan, machine: Machine) -> Machine:
     (SHARP) a network step of the plan's (``hwLat`` NET of the algorithm, 31 µs for
     CollNetDirect, 30 for CollNetChain, 18 for NVLS, plus the transport's latency, twice for
     Simple), in place of the switch's own latency, as NCCL's model charges CollNet's
-    ``interLat`` once each way up and down the network."""
-    net = plan.step_latency_s[Hardware.NET]
-    switches = tuple(replace(switch, reduction_latency_s=net) if switch.network else switch
+    ``interLat`` once each way up and down the network; a reduction in an NVSwitch the plan's
+    :attr:`Plan.nvswitch_latency_s` where it sets one."""
+    net, nvswitch = plan.step_latency_s[Hardware.NET], plan.nvswitch_latency_s
+    switches = tuple(replace(switch, reduction_latency_s=net) if switch.network
+                     else switch if nvswitch is None
+                     else replace(switch, reduction_latency_s=nvswitch)
                      for switch in machine.reducing_switches)
     return replace(machine, routing=PlannedRouting(machine.routing, plan), gpu=GpuSpec(),
                    reducing_switches=switches)
@@ -350,6 +358,9 @@ class PlannedRouting(Routing):
                 hardware = self.hardware(base)
                 latency = self._plan.step_latency_s[hardware]
                 proxy = self._plan.proxy_s if hardware is Hardware.NET else 0.0
+            elif (self._plan.nvswitch_latency_s is not None and src != dst
+                  and self.hardware(base) is Hardware.NVLINK):  # a GPU's hop to the NVSwitch
+                latency = 0.0
             bottleneck = min((self.capacity_Bps(link) for link in base.links), default=float("inf"))
             self._cache[key] = Route(base.nodes, base.links, latency, bottleneck, proxy)
         return self._cache[key]

@@ -95,13 +95,16 @@ def version_of(value: object) -> Version | None:
 class NcclEnv:
     """The NCCL environment a scenario sets: ``algo`` as ``NCCL_ALGO`` and ``proto`` as
     ``NCCL_PROTO`` (empty: unset), which restrict what NCCL's tuner picks from, and the
-    ``version`` whose tuner picks (:class:`~simulator.model.nccl.Version`); and NCCL's own view
-    of the machine where a graph dump or log is given (``view``, read from ``view_key``:
+    ``version`` whose tuner picks (:class:`~simulator.model.nccl.Version`); whether the
+    buffers are registered as symmetric windows (``symmetric``: NCCL then runs its symmetric
+    allreduce kernels ahead of the tuner, :mod:`simulator.model.nccl_symmetric`); and NCCL's own
+    view of the machine where a graph dump or log is given (``view``, read from ``view_key``:
     ``graph`` or ``log``, the file as the scenario names it, :mod:`simulator.model.nccl_view`)."""
 
     algo: str = ""
     proto: str = ""
     version: Version = LATEST
+    symmetric: bool = False
     view: NcclView | None = None
     view_key: str = ""
     view_file: str = ""

@@ -333,15 +333,15 @@ def _factor(value: object) -> int:
 
 
 def _nccl(reader: FieldReader, value: object, collective: Collective, source: str) -> NcclEnv:
-    """``nccl: {algo: LIST, proto: LIST, version: V, graph: FILE | log: FILE}``, NCCL_ALGO and
-    NCCL_PROTO in NCCL's list syntax (:mod:`simulator.model.nccl_env`), the NCCL whose tuner
-    picks, and NCCL's own view of the machine from its graph dump or INFO log (a file named
-    relative to the scenario, :mod:`simulator.model.nccl_view`); unset where a problem was
-    recorded."""
+    """``nccl: {algo: LIST, proto: LIST, version: V, symmetric: BOOL, graph: FILE | log: FILE}``,
+    NCCL_ALGO and NCCL_PROTO in NCCL's list syntax (:mod:`simulator.model.nccl_env`), the NCCL
+    whose tuner picks, whether the buffers are registered as symmetric windows, and NCCL's own
+    view of the machine from its graph dump or INFO log (a file named relative to the scenario,
+    :mod:`simulator.model.nccl_view`); unset where a problem was recorded."""
     spec = reader.mapping("nccl", value)
     if spec is None:
         return NcclEnv()
-    reader.check_keys(spec, "nccl", ("algo", "proto", "version", "graph", "log"))
+    reader.check_keys(spec, "nccl", ("algo", "proto", "version", "symmetric", "graph", "log"))
     view = _nccl_view(reader, spec, source)
     given: dict[str, Any] = {key: spec[key] for key in ("algo", "proto") if key in spec}
     env = NcclEnv(**given)
@@ -356,9 +356,20 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
         problems.append(("nccl.version", ""))
     if view is not None and view[0] is None:
         problems.append(("nccl", ""))
+    symmetric = spec.get("symmetric", False)
+    if not isinstance(symmetric, bool):
+        reader.problem("nccl.symmetric", "expected true (the buffers are registered as "
+                                         f"symmetric windows) or false, got {symmetric!r}")
+        problems.append(("nccl.symmetric", ""))
+    elif symmetric and version is not None and version is not LATEST:
+        reader.problem("nccl.symmetric", (
+            f"expected nccl.version {LATEST.value} with symmetric: true: the symmetric kernels "
+            f"modelled are NCCL {LATEST.value}'s (src/sym_kernels.cc), got version "
+            f"{version.value}"))
+        problems.append(("nccl.symmetric", ""))
     if problems:
         return NcclEnv()
-    env = replace(env, version=version or LATEST)
+    env = replace(env, version=version or LATEST, symmetric=symmetric is True)
     return env if view is None else replace(env, view=view[0], view_key=view[1],
                                             view_file=view[2])
 
