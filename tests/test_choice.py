@@ -16,7 +16,7 @@ H100 = {"topology": {"preset": "dgx_h100"}, "execution": "nccl"}
 def test_every_row_carries_nccl_model_time_and_the_pick_is_marked():
     frame = simulate({**H100, "algorithms": "auto", "sizes": ["32KiB", "8MiB"]})
     assert set(frame.algorithm) == {"ring", "direct", "one_shot", "two_shot", "two_shot_multicast",
-                                    "halving_doubling", "recursive_doubling", "swing",
+                                    "halving_doubling", "recursive_doubling", "swing", "bine",
                                     "binomial_tree", "tree", "double_binary_tree", "nvls"}
     picks = frame[frame.nccl_pick.astype(bool)]
     assert list(zip(picks.size_bytes, picks.algorithm, picks.protocol, strict=True)) == [

@@ -40,8 +40,8 @@ def golden(tmp_path_factory):
 def test_golden_run_prints_the_table(golden):
     proc, out = golden
     assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == (f"{GOLDEN}: 36 points to simulate (12 algorithms × 3 sizes); closed "
-                           "forms: 6.17ms of simulated time in all (not wall-clock time), longest "
+    assert proc.stderr == (f"{GOLDEN}: 39 points to simulate (13 algorithms × 3 sizes); closed "
+                           "forms: 6.5ms of simulated time in all (not wall-clock time), longest "
                            "one_shot at 64MiB (1.47ms)\n")  # said before; no bar off a terminal
     lines = proc.stdout.splitlines()
     assert lines[0] == ("# allreduce-sim · scenario dgx-small · topology dgx_h100 · 8 ranks · "
@@ -67,8 +67,9 @@ def test_golden_results_file_has_the_contract_columns_and_values(golden):
     assert set(frame.ranks) == {8} and frame.verified.all()
     assert list(frame.algorithm.unique()) == ["ring", "nvls", "direct", "one_shot",
                                               "two_shot", "two_shot_multicast", "halving_doubling",
-                                              "recursive_doubling", "swing", "binomial_tree",
-                                              "tree", "double_binary_tree"]  # all but hierarchical apply
+                                              "recursive_doubling", "swing", "bine",
+                                              "binomial_tree", "tree",
+                                              "double_binary_tree"]  # all but hierarchical apply
     frame = frame[frame.algorithm == "ring"]
     assert list(frame.size_bytes) == [1 << 10, 1 << 20, 64 << 20]
     # one DGX: every ring hop is GPU -> NVSwitch -> GPU on its own links, so no link is shared
@@ -97,7 +98,8 @@ def test_golden_settings_file_says_how_the_results_were_made(golden):
     assert (described["execution"], described["protocol"], described["channels"]) == (
         "ideal", "auto", "auto")
     assert described["algorithm_options"] == {  # defaults too
-        "hierarchical": {"inter": "ring"}, "swing": {"latency_optimal": False}}
+        "hierarchical": {"inter": "ring"}, "swing": {"latency_optimal": False},
+        "bine": {"latency_optimal": False}}
     assert described["sizes"] == [1 << 10, 1 << 20, 64 << 20]
     assert described["gpu"] == {"reduce_bandwidth": "1.1TB/s", "launch_latency": "0s"}
     assert described["output"] == str(out)  # where the files went (--output), not the default
@@ -139,8 +141,8 @@ def test_table_piped_into_head_still_writes_results(tmp_path):
                           check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("# allreduce-sim · scenario dgx-small")
-    assert proc.stderr.startswith(f"{GOLDEN}: 36 points to simulate") and proc.stderr.count("\n") == 1
-    assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 12 * 3
+    assert proc.stderr.startswith(f"{GOLDEN}: 39 points to simulate") and proc.stderr.count("\n") == 1
+    assert len(pd.read_csv(tmp_path / "dgx-small.csv")) == 13 * 3
 
 
 def test_version_and_help_answer_without_loading_the_simulator():

@@ -265,4 +265,4 @@ def test_run_points_streams_the_rows_of_simulate():
     first = next(points)
     assert isinstance(first, Result) and (first.algorithm, first.size_bytes) == ("ring", 1024)
     rest = list(points)
-    assert len(rest) == 35  # 12 algorithms × 3 sizes, but the first
+    assert len(rest) == 38  # 13 algorithms × 3 sizes, but the first

@@ -160,7 +160,7 @@ def test_an_inner_algorithm_must_be_the_registered_one():
             sizes=(8,), algorithm_options={"hierarchical": HierarchicalOptions(RingAllgather())})
     assert [str(p) for p in error.value.problems] == [
         "<code>: algorithm_options.hierarchical.inter: expected an inter-host allreduce (ring, "
-        "direct, halving_doubling, swing, tree), got the allgather 'ring'"]
+        "direct, halving_doubling, swing, bine, tree), got the allgather 'ring'"]
 
 
 def test_the_default_output_follows_the_name():

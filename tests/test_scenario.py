@@ -158,7 +158,7 @@ def test_algorithm_options_and_piece_size_are_validated(tmp_path):
     assert [str(p) for p in error.value.problems] == [
         f"{path}: chunk_size: expected at least one float32 element (4 bytes), got 2",
         f"{path}: algorithm_options.hierarchical.inter: expected an inter-host allreduce (ring, "
-        "direct, halving_doubling, swing, tree), got 'binomial_tree'",
+        "direct, halving_doubling, swing, bine, tree), got 'binomial_tree'",
         f"{path}: algorithm_options.ring: ring has no options",
     ]
 

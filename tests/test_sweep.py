@@ -24,7 +24,7 @@ def test_a_sweep_gives_the_rows_of_serial_runs_in_their_order():
     assert done.failures == ()
     for scenario, frame in zip(scenarios, done.frames, strict=True):
         pd.testing.assert_frame_equal(frame, simulate(scenario))
-    assert len(done.frames[0]) == 2 * 10  # every allreduce but hierarchical and nvls, 2 sizes
+    assert len(done.frames[0]) == 2 * 11  # every allreduce but hierarchical and nvls, 2 sizes
 
 
 DECLINED = ("expected auto or simpy for 'double_binary_tree': its 2 threads per rank reduce at "

@@ -40,7 +40,7 @@ def assert_same(built, traced):
             assert got[name] == value, name
 
 
-TRACED = ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain", "swing", "pairwise",
+TRACED = ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain", "swing", "bine", "pairwise",
           "one_shot", "two_shot_multicast")
 """The algorithms that run on their program's trace alone (one_shot and two_shot_multicast: one
 node, no scale to build for)."""

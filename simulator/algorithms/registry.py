@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.alltoall import DirectAllToAll, PairwiseAllToAll
+from simulator.algorithms.bine import BineAllreduce
 from simulator.algorithms.binomial_tree import (
     BinomialTreeAllreduce,
     BinomialTreeBroadcast,
@@ -78,6 +79,7 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     RecursiveDoublingAllreduce(),
     RecursiveDoublingAllgather(),
     SwingAllreduce(),
+    BineAllreduce(),
     PatReduceScatter(),
     PatAllgather(),
     BinomialTreeAllreduce(),
