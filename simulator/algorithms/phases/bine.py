@@ -9,8 +9,10 @@ them: on q = 2^L ranks, at step s = 0, 1, …, L-1 of the butterfly rank r excha
     ρ(s) = nb2rank(1…1, s+1 negabinary ones) = Σ_{i=0..s} (−2)^i = 1, −1, 3, −5, 11, −21, …
 
 so the partner at step s is at most |ρ(s)| ≈ 2^{s+1}/3 ranks away instead of a binomial
-butterfly's 2^s: a third fewer pairs cross the boundary of a group of consecutive ranks (a
-dragonfly group, a fat-tree pod), the paper's "up to 33 % less global-link traffic". The
+butterfly's 2^s: where a job's ranks do not line up with the groups of a fabric (dragonfly
+groups, fat-tree pods), about a third fewer pairs cross a group boundary, the paper's "up to
+33 % less global-link traffic" (aligned groups of 2^k ranks favour XOR partners instead:
+docs/algorithms.md, bine). The
 authors' code computes the partner so (``negabinary_to_binary((mask << 1) - 1)`` in
 HLC-Lab/pico ``libbine/libbine_allreduce.c`` and ``bine-trees/src/allgather.c``; ``pi`` with
 Swing's ``rhos`` in ``libbine_utils.h``): these are the partners of Swing (NSDI'24) on one
