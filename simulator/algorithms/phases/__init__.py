@@ -11,6 +11,8 @@ composing a new algorithm from phases finds both in one place.
 - :mod:`.ring`: passes around a ring, chains along it;
 - :mod:`.tree`: reduce up, broadcast down, both overlapped;
 - :mod:`.recursive`: the fold, recursive halving and doubling;
+- :mod:`.swing`, :mod:`.bine`: the butterflies (partners, block order) those phases run for Swing
+  and Bine;
 - :mod:`.direct`: every rank straight to every other;
 - :mod:`.pat`: NCCL's PAT order, binomial trees to the ranks ±2^d in aggregated steps.
 

@@ -84,8 +84,9 @@ class Butterfly:
     the pair of groups it splits in the reduce-scatter (or gathers in the allgather). This base
     class is recursive doubling's: the partner at d is rank XOR d and rank j owns block j, so its
     groups are aligned groups of ranks. Another butterfly (Swing's,
-    :mod:`simulator.algorithms.phases.swing`) only changes :meth:`partner` and
-    :meth:`position`, so that every phase below runs it unchanged."""
+    :mod:`simulator.algorithms.phases.swing`, or Bine's, :mod:`simulator.algorithms.phases.bine`)
+    only changes :meth:`partner` and :meth:`position`, so that every phase below runs it
+    unchanged."""
 
     def partner(self, rank: int, d: int) -> int:
         """The rank that ``rank`` exchanges with in the step at d."""
