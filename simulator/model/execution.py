@@ -339,9 +339,10 @@ def apply(plan: Plan, machine: Machine) -> Machine:
 
 class PlannedRouting(Routing):
     """The routes of a topology as a plan times them: the same paths, rank-to-rank latencies by
-    the kind of path, and link rates by the kind of link (network and PCIe links keep their
-    rate times NET_SHARE and the protocol's share). The paths are the wire's, except where
-    NCCL's PXN relays a send over NVLink to keep it on its rail (:meth:`_pxn`)."""
+    the kind of path, and link rates by the kind of link, never above the wire's (network and
+    PCIe links keep their rate times NET_SHARE and the protocol's share). The paths are the
+    wire's, except where NCCL's PXN relays a send over NVLink to keep it on its rail
+    (:meth:`_pxn`)."""
 
     def __init__(self, base: Routing, plan: Plan) -> None:
         super().__init__(base._graph, base.down)
@@ -409,8 +410,8 @@ class PlannedRouting(Routing):
     def capacity_Bps(self, link: LinkId) -> float:
         kind = self.link_kind(link)
         rate = self._plan.link_rate_Bps.get(kind)
-        if rate is not None:
-            return rate
+        if rate is not None:  # never above the wire: NCCL's model of its multicast two-shot
+            return min(rate, self._base.capacity_Bps(link))  # rates 515 GB/s, NVLink is 450
         share = PROTOCOL_SHARE[self._plan.protocol] * (self._plan.net_share if kind == NET_LINK
                                                         else 1.0)
         return self._base.capacity_Bps(link) * share
