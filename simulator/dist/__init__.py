@@ -66,8 +66,10 @@ from simulator.dist.rendezvous import (
     SOURCE,
     Call,
     CollectiveMismatch,
+    MessageMismatch,
     RankError,
     Stalled,
+    Work,
     World,
     as_timeout,
     context,
@@ -102,24 +104,32 @@ __all__ = [
     "SOURCE",
     "CallRecord",
     "CollectiveMismatch",
+    "MessageMismatch",
+    "P2POp",
     "RankError",
     "ReduceOp",
     "SpawnResult",
     "Stalled",
     "TensorLike",
+    "Work",
     "all_gather",
     "all_gather_into_tensor",
     "all_reduce",
     "all_to_all",
     "all_to_all_single",
     "barrier",
+    "batch_isend_irecv",
     "broadcast",
     "get_rank",
     "get_world_size",
+    "irecv",
     "is_initialized",
+    "isend",
+    "recv",
     "reduce",
     "reduce_scatter",
     "reduce_scatter_tensor",
+    "send",
     "spawn",
 ]
 
@@ -149,8 +159,9 @@ def spawn(fn: Callable[..., Any], world_size: int,
     wait = as_timeout(timeout)
     simulation = Simulation(base_scenario(world_size, topology, execution),
                             chosen_algorithms(algorithm))
-    returns = World(world_size, simulation.simulate, wait).run(fn, tuple(args))
-    return SpawnResult(returns, tuple(simulation.records))
+    world = World(world_size, simulation.simulate, simulation.carry, wait)
+    returns = world.run(fn, tuple(args))
+    return SpawnResult(returns, tuple(simulation.records), tuple(world.clocks))
 
 
 def is_initialized() -> bool:
@@ -295,3 +306,95 @@ def barrier() -> None:
     me = context("barrier")
     me.collect(Call("barrier", "barrier()", Collective.ALLREDUCE, ModelOp.SUM,
                     np.zeros(1, dtype=np.float32), lambda out: None))
+
+
+def isend(tensor: TensorLike, dst: int, group: object = None, tag: int = 0) -> Work:
+    """Send ``tensor`` to rank ``dst`` without waiting: the work completes when the message has
+    arrived. Its data is taken as it is now (torch leaves changing it before ``wait`` undefined).
+    ``dst`` may be this rank, as torch allows: a local copy, taking no time."""
+    me = context("isend")
+    view = as_view(tensor, "tensor")
+    check_rank(dst, "dst", me.world.size)
+    return me.post(True, dst, _tag(tag, group), view, "isend", _signature("isend", view, "dst",
+                                                                         dst, tag))
+
+
+def irecv(tensor: TensorLike, src: int | None = None, group: object = None, tag: int = 0) -> Work:
+    """Receive into ``tensor`` from rank ``src`` (None: from any rank) without waiting: the
+    work completes when the message has arrived, ``tensor`` holding it."""
+    me = context("irecv")
+    view = as_view(tensor, "tensor", writable=True)
+    if src is not None:
+        check_rank(src, "src", me.world.size)
+    return me.post(False, src, _tag(tag, group), view, "irecv", _signature("irecv", view, "src",
+                                                                          src, tag))
+
+
+def send(tensor: TensorLike, dst: int, group: object = None, tag: int = 0) -> None:
+    """Send ``tensor`` to rank ``dst`` and wait until it has arrived: a send blocks until a
+    matching receive takes it, as torch's does for messages too large to buffer."""
+    me = context("send")
+    view = as_view(tensor, "tensor")
+    check_rank(dst, "dst", me.world.size)
+    _check_not_self(dst, me.rank, "dst", "destination")
+    me.post(True, dst, _tag(tag, group), view, "send",
+            _signature("send", view, "dst", dst, tag)).wait()
+
+
+def recv(tensor: TensorLike, src: int | None = None, group: object = None, tag: int = 0) -> int:
+    """Receive into ``tensor`` from rank ``src`` (None: from any rank), waiting until it has
+    arrived; the sender's rank."""
+    me = context("recv")
+    view = as_view(tensor, "tensor", writable=True)
+    if src is not None:
+        check_rank(src, "src", me.world.size)
+        _check_not_self(src, me.rank, "src", "source")
+    work = me.post(False, src, _tag(tag, group), view, "recv",
+                   _signature("recv", view, "src", src, tag))
+    work.wait()
+    return work.source_rank()
+
+
+class P2POp:
+    """``torch.distributed.P2POp``: a send or receive for :func:`batch_isend_irecv`. ``op`` is
+    :func:`isend` or :func:`irecv` (torch's own are refused: they are not this package's)."""
+
+    def __init__(self, op: Callable[..., Work], tensor: TensorLike, peer: int | None = None,
+                 group: object = None, tag: int = 0) -> None:
+        if op is not isend and op is not irecv:
+            raise ValueError(f"op: expected simulator.dist.isend or simulator.dist.irecv, got "
+                             f"{getattr(op, '__qualname__', op)!r}")
+        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
+
+
+def batch_isend_irecv(p2p_op_list: Sequence[P2POp]) -> list[Work]:
+    """Post every op of the list, in order, without waiting; their works, in the same order.
+    As torch's: the order of sends against receives does not matter (none waits), that of the
+    messages between one pair in one direction does."""
+    if (isinstance(p2p_op_list, (str, bytes)) or not isinstance(p2p_op_list, Sequence)
+            or not p2p_op_list or not all(isinstance(op, P2POp) for op in p2p_op_list)):
+        raise ValueError(f"p2p_op_list: expected a non-empty list of simulator.dist.P2POp, got "
+                         f"{p2p_op_list!r}")
+    return [op.op(op.tensor, op.peer, op.group, op.tag) for op in p2p_op_list]
+
+
+def _tag(tag: object, group: object) -> int:
+    """The tag, checked to be a whole number; ValueError for a process group (not modelled)."""
+    if group is not None:
+        raise ValueError(f"group: process groups are not modelled, every call is on the whole "
+                         f"world: expected None, got {group!r}")
+    if isinstance(tag, bool) or not isinstance(tag, int):
+        raise TypeError(f"tag: expected a whole number, got {tag!r}")
+    return tag
+
+
+def _check_not_self(peer: int, rank: int, what: str, kind: str) -> None:
+    """ValueError where a blocking send or receive names its own rank, as torch's does."""
+    if peer == rank:
+        raise ValueError(f"{what}: invalid {kind} rank {peer}: {kind} rank should not be the "
+                         "same as the rank of the current process")
+
+
+def _signature(name: str, view: np.ndarray, what: str, peer: int | None, tag: int) -> str:
+    """A send's or receive's call as errors name it: ``recv(float32[4], src=0, tag=3)``."""
+    return f"{name}({shape_of(view)}, {what}={peer}{f', tag={tag}' if tag else ''})"

@@ -1,7 +1,9 @@
-"""How the ranks' matched calls become simulated collectives and what a run gives back: the
-scenario and algorithms :func:`~simulator.dist.spawn`'s arguments name, one
-:func:`simulator.plan.plan_point` and :func:`simulator.runner.run_plan` per call with every
-rank's row as its data, and a :class:`CallRecord` of each (time, algorithm, protocol, verified)."""
+"""How the ranks' matched calls become simulated collectives and messages, and what a run gives
+back: the scenario and algorithms :func:`~simulator.dist.spawn`'s arguments name, one
+:func:`simulator.plan.plan_point` and :func:`simulator.runner.run_plan` per collective with
+every rank's row as its data, the messages matched together on one fabric
+(:func:`simulator.engine.messages.time_messages`), and a :class:`CallRecord` of each (start,
+time, algorithm, protocol, verified)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,10 @@ import numpy as np
 
 import simulator.limits as limits
 from simulator.algorithms.registry import REGISTRY, nccl_kernel
+from simulator.dist.p2p import Op
 from simulator.dist.rendezvous import SOURCE, Call
+from simulator.dist.tensors import write
+from simulator.engine.messages import Message, time_messages
 from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution, system_of
@@ -33,41 +38,56 @@ DEFAULT_ALGORITHMS = {Collective.ALLTOALL: "direct"}
 choose (ring for the others): NCCL runs an all-to-all as one send and one receive to every
 peer inside a group (nccl-tests ``src/alltoall.cu``), all at once: ``direct``."""
 
+MESSAGE = "p2p"
+"""The algorithm a message's record names: one transfer from its sender to its receiver."""
+
 DEFAULT_BANDWIDTH, DEFAULT_LATENCY = "25GB/s", "1us"
 """The default topology's links: a 200 Gb/s NIC per rank (25 GB/s) and 1 us per hop."""
 
 
 @dataclass(frozen=True)
 class CallRecord:
-    """One collective as simulated: its place in the run (``index`` from 0), the function the
-    ranks called, the model's collective, its size as nccl-tests counts it (each rank's whole
-    buffer: the gathered output of an all_gather, the input of a reduce_scatter), the algorithm
-    and NCCL protocol (None on the ideal wire) that ran it, its simulated time, and whether every
-    rank's result matched numpy's, NaN for NaN. Tensors of 0 elements move nothing: algorithm
-    ``"none"``, time 0 and verified None."""
+    """One collective or message as simulated: its place in the run (``index`` from 0), the
+    function the ranks called (``"send/recv"``, ``"isend/irecv"``, ... for a message: the
+    sender's, then the receiver's), the model's collective (None for a message), its size as
+    nccl-tests counts it (each rank's whole buffer: the gathered output of an all_gather, the
+    input of a reduce_scatter; a message's bytes), the algorithm (``"p2p"`` for a message) and
+    NCCL protocol (None on the ideal wire and for messages) that ran it, its simulated time,
+    and whether every rank's result matched numpy's, NaN for NaN (a message: whether the
+    receiver's tensor holds the sender's bytes). ``start_s`` is when it started on the run's
+    clock (a collective: when the last rank called it; a message: when both sides had posted);
+    a message names its ``src``, ``dst`` and ``tag``. Tensors of 0 elements move nothing:
+    algorithm ``"none"``, time 0 and verified None."""
 
     index: int
     name: str
-    collective: Collective
+    collective: Collective | None
     size_bytes: int
     algorithm: str
     protocol: str | None
     time_s: float
     verified: bool | None
+    start_s: float = 0.0
+    src: int | None = None
+    dst: int | None = None
+    tag: int | None = None
 
 
 @dataclass(frozen=True)
 class SpawnResult:
-    """What :func:`~simulator.dist.spawn` gives back: each rank's return value (by rank) and every
-    collective."""
+    """What :func:`~simulator.dist.spawn` gives back: each rank's return value (by rank), every
+    collective and message, and each rank's clock when it returned (s)."""
 
     returns: tuple[Any, ...]
     calls: tuple[CallRecord, ...]
+    clocks: tuple[float, ...] = ()
 
     @property
     def time_s(self) -> float:
-        """The run's time: its collectives one after another, compute between them free."""
-        return sum(call.time_s for call in self.calls)
+        """The run's time: when the last rank returned or the last message arrived (compute
+        free). With collectives only, their times one after another: their sum."""
+        return max([*self.clocks, *(call.start_s + call.time_s for call in self.calls)],
+                   default=0.0)
 
 
 @dataclass
@@ -80,10 +100,34 @@ class Simulation:
     records: list[CallRecord] = field(default_factory=list)
     setups: dict[np.dtype[Any], Setup] = field(default_factory=dict)
 
-    def simulate(self, calls: list[Call]) -> None:
+    def simulate(self, calls: list[Call], start_s: float) -> float:
         """Simulate the collective with every rank's row (``calls`` by rank), write each rank's
-        result back and record the call."""
-        self.records.append(self._record(calls))
+        result back and record the call, started at ``start_s``; its time."""
+        record = replace(self._record(calls), start_s=start_s)
+        self.records.append(record)
+        return record.time_s
+
+    def carry(self, pairs: list[tuple[Op, Op]]) -> None:
+        """Simulate matched (send, receive) pairs together on the fabric, each starting when
+        both sides had posted, so that those in flight together share links; copy each send's
+        data into its receive's tensor, set both ops' arrival and partner, and record them."""
+        machine = self._setup(np.dtype(np.float32)).machine  # any dtype's: one machine
+        messages = [Message(send.rank, recv.rank, send.view.nbytes,
+                            max(send.posted_s, recv.posted_s)) for send, recv in pairs]
+        ends = time_messages(machine, messages)
+        for (send, recv), message, end in sorted(zip(pairs, messages, ends, strict=True),
+                                                 key=lambda each: (each[1].start_s, each[0][0].rank,
+                                                                   each[0][0].seq)):
+            assert send.data is not None
+            write(recv.view, send.data)
+            send.partner, recv.partner = recv, send
+            send.end_s = recv.end_s = end
+            moved = message.size_bytes > 0
+            self.records.append(CallRecord(
+                len(self.records), f"{send.name}/{recv.name}", None, message.size_bytes,
+                MESSAGE if moved else NOTHING, None, end - message.start_s,
+                recv.view.tobytes() == send.data.tobytes() if moved else None,
+                start_s=message.start_s, src=send.rank, dst=recv.rank, tag=send.tag))
 
     def _record(self, calls: list[Call]) -> CallRecord:
         first = calls[0]

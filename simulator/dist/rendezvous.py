@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.dist.p2p import Mailbox, Op, whom
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.model.collective import ROOT, Collective
 from simulator.model.reduction import ReduceOp as ModelOp
@@ -59,6 +60,11 @@ MAX_PLACES = 4
 
 class CollectiveMismatch(SimulatorError, RuntimeError):
     """The ranks made different calls for the same collective (or one returned instead)."""
+
+
+class MessageMismatch(CollectiveMismatch):
+    """A send and the receive it matched differ (dtype or shape), or every rank returned with a
+    send or receive never matched: the ranks' calls mismatch, as a collective's do."""
 
 
 class RankError(SimulatorError, RuntimeError):
@@ -146,6 +152,49 @@ class Context:
         """Post this rank's call and wait until it is simulated (or the run stops)."""
         self.world.collect(self.rank, call)
 
+    def post(self, sends: bool, peer: int | None, tag: int, view: np.ndarray, name: str,
+             signature: str) -> Work:
+        """Post a send (of ``view``'s data as it is now) or a receive (into ``view``), without
+        waiting: the work to wait on."""
+        return Work(self, self.world.post(self.rank, sends, peer, tag, view, name, signature))
+
+
+class Work:
+    """``torch.distributed``'s request for an ``isend`` or ``irecv``: :meth:`wait` until its
+    message arrived; :meth:`is_completed` says whether it has, without waiting for it."""
+
+    def __init__(self, context: Context, op: Op) -> None:
+        self._context, self._op = context, op
+
+    def wait(self, timeout: object = None) -> bool:
+        """Wait until the message arrived (the rank's clock moves on to its arrival); True, as
+        torch's. ``timeout`` is accepted and unused: spawn's watchdog ends a wait that cannot."""
+        self._owner("wait")
+        self._context.world.wait_on(self._context.rank, self._op, poll=False)
+        return True
+
+    def is_completed(self) -> bool:
+        """Whether the message arrived. Not yet: the rank waits until no rank can move, the
+        messages that can go then go, and it is asked again (so polling in a loop moves the run
+        on); True moves the rank's clock on to the arrival, as polling until then would."""
+        self._owner("is_completed")
+        return self._context.world.wait_on(self._context.rank, self._op, poll=True)
+
+    def source_rank(self) -> int:
+        """The rank whose message a completed receive got (torch's ``_source_rank``)."""
+        partner = self._op.partner
+        if partner is None or self._op.end_s is None:
+            raise RuntimeError(f"source_rank(): {self._op.signature} has not completed; wait() "
+                               "for it first")
+        return partner.rank
+
+    def _owner(self, what: str) -> None:
+        """RuntimeError unless called by the rank that posted the work."""
+        if current() is not self._context:
+            raise RuntimeError(f"{what}() of rank {self._context.rank}'s "
+                               f"{self._op.signature} called from another thread: only the rank "
+                               "that posted it may wait on it")
+
 
 _local = threading.local()
 
@@ -182,7 +231,11 @@ class World:
     watches the ranks outside a call (``timeout`` seconds, None for never)."""
 
     size: int
-    simulate: Callable[[list[Call]], None]
+    simulate: Callable[[list[Call], float], float]
+    """Simulates a collective from its start (s) on; returns its time (s)."""
+    carry: Callable[[list[tuple[Op, Op]]], None]
+    """Simulates matched (send, receive) pairs together: copies the data and sets each op's
+    ``end_s``."""
     timeout: float | None = DEFAULT_TIMEOUT_S
     lock: threading.Condition = field(default_factory=threading.Condition)
     """Guards all below; only the coordinating thread waits on it."""
@@ -193,6 +246,20 @@ class World:
     returned: dict[int, Any] = field(default_factory=dict)
     failed: dict[int, BaseException] = field(default_factory=dict)
     stop: BaseException | None = None
+    mailbox: Mailbox = field(default_factory=Mailbox)
+    blocked: dict[int, Op] = field(default_factory=dict)
+    """The ranks waiting on a send or receive (``send``, ``recv``, a work's ``wait``)."""
+    polls: dict[int, Op] = field(default_factory=dict)
+    """The ranks asking ``is_completed`` of a work not completed yet."""
+    clocks: list[float] = field(default_factory=list)
+    """Each rank's simulated time (s): where its next call starts."""
+    posts: dict[int, int] = field(default_factory=dict)
+    """How many sends and receives each rank posted."""
+    changes: int = 0
+    """Counts what the ranks did (a call, a post, a return) and what the run did for them."""
+    answered: int = -1
+    """``changes`` when the polls were last answered "not completed": polls asked again with
+    nothing changed since can never be completed."""
     simulated: int = 0
     """How many collectives ran so far: the index the next one's mismatch names."""
     gate: threading.Event = field(default_factory=threading.Event)
@@ -206,6 +273,7 @@ class World:
 
     def run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[Any, ...]:
         """Run ``fn(rank, *args)`` on every rank's thread; each rank's return value, by rank."""
+        self.clocks = [0.0] * self.size
         try:
             for rank in range(self.size):
                 thread = threading.Thread(target=self._rank, args=(rank, fn, args), daemon=True,
@@ -253,6 +321,7 @@ class World:
         else:
             with self.lock:
                 self.returned[rank] = value
+                self.changes += 1
                 self.lock.notify()
 
     def collect(self, rank: int, call: Call) -> None:
@@ -262,11 +331,48 @@ class World:
             if self.stop is not None:
                 raise Released
             self.pending[rank], self.wakes[rank] = call, wake
+            self.changes += 1
             self.lock.notify()
         wake.wait()
         with self.lock:
             if rank in self.pending:  # woken by a stop, its call not simulated
                 raise Released
+
+    def post(self, rank: int, sends: bool, peer: int | None, tag: int, view: np.ndarray,
+             name: str, signature: str) -> Op:
+        """Post a rank's send or receive at its clock, without waiting; the op to wait on."""
+        with self.lock:
+            if self.stop is not None:
+                raise Released
+            seq = self.posts.get(rank, 0)
+            self.posts[rank] = seq + 1
+            op = Op(rank, seq, sends, peer, tag, view, view.copy() if sends else None, name,
+                    signature, self.clocks[rank])
+            self.mailbox.post(op)
+            self.changes += 1
+            return op
+
+    def wait_on(self, rank: int, op: Op, poll: bool) -> bool:
+        """Wait until ``op``'s message arrived and move the rank's clock on to its arrival;
+        with ``poll``, only until no rank can move, then say whether it arrived."""
+        wake = threading.Event()
+        with self.lock:
+            if self.stop is not None:
+                raise Released
+            if op.end_s is None:
+                (self.polls if poll else self.blocked)[rank], self.wakes[rank] = op, wake
+                if not poll:
+                    self.changes += 1
+                self.lock.notify()
+        if op.end_s is None:
+            wake.wait()
+        with self.lock:
+            if rank in self.blocked or rank in self.polls:  # woken by a stop
+                raise Released
+            if op.end_s is None:
+                return False
+            self.clocks[rank] = max(self.clocks[rank], op.end_s)
+            return True
 
     def _coordinate(self) -> None:
         period = None if self.timeout is None else max(min(self.timeout / 4, WATCH_PERIOD_S),
@@ -278,7 +384,7 @@ class World:
                     rank = min(self.failed)
                     self.stop = RankError(rank, self.failed[rank])
                     self.stop.__cause__ = self.failed[rank]
-                elif self.pending and len(self.pending) + len(self.returned) == self.size:
+                elif self._waiting() and self._waiting() + len(self.returned) == self.size:
                     self._meet()
                 elif period is None:
                     self.lock.wait()
@@ -287,25 +393,118 @@ class World:
                     self.stop = self._look(now)
                 else:
                     self.lock.wait(look - now)
+            if self.stop is None:  # every rank returned: their messages still go, or mismatch
+                self.stop = self._progress() or self._unmatched()
             self._release()
 
+    def _waiting(self) -> int:
+        """How many ranks wait in a call (a collective, a send or receive, a poll)."""
+        return len(self.pending) + len(self.blocked) + len(self.polls)
+
     def _meet(self) -> None:
-        """Every rank still running waits in a call: simulate them together and release them,
-        or stop the run (the calls differ, or the simulation raised)."""
+        """Every rank still running waits in a call. The messages that can go go, releasing the
+        ranks they complete; else the polls are answered (not completed); else every rank in
+        the same collective has it simulated and released; else the run stops (the calls
+        differ, no rank can move, or the simulation raised)."""
+        before = self.changes
+        self.stop = self._progress()
+        if self.stop is not None or self.changes != before:
+            return
+        if self.polls and self.changes != self.answered:
+            self.answered = self.changes
+            for rank in list(self.polls):
+                del self.polls[rank]
+                self.wakes.pop(rank).set()
+            return
+        if self.blocked or self.polls:
+            self.stop = self._deadlock()
+            return
         self.stop = self._mismatch()
         if self.stop is not None:
             return
+        start = max(self.clocks)
         try:
-            self.simulate([self.pending[rank] for rank in range(self.size)])
+            took = self.simulate([self.pending[rank] for rank in range(self.size)], start)
         except Exception as error:
             self.stop = error
             return
+        self.clocks = [start + took] * self.size
         self.simulated += 1
+        self.changes += 1
         self.still.clear()  # the ranks released start afresh
         self.pending.clear()
         for wake in self.wakes.values():
             wake.set()
         self.wakes.clear()
+
+    def _progress(self) -> BaseException | None:
+        """Match what can match, simulate those messages together, and release the ranks
+        whose send or receive (or poll) they complete; the error that stops the run, if any."""
+        pairs = self.mailbox.match()
+        for send, recv in pairs:
+            if send.view.dtype != recv.view.dtype or send.view.shape != recv.view.shape:
+                return MessageMismatch(
+                    f"send/recv mismatch: rank {send.rank} called {send.signature}; rank "
+                    f"{recv.rank} called {recv.signature}: expected the same dtype and shape "
+                    "on both sides")
+        if pairs:
+            try:
+                self.carry(pairs)
+            except Exception as error:
+                return error
+            self.changes += 1
+        for waiting in (self.blocked, self.polls):
+            for rank, op in list(waiting.items()):
+                if op.end_s is not None:
+                    del waiting[rank]
+                    self.wakes.pop(rank).set()
+                    self.still.pop(rank, None)
+                    self.changes += 1
+        return None
+
+    def _unmatched(self) -> MessageMismatch | None:
+        """The error naming the sends and receives never matched once every rank returned."""
+        left = self.mailbox.unmatched()
+        if not left:
+            return None
+        parts = [f"rank {op.rank} called {op.signature}, for {whom(op, self.returned, self.size)}"
+                 for op in left[:MAX_PLACES]]
+        if len(left) > MAX_PLACES:
+            parts.append(f"{len(left) - MAX_PLACES} more sends or receives never matched")
+        return MessageMismatch("every rank returned with sends or receives never matched: "
+                               + "; ".join(parts))
+
+    def _p2p_waits(self) -> list[str]:
+        """What each rank waiting on a send or receive (or polling one) waits for."""
+        texts: dict[tuple[str, str], list[int]] = {}
+        for rank in sorted({*self.blocked, *self.polls}):
+            op, verb = ((self.blocked[rank], "wait") if rank in self.blocked
+                        else (self.polls[rank], "poll"))
+            what = f"in {op.signature}" if verb == "wait" else f"is_completed() of {op.signature}"
+            texts.setdefault((verb, f"{what} for {whom(op, self.returned, self.size)}"),
+                             []).append(rank)
+        return _groups([(f"{verb}{'s' if len(ranks) == 1 else ''} {what}", ranks)
+                        for (verb, what), ranks in texts.items()], "in other sends or receives")
+
+    def _collective_waits(self, others: Iterable[int]) -> list[str]:
+        """What the ranks waiting in a collective wait for: those of ``others`` not in it."""
+        others = sorted(others)
+        calls: dict[str, list[int]] = {}
+        for rank in sorted(self.pending):
+            calls.setdefault(self.pending[rank].signature, []).append(rank)
+        return _groups([(f"wait{'s' if len(ranks) == 1 else ''} in collective "
+                         f"#{self.simulated}, {signature}, for "
+                         f"{ranks_text(r for r in others if r not in ranks)}", ranks)
+                        for signature, ranks in calls.items()], "in other calls")
+
+    def _deadlock(self) -> Stalled:
+        """No rank can move: each waits for a message or a partner that will never come."""
+        running = [rank for rank in range(self.size) if rank not in self.returned]
+        parts = self._p2p_waits() + self._collective_waits(running)
+        if self.returned:
+            parts.append(f"{ranks_text(self.returned)} returned")
+        return Stalled("spawn stalled, no rank can move: " + "; ".join(parts), (),
+                       tuple(sorted({*self.pending, *self.blocked, *self.polls})))
 
     def _release(self) -> None:
         """Wake every rank waiting in a call; still pending, each leaves it with Released."""
@@ -327,8 +526,9 @@ class World:
         still (no CPU time used, not a Python instruction run) for the timeout, else None."""
         assert self.timeout is not None
         frames = sys._current_frames()
-        outside = [rank for rank in range(self.size)
-                   if rank not in self.pending and rank not in self.returned]
+        outside = [rank for rank in range(self.size) if rank not in self.pending
+                   and rank not in self.blocked and rank not in self.polls
+                   and rank not in self.returned]
         busy = self._busy(now)
         for rank in outside:
             doing = _doing(self.threads[rank], frames)
@@ -350,16 +550,12 @@ class World:
         parts = _groups([(f"{'has' if len(ranks) == 1 else 'have'} not returned and "
                           f"{'is' if len(ranks) == 1 else 'are'} not in a collective ({place})",
                           ranks) for place, ranks in places.items()], "elsewhere")
-        calls: dict[str, list[int]] = {}
-        for rank in sorted(self.pending):
-            calls.setdefault(self.pending[rank].signature, []).append(rank)
-        parts += _groups([(f"wait{'s' if len(ranks) == 1 else ''} in collective "
-                           f"#{self.simulated}, {signature}, for {ranks_text(outside)}", ranks)
-                          for signature, ranks in calls.items()], "in other calls")
+        parts += self._p2p_waits()
+        parts += self._collective_waits([*outside, *self.blocked, *self.polls])
         if self.returned:
             parts.append(f"{ranks_text(self.returned)} returned")
         return Stalled(f"spawn stalled for timeout={self.timeout:g} s: " + "; ".join(parts),
-                       tuple(outside), tuple(sorted(self.pending)))
+                       tuple(outside), tuple(sorted({*self.pending, *self.blocked, *self.polls})))
 
     def _mismatch(self) -> CollectiveMismatch | None:
         """The error naming every rank's call, unless all ranks made the same one."""
