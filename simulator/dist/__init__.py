@@ -23,8 +23,34 @@ result, in place. Tensors are numpy arrays, or CPU ``torch.Tensor``\\s when PyTo
 >>> round(result.time_s * 1e6, 5)          # 2(p-1) = 4 steps of two 1 us hops and 8 B at 25 GB/s
 8.00128
 
-Time: the collectives run one after another, each taking its simulated time; compute between
-them is free, so :attr:`SpawnResult.time_s` is the sum of the calls' times. Mismatched calls
+Point-to-point: ``send``, ``recv``, ``isend`` and ``irecv`` (with :class:`Work`\\s to ``wait``
+on), ``P2POp`` and ``batch_isend_irecv``, as torch's. Sends and receives match per (sender,
+receiver, tag) in the order each rank posted them (:mod:`.p2p`), when no rank can move, and the
+messages matched then are simulated together on the topology's fabric, so those in flight
+together share links (:func:`simulator.engine.messages.time_messages`). A ``send`` returns once
+its message has arrived (it blocks until matched, as torch's does for large messages):
+
+>>> def pair(rank: int) -> int | None:
+...     tensor = np.full(1024, float(rank), dtype=np.float32)
+...     if rank == 0:
+...         dist.send(tensor, dst=1)
+...         return None
+...     assert dist.recv(tensor) == 0 and tensor[0] == 0.0   # src=None: any rank
+...     return rank
+>>> result = dist.spawn(pair, 2)
+>>> call = result.calls[0]
+>>> call.name, call.src, call.dst, call.size_bytes, call.verified
+('send/recv', 0, 1, 4096, True)
+>>> round(result.time_s * 1e6, 5)          # two 1 us hops and 4 KiB at 25 GB/s
+2.16384
+
+Time: each rank has a clock (compute is free). A collective starts at the latest clock and sets
+every clock to its end; a message starts when both sides have posted and its arrival moves on
+the clocks of the ranks that wait for it. :attr:`SpawnResult.time_s` is the latest clock or
+arrival: with collectives only, the sum of their times. A send and a receive matched with
+another dtype or shape, or never matched when every rank returned, raise
+:class:`MessageMismatch`; a rank waiting on a message nothing will send (its peer returned, or
+waits elsewhere) stops the run at once with :class:`Stalled`, naming who waits for whom. Mismatched calls
 (another collective, shape, dtype, op or root, or a rank that returns while others wait) raise
 :class:`CollectiveMismatch` naming every rank's call; an exception in a rank's code, or its
 ``sys.exit``, is raised again from :func:`spawn` as :class:`RankError` naming the rank. Neither
@@ -34,14 +60,16 @@ rank stuck on something else (a barrier of its own, a lock) is the watchdog's: i
 still for ``timeout`` seconds (docs/dist.md).
 
 The package: this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
-matches their calls, :mod:`.tensors` turns tensors into numpy views and writes results back in
-place, and :mod:`.collectives` simulates each matched call and records it.
+matches their calls, :mod:`.p2p` queues and matches their sends and receives, :mod:`.tensors`
+turns tensors into numpy views and writes results back in place, and :mod:`.collectives`
+simulates each matched call or set of messages and records it.
 
 May import: :mod:`simulator.plan`, :mod:`simulator.runner`, :mod:`simulator.scenario`,
 :mod:`simulator.algorithms`, :mod:`simulator.model`, :mod:`simulator.engine`,
 :mod:`simulator.output`, :mod:`simulator.settings`, :mod:`simulator.limits`,
 :mod:`simulator.errors`, numpy, and PyTorch only as the caller's tensors bring it. Never the CLI
-nor the trainer: per-rank code whose every collective is a ``run_point``.
+nor the trainer: per-rank code whose every collective is a ``run_point`` and whose messages are
+the engine's fabric.
 """
 
 from __future__ import annotations

@@ -112,12 +112,13 @@ class Simulation:
         both sides had posted, so that those in flight together share links; copy each send's
         data into its receive's tensor, set both ops' arrival and partner, and record them."""
         machine = self._setup(np.dtype(np.float32)).machine  # any dtype's: one machine
+        # by start, then in each sender's posting order: a pair's connection injects so
+        pairs = sorted(pairs, key=lambda pair: (max(pair[0].posted_s, pair[1].posted_s),
+                                                pair[0].rank, pair[0].seq))
         messages = [Message(send.rank, recv.rank, send.view.nbytes,
                             max(send.posted_s, recv.posted_s)) for send, recv in pairs]
         ends = time_messages(machine, messages)
-        for (send, recv), message, end in sorted(zip(pairs, messages, ends, strict=True),
-                                                 key=lambda each: (each[1].start_s, each[0][0].rank,
-                                                                   each[0][0].seq)):
+        for (send, recv), message, end in zip(pairs, messages, ends, strict=True):
             assert send.data is not None
             write(recv.view, send.data)
             send.partner, recv.partner = recv, send

@@ -1,8 +1,12 @@
 """The ranks' threads and how their calls meet: each rank runs on its own thread and waits in a
 call; the thread of :func:`~simulator.dist.spawn` acts whenever every rank still running waits,
-so a run never hangs on a mistake in the calls. It checks that the calls match (else
-:class:`CollectiveMismatch`), has them simulated and releases the ranks, or stops the run when a
-rank raised (:class:`RankError`). A rank stuck on something else (a lock, a barrier of its own,
+so a run never hangs on a mistake in the calls. It first matches the sends and receives posted
+(:mod:`~simulator.dist.p2p`), has those messages simulated together and releases the ranks they
+complete; failing that, it answers the ranks polling a work; failing that, it checks that the
+collective calls match (else :class:`CollectiveMismatch`), has them simulated and releases the
+ranks, or, a rank waiting on a message none will send, stops the run with :class:`Stalled`; it
+also stops the run when a rank raised (:class:`RankError`). Each rank keeps a clock: where its
+next call starts in simulated time. A rank stuck on something else (a lock, a barrier of its own,
 a queue) is the watchdog's: when every rank left either waits in a call or has sat still for
 ``timeout`` seconds, the run stops with :class:`Stalled`, naming who waits for whom."""
 
