@@ -501,3 +501,23 @@ def test_the_examples_of_docs_dist_md_run():
     namespace: dict[str, object] = {"__name__": "docs_dist"}
     for block in blocks:
         exec(compile(block.split("```")[0], str(page), "exec"), namespace)
+
+
+def test_sends_holding_more_than_the_memory_budget_are_refused(monkeypatch):
+    """Each send keeps a copy of its data until it is received: two of 512 KiB under a budget
+    of 1 MiB are accepted, a third is not."""
+    from simulator import InputError, limits
+
+    monkeypatch.setattr(limits, "PROXY_BUDGET_BYTES", 1 << 20)
+
+    def step(rank: int) -> None:
+        if rank == 0:
+            for _ in range(3):
+                dist.isend(np.zeros(1 << 17, dtype=np.float32), 1)
+
+    with pytest.raises(InputError) as raised:
+        dist.spawn(step, 2)
+    assert str(raised.value) == ("dist.spawn: isend: rank 0 posted 524288 bytes to send while "
+                                 "the sends not yet received hold 1 MiB, more than 1 MiB "
+                                 "together (each keeps a copy of its data); use smaller tensors, "
+                                 "or wait on sends before posting more")

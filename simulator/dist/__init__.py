@@ -75,6 +75,7 @@ the engine's fabric.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -383,16 +384,21 @@ def recv(tensor: TensorLike, src: int | None = None, group: object = None, tag: 
     return work.source_rank()
 
 
+@dataclass(frozen=True)
 class P2POp:
     """``torch.distributed.P2POp``: a send or receive for :func:`batch_isend_irecv`. ``op`` is
     :func:`isend` or :func:`irecv` (torch's own are refused: they are not this package's)."""
 
-    def __init__(self, op: Callable[..., Work], tensor: TensorLike, peer: int | None = None,
-                 group: object = None, tag: int = 0) -> None:
-        if op is not isend and op is not irecv:
+    op: Callable[..., Work]
+    tensor: TensorLike
+    peer: int | None = None
+    group: object = None
+    tag: int = 0
+
+    def __post_init__(self) -> None:
+        if self.op is not isend and self.op is not irecv:
             raise ValueError(f"op: expected simulator.dist.isend or simulator.dist.irecv, got "
-                             f"{getattr(op, '__qualname__', op)!r}")
-        self.op, self.tensor, self.peer, self.group, self.tag = op, tensor, peer, group, tag
+                             f"{getattr(self.op, '__qualname__', self.op)!r}")
 
 
 def batch_isend_irecv(p2p_op_list: Sequence[P2POp]) -> list[Work]:

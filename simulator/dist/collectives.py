@@ -129,6 +129,7 @@ class Simulation:
                 MESSAGE if moved else NOTHING, None, end - message.start_s,
                 recv.view.tobytes() == send.data.tobytes() if moved else None,
                 start_s=message.start_s, src=send.rank, dst=recv.rank, tag=send.tag))
+            send.data = None  # delivered: its copy is no longer needed
 
     def _record(self, calls: list[Call]) -> CallRecord:
         first = calls[0]

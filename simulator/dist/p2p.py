@@ -61,16 +61,22 @@ class Mailbox:
         receives in posting order, each taking the first send of its tag from its source (from
         any source: the earliest posted of each sender's first, then the lowest rank)."""
         pairs = []
-        for dst in sorted(self.recvs):
+        for dst in sorted(self.recvs):  # sorted: a copy, as emptied queues are deleted
             kept = []
             for recv in self.recvs[dst]:
                 send = self._first_send(dst, recv)
                 if send is None:
                     kept.append(recv)
                     continue
-                self.sends[(send.rank, dst)].remove(send)
+                queue = self.sends[(send.rank, dst)]
+                queue.remove(send)
+                if not queue:  # a receive from any rank looks at every pair still queued
+                    del self.sends[(send.rank, dst)]
                 pairs.append((send, recv))
-            self.recvs[dst] = kept
+            if kept:
+                self.recvs[dst] = kept
+            else:
+                del self.recvs[dst]
         return pairs
 
     def _first_send(self, dst: int, recv: Op) -> Op | None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+import simulator.limits as limits
 from simulator.dist.p2p import Mailbox, Op, whom
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.model.collective import ROOT, Collective
@@ -259,6 +260,8 @@ class World:
     """Each rank's simulated time (s): where its next call starts."""
     posts: dict[int, int] = field(default_factory=dict)
     """How many sends and receives each rank posted."""
+    held: int = 0
+    """Bytes the sends posted and not yet delivered hold: each keeps a copy of its data."""
     changes: int = 0
     """Counts what the ranks did (a call, a post, a return) and what the run did for them."""
     answered: int = -1
@@ -348,6 +351,15 @@ class World:
         with self.lock:
             if self.stop is not None:
                 raise Released
+            if sends and self.held + view.nbytes > limits.PROXY_BUDGET_BYTES:
+                self.stop = InputError([Problem(SOURCE, name, (
+                    f"rank {rank} posted {view.nbytes} bytes to send while the sends not yet "
+                    f"received hold {self.held >> 20} MiB, more than "
+                    f"{limits.PROXY_BUDGET_BYTES >> 20} MiB together (each keeps a copy of its "
+                    "data); use smaller tensors, or wait on sends before posting more"))])
+                self.lock.notify()
+                raise Released
+            self.held += view.nbytes if sends else 0
             seq = self.posts.get(rank, 0)
             self.posts[rank] = seq + 1
             op = Op(rank, seq, sends, peer, tag, view, view.copy() if sends else None, name,
@@ -456,6 +468,7 @@ class World:
                 self.carry(pairs)
             except Exception as error:
                 return error
+            self.held -= sum(send.view.nbytes for send, _ in pairs)
             self.changes += 1
         for waiting in (self.blocked, self.polls):
             for rank, op in list(waiting.items()):
