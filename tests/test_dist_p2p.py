@@ -521,3 +521,21 @@ def test_sends_holding_more_than_the_memory_budget_are_refused(monkeypatch):
                                  "the sends not yet received hold 1 MiB, more than 1 MiB "
                                  "together (each keeps a copy of its data); use smaller tensors, "
                                  "or wait on sends before posting more")
+
+
+def test_the_engine_times_messages_together_each_from_its_start():
+    """engine.messages.time_messages on a switch of 1 us, 25 GB/s links: two messages into rank
+    0 at once share its downlink; one entering later, when they are done, is alone; a message to
+    its own rank, or of no bytes, arrives when it starts."""
+    from simulator.engine.messages import Message, time_messages
+    from simulator.model.machine import Machine
+    from simulator.model.topology import switch
+
+    machine = Machine.of(switch(3, BANDWIDTH, HOP_S))
+    size = 1 << 20
+    ends = time_messages(machine, [Message(1, 0, size, 0.0), Message(2, 0, size, 0.0),
+                                   Message(2, 1, size, 1e-3), Message(1, 1, size, 5e-6),
+                                   Message(0, 2, 0, 7e-6)])
+    together = 2 * HOP_S + 2 * size / BANDWIDTH
+    assert ends == pytest.approx((together, together, 1e-3 + one_message_s(size), 5e-6, 7e-6),
+                                 rel=1e-12)

@@ -181,7 +181,7 @@ def spawn(fn: Callable[..., Any], world_size: int,
     never) is how long every rank not in a call must sit still, stuck on something outside the
     simulator, before the run stops with Stalled. InputError for bad arguments (a topology of
     another rank count, an unknown algorithm, more ranks than MAX_DIST_RANKS threads),
-    CollectiveMismatch, RankError and Stalled as the module says.
+    CollectiveMismatch, MessageMismatch, RankError and Stalled as the module says.
     """
     if not callable(fn):
         raise InputError([Problem(SOURCE, "fn", f"expected a function of the rank, got {fn!r}")])

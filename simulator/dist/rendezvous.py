@@ -231,9 +231,12 @@ class World:
     """The ranks' shared state. Rank threads post their call and wait, each on its own event (a
     rank is woken alone: one condition shared by thousands of ranks woke them all at every
     post, 9 s a collective at 4096 ranks); the thread of :func:`~simulator.dist.spawn` acts
-    whenever every rank still running is waiting in a call: it checks that the calls match,
-    hands them (in rank order) to ``simulate`` and releases them, or stops the run. Between, it
-    watches the ranks outside a call (``timeout`` seconds, None for never)."""
+    whenever every rank still running is waiting in a call: it hands the sends and receives
+    that match to ``carry`` and releases the ranks they complete, or else checks that the
+    collective calls match, hands them (in rank order) to ``simulate`` and releases them, or
+    stops the run. Between, it watches the ranks outside a call (``timeout`` seconds, None for
+    never). A rank posts a send or receive without waiting (:meth:`post`), and waits on it
+    apart (:meth:`wait_on`)."""
 
     size: int
     simulate: Callable[[list[Call], float], float]
