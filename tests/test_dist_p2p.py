@@ -133,6 +133,32 @@ def test_recv_from_any_source_returns_each_sender_in_turn():
     assert result.clocks[1] == pytest.approx(one, rel=1e-12)  # rank 1's send arrived first
 
 
+def test_recv_from_any_source_takes_the_send_posted_earliest_in_simulated_time():
+    """Rank 3 sends to ranks 0 and 1 at once; rank 1 then sends to rank 0, posting at the
+    arrival; rank 2 sent to rank 0 from the start. Rank 0's receive from any rank, posted after
+    rank 3's message, takes rank 2's send (posted at 0) before rank 1's, though rank 1 is lower."""
+    def step(rank: int) -> list[int] | None:
+        tensor = np.zeros(16)
+        if rank == 3:
+            for work in [dist.isend(tensor, 0), dist.isend(tensor, 1)]:
+                work.wait()
+        elif rank == 2:
+            dist.send(tensor, 0)
+        elif rank == 1:
+            dist.recv(tensor, 3)
+            dist.send(tensor, 0)
+        else:
+            return [dist.recv(tensor, 3), dist.recv(tensor), dist.recv(tensor)]
+        return None
+
+    result = dist.spawn(step, 4)
+    assert result.returns[0] == [3, 2, 1]
+    shared = 2 * HOP_S + 2 * 128 / BANDWIDTH  # rank 3's two messages share its uplink
+    assert [(call.src, call.dst) for call in result.calls] == [(3, 0), (3, 1), (2, 0), (1, 0)]
+    assert [call.start_s for call in result.calls] == pytest.approx(
+        [0.0, 0.0, shared, shared + one_message_s(128)], rel=1e-12)
+
+
 def test_tags_are_separate_streams_and_one_stream_keeps_its_order():
     """Rank 0 sends tag 1, tag 2, then two of tag 0; rank 1 receives tag 2 first, then tag 1,
     then the two of tag 0: each receive gets its tag's sends in the order they were posted."""
