@@ -8,6 +8,7 @@ source gets never depends on how the threads ran."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,11 +34,6 @@ class Op:
     posted_s: float
     partner: Op | None = None
     end_s: float | None = None
-
-    @property
-    def done(self) -> bool:
-        """Whether its message arrived (the work is completed)."""
-        return self.end_s is not None
 
 
 @dataclass
@@ -94,7 +90,7 @@ class Mailbox:
         return sorted(ops, key=lambda op: (op.rank, op.seq))
 
 
-def whom(op: Op, returned: set[int] | dict[int, object], ranks: int) -> str:
+def whom(op: Op, returned: Container[int], ranks: int) -> str:
     """Whom an op not matched waits for: ``rank 0``, or what never came where its peer
     returned (``a message rank 0 never sent``)."""
     if op.sends:
