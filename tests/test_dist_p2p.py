@@ -206,6 +206,39 @@ def test_messages_in_flight_together_share_the_receivers_link():
     assert result.time_s == pytest.approx(2 * HOP_S + 3 * size / BANDWIDTH, rel=1e-12)
 
 
+def test_messages_matched_at_different_moments_share_while_both_fly():
+    """Rank 0 sends 1 MiB to rank 2 from the start; rank 1 sends it 1 MiB too, but only once a
+    small message from rank 3 has arrived. The second is matched later, yet both fly into rank
+    2's downlink together: the first alone at 25 GB/s until the second's bytes start, then each
+    at half of it, and the second alone again after."""
+    size, small = 1 << 20, 8
+
+    def step(rank: int) -> None:
+        if rank == 0:
+            dist.send(np.zeros(size // 4, dtype=np.float32), 2)
+        elif rank == 3:
+            dist.send(np.zeros(1), 1)
+        elif rank == 1:
+            dist.recv(np.zeros(1), 3)
+            dist.send(np.zeros(size // 4, dtype=np.float32), 2)
+        else:
+            works = [dist.irecv(np.zeros(size // 4, dtype=np.float32), src) for src in (0, 1)]
+            for work in works:
+                work.wait()
+
+    result = dist.spawn(step, 4)
+    arrived = one_message_s(small)                   # rank 3's message: when rank 1 sends
+    together = arrived + 2 * HOP_S                   # the second's bytes start: both share
+    left = size - (together - 2 * HOP_S) * BANDWIDTH  # the first's bytes then still to go
+    first_end = together + 2 * left / BANDWIDTH
+    second_end = first_end + (size - left) / BANDWIDTH
+    assert [(call.src, call.dst, call.start_s) for call in result.calls] == [
+        (3, 1, 0.0), (0, 2, 0.0), (1, 2, arrived)]
+    ends = [call.start_s + call.time_s for call in result.calls]
+    assert ends == pytest.approx([arrived, first_end, second_end], rel=1e-12)
+    assert result.time_s == pytest.approx(second_end, rel=1e-12)
+
+
 def test_messages_one_after_another_do_not_share():
     """Rank 0 receives from 1, then 2, then 3, each recv waiting for its message: the next send
     is matched only then, so each message is alone and starts when the last arrived."""
@@ -287,7 +320,8 @@ def test_a_message_of_no_elements_moves_nothing():
 
 def test_polling_is_completed_moves_the_run_on():
     """Rank 0 polls its irecv; the poll waits until no rank can move, so rank 1's send is
-    matched and the first poll already says True (and moves rank 0's clock to the arrival)."""
+    matched: the first poll says False (the message is in flight), the second, nothing else done
+    in between, waits for its arrival and says True (rank 0's clock at the arrival)."""
     def step(rank: int) -> tuple[int, list[float]] | None:
         tensor = np.zeros(3)
         if rank == 1:
@@ -300,7 +334,7 @@ def test_polling_is_completed_moves_the_run_on():
         return polls, tensor.tolist()
 
     result = dist.spawn(step, 2)
-    assert result.returns[0] == (0, [1.0, 1.0, 1.0])
+    assert result.returns[0] == (1, [1.0, 1.0, 1.0])
     assert result.clocks[0] == result.calls[0].time_s
 
 

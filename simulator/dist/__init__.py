@@ -25,10 +25,11 @@ result, in place. Tensors are numpy arrays, or CPU ``torch.Tensor``\\s when PyTo
 
 Point-to-point: ``send``, ``recv``, ``isend`` and ``irecv`` (with :class:`Work`\\s to ``wait``
 on), ``P2POp`` and ``batch_isend_irecv``, as torch's. Sends and receives match per (sender,
-receiver, tag) in the order each rank posted them (:mod:`.p2p`), when no rank can move, and the
-messages matched then are simulated together on the topology's fabric, so those in flight
-together share links (:func:`simulator.engine.messages.time_messages`). A ``send`` returns once
-its message has arrived (it blocks until matched, as torch's does for large messages):
+receiver, tag) in the order each rank posted them (:mod:`.p2p`), when no rank can move, and
+every message flies on one fabric of the topology for the whole run, from its own start, so
+those in flight at the same time share links (:class:`simulator.engine.messages.Network`). A
+``send`` returns once its message has arrived (it blocks until matched, as torch's does for
+large messages):
 
 >>> def pair(rank: int) -> int | None:
 ...     tensor = np.full(1024, float(rank), dtype=np.float32)
@@ -188,7 +189,7 @@ def spawn(fn: Callable[..., Any], world_size: int,
     wait = as_timeout(timeout)
     simulation = Simulation(base_scenario(world_size, topology, execution),
                             chosen_algorithms(algorithm))
-    world = World(world_size, simulation.simulate, simulation.carry, wait)
+    world = World(world_size, simulation, wait)
     returns = world.run(fn, tuple(args))
     return SpawnResult(returns, tuple(simulation.records), tuple(world.clocks))
 

@@ -1,9 +1,9 @@
 """How the ranks' matched calls become simulated collectives and messages, and what a run gives
 back: the scenario and algorithms :func:`~simulator.dist.spawn`'s arguments name, one
 :func:`simulator.plan.plan_point` and :func:`simulator.runner.run_plan` per collective with
-every rank's row as its data, the messages matched together on one fabric
-(:func:`simulator.engine.messages.time_messages`), and a :class:`CallRecord` of each (start,
-time, algorithm, protocol, verified)."""
+every rank's row as its data, the messages on one fabric for the whole run
+(:class:`simulator.engine.messages.Network`), and a :class:`CallRecord` of each (start, time,
+algorithm, protocol, verified)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from simulator.algorithms.registry import REGISTRY, nccl_kernel
 from simulator.dist.p2p import Op
 from simulator.dist.rendezvous import SOURCE, Call
 from simulator.dist.tensors import write
-from simulator.engine.messages import Message, time_messages
+from simulator.engine.messages import Message, Network
 from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution, system_of
@@ -92,13 +92,19 @@ class SpawnResult:
 
 @dataclass
 class Simulation:
-    """A run's collectives on its topology: :meth:`simulate` runs each set of matched calls and
-    keeps its record, in order; the topology is prepared once per dtype."""
+    """A run's collectives and messages on its topology: :meth:`simulate` runs each set of
+    matched calls and keeps its record, in order; the topology is prepared once per dtype.
+    :meth:`launch` starts matched sends and receives on the run's network, :meth:`advance` runs
+    it to the next arrival and delivers and records the messages arriving then."""
 
     scenario: Scenario
     algorithms: Mapping[Collective, str]
     records: list[CallRecord] = field(default_factory=list)
     setups: dict[np.dtype[Any], Setup] = field(default_factory=dict)
+    network: Network | None = None
+    """The messages' network, built at the first message."""
+    flying: dict[int, tuple[Op, Op, float]] = field(default_factory=dict)
+    """The messages in flight by their network number: send, receive and start (s)."""
 
     def simulate(self, calls: list[Call], start_s: float) -> float:
         """Simulate the collective with every rank's row (``calls`` by rank), write each rank's
@@ -107,29 +113,52 @@ class Simulation:
         self.records.append(record)
         return record.time_s
 
-    def carry(self, pairs: list[tuple[Op, Op]]) -> None:
-        """Simulate matched (send, receive) pairs together on the fabric, each starting when
-        both sides had posted, so that those in flight together share links; copy each send's
-        data into its receive's tensor, set both ops' arrival and partner, and record them."""
-        machine = self._setup(np.dtype(np.float32)).machine  # any dtype's: one machine
-        # by start, then in each sender's posting order: a pair's connection injects so
-        pairs = sorted(pairs, key=lambda pair: (max(pair[0].posted_s, pair[1].posted_s),
-                                                pair[0].rank, pair[0].seq))
-        messages = [Message(send.rank, recv.rank, send.view.nbytes,
-                            max(send.posted_s, recv.posted_s)) for send, recv in pairs]
-        ends = time_messages(machine, messages)
-        for (send, recv), message, end in zip(pairs, messages, ends, strict=True):
+    @property
+    def now(self) -> float:
+        """How far the messages' network has run (s): no message still to come starts before."""
+        return 0.0 if self.network is None else self.network.now
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a message launched has not arrived yet."""
+        return self.network is not None and self.network.in_flight
+
+    def launch(self, pairs: list[tuple[Op, Op]]) -> None:
+        """Start matched (send, receive) pairs on the network, each when both sides had posted
+        (none before :attr:`now`), in the order of their starts and each sender's posts (a
+        pair's connection injects in that order)."""
+        if self.network is None:
+            self.network = Network(self._setup(np.dtype(np.float32)).machine)  # any dtype's
+        for send, recv in sorted(pairs, key=lambda pair: (max(pair[0].posted_s, pair[1].posted_s),
+                                                          pair[0].rank, pair[0].seq)):
+            start = max(send.posted_s, recv.posted_s)
+            number = self.network.add(Message(send.rank, recv.rank, send.view.nbytes, start))
+            self.flying[number] = (send, recv, start)
+
+    def advance(self) -> list[tuple[Op, Op]]:
+        """Run the network to the next arrival and deliver what arrives then: copy each send's
+        data into its receive's tensor, set both ops' arrival and partner, record the message;
+        the pairs delivered."""
+        assert self.network is not None
+        delivered = []
+        arrived = [(self.flying.pop(number), end) for number, end in self.network.advance()]
+        # those arriving at one instant by start, then in each sender's posting order
+        for (send, recv, start), end in sorted(arrived, key=lambda each: (each[0][2],
+                                                                          each[0][0].rank,
+                                                                          each[0][0].seq)):
             assert send.data is not None
             write(recv.view, send.data)
             send.partner, recv.partner = recv, send
             send.end_s = recv.end_s = end
-            moved = message.size_bytes > 0
+            size_bytes = send.view.nbytes
             self.records.append(CallRecord(
-                len(self.records), f"{send.name}/{recv.name}", None, message.size_bytes,
-                MESSAGE if moved else NOTHING, None, end - message.start_s,
-                recv.view.tobytes() == send.data.tobytes() if moved else None,
-                start_s=message.start_s, src=send.rank, dst=recv.rank, tag=send.tag))
+                len(self.records), f"{send.name}/{recv.name}", None, size_bytes,
+                MESSAGE if size_bytes else NOTHING, None, end - start,
+                recv.view.tobytes() == send.data.tobytes() if size_bytes else None,
+                start_s=start, src=send.rank, dst=recv.rank, tag=send.tag))
             send.data = None  # delivered: its copy is no longer needed
+            delivered.append((send, recv))
+        return delivered
 
     def _record(self, calls: list[Call]) -> CallRecord:
         first = calls[0]

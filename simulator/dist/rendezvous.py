@@ -1,11 +1,12 @@
 """The ranks' threads and how their calls meet: each rank runs on its own thread and waits in a
 call; the thread of :func:`~simulator.dist.spawn` acts whenever every rank still running waits,
 so a run never hangs on a mistake in the calls. It first matches the sends and receives posted
-(:mod:`~simulator.dist.p2p`), has those messages simulated together and releases the ranks they
-complete; failing that, it answers the ranks polling a work; failing that, it checks that the
-collective calls match (else :class:`CollectiveMismatch`), has them simulated and releases the
-ranks, or, a rank waiting on a message none will send, stops the run with :class:`Stalled`; it
-also stops the run when a rank raised (:class:`RankError`). Each rank keeps a clock: where its
+(:mod:`~simulator.dist.p2p`), starts those messages and releases the ranks whose messages
+arrived; failing that, it answers the ranks polling a work; failing that, every rank being in a
+collective, it checks that their calls match (else :class:`CollectiveMismatch`), has it
+simulated and releases them; failing that, it runs the messages to their next arrival; and a
+rank waiting on a message none will send stops the run with :class:`Stalled`. It also stops
+the run when a rank raised (:class:`RankError`). Each rank keeps a clock: where its
 next call starts in simulated time. A rank stuck on something else (a lock, a barrier of its own,
 a queue) is the watchdog's: when every rank left either waits in a call or has sat still for
 ``timeout`` seconds, the run stops with :class:`Stalled`, naming who waits for whom."""
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import FrameType
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -179,9 +180,11 @@ class Work:
         return True
 
     def is_completed(self) -> bool:
-        """Whether the message arrived. Not yet: the rank waits until no rank can move, the
-        messages that can go then go, and it is asked again (so polling in a loop moves the run
-        on); True moves the rank's clock on to the arrival, as polling until then would."""
+        """Whether the message arrived. Not yet: the rank waits until no rank can move and the
+        messages that match then start; False moves its clock on to how far the messages ran
+        (it polled meanwhile), and asked again with nothing done in between, the messages first
+        run to their next arrival, so polling in a loop moves the run on. True moves the rank's
+        clock on to the arrival, as polling until then would."""
         self._owner("is_completed")
         return self._context.world.wait_on(self._context.rank, self._op, poll=True)
 
@@ -199,6 +202,29 @@ class Work:
             raise RuntimeError(f"{what}() of rank {self._context.rank}'s "
                                f"{self._op.signature} called from another thread: only the rank "
                                "that posted it may wait on it")
+
+
+class Simulator(Protocol):
+    """What simulates a world's calls (:class:`~simulator.dist.collectives.Simulation`): each
+    collective at once, and the messages on a network that runs forward as far as it is told."""
+
+    @property
+    def now(self) -> float:
+        """How far the messages' network has run (s): no message still to come starts before."""
+
+    @property
+    def in_flight(self) -> bool:
+        """Whether a message launched has not arrived yet."""
+
+    def simulate(self, calls: list[Call], start_s: float) -> float:
+        """Simulate a collective (``calls`` by rank) from ``start_s`` on; its time (s)."""
+
+    def launch(self, pairs: list[tuple[Op, Op]]) -> None:
+        """Start matched (send, receive) pairs, each when both sides had posted."""
+
+    def advance(self) -> list[tuple[Op, Op]]:
+        """Run the messages to the next arrival and deliver those arriving then (each op's
+        ``end_s`` and ``partner`` set, the data copied); the pairs delivered."""
 
 
 _local = threading.local()
@@ -232,18 +258,14 @@ class World:
     rank is woken alone: one condition shared by thousands of ranks woke them all at every
     post, 9 s a collective at 4096 ranks); the thread of :func:`~simulator.dist.spawn` acts
     whenever every rank still running is waiting in a call: it hands the sends and receives
-    that match to ``carry`` and releases the ranks they complete, or else checks that the
-    collective calls match, hands them (in rank order) to ``simulate`` and releases them, or
-    stops the run. Between, it watches the ranks outside a call (``timeout`` seconds, None for
+    that match to the simulator to start and releases the ranks whose messages arrived, or
+    else checks that the collective calls match, hands them (in rank order) to the simulator
+    and releases them, or runs the messages to their next arrival, or stops the run. Between, it watches the ranks outside a call (``timeout`` seconds, None for
     never). A rank posts a send or receive without waiting (:meth:`post`), and waits on it
     apart (:meth:`wait_on`)."""
 
     size: int
-    simulate: Callable[[list[Call], float], float]
-    """Simulates a collective from its start (s) on; returns its time (s)."""
-    carry: Callable[[list[tuple[Op, Op]]], None]
-    """Simulates matched (send, receive) pairs together: copies the data and sets each op's
-    ``end_s``."""
+    simulator: Simulator
     timeout: float | None = DEFAULT_TIMEOUT_S
     lock: threading.Condition = field(default_factory=threading.Condition)
     """Guards all below; only the coordinating thread waits on it."""
@@ -309,7 +331,8 @@ class World:
             raise
         # the ranks that end at once: returned, failed or released from a call; one still
         # outside a call ends at its next call (or its return), and one stuck is left behind
-        for rank in sorted({*self.returned, *self.failed, *self.pending}):
+        for rank in sorted({*self.returned, *self.failed, *self.pending, *self.blocked,
+                            *self.polls}):
             self.threads[rank].join()
         if self.stop is not None:
             raise self.stop
@@ -413,7 +436,10 @@ class World:
                 else:
                     self.lock.wait(look - now)
             if self.stop is None:  # every rank returned: their messages still go, or mismatch
-                self.stop = self._progress() or self._unmatched()
+                self.stop = self._progress()
+                while self.stop is None and self.simulator.in_flight:
+                    self.stop = self._advance()
+                self.stop = self.stop or self._unmatched()
             self._release()
 
     def _waiting(self) -> int:
@@ -421,29 +447,38 @@ class World:
         return len(self.pending) + len(self.blocked) + len(self.polls)
 
     def _meet(self) -> None:
-        """Every rank still running waits in a call. The messages that can go go, releasing the
-        ranks they complete; else the polls are answered (not completed); else every rank in
-        the same collective has it simulated and released; else the run stops (the calls
-        differ, no rank can move, or the simulation raised)."""
+        """Every rank still running waits in a call. The sends and receives that match start,
+        and the ranks whose messages arrived are released; else the polls are answered; else,
+        every rank in a collective, it is simulated and they are released (or the calls
+        differ); else the messages run to the next arrival; else no rank can move."""
         before = self.changes
         self.stop = self._progress()
         if self.stop is not None or self.changes != before:
             return
         if self.polls and self.changes != self.answered:
             self.answered = self.changes
-            for rank in list(self.polls):
+            for rank in list(self.polls):  # it polled while the network ran to now
+                self.clocks[rank] = max(self.clocks[rank], self.simulator.now)
                 del self.polls[rank]
                 self.wakes.pop(rank).set()
             return
-        if self.blocked or self.polls:
+        if not self.blocked and not self.polls:
+            self._collective()
+        elif self.simulator.in_flight:
+            self.stop = self._advance()
+        else:
             self.stop = self._deadlock()
-            return
+
+    def _collective(self) -> None:
+        """Every rank still running waits in a collective: simulate it from the latest clock and
+        release them, or stop the run (the calls differ, or the simulation raised)."""
         self.stop = self._mismatch()
         if self.stop is not None:
             return
         start = max(self.clocks)
         try:
-            took = self.simulate([self.pending[rank] for rank in range(self.size)], start)
+            took = self.simulator.simulate([self.pending[rank] for rank in range(self.size)],
+                                           start)
         except Exception as error:
             self.stop = error
             return
@@ -457,8 +492,8 @@ class World:
         self.wakes.clear()
 
     def _progress(self) -> BaseException | None:
-        """Match what can match, simulate those messages together, and release the ranks
-        whose send or receive (or poll) they complete; the error that stops the run, if any."""
+        """Start the messages whose send and receive match now and release the ranks whose
+        messages arrived; the error that stops the run, if any."""
         pairs = self.mailbox.match()
         for send, recv in pairs:
             if send.view.dtype != recv.view.dtype or send.view.shape != recv.view.shape:
@@ -468,10 +503,9 @@ class World:
                     "on both sides")
         if pairs:
             try:
-                self.carry(pairs)
+                self.simulator.launch(pairs)
             except Exception as error:
                 return error
-            self.held -= sum(send.view.nbytes for send, _ in pairs)
             self.changes += 1
         for waiting in (self.blocked, self.polls):
             for rank, op in list(waiting.items()):
@@ -480,6 +514,18 @@ class World:
                     self.wakes.pop(rank).set()
                     self.still.pop(rank, None)
                     self.changes += 1
+        return None
+
+    def _advance(self) -> BaseException | None:
+        """Run the messages to their next arrival, which no message still to come can change:
+        each starts when a rank posts it, and every rank that could still post waits for an
+        arrival (or a match, or every rank in a collective) first."""
+        try:
+            delivered = self.simulator.advance()
+        except Exception as error:
+            return error
+        self.held -= sum(send.view.nbytes for send, _ in delivered)
+        self.changes += 1
         return None
 
     def _unmatched(self) -> MessageMismatch | None:
