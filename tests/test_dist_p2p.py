@@ -206,6 +206,33 @@ def test_messages_in_flight_together_share_the_receivers_link():
     assert result.time_s == pytest.approx(2 * HOP_S + 3 * size / BANDWIDTH, rel=1e-12)
 
 
+def test_an_all_to_all_of_isends_and_irecvs_shares_every_link_three_ways_and_repeats():
+    """Every rank of 4 sends 64 KiB to each other one at once: each up- and downlink carries
+    three messages, so each arrives after 2 us + 3 × 64 KiB / 25 GB/s; the same program gives
+    the same records again, whatever the threads did."""
+    size = 1 << 16
+
+    def step(rank: int) -> list[float]:
+        peers = [peer for peer in range(4) if peer != rank]
+        got = {peer: np.zeros(size // 8) for peer in peers}
+        ops = [dist.P2POp(dist.irecv, got[peer], peer) for peer in peers]
+        ops += [dist.P2POp(dist.isend, np.full(size // 8, 10.0 * rank + peer), peer)
+                for peer in reversed(peers)]
+        for work in dist.batch_isend_irecv(ops):
+            work.wait()
+        return [float(got[peer][0]) for peer in peers]
+
+    result = dist.spawn(step, 4)
+    assert result.returns == tuple([10.0 * peer + rank for peer in range(4) if peer != rank]
+                                   for rank in range(4))
+    assert [(call.src, call.dst) for call in result.calls] == [
+        (src, dst) for src in range(4) for dst in reversed(range(4)) if dst != src]
+    for call in result.calls:
+        assert call.time_s == pytest.approx(2 * HOP_S + 3 * size / BANDWIDTH, rel=1e-12)
+    again = dist.spawn(step, 4)
+    assert (again.calls, again.clocks) == (result.calls, result.clocks)
+
+
 def test_messages_matched_at_different_moments_share_while_both_fly():
     """Rank 0 sends 1 MiB to rank 2 from the start; rank 1 sends it 1 MiB too, but only once a
     small message from rank 3 has arrived. The second is matched later, yet both fly into rank
