@@ -51,14 +51,14 @@ the clocks of the ranks that wait for it. :attr:`SpawnResult.time_s` is the late
 arrival: with collectives only, the sum of their times. A send and a receive matched with
 another dtype or shape, or never matched when every rank returned, raise
 :class:`MessageMismatch`; a rank waiting on a message nothing will send (its peer returned, or
-waits elsewhere) stops the run at once with :class:`Stalled`, naming who waits for whom. Mismatched calls
-(another collective, shape, dtype, op or root, or a rank that returns while others wait) raise
-:class:`CollectiveMismatch` naming every rank's call; an exception in a rank's code, or its
-``sys.exit``, is raised again from :func:`spawn` as :class:`RankError` naming the rank. Neither
-ever hangs: the caller of :func:`spawn` acts when every rank still running waits in a call. A
-rank stuck on something else (a barrier of its own, a lock) is the watchdog's: it raises
-:class:`Stalled`, naming who waits for whom, once every rank left waits in a call or has sat
-still for ``timeout`` seconds (docs/dist.md).
+waits elsewhere) stops the run at once with :class:`Stalled`, naming who waits for whom.
+Mismatched calls (another collective, shape, dtype, op or root, or a rank that returns while
+others wait) raise :class:`CollectiveMismatch` naming every rank's call; an exception in a
+rank's code, or its ``sys.exit``, is raised again from :func:`spawn` as :class:`RankError`
+naming the rank. Neither ever hangs: the caller of :func:`spawn` acts when every rank still
+running waits in a call. A rank stuck on something else (a barrier of its own, a lock) is the
+watchdog's: it raises :class:`Stalled`, naming who waits for whom, once every rank left waits in
+a call or has sat still for ``timeout`` seconds (docs/dist.md).
 
 The package: this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
 matches their calls, :mod:`.p2p` queues and matches their sends and receives, :mod:`.tensors`
