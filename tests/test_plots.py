@@ -306,3 +306,13 @@ def test_a_non_numeric_column_names_the_line(tmp_path, capsys):
     assert main(["plot", str(tmp_path / "r.csv")]) == 2
     assert capsys.readouterr().err == (f"{tmp_path / 'r.csv'}: line 3: expected a number in "
                                        "column sim_time_s, got 'fast'\n")
+
+
+def test_every_algorithm_has_its_own_colour_past_ten():
+    from simulator.output.plots import TAB20, colours
+
+    few = pd.DataFrame({"algorithm": ["ring", "nvls", "ring"]})
+    assert colours(few) == {"ring": "C0", "nvls": "C1"}
+    many = pd.DataFrame({"algorithm": [f"a{i}" for i in range(13)]})
+    assigned = colours(many)
+    assert len(set(assigned.values())) == 13 and assigned["a12"] == TAB20[12]

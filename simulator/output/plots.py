@@ -51,9 +51,20 @@ class LinkRate:
         return f"link rate {rate}" + (f" ({self.kind})" if self.kind else "")
 
 
+TAB20 = ("#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
+         "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7",
+         "#bcbd22", "#dbdb8d", "#17becf", "#9edae5")
+"""matplotlib's ``tab20`` palette: ten hues, each dark then light, for figures of more than ten
+algorithms, where the default cycle of ten would give two algorithms one colour."""
+
+
 def colours(results: pd.DataFrame) -> dict[str, str]:
-    """One colour per algorithm, in the order the algorithms ran (the same in every figure)."""
-    return {algorithm: f"C{i % 10}" for i, algorithm in enumerate(results.algorithm.unique())}
+    """One colour per algorithm, in the order the algorithms ran (the same in every figure): the
+    default cycle (C0-C9) for up to ten, :data:`TAB20` for more (repeating past twenty)."""
+    algorithms = list(results.algorithm.unique())
+    if len(algorithms) <= 10:
+        return {algorithm: f"C{i}" for i, algorithm in enumerate(algorithms)}
+    return {algorithm: TAB20[i % len(TAB20)] for i, algorithm in enumerate(algorithms)}
 
 
 def title(results: pd.DataFrame) -> str:
