@@ -10,7 +10,7 @@ mean error in ULP over the sizes, with each size's mean and largest error, the d
 bound γ_d·Σ|x_i| they are verified against (in the same ULP, about d), and whether every rank
 held the same bits.
 
-    .venv/bin/python bench/numerics.py                       # the docs' table, about a minute
+    .venv/bin/python bench/numerics.py                       # the docs' table, 2-3 minutes
     .venv/bin/python bench/numerics.py --ranks 16 --sizes 4KiB 4MiB
 
 Exits 1 if a point is not verified.
@@ -29,8 +29,10 @@ from simulator.scenario import scenario_from_dict
 from simulator.units import format_size
 
 ALGORITHMS = ("ring", "double_binary_tree", "halving_doubling", "recursive_doubling", "direct",
-              "tree", "binomial_tree")
-"""The allreduces of a flat switch that NCCL and MPI libraries run (docs/algorithms.md)."""
+              "tree", "binomial_tree", "swing", "bine", "one_shot", "two_shot")
+"""The allreduces of a flat switch that NCCL, MPI and intra-node libraries run
+(docs/algorithms.md); ``two_shot_multicast`` and ``nvls`` need a reducing switch, which a
+``switch`` is not."""
 
 
 def run(ranks: int, dtype: str, algorithms: list[str], sizes: list[str],

@@ -145,7 +145,7 @@ REDUCING = [(collective, name) for collective in (Collective.ALLREDUCE, Collecti
                                                   Collective.REDUCE_SCATTER)
             for name in REGISTRY[collective]]
 
-TIGHT = {"ring", "direct", "nvls", "halving_doubling", "recursive_doubling", "bine",
+TIGHT = {"ring", "direct", "nvls", "halving_doubling", "recursive_doubling", "swing", "bine",
          "binomial_tree", "tree", "double_binary_tree"}
 """Algorithms whose reduction_depth is the very height of their order, not only a bound."""
 

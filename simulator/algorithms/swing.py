@@ -39,7 +39,7 @@ from simulator.algorithms.phases.recursive import (
 )
 from simulator.algorithms.phases.swing import SwingButterfly, swing_butterfly, swing_dims
 from simulator.model.collective import Collective
-from simulator.model.machine import Grid
+from simulator.model.machine import Grid, Layout
 from simulator.model.span import Span
 
 
@@ -88,6 +88,11 @@ class SwingAllreduce(Algorithm):
                 ExactOn("fully_connected", RankCounts.POWERS_OF_TWO),
                 ExactOn("torus", RankCounts.POWERS_OF_TWO))
     composable = True
+
+    def reduction_depth(self, layout: Layout) -> int:
+        """⌈log2 p⌉: a folded rank's contribution is reduced once into its survivor's, then once
+        per step of the butterfly (⌊log2 p⌋ of them), in either variant."""
+        return (len(layout.hosts) - 1).bit_length()
 
     def program(self, comm: Comm) -> Program:
         grid = comm.layout.grid
