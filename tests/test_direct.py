@@ -191,7 +191,8 @@ MESSAGES = {Collective.ALLREDUCE: lambda p: 2 * p * (p - 1),
             Collective.REDUCE_SCATTER: lambda p: p * (p - 1),
             Collective.ALLGATHER: lambda p: p * (p - 1),
             Collective.BROADCAST: lambda p: p - 1,
-            Collective.REDUCE: lambda p: p - 1}
+            Collective.REDUCE: lambda p: p - 1,
+            Collective.SENDRECV: lambda p: p}
 
 
 @pytest.mark.parametrize("collective", COLLECTIVES)

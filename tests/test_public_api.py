@@ -114,7 +114,7 @@ def test_presets_are_found_from_any_directory(tmp_path, monkeypatch):
     ({"collective": "allreduce"}, None),  # names are accepted for enums ...
     ({"reduce_op": "max", "dtype": "int32", "output": "out"}, None),  # ... dtype and output
     ({"collective": "gather"}, "collective: expected a Collective or one of allreduce, "
-                               "reduce_scatter, allgather, broadcast, reduce, alltoall, got "
+                               "reduce_scatter, allgather, broadcast, reduce, alltoall, sendrecv, got "
                                "'gather'"),
     ({"reduce_op": "mean"}, "reduce_op: expected a ReduceOp or one of sum, prod, max, min, avg, "
                             "got 'mean'"),

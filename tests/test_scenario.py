@@ -88,7 +88,7 @@ BAD = [
      "topology.latency: expected a time like '500ns', '1us', '2ms' or '1s', got 5"),
     (TOPO + "sizes: [1KiB]\ncollective: gather\n",
      "collective: expected a collective (allreduce, reduce_scatter, allgather, broadcast, reduce, "
-     "alltoall), got 'gather'; did you mean 'allgather'?"),
+     "alltoall, sendrecv), got 'gather'; did you mean 'allgather'?"),
     ("topology: {kind: moebius, ranks: 4}\nsizes: [1KiB]\n",
      "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx, dgx1, torus, "
      "mesh, leaf_spine, fat_tree, dragonfly, cluster, graph, nccl_xml), got 'moebius'"),

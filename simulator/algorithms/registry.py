@@ -43,6 +43,7 @@ from simulator.algorithms.ring import (
     RingReduce,
     RingReduceScatter,
 )
+from simulator.algorithms.sendrecv import DirectSendRecv
 from simulator.algorithms.shots import (
     OneShotAllreduce,
     TwoShotAllreduce,
@@ -71,6 +72,7 @@ _ALGORITHMS: tuple[Algorithm, ...] = (
     DirectReduce(),
     DirectAllToAll(),
     PairwiseAllToAll(),
+    DirectSendRecv(),
     OneShotAllreduce(),
     TwoShotAllreduce(),
     TwoShotMulticastAllreduce(),

@@ -14,12 +14,16 @@ allgather      chunk c everywhere: rank c's own chunk c               (p-1)/p
 broadcast      the root's buffer (root = rank 0)                     1
 reduce         root only: the reduction of all buffers               1
 alltoall       block j: rank j's block r (p equal blocks)             (p-1)/p
+sendrecv       the buffer of rank r-1 (mod p): a shift by one            1
 ============== ===================================================== ===============
 
 An all-to-all cuts every buffer into p equal blocks (the count a multiple of p: the algorithms'
 ``whole_chunks``, as nccl-tests' ``alltoall_perf`` sends count/p elements to each peer), and
 rank r's block j ends up holding what rank j had in its block r: the transpose of the ranks ×
-blocks grid, torch.distributed's ``all_to_all_single`` with equal splits.
+blocks grid, torch.distributed's ``all_to_all_single`` with equal splits. A sendrecv has every
+rank send its whole buffer to rank r+1 and receive rank r-1's, as nccl-tests' ``sendrecv_perf``
+does (``src/sendrecv.cu``: one ``ncclSend`` to the next rank and one ``ncclRecv`` from the
+previous, in a group); its busbw is its algbw.
 
 Factors from nccl-tests ``doc/PERFORMANCE.md`` (docs/reference/nccl-model.md §2). Each collective
 also says what every rank must end with (:meth:`Collective.expected`), so a new collective is
@@ -51,6 +55,7 @@ class Collective(Enum):
     BROADCAST = "broadcast"
     REDUCE = "reduce"
     ALLTOALL = "alltoall"
+    SENDRECV = "sendrecv"
 
     def busbw_factor(self, ranks: int) -> float:
         """busbw = algbw × this factor (nccl-tests doc/PERFORMANCE.md)."""
@@ -89,6 +94,10 @@ class Collective(Enum):
             return Expected(gathered, exact, mask, _scale_of(gathered))
         if self is Collective.ALLTOALL:
             return _transposed(inputs, owned)
+        if self is Collective.SENDRECV:
+            shifted = np.roll(inputs, 1, axis=0)  # rank r holds rank r-1's buffer
+            mask[...] = True
+            return Expected(shifted, exact, mask, _scale_of(shifted))
         if self is Collective.BROADCAST:
             mask[...] = True
             return Expected(inputs[ROOT].copy(), exact, mask, _scale_of(inputs[ROOT]))
