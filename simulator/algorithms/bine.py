@@ -32,40 +32,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
-from simulator.algorithms.comm import REDUCE, Comm, Program
-from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.algorithm import ExactOn, RankCounts
+from simulator.algorithms.butterfly import ButterflyAllreduce, ButterflyOptions
 from simulator.algorithms.phases.bine import bine_butterfly
-from simulator.algorithms.phases.recursive import (
-    Butterfly,
-    doubling_gather,
-    doubling_gather_s,
-    fold_s,
-    folded,
-    halves,
-    halving_scatter,
-    halving_scatter_s,
-    power_of_two_below,
-    swap_whole,
-    swap_whole_s,
-)
+from simulator.algorithms.phases.recursive import Butterfly
 from simulator.algorithms.phases.swing import swing_butterfly, swing_dims
-from simulator.model.collective import Collective
-from simulator.model.machine import Grid, Layout
-from simulator.model.span import Span
+from simulator.model.machine import Grid
 
 
 @dataclass(frozen=True)
-class BineOptions:
-    """Bine's scenario options (``algorithm_options: {bine: {latency_optimal: true}}``)."""
-
-    latency_optimal: bool = False
-    """Exchange the whole vector at every step (the authors' ``allreduce_bine_lat``) instead of
-    the reduce-scatter and allgather (``allreduce_bine_bdw_remap``, the default)."""
+class BineOptions(ButterflyOptions):
+    """Bine's scenario options (``algorithm_options: {bine: {latency_optimal: true}}``):
+    ``latency_optimal`` runs the authors' ``allreduce_bine_lat``, the default their
+    ``allreduce_bine_bdw_remap``."""
 
 
 @dataclass(frozen=True)
-class BineAllreduce(Algorithm):
+class BineAllreduce(ButterflyAllreduce):
     """Bine allreduce (De Sensi et al., SC'25): recursive halving then doubling on Bine's
     butterfly, or whole-vector exchanges on it.
 
@@ -91,47 +74,14 @@ class BineAllreduce(Algorithm):
     """
 
     name = "bine"
-    collective = Collective.ALLREDUCE
     Options = BineOptions
     options: BineOptions = field(default_factory=BineOptions)
     exact_on = (ExactOn("switch", RankCounts.POWERS_OF_TWO),
                 ExactOn("fully_connected", RankCounts.POWERS_OF_TWO),
                 ExactOn("torus", RankCounts.POWERS_OF_TWO))
-    composable = True
 
-    def program(self, comm: Comm) -> Program:
-        grid = comm.layout.grid
-
-        def bine(survivors: Comm) -> Program:
-            fly = _butterfly(survivors.size, grid if survivors is comm else None)
-            if self.options.latency_optimal:
-                yield from swap_whole(survivors, fly, "bine")
-            else:
-                blocks = halves(survivors.buffer, survivors.size)
-                yield from halving_scatter(survivors, blocks, fly, "bine")
-                yield from doubling_gather(survivors, blocks, fly, "bine")
-
-        yield from folded(comm, bine, hand_in=lambda _: [comm.buffer], combine=REDUCE,
-                          hand_back=lambda _: [comm.buffer])
-
-    def reduction_depth(self, layout: Layout) -> int:
-        """⌈log2 p⌉: a folded rank's contribution is reduced once into its survivor's, then once
-        per step of the butterfly (⌊log2 p⌋ of them), in either variant."""
-        return (len(layout.hosts) - 1).bit_length()
-
-    def model_s(self, cost: CostInputs, count: int) -> float:
-        q = power_of_two_below(cost.ranks)
-        fly = _butterfly(q, cost.layout.grid if q == cost.ranks else None)
-        before, after = fold_s(cost, count, True, count)
-        if self.options.latency_optimal:
-            return before + swap_whole_s(cost, count, fly, shared=True) + after
-        blocks = halves(Span(0, count), q)
-        return (before + halving_scatter_s(cost, blocks, fly, shared=True)
-                + doubling_gather_s(cost, blocks, fly, shared=True) + after)
-
-
-def _butterfly(size: int, grid: Grid | None) -> Butterfly:
-    """Bine's butterfly on ``size`` = 2^L ranks: per dimension on a torus of several
-    power-of-two dimensions that they fill (the authors' torus port), else in rank order."""
-    dims, cells = swing_dims(size, grid)
-    return swing_butterfly(dims, cells) if len(dims) > 1 else bine_butterfly(size)
+    def butterfly(self, size: int, grid: Grid | None) -> Butterfly:
+        """Bine's butterfly on ``size`` = 2^L ranks: per dimension on a torus of several
+        power-of-two dimensions that they fill (the authors' torus port), else in rank order."""
+        dims, cells = swing_dims(size, grid)
+        return swing_butterfly(dims, cells) if len(dims) > 1 else bine_butterfly(size)

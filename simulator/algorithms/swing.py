@@ -22,38 +22,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
-from simulator.algorithms.comm import REDUCE, Comm, Program
-from simulator.algorithms.cost import CostInputs
-from simulator.algorithms.phases.recursive import (
-    doubling_gather,
-    doubling_gather_s,
-    fold_s,
-    folded,
-    halves,
-    halving_scatter,
-    halving_scatter_s,
-    power_of_two_below,
-    swap_whole,
-    swap_whole_s,
-)
-from simulator.algorithms.phases.swing import SwingButterfly, swing_butterfly, swing_dims
-from simulator.model.collective import Collective
-from simulator.model.machine import Grid, Layout
-from simulator.model.span import Span
+from simulator.algorithms.algorithm import ExactOn, RankCounts
+from simulator.algorithms.butterfly import ButterflyAllreduce, ButterflyOptions
+from simulator.algorithms.phases.recursive import Butterfly
+from simulator.algorithms.phases.swing import swing_butterfly, swing_dims
+from simulator.model.machine import Grid
 
 
 @dataclass(frozen=True)
-class SwingOptions:
-    """Swing's scenario options (``algorithm_options: {swing: {latency_optimal: true}}``)."""
-
-    latency_optimal: bool = False
-    """Exchange the whole vector at every step (the paper's latency-optimal Swing) instead of
-    the reduce-scatter and allgather (its bandwidth-optimal Swing, the default)."""
+class SwingOptions(ButterflyOptions):
+    """Swing's scenario options (``algorithm_options: {swing: {latency_optimal: true}}``):
+    ``latency_optimal`` runs the paper's latency-optimal Swing, the default its
+    bandwidth-optimal one."""
 
 
 @dataclass(frozen=True)
-class SwingAllreduce(Algorithm):
+class SwingAllreduce(ButterflyAllreduce):
     """Swing allreduce (De Sensi et al., NSDI 2024): recursive halving then doubling, or whole
     vector exchanges, with partner π(r, s) = r ± ρ(s), ρ(s) = (1 − (−2)^{s+1})/3.
 
@@ -81,47 +65,13 @@ class SwingAllreduce(Algorithm):
     """
 
     name = "swing"
-    collective = Collective.ALLREDUCE
     Options = SwingOptions
     options: SwingOptions = field(default_factory=SwingOptions)
     exact_on = (ExactOn("switch", RankCounts.POWERS_OF_TWO),
                 ExactOn("fully_connected", RankCounts.POWERS_OF_TWO),
                 ExactOn("torus", RankCounts.POWERS_OF_TWO))
-    composable = True
 
-    def reduction_depth(self, layout: Layout) -> int:
-        """⌈log2 p⌉: a folded rank's contribution is reduced once into its survivor's, then once
-        per step of the butterfly (⌊log2 p⌋ of them), in either variant."""
-        return (len(layout.hosts) - 1).bit_length()
-
-    def program(self, comm: Comm) -> Program:
-        grid = comm.layout.grid
-
-        def swing(survivors: Comm) -> Program:
-            fly = _butterfly(survivors.size, grid if survivors is comm else None)
-            if self.options.latency_optimal:
-                yield from swap_whole(survivors, fly, "swing")
-            else:
-                blocks = halves(survivors.buffer, survivors.size)
-                yield from halving_scatter(survivors, blocks, fly, "swing")
-                yield from doubling_gather(survivors, blocks, fly, "swing")
-
-        yield from folded(comm, swing, hand_in=lambda _: [comm.buffer], combine=REDUCE,
-                          hand_back=lambda _: [comm.buffer])
-
-    def model_s(self, cost: CostInputs, count: int) -> float:
-        p = cost.ranks
-        q = power_of_two_below(p)
-        fly = _butterfly(q, cost.layout.grid if q == p else None)
-        before, after = fold_s(cost, count, True, count)
-        if self.options.latency_optimal:
-            return before + swap_whole_s(cost, count, fly, shared=True) + after
-        blocks = halves(Span(0, count), q)
-        return (before + halving_scatter_s(cost, blocks, fly, shared=True)
-                + doubling_gather_s(cost, blocks, fly, shared=True) + after)
-
-
-def _butterfly(size: int, grid: Grid | None) -> SwingButterfly:
-    """Swing's butterfly on ``size`` = 2^L ranks, over the grid they fill where it has
-    power-of-two dimensions (:func:`~simulator.algorithms.phases.swing.swing_dims`)."""
-    return swing_butterfly(*swing_dims(size, grid))
+    def butterfly(self, size: int, grid: Grid | None) -> Butterfly:
+        """Swing's butterfly on ``size`` = 2^L ranks, over the grid they fill where it has
+        power-of-two dimensions (:func:`~simulator.algorithms.phases.swing.swing_dims`)."""
+        return swing_butterfly(*swing_dims(size, grid))
