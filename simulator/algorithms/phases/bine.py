@@ -32,9 +32,8 @@ unchanged.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
-from simulator.algorithms.phases.recursive import Butterfly, distances
+from simulator.algorithms.phases.recursive import TabledButterfly
 
 
 def negabinary(value: int, digits: int) -> int:
@@ -90,36 +89,13 @@ def nu(rank: int, size: int) -> int:
     return int(format(gray, f"0{digits}b")[::-1], 2) if digits else 0
 
 
-@dataclass(frozen=True)
-class BineButterfly(Butterfly):
-    """Bine's partners and block positions on q = 2^L ranks.
-
-    ``partners[s][r]`` is π(r, s); ``positions[r]`` is ν(r): the ranks r reaches through steps
-    s, …, L-1 hold an aligned group of 2^{L-s} positions. The recursive phases name a step by
-    d = 2^{L-1-s}: the reduce-scatter runs s = 0, 1, … (its largest messages to the nearest
-    partners, as the authors' reduce-scatter), the allgather the other way round."""
-
-    partners: tuple[tuple[int, ...], ...]
-    positions: tuple[int, ...]
-
-    def partner(self, rank: int, d: int) -> int:
-        return self.partners[len(self.partners) - d.bit_length()][rank]
-
-    def position(self, rank: int) -> int:
-        return self.positions[rank]
-
-    def whole_distances(self, q: int) -> list[int]:
-        """The authors' latency-optimal order (``allreduce_bine_lat``): s = 0, 1, …, L-1."""
-        return distances(q)[::-1]
-
-
 @functools.lru_cache(maxsize=32)
-def bine_butterfly(size: int) -> BineButterfly:
+def bine_butterfly(size: int) -> TabledButterfly:
     """Bine's butterfly on ``size`` = 2^L ranks in rank order.
 
     Every rank's program asks for it, so it is built once per size (the cache holds the few
     sizes a run uses; 32 covers every power of two up to 2^31)."""
     steps = size.bit_length() - 1
-    return BineButterfly(
+    return TabledButterfly(
         tuple(tuple(partner(r, s, size) for r in range(size)) for s in range(steps)),
         tuple(nu(r, size) for r in range(size)))

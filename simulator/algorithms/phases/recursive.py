@@ -106,6 +106,29 @@ XOR = Butterfly()
 """Recursive doubling and halving's butterfly (Thakur et al. 2005)."""
 
 
+@dataclass(frozen=True)
+class TabledButterfly(Butterfly):
+    """A butterfly given by tables, nearest partners first: ``partners[s][r]`` is rank r's
+    partner in step s = 0, …, L-1 and ``positions[r]`` where its block lies (the ranks r reaches
+    through steps s, …, L-1 hold an aligned group of 2^{L-s} positions). The step at d is
+    s = L − 1 − log2 d, so the reduce-scatter runs s = 0, 1, … (its largest messages to the
+    nearest partners), the allgather the other way round, and the whole-buffer exchanges take
+    s = 0, 1, … too. Swing's and Bine's butterflies are such tables
+    (:mod:`simulator.algorithms.phases.swing`, :mod:`simulator.algorithms.phases.bine`)."""
+
+    partners: tuple[tuple[int, ...], ...]
+    positions: tuple[int, ...]
+
+    def partner(self, rank: int, d: int) -> int:
+        return self.partners[len(self.partners) - d.bit_length()][rank]
+
+    def position(self, rank: int) -> int:
+        return self.positions[rank]
+
+    def whole_distances(self, q: int) -> list[int]:
+        return distances(q)[::-1]
+
+
 # ---- programs -------------------------------------------------------------------------------
 
 def folded(comm: Comm, inner: SurvivorProgram, *, hand_in: Callable[[int], list[Span]],

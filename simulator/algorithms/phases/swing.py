@@ -24,11 +24,10 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.algorithms.phases.recursive import Butterfly, distances
+from simulator.algorithms.phases.recursive import TabledButterfly
 from simulator.model.machine import Grid
 
 
@@ -39,30 +38,6 @@ def rho(step: int) -> int:
     [1, -1, 3, -5, 11, -21]
     """
     return int(1 - (-2) ** (step + 1)) // 3
-
-
-@dataclass(frozen=True)
-class SwingButterfly(Butterfly):
-    """Swing's partners and block positions on q = 2^L ranks.
-
-    ``partners[s][r]`` is π(r, s) (in rank numbers, the torus coordinates already applied);
-    ``positions[r]`` is where rank r's block lies: the ranks r reaches through steps s, …, L-1
-    hold an aligned group of 2^{L-s} positions. The step at d (the recursive phases' name for a
-    step) is s = L − 1 − log2 d: the reduce-scatter runs s = 0, 1, … (its largest messages to
-    the nearest partners), the allgather the other way round."""
-
-    partners: tuple[tuple[int, ...], ...]
-    positions: tuple[int, ...]
-
-    def partner(self, rank: int, d: int) -> int:
-        return self.partners[len(self.partners) - d.bit_length()][rank]
-
-    def position(self, rank: int) -> int:
-        return self.positions[rank]
-
-    def whole_distances(self, q: int) -> list[int]:
-        """The paper's latency-optimal order: s = 0, 1, …, L-1 (ρ growing)."""
-        return distances(q)[::-1]
 
 
 def swing_dims(size: int, grid: Grid | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -76,7 +51,7 @@ def swing_dims(size: int, grid: Grid | None) -> tuple[tuple[int, ...], tuple[int
 
 
 @functools.lru_cache(maxsize=64)
-def swing_butterfly(dims: tuple[int, ...], cells: tuple[int, ...]) -> SwingButterfly:
+def swing_butterfly(dims: tuple[int, ...], cells: tuple[int, ...]) -> TabledButterfly:
     """Swing's butterfly on ranks in ``cells`` of a torus of ``dims`` (each a power of two).
 
     Every rank's program asks for it, so it is built once per shape (the cache holds the few
@@ -108,5 +83,5 @@ def swing_butterfly(dims: tuple[int, ...], cells: tuple[int, ...]) -> SwingButte
     order = np.lexsort(labels[:-1]) if partners else np.arange(q)   # by the reach at s = 1, 2, …
     positions = np.empty(q, dtype=np.int64)
     positions[order] = np.arange(q)
-    return SwingButterfly(tuple(tuple(int(r) for r in row) for row in partners),
+    return TabledButterfly(tuple(tuple(int(r) for r in row) for row in partners),
                           tuple(int(x) for x in positions))
