@@ -163,6 +163,25 @@ def test_nccl_weighs_its_four_symmetric_allreduce_kernels_smaller_blocks_first()
     assert sym.pick(tuple(K), 8, 64 << 30) is None
 
 
+def test_the_size_limits_apply_to_the_size_in_whole_cells():
+    # ncclSymkPickKernel masks the kernels on the cell-aligned count (symmetric_sched.cc
+    # countMax): 2 GiB - 512 B is rated as 2 GiB, so no LL kernel; 64 GiB - 512 B none at all
+    # (NCCL falls back to its tuner), 64 GiB - 1 KiB still the multicast two-shot
+    assert sym.cells((2 << 30) - 512) == 2 << 30
+    assert sym.pick((K.ONE_SHOT, K.ONE_SHOT_MULTICAST), 8, (2 << 30) - 512) is None
+    assert sym.pick((K.ONE_SHOT,), 8, (2 << 30) - 1024).kernel is K.ONE_SHOT
+    assert sym.pick(tuple(K), 8, (64 << 30) - 512) is None
+    assert sym.pick(tuple(K), 8, (64 << 30) - 1024).kernel is K.TWO_SHOT_MULTICAST
+    machine = prepare(scenario_from_dict({"topology": {"preset": "dgx_h100"},
+                                          "sizes": [1024]})).machine
+    with pytest.raises(ValueError) as error:
+        sym.symmetric_plan(machine, (K.ONE_SHOT,), (2 << 30) - 512)
+    assert str(error.value) == (
+        "NCCL runs no AllReduce_AGxLL_R for 2147483136 bytes (LL kernels count in 32-bit ints "
+        "below 2147483648 bytes, the others below 68719476736, the size in whole 1024-byte "
+        "cells)")
+
+
 def _symmetric(preset: str, sizes: list[int], **more: object):
     return simulate({"topology": {"preset": preset}, "algorithms": "auto", "sizes": sizes,
                      "nccl": {"symmetric": True}, **more})

@@ -88,10 +88,12 @@ CELL_BYTES = 1024
 count)."""
 
 LL_LIMIT_BYTES = 2 << 30
-"""No LL kernel from 2 GiB on: they count elements in 32-bit ints (``ncclSymkMask``)."""
+"""No LL kernel from 2 GiB on: they count elements in 32-bit ints (``ncclSymkMask``, which
+``ncclSymkPickKernel`` applies to the size rounded up to whole cells)."""
 
 KERNEL_LIMIT_BYTES = 32 * (2 << 30)
-"""No symmetric kernel at all from 64 GiB on (``ncclSymkMask``: unrolled chunks in 32-bit ints)."""
+"""No symmetric kernel at all from 64 GiB on (``ncclSymkMask``: unrolled chunks in 32-bit ints;
+the size rounded up to whole cells, as for :data:`LL_LIMIT_BYTES`)."""
 
 
 def bus_bytes(kernel: SymKernel, ranks: int, nbytes: int) -> int:
@@ -196,10 +198,12 @@ def pick(kernels: tuple[SymKernel, ...], ranks: int, nbytes: int, *,
     them: each on its blocks (:func:`choose`), the least time × (1 + :data:`SM_PENALTY` per
     block) winning, the earlier kernel id on a tie; LL kernels only below
     :data:`LL_LIMIT_BYTES`, none from :data:`KERNEL_LIMIT_BYTES` (None then, or when
-    ``kernels`` is empty)."""
+    ``kernels`` is empty), both limits on the size in whole cells, as NCCL passes the
+    cell-aligned count to ``ncclSymkMask`` there (symmetric_sched.cc ``countMax``)."""
     best: SymPick | None = None
+    rated = cells(nbytes)
     for kernel in sorted(kernels, key=list(SymKernel).index):
-        if nbytes >= KERNEL_LIMIT_BYTES or (kernel.ll and nbytes >= LL_LIMIT_BYTES):
+        if rated >= KERNEL_LIMIT_BYTES or (kernel.ll and rated >= LL_LIMIT_BYTES):
             continue
         blocks, time = choose(kernel, ranks, nbytes, blackwell=blackwell)
         if best is None or (time * (1 + SM_PENALTY * blocks)
@@ -275,7 +279,7 @@ def symmetric_plan(machine: Machine, kernels: tuple[SymKernel, ...], size_bytes:
         names = ", ".join(kernel.value for kernel in kernels)
         raise ValueError(f"NCCL runs no {names} for {size_bytes} bytes (LL kernels count in "
                          f"32-bit ints below {LL_LIMIT_BYTES} bytes, the others below "
-                         f"{KERNEL_LIMIT_BYTES})")
+                         f"{KERNEL_LIMIT_BYTES}, the size in whole {CELL_BYTES}-byte cells)")
     kernel, ranks, blackwell = chosen.kernel, machine.ranks, _blackwell(machine)
     base = constants(kernel, blackwell=blackwell)[0]
     bw = _bandwidth(kernel, ranks, chosen.blocks, blackwell=blackwell)     # bytes per µs
