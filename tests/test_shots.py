@@ -140,17 +140,32 @@ def test_nccl_weighs_its_four_symmetric_allreduce_kernels_smaller_blocks_first()
     # the multicast one on 4: 5.2302 x 1.100 < 5.1878 x 1.125
     assert sym.choose(K.ONE_SHOT, 8, 4096) == (5, pytest.approx(5.187819, rel=1e-6))
     assert sym.pick(tuple(K), 8, 4096).kernel is K.ONE_SHOT_MULTICAST
-    # from 24 KiB the multicast two-shot: n/p + n bus bytes at 8 x 65 GiB/s a block, at most
-    # ceil(16/8) = 2 blocks, peak 480 GiB/s; 16 MiB: 2 blocks, 43.422 us
-    assert sym.pick(tuple(K), 8, 16 << 10).kernel is K.ONE_SHOT_MULTICAST
+    # above 16 KiB the multicast two-shot: n/p + n bus bytes at 8 x 65 GiB/s a block, at most
+    # ceil(16/8) = 2 blocks, peak 480 GiB/s; 16 MiB: 2 blocks, 43.422 us. 16 KiB + 1 B is rated
+    # as 17 KiB: 8.1243 us on 1 block beats the one-shot's 7.3387 us on 6 by the SM penalty
+    # (8.3274 < 8.4396)
+    assert sym.pick(tuple(K), 8, 16 << 10) == sym.SymPick(K.ONE_SHOT_MULTICAST, 6,
+                                                          pytest.approx(7.130936, rel=1e-6))
+    assert sym.choose(K.ONE_SHOT_MULTICAST, 8, (16 << 10) + 1) == (
+        6, pytest.approx(7.338743, rel=1e-6))
+    assert sym.pick(tuple(K), 8, (16 << 10) + 1) == sym.SymPick(
+        K.TWO_SHOT_MULTICAST, 1, pytest.approx(8.124277, rel=1e-6))
     assert sym.pick(tuple(K), 8, 24 << 10).kernel is K.TWO_SHOT_MULTICAST
+    # Blackwell (8 x B200): the multicast one-shot up to 51 KiB, then the multicast two-shot
+    assert sym.pick(tuple(K), 8, 51 << 10, blackwell=True) == sym.SymPick(
+        K.ONE_SHOT_MULTICAST, 10, pytest.approx(16.210973, rel=1e-6))
+    assert sym.pick(tuple(K), 8, (51 << 10) + 1, blackwell=True) == sym.SymPick(
+        K.TWO_SHOT_MULTICAST, 1, pytest.approx(19.848973, rel=1e-6))
     assert sym.max_blocks(K.TWO_SHOT_MULTICAST, 8) == 2
     assert sym.max_blocks(K.TWO_SHOT_MULTICAST, 8, blackwell=True) == 4
     assert sym.pick(tuple(K), 8, 16 << 20) == sym.SymPick(K.TWO_SHOT_MULTICAST, 2,
                                                           pytest.approx(43.421992, rel=1e-6))
-    # without multicast (no NVLS): AGxLL_R, then RSxLD_AGxST from 24 KiB
+    # without multicast (no NVLS): AGxLL_R up to 16 KiB, then RSxLD_AGxST
     plain = (K.ONE_SHOT, K.TWO_SHOT)
-    assert sym.pick(plain, 8, 16 << 10).kernel is K.ONE_SHOT
+    assert sym.pick(plain, 8, 16 << 10) == sym.SymPick(K.ONE_SHOT, 7,
+                                                       pytest.approx(7.094602, rel=1e-6))
+    assert sym.pick(plain, 8, (16 << 10) + 1) == sym.SymPick(K.TWO_SHOT, 1,
+                                                             pytest.approx(8.252566, rel=1e-6))
     assert sym.pick(plain, 8, 24 << 10) == sym.SymPick(K.TWO_SHOT, 1, pytest.approx(8.322705,
                                                                                     rel=1e-6))
     # bus bytes in NCCL's integer arithmetic; sizes rated in whole 1 KiB cells
