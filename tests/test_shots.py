@@ -290,3 +290,17 @@ def test_nccl_symmetric_needs_the_version_it_models():
     assert ("nccl.symmetric: expected nccl.version 2.30 with symmetric: true: the symmetric "
             "kernels modelled are NCCL 2.30's (src/sym_kernels.cc), got version 2.26"
             in str(error.value))
+
+
+def test_a_plan_rated_above_the_wire_runs_at_the_wire_on_a_dgx_a100():
+    # NCCL rates the A100's two-shot with Hopper's constants: on 7 blocks at 1 MiB
+    # softmin(7 x 65, 320, 65) = 312.379 GiB/s = 335.414 GB/s, above NVLink's 300 GB/s, so the
+    # 2 x 1 MiB x 7/8 bus bytes take 1835008 x (1/300e9 - 1/335.414e9) s = 0.6458 us longer
+    scenario = scenario_from_dict({"topology": {"preset": "dgx_a100"}, "sizes": [1 << 20],
+                                   "algorithms": ["two_shot"], "execution": "nccl"})
+    setup = prepare(scenario)
+    result = run_point(scenario, setup.algorithms[0], 1 << 20, setup=setup)
+    assert sym.choose(K.TWO_SHOT, 8, 1 << 20) == (7, pytest.approx(12.282248, rel=1e-6))
+    assert result.nccl_time_s * 1e6 == pytest.approx(12.282248, rel=1e-6)
+    assert (result.sim_time_s - result.nccl_time_s) * 1e6 == pytest.approx(0.645818, rel=1e-5)
+    assert result.model_time_s == pytest.approx(result.sim_time_s, rel=1e-12)
