@@ -304,3 +304,17 @@ def test_a_plan_rated_above_the_wire_runs_at_the_wire_on_a_dgx_a100():
     assert result.nccl_time_s * 1e6 == pytest.approx(12.282248, rel=1e-6)
     assert (result.sim_time_s - result.nccl_time_s) * 1e6 == pytest.approx(0.645818, rel=1e-5)
     assert result.model_time_s == pytest.approx(result.sim_time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+def test_one_rank_has_no_nccl_pick_and_no_model_time(symmetric):
+    # NCCL copies a lone rank's buffer (ncclLaunchOneRank) before its tuner or its symmetric
+    # kernels: no pick, and the tuner's model (whose nsteps 2(p-1) is 0) gives no time; this
+    # once raised ZeroDivisionError under execution: nccl
+    frame = simulate({"topology": {"preset": "dgx_h100", "gpus_per_node": 1},
+                      "algorithms": ["ring", "one_shot"], "sizes": [1024],
+                      "nccl": {"symmetric": symmetric}})
+    assert list(frame.algorithm) == ["ring", "one_shot"]
+    assert frame.verified.all() and (frame.sim_time_s == 0).all()
+    assert not frame.nccl_pick.any()
+    assert frame.nccl_time_s.isna().tolist() == [True, False]  # one_shot: its own model

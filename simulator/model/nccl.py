@@ -470,7 +470,10 @@ def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protoc
     """``ncclTopoGetAlgoTime`` for one ``collective`` of ``size_bytes`` (the whole buffer, as
     ncclFuncMaxSendRecvCount counts it; None: not available): latency + bytes / bandwidth,
     with AllReduce's Tree correction (NVLSTree's too on Blackwell with an x86 CPU, up to
-    512 MiB) and Ring plateau (§1.5)."""
+    512 MiB) and Ring plateau (§1.5). None on one rank: NCCL runs no algorithm there (it copies
+    the buffer, ``ncclLaunchOneRank``), and the model's nsteps would be 0."""
+    if system.ranks == 1:
+        return None
     bw = bandwidth_GBps(system, algorithm, protocol, collective)
     if bw <= 0:
         return None

@@ -222,8 +222,11 @@ def multicast_available(machine: Machine) -> bool:
 def symmetric_path(machine: Machine) -> str | None:
     """Why NCCL has no symmetric kernel for an allreduce on ``machine`` (None when it has):
     they need every GPU a direct NVLink peer of every other, one NVLink domain
-    (``ncclSymkAvailable``: ``comm->isAllDirectNvlink``)."""
+    (``ncclSymkAvailable``: ``comm->isAllDirectNvlink``), and more than one rank (on one, NCCL
+    copies the buffer before any kernel is chosen: ``ncclLaunchOneRank``, src/enqueue.cc)."""
     hosts = machine.layout.host_count
+    if machine.ranks == 1:
+        return "NCCL copies the buffer of a lone rank (ncclLaunchOneRank) instead"
     if hosts > 1:
         return f"they run inside one NVLink domain, and the ranks sit on {hosts} hosts"
     if machine.nvlinks == 0:
