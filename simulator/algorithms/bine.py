@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.algorithms.algorithm import ExactOn, RankCounts
 from simulator.algorithms.butterfly import ButterflyAllreduce, ButterflyOptions
 from simulator.algorithms.phases.bine import bine_butterfly
 from simulator.algorithms.phases.recursive import Butterfly
@@ -76,9 +75,6 @@ class BineAllreduce(ButterflyAllreduce):
     name = "bine"
     Options = BineOptions
     options: BineOptions = field(default_factory=BineOptions)
-    exact_on = (ExactOn("switch", RankCounts.POWERS_OF_TWO),
-                ExactOn("fully_connected", RankCounts.POWERS_OF_TWO),
-                ExactOn("torus", RankCounts.POWERS_OF_TWO))
 
     def butterfly(self, size: int, grid: Grid | None) -> Butterfly:
         """Bine's butterfly on ``size`` = 2^L ranks: per dimension on a torus of several

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.algorithm import Algorithm, ExactOn, RankCounts
 from simulator.algorithms.comm import REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.recursive import (
@@ -56,6 +56,13 @@ class ButterflyAllreduce(Algorithm):
     collective = Collective.ALLREDUCE
     composable = True
     options: ButterflyOptions = ButterflyOptions()
+    exact_on = (ExactOn("switch", RankCounts.POWERS_OF_TWO),
+                ExactOn("fully_connected", RankCounts.POWERS_OF_TWO),
+                ExactOn("torus", RankCounts.POWERS_OF_TWO))
+    """Exact for p = 2^L on ``switch`` and ``fully_connected`` (every step a perfect matching
+    over links nothing else uses) and on a ``torus`` of power-of-two dimensions (a step moves
+    along one dimension, every flow crossing as many links, each shared by as many flows): the
+    contract tests check it for both butterflies."""
 
     def butterfly(self, size: int, grid: Grid | None) -> Butterfly:
         """The partners and block positions on ``size`` = 2^L ranks, filling ``grid`` where

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from simulator.algorithms.algorithm import ExactOn, RankCounts
 from simulator.algorithms.butterfly import ButterflyAllreduce, ButterflyOptions
 from simulator.algorithms.phases.recursive import Butterfly
 from simulator.algorithms.phases.swing import swing_butterfly, swing_dims
@@ -67,9 +66,6 @@ class SwingAllreduce(ButterflyAllreduce):
     name = "swing"
     Options = SwingOptions
     options: SwingOptions = field(default_factory=SwingOptions)
-    exact_on = (ExactOn("switch", RankCounts.POWERS_OF_TWO),
-                ExactOn("fully_connected", RankCounts.POWERS_OF_TWO),
-                ExactOn("torus", RankCounts.POWERS_OF_TWO))
 
     def butterfly(self, size: int, grid: Grid | None) -> Butterfly:
         """Swing's butterfly on ``size`` = 2^L ranks, over the grid they fill where it has
