@@ -8,6 +8,7 @@ from simulator import run_point, scenario_from_dict, simulate
 from simulator.algorithms import Collective, get_algorithm
 from simulator.errors import InputError
 from simulator.model import nccl_symmetric as sym
+from simulator.model.reduction import ReduceOp
 from simulator.runner import prepare
 
 US = 1e-6
@@ -257,6 +258,8 @@ def test_two_shot_multicast_closed_form(engine):
     result = point(64 << 10, "nccl")
     assert result.nccl_time_s * 1e6 == pytest.approx(sym.pick(tuple(K), 8, 64 << 10).time_us)
     assert result.sim_time_s / result.nccl_time_s == pytest.approx(1.0215, rel=1e-3)
+    result = point(1 << 20, "nccl")  # one piece a shard still, the loads then the stores
+    assert result.sim_time_s / result.nccl_time_s == pytest.approx(1.2977, rel=1e-3)
 
 
 def test_two_shot_multicast_needs_a_reducing_switch_and_nccl_three_gpus():
@@ -318,3 +321,28 @@ def test_one_rank_has_no_nccl_pick_and_no_model_time(symmetric):
     assert frame.verified.all() and (frame.sim_time_s == 0).all()
     assert not frame.nccl_pick.any()
     assert frame.nccl_time_s.isna().tolist() == [True, False]  # one_shot: its own model
+
+
+@pytest.mark.parametrize("collective", ["allgather", "reduce_scatter"])
+def test_nccl_symmetric_is_refused_where_its_kernels_are_not_modelled(collective):
+    with pytest.raises(InputError) as error:
+        scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [1024],
+                            "collective": collective, "nccl": {"symmetric": True}})
+    assert (f"nccl.symmetric: expected false for {collective}: on registered buffers NCCL runs "
+            "its symmetric allgather and reduce-scatter kernels, which are not modelled (the "
+            "allreduce's are)" in str(error.value))
+
+
+def test_symmetric_kernels_need_every_gpu_a_direct_nvlink_peer():
+    from dataclasses import replace
+
+    def machine(kind: str):
+        topology = {"kind": kind, "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
+        built = prepare(scenario_from_dict({"topology": topology, "sizes": [1024]})).machine
+        return replace(built, nvlinks=2)  # as a topology stating its GPUs' NVLinks would
+
+    assert sym.symmetric_path(machine("switch")) is None
+    assert sym.symmetric_path(machine("ring")) == (
+        "they need every GPU a direct NVLink peer of every other, and rank 0 reaches rank 2 "
+        "through GPU gpu1")
+    assert sym.symmetric_pick(machine("ring"), 1024, "float32", ReduceOp.SUM) is None

@@ -231,6 +231,27 @@ def symmetric_path(machine: Machine) -> str | None:
         return f"they run inside one NVLink domain, and the ranks sit on {hosts} hosts"
     if machine.nvlinks == 0:
         return "they need every GPU on NVLink, and the topology states no nvlinks"
+    return _indirect(machine)
+
+
+def _indirect(machine: Machine) -> str | None:
+    """The first pair of ranks that are not direct NVLink peers, said (None if every pair is):
+    NCCL's ``isAllDirectNvlink`` is every GPU pair's path at most ``PATH_NVL``
+    (``ncclTopoPathAllDirectNVLink``, src/graph/paths.cc), NVLink links only, through NVSwitches
+    but through no other GPU (``PATH_NVB``) nor PCIe or the network."""
+    routing = machine.routing
+    for a in range(machine.ranks):
+        for b in range(machine.ranks):
+            if a == b:
+                continue
+            route = machine.route(a, b)
+            kinds = {routing.link_kind(link) for link in route.links}
+            through = [node for node in route.nodes[1:-1] if routing.node_kind(node) == "gpu"]
+            if kinds != {NVLINK} or through:
+                how = (f"through GPU {through[0]}" if through
+                       else f"over {', '.join(sorted(kinds - {NVLINK}))}")
+                return (f"they need every GPU a direct NVLink peer of every other, and rank {a} "
+                        f"reaches rank {b} {how}")
     return None
 
 
@@ -275,8 +296,8 @@ def symmetric_plan(machine: Machine, kernels: tuple[SymKernel, ...], size_bytes:
     NCCL's modelled time. ValueError when the machine does not state its GPUs or NCCL runs
     none of ``kernels`` at this size."""
     if machine.compute_capability == 0:
-        raise ValueError("needs a topology that states compute_capability, as the dgx_h100 and "
-                         "dgx_b200 presets do")
+        raise ValueError("needs a topology that states compute_capability, as the dgx_h100, "
+                         "dgx_a100 and dgx_b200 presets do")
     chosen = launched(machine, kernels, size_bytes)
     if chosen is None:
         names = ", ".join(kernel.value for kernel in kernels)

@@ -361,6 +361,12 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
         reader.problem("nccl.symmetric", "expected true (the buffers are registered as "
                                          f"symmetric windows) or false, got {symmetric!r}")
         problems.append(("nccl.symmetric", ""))
+    elif symmetric and collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
+        reader.problem("nccl.symmetric", (
+            f"expected false for {collective.value}: on registered buffers NCCL runs its "
+            "symmetric allgather and reduce-scatter kernels, which are not modelled (the "
+            "allreduce's are)"))
+        problems.append(("nccl.symmetric", ""))
     elif symmetric and version is not None and version is not LATEST:
         reader.problem("nccl.symmetric", (
             f"expected nccl.version {LATEST.value} with symmetric: true: the symmetric kernels "
