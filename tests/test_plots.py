@@ -316,3 +316,18 @@ def test_every_algorithm_has_its_own_colour_past_ten():
     many = pd.DataFrame({"algorithm": [f"a{i}" for i in range(13)]})
     assigned = colours(many)
     assert len(set(assigned.values())) == 13 and assigned["a12"] == TAB20[12]
+
+
+def test_a_long_name_in_a_narrow_band_breaks_at_its_protocol():
+    # 11 sizes: a band of one size is ~1.05 inches wide, too narrow for 25 characters at 7 points
+    # on one line (~1.5 inches) and for 18 (~1.1), so the name splits and turns upright; a band
+    # of ten sizes holds its name on one line
+    sizes = [1 << (10 + 2 * i) for i in range(11)]
+    times = {"ring": {size: 2e-6 for size in sizes},
+             "two_shot_multicast": {size: 1e-6 if size == 1 << 16 else 3e-6 for size in sizes}}
+    protocols = {(name, size): "Simple" for name in times for size in sizes}
+    figure = crossover_figure(hand_frame(times, protocols=protocols))
+    winners = {text.get_text(): text.get_rotation() for text in figure.axes[1].texts
+               if not text.get_gid()}
+    assert winners["two_shot_multicast\nSimple"] == 90.0
+    assert winners["ring/Simple"] == 0.0

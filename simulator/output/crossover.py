@@ -149,11 +149,13 @@ def crossover_figure(results: pd.DataFrame) -> Figure:
                                          color=palette[algorithm], alpha=alpha, lw=0,
                                          hatch=HATCHES.get(protocol, "xx"))
                 span.set_gid(f"{column}:{name}:{sizes[start]}-{sizes[i - 1]}")
-                fits = (i - start) * slot_in > 0.055 * len(name) + 0.1
-                band_axis.text(math.sqrt(edges[start] * edges[i]), (low + high) / 2, name,
-                               ha="center", va="center", fontsize=7,
+                width = (i - start) * slot_in  # inches; a 7-point character is ~0.055
+                label = name if width > 0.055 * len(name) + 0.1 else name.replace("/", "\n")
+                longest = max(len(part) for part in label.split("\n"))
+                band_axis.text(math.sqrt(edges[start] * edges[i]), (low + high) / 2, label,
+                               ha="center", va="center", fontsize=7, linespacing=1.0,
                                fontweight="bold" if column == "winner" else "normal",
-                               rotation=0 if fits else 90)
+                               rotation=0 if width > 0.055 * longest + 0.1 else 90)
             start = i
     points: Iterable[Any] = table.itertuples()
     for row in points:
