@@ -290,9 +290,9 @@ def symmetric_plan(machine: Machine, kernels: tuple[SymKernel, ...], size_bytes:
     """``execution: nccl``'s plan for the symmetric kernel of ``kernels`` NCCL launches for
     ``size_bytes`` per rank (:func:`launched`): NVLink links at the rate NCCL's model gives the
     blocks it picks, scaled by :func:`wire_share` so that the bytes the simulation moves take
-    busBytes / bw; no latency per step (the model has none), and the kernel's start its
-    baseLat plus the smoothing of the model (softplus(x'-1) - x, x = busBytes / bw, x' the same
-    of the size rounded up to whole cells), so that on one NVSwitch the simulated time is
+    busBytes / bw; no latency per step (the model has none), and the kernel's start the
+    modelled time less the x = busBytes / bw the transfers take (baseLat plus the model's
+    smoothing and its rounding to whole cells), so that on one NVSwitch the simulated time is
     NCCL's modelled time. ValueError when the machine does not state its GPUs or NCCL runs
     none of ``kernels`` at this size."""
     if machine.compute_capability == 0:
@@ -304,12 +304,10 @@ def symmetric_plan(machine: Machine, kernels: tuple[SymKernel, ...], size_bytes:
         raise ValueError(f"NCCL runs no {names} for {size_bytes} bytes (LL kernels count in "
                          f"32-bit ints below {LL_LIMIT_BYTES} bytes, the others below "
                          f"{KERNEL_LIMIT_BYTES}, the size in whole {CELL_BYTES}-byte cells)")
-    kernel, ranks, blackwell = chosen.kernel, machine.ranks, _blackwell(machine)
-    base = constants(kernel, blackwell=blackwell)[0]
-    bw = _bandwidth(kernel, ranks, chosen.blocks, blackwell=blackwell)     # bytes per µs
+    kernel, ranks = chosen.kernel, machine.ranks
+    bw = _bandwidth(kernel, ranks, chosen.blocks, blackwell=_blackwell(machine))  # bytes per µs
     x = bus_bytes(kernel, ranks, size_bytes) / bw
-    rated = bus_bytes(kernel, ranks, cells(size_bytes)) / bw
-    return Plan(protocol_of(kernel), (base + _softplus(rated - 1) - x) * 1e-6,
+    return Plan(protocol_of(kernel), (chosen.time_us - x) * 1e-6,
                 {hardware: 0.0 for hardware in Hardware},
                 {NVLINK: bw * 1e6 * wire_share(kernel, ranks)}, nvswitch_latency_s=0.0)
 
