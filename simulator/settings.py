@@ -1,7 +1,8 @@
 """How a scenario is run, apart from what it simulates: whether the data is verified, which
 engine times the points, the input data's seed and the elements per rank actually moved.
 
-A scenario file states ``verify`` and ``engine`` (they land in ``Scenario.run``); the command
+A scenario file states ``verify``, ``engine`` and ``fast_forward`` (they land in
+``Scenario.run``); the command
 line's ``--seed`` and ``--proxy-elements`` (or the API's ``seed=`` and ``proxy_elements=``) give
 the rest, which a Scenario built in code may also set. None of these changes a simulated time
 (the engines agree, tests/test_vector.py), so a caller such as the trainer varies them with
@@ -34,12 +35,15 @@ class RunSettings:
     """The settings of one run: ``verify`` moves real data and checks it against numpy (False:
     a timing-only payload), ``engine`` picks the engine, ``seed`` seeds the inputs (drawn per
     ``(seed, size)``, so reruns are identical), ``proxy_elements`` caps the elements per rank
-    moved and verified."""
+    moved and verified, ``fast_forward`` lets the vectorised engine jump over a steady
+    pipeline's repeating periods (:mod:`simulator.engine.steady`: the same times, buffers and
+    link figures to the bit, so only a check of that turns it off)."""
 
     verify: bool = True
     engine: Engine = Engine.AUTO
     seed: int = 0
     proxy_elements: int = DEFAULT_PROXY_ELEMENTS
+    fast_forward: bool = True
 
     def problems(self, source: str) -> list[Problem]:
         """What is wrong with the seed and the proxy's length, attributed to ``source``."""

@@ -102,7 +102,8 @@ class Vector:
             raise OverBudget("schedule entries on the vectorised engine", blocks.size,
                              limit)
         vector = run_schedule(blocks, plan.machine, plan.payload, plan.spec.reduce_op, buffers,
-                              plan.algorithm.name, recorder)
+                              plan.algorithm.name, recorder,
+                              fast_forward=plan.settings.fast_forward)
         return Timing(vector.time_s, vector.messages, vector.instants, vector.held)
 
 

@@ -59,6 +59,7 @@ from simulator.engine.kernel import (
 )
 from simulator.engine.payload import Payload
 from simulator.engine.record import Recorder
+from simulator.engine.steady import Op, Steady
 from simulator.errors import AlgorithmError
 from simulator.model.machine import Machine
 from simulator.model.reduction import ReduceOp
@@ -76,6 +77,9 @@ class VectorTiming:
     sharing_wall_s: float
     held: int = 0
     """The most messages the window held at once (the schedule's size when it is one block)."""
+    skipped: int = 0
+    """Of ``instants``, those a steady period's jumps went over (:mod:`simulator.engine.steady`)
+    instead of processing them one by one."""
 
 
 def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -493,8 +497,14 @@ class _Run:
 
     def __init__(self, blocks: Blocks, machine: Machine, payload: Payload,
                  reduce_op: ReduceOp, buffers: np.ndarray, name: str,
-                 recorder: Recorder | None = None) -> None:
+                 recorder: Recorder | None = None, fast_forward: bool = True) -> None:
         self.blocks = blocks
+        self.steady = Steady() if fast_forward else None
+        self.initial_ready = 0.0
+        """The latest time a message posted at the start may start at."""
+        self.top = -1
+        """The last message (schedule number) posted after the start, started or arrived so far:
+        every message past it is as the schedule left it (:mod:`simulator.engine.steady`)."""
         self.name = name
         self.payload = payload
         self.ufunc = reduce_op.ufunc
@@ -590,6 +600,8 @@ class _Run:
         for followers in (self.next_on_connection, self.next_receive, self.released):
             followers.grown(size)
         self._drop_due = k > self.blocks.reach
+        if self.steady is not None:
+            self.steady.loaded(self)
 
     def _views(self) -> None:
         """Name the window's columns (views: the run writes through them)."""
@@ -741,11 +753,17 @@ class _Run:
         now = 0.0
         initial = np.flatnonzero(self.s.posted_after == NONE)
         starting = self._post(initial, now)
+        self.top = -1  # posted at the start: as the schedule says
+        if self.steady is not None:
+            self.initial_ready = float(self._ready(initial, np.zeros(len(initial))).max(
+                initial=0.0))
         ended = completing = np.zeros(0, dtype=np.int64)
         while True:
             self._cascade(now, starting, ended, completing)
             if self._drop_due:
                 self._drop()
+            if self.steady is not None:
+                now = self.steady.boundary(self, now)
             then, now = now, min(self.pend_at.min(initial=INF), self.ends.min(initial=INF),
                                  self.red_at.min(initial=INF))
             if now == INF:
@@ -755,6 +773,8 @@ class _Run:
                 now = self.capacity_steps[-1].at_s
             if self.tally is not None and len(self.active):
                 self.tally.elapse(self.routes.users, now - then)  # as the links were till now
+                if self.steady is not None and self.steady.recording:
+                    self.steady.elapsed(self.routes.users, now - then)
             if stepping:
                 self._capacity_step()
             self.instants += 1
@@ -785,6 +805,7 @@ class _Run:
             new_starting, new_completing = [], []
             if len(ended):
                 self.arrived[ended] = now
+                self.top = max(self.top, int(ended.max()) + self.window.start)
                 s, c = self._arrive(ended, now)
                 new_starting.append(s)
                 new_completing.append(c)
@@ -878,6 +899,8 @@ class _Run:
         the receives that follow them."""
         self.received[messages] = True
         self.finished_s = now
+        if self.steady is not None and self.steady.recording:
+            self.steady.record(Op.RECEIVE, messages, self.window.start)
         self._combine(messages)
         starting = self._post(self.released.of(messages), now)
         following = self.next_receive.of(messages)
@@ -918,8 +941,11 @@ class _Run:
             return messages
         self._load_ahead(messages)
         self.posted[messages] = self._handed(messages, now)
+        self.top = max(self.top, int(messages.max()) + self.window.start)
         start, length = self.send_view[0][messages], self.send_view[1][messages]
         self.snapshots.keep(messages, self._sent(messages, start, length), length)
+        if self.steady is not None and self.steady.recording:
+            self.steady.record(Op.POST, messages, self.window.start)
         previous = self._local(self.s.connection_previous[messages])
         free = previous < 0
         free[~free] = self.arrived[previous[~free]] < INF
@@ -990,6 +1016,7 @@ class _Run:
         return due_now
 
     def _join(self, flows: np.ndarray, now: float) -> None:
+        self.top = max(self.top, int(flows.max()) + self.window.start)
         routes = self.routes
         links = routes.links_of(self.pair[flows])
         routes.users += np.bincount(links, minlength=len(routes.users))
@@ -1063,7 +1090,63 @@ class _Run:
                                     self.tally.busy[used])
         return VectorTiming(time_s=self.finished_s, messages=self.messages,
                             instants=self.instants, sharing_wall_s=self.sharing_wall_s,
-                            held=self.held)
+                            held=self.held,
+                            skipped=self.steady.skipped if self.steady is not None else 0)
+
+    # -- what a steady period's jump asks of the run (simulator.engine.steady) ----------------
+
+    @property
+    def reductions_take_time(self) -> bool:
+        """Whether a reducing receive holds its GPU for any time (else it is timed as a copy)."""
+        if self.launch is not None and self.gamma is not None:
+            return bool((self.launch > 0).any() or (self.gamma > 0).any())
+        return bool(self.gpu.reduce_s(1.0) > 0)
+
+    def ready(self, messages: np.ndarray, posted: np.ndarray) -> np.ndarray:
+        """When ``messages`` (window positions), posted at ``posted``, may start at the
+        earliest."""
+        return self._ready(messages, posted)
+
+    def load_through(self, number: int) -> None:
+        """Load the blocks that message ``number`` (a schedule number) and what it may release
+        lie in, as posting it would."""
+        self._load_ahead(np.array([number - self.window.start]))
+
+    def replay(self, op: Op, messages: np.ndarray) -> None:
+        """What posting or receiving ``messages`` (window positions) does to the data, alone:
+        the timing is the jump's."""
+        if op is Op.POST:
+            self._load_ahead(messages)
+            start, length = self.send_view[0][messages], self.send_view[1][messages]
+            self.snapshots.keep(messages, self._sent(messages, start, length), length)
+        else:
+            self._combine(messages)
+
+    @property
+    def due_to_drop(self) -> bool:
+        """Whether a block was loaded since the window last dropped its received prefix."""
+        return self._drop_due
+
+    def drop(self) -> None:
+        """Drop the window's received prefix."""
+        self._drop()
+
+    def shift_state(self, messages: int, seconds: float, instants: int, now: float,
+                    receives: bool) -> float:
+        """Move what is in progress at ``now`` ``messages`` messages and ``seconds`` on, as
+        ``instants`` more instants would have (``receives``: whether they completed receives);
+        the time the run goes on from."""
+        self.pend_ids, self.pend_at = self.pend_ids + messages, self.pend_at + seconds
+        self.active = self.active + messages
+        self.ends, self.updated = self.ends + seconds, self.updated + seconds
+        self.red_ids, self.red_at = self.red_ids + messages, self.red_at + seconds
+        for free in (self.gpu_free, self.proxy_free):
+            free[free > now] += seconds
+        if receives:
+            self.finished_s += seconds
+        self.instants += instants
+        self.top += messages
+        return now + seconds
 
     def _too_far(self, k: int) -> AlgorithmError:
         return AlgorithmError(f"{self.name}: block {k} of the schedule is released by messages "
@@ -1101,11 +1184,14 @@ def declines_trace(*, asked: bool) -> str | None:
 
 def run_schedule(schedule: Schedule | Blocks, machine: Machine, payload: Payload,
                  reduce_op: ReduceOp, buffers: np.ndarray, name: str,
-                 recorder: Recorder | None = None) -> VectorTiming:
+                 recorder: Recorder | None = None, *, fast_forward: bool = True) -> VectorTiming:
     """Run ``schedule`` (whole, or a block at a time) on ``machine``; ``buffers`` (ranks ×
     proxy) end holding its result (before ``reduce_op.finalize``). ``recorder`` (optional)
-    gets every link's bytes and busy time; it must not trace (only SimPy traces)."""
+    gets every link's bytes and busy time; it must not trace (only SimPy traces).
+    ``fast_forward`` jumps over a steady pipeline's repeating periods, to the bit
+    (:mod:`simulator.engine.steady`)."""
     blocks = schedule if isinstance(schedule, Blocks) else Blocks.whole(schedule)
     if recorder is not None and recorder.trace:
         raise ValueError("the vectorised engine records links, not timelines: trace on SimPy")
-    return _Run(blocks, machine, payload, reduce_op, buffers, name, recorder).run()
+    return _Run(blocks, machine, payload, reduce_op, buffers, name, recorder,
+                fast_forward).run()

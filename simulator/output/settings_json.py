@@ -57,6 +57,8 @@ def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -
         "verify": run.verify,
         "output": str(output if output is not None else scenario.output_dir),
     }
+    if not run.fast_forward:  # said only when off: the times are the same either way
+        described["fast_forward"] = False
     if scenario.piece_bytes is not None:
         described["piece_size"] = scenario.piece_bytes
     if not scenario.nccl.is_default:

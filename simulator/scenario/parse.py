@@ -50,7 +50,7 @@ from simulator.units import parse_bandwidth, parse_count, parse_flag, parse_size
 
 _KEYS = ("name", "topology", "collective", "algorithms", "sizes", "dtype", "op", "gpu",
          "piece_size", "chunk_size", "algorithm_options", "execution", "protocol", "channels",
-         "engine", "verify", "output", "training", "nccl", "faults")
+         "engine", "verify", "fast_forward", "output", "training", "nccl", "faults")
 _MOVED = {"inter_algorithm": "it moved to algorithm_options: {hierarchical: {inter: NAME}}"}
 """Keys earlier versions accepted, and where they went."""
 
@@ -100,6 +100,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
     dtype = _dtype(reader, data.get("dtype", "float32"))
     op_name = reader.choice("op", data.get("op", "sum"), [o.value for o in ReduceOp], "an op")
     verify = reader.parse("verify", data.get("verify", True), parse_flag)
+    fast_forward = reader.parse("fast_forward", data.get("fast_forward", True), parse_flag)
 
     topology = _topology(reader, data.get("topology"))
     algorithms = _algorithms(reader, data.get("algorithms", ALL), collective)
@@ -139,7 +140,8 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     nccl_choice=data.get("algorithms") == AUTO,
                     channels=None if channels == AUTO else channels,
                     run=RunSettings(verify=bool(verify), engine=Engine(engine)
-                                    if engine is not None else Engine.AUTO),
+                                    if engine is not None else Engine.AUTO,
+                                    fast_forward=bool(fast_forward)),
                     training=training, nccl=nccl, faults=faults)
 
 

@@ -362,11 +362,12 @@ class Scenario:
 
 
 def _run_issues(run: RunSettings, set_run: Callable[[RunSettings], None]) -> list[Issue]:
-    """Accept an engine's name; say what is wrong with ``verify``, ``engine`` (named as the file's
-    keys), the seed or the proxy's length otherwise."""
+    """Accept an engine's name; say what is wrong with ``verify``, ``fast_forward``, ``engine``
+    (named as the file's keys), the seed or the proxy's length otherwise."""
     issues: list[Issue] = [(problem.field, problem.message) for problem in run.problems("")]
-    if not isinstance(run.verify, bool):
-        issues.append(("verify", f"expected a bool, got {run.verify!r}"))
+    for key in ("verify", "fast_forward"):
+        if not isinstance(getattr(run, key), bool):
+            issues.append((key, f"expected a bool, got {getattr(run, key)!r}"))
     if not isinstance(run.engine, Engine):
         try:
             set_run(replace(run, engine=Engine(run.engine)))

@@ -1,0 +1,555 @@
+"""Steady-state fast-forward for the vectorised engine: a pipeline's repeating instants skipped,
+to the bit.
+
+A pipelined collective spends most of its instants in a steady state: the same flows on the
+same routes at the same rates, each period moving the next pieces. :class:`Steady` watches the
+run's state at the end of every instant, written relative to the instant's time and to the
+first message not yet received (its *signature*), and when a state recurs it knows the period:
+``instants`` instants, ``period_s`` seconds, ``shift`` messages further on.
+
+Why a jump is exact, not an approximation. Every time the engine computes is a time it already
+holds plus an offset computed from bytes, rates and latencies (a route's latency, a flow's
+``remaining / rate``, a reduction's duration, the difference of two times to bring bytes up to
+date), or a max, min or comparison of times. Inside one binade ``[2^(e-1), 2^e)`` floats are
+evenly spaced, so such an addition rounds the same way at ``t`` and at ``t + n·ulp`` (but for a
+tie, rounded to even by the last bit of ``t``); the engine's arithmetic is then exactly
+invariant under a shift by a whole number of ulps. So when the signature at instant i is
+*bitwise* the one at instant j, every value of the state lies in the binade of the instant's
+time, and the schedule ahead repeats with the shift (checked message by message against one
+period of columns, :meth:`Steady._verify`), the period repeats bit for bit until the binade
+ends; the first period seen and a second one that confirms it cover both parities of the last
+bit of the time, which is all a tie-to-even can depend on. The jump adds ``k·period_s`` to every
+time of the state (exact: on the binade's grid), ``k·shift`` to every message number, and
+replays what the skipped periods leave behind, in the order they would have done it:
+
+- the data: every post's snapshot and every receive's copy or reduction of the confirming
+  period, shifted, period after period (so ``verified`` still proves the algorithm);
+- the link tally: each instant's busy time added to the links it held, as the run adds it;
+- the messages' states: posted, arrived, received, with their times.
+
+A jump stops before the binade ends, before the capacity timeline's next step (a fault, an
+outage), and before the first message that breaks the schedule's period (the tail of a
+pipeline, the end of a phase); the run then goes on instant by instant, and finds the period
+again in the next binade. ``fast_forward: false`` (:class:`~simulator.settings.RunSettings`)
+turns it off; the two give the same times, buffers, link figures and instant counts
+(tests/test_steady.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simulator.algorithms.schedule import NONE
+from simulator.engine.kernel import INF
+
+if TYPE_CHECKING:
+    from simulator.engine.vector import _Run
+
+STORE_INSTANTS = 2048
+"""How many of the latest instants' signatures are remembered: the longest period found."""
+
+POINTERS = ("posted_after", "connection_previous", "receive_previous")
+"""The schedule's pointer columns: in a periodic schedule each points ``shift`` further on."""
+
+
+class Op(Enum):
+    """What the data of a run does at an instant: a post takes its senders' spans, a receive
+    copies or reduces them into its receivers'."""
+
+    POST = "post"
+    RECEIVE = "receive"
+
+
+DONE, POSTED, ARRIVED, STARTED, INITIAL = 1, 2, 4, 8, 16
+"""A message's status bits: received, posted, arrived, started (its flow due or under way),
+posted at the start of the run (``posted_after`` none)."""
+
+
+def inert(status: np.ndarray, since: np.ndarray) -> np.ndarray:
+    """Which messages nothing in progress involves: received, not posted, or posted at the
+    start and neither started nor arrived, with no start depending on their post time any
+    more (as the schedule left them)."""
+    idle = (status & (ARRIVED | STARTED)) == 0
+    untouched = ((status & POSTED) == 0) | (((status & INITIAL) != 0) & idle & (since == -INF))
+    result: np.ndarray = ((status & DONE) != 0) | untouched
+    return result
+
+
+@dataclass(frozen=True)
+class Signature:
+    """The run's state at the end of one instant, relative to its time ``now`` and to ``base``,
+    the first message not yet received: ``digest`` hashes the bits of everything in progress
+    (messages posted and not received, flows, starts and reductions due, busy GPUs and
+    proxies); ``top`` is the last message touched, ``ceiling`` the latest time the state
+    holds, ``instant`` how many instants the run had processed."""
+
+    instant: int
+    now: float
+    base: int
+    top: int
+    ceiling: float
+    digest: bytes
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A signature with the status of every message from its base to its top (bits
+    :data:`DONE`, posted, arrived) and the times those not received were posted and arrived
+    (the post time relative to ``now``, -inf where no start depends on it any more)."""
+
+    signature: Signature
+    status: np.ndarray
+    since: np.ndarray
+    posted: np.ndarray
+    arrived: np.ndarray
+
+
+class _Columns:
+    """A copy of the schedule's timing columns from message ``first`` on, extended as the run
+    loads blocks, and which messages repeat the one ``shift`` before them (``regular``: same
+    ends and bytes, pointers ``shift`` further on, and the same operation where a reduction
+    takes the GPU time; where none does, a reduction and a copy take the same time, as the
+    two phases of a ring)."""
+
+    def __init__(self, run: _Run, first: int, shift: int) -> None:
+        self.first, self.shift = first, shift
+        self.NAMES = ("src", "dst", "nbytes", *(("reduce",) if run.reductions_take_time
+                                               else ()), *POINTERS)
+        self.columns: dict[str, np.ndarray] = {name: np.zeros(0, dtype=np.int64)
+                                               for name in self.NAMES}
+        self.regular = np.zeros(0, dtype=bool)
+        self.late = np.zeros(0, dtype=np.int64)
+        self.late_pointers = np.zeros((0, len(POINTERS)), dtype=np.int64)
+        """The copied messages that do not repeat theirs, and their pointers."""
+        self.extend(run)
+
+    @property
+    def stop(self) -> int:
+        """One past the last message copied."""
+        return self.first + len(self.regular)
+
+    def extend(self, run: _Run) -> None:
+        """Copy the messages the run loaded since (held: nothing loaded is dropped unreceived)."""
+        start = run.window.start
+        lo, hi = self.stop - start, len(run.window)
+        if hi <= lo:
+            return
+        s = run.s
+        fresh = {"src": s.src[lo:hi], "dst": s.dst[lo:hi],  # src and dst: the route
+                 "nbytes": s.send_stop[lo:hi] - s.send_start[lo:hi],
+                 "reduce": s.reduce[lo:hi].astype(np.int64),
+                 **{name: getattr(s, name)[lo:hi] for name in POINTERS}}
+        old = len(self.regular)
+        for name in self.NAMES:
+            self.columns[name] = np.concatenate([self.columns[name], fresh[name]])
+        k = np.arange(max(old, self.shift), len(self.columns["src"]), dtype=np.int64)
+        same = np.ones(len(k), dtype=bool)
+        for name in self.NAMES:
+            now, before = self.columns[name][k], self.columns[name][k - self.shift]
+            if name in POINTERS:
+                same &= np.where(before == NONE, now == NONE, now == before + self.shift)
+            else:
+                same &= now == before
+        regular = np.zeros(len(self.columns["src"]) - old, dtype=bool)
+        regular[k - old] = same
+        self.regular = np.concatenate([self.regular, regular])
+        odd = np.flatnonzero(~regular) + old
+        self.late = np.concatenate([self.late, odd + self.first])
+        self.late_pointers = np.concatenate([self.late_pointers, np.stack(
+            [self.columns[name][odd] for name in POINTERS], axis=1)])
+
+    def trim(self, before: int) -> None:
+        """Forget the messages before ``before - shift`` (none of them is compared again)."""
+        cut = before - self.shift - self.first
+        if cut > 0:
+            kept = self.late >= self.first + cut
+            self.late, self.late_pointers = self.late[kept], self.late_pointers[kept]
+            self.first += cut
+            self.regular = self.regular[cut:]
+            for name in self.NAMES:
+                self.columns[name] = self.columns[name][cut:]
+
+    def regular_at(self, numbers: np.ndarray) -> np.ndarray:
+        """Whether each of ``numbers`` is copied and repeats the message ``shift`` before it."""
+        at = numbers - self.first
+        inside = (at >= 0) & (at < len(self.regular))
+        regular: np.ndarray = np.zeros(len(numbers), dtype=bool)
+        regular[inside] = self.regular[at[inside]]
+        return regular
+
+    def irregular(self, first: int, last: int) -> np.ndarray:
+        """The copied messages from ``first`` to ``last`` that do not repeat theirs."""
+        lo, hi = np.searchsorted(self.late, [first, last + 1])
+        irregular: np.ndarray = self.late[lo:hi]
+        return irregular
+
+    def pointing(self, first: int, last: int) -> np.ndarray:
+        """The copied messages that do not repeat theirs and point to one of ``first`` to
+        ``last``."""
+        into = ((self.late_pointers >= first) & (self.late_pointers <= last)).any(axis=1)
+        pointing: np.ndarray = self.late[into]
+        return pointing
+
+
+class _Writes:
+    """What a period of the jump changes in the messages' states, found once: the template's
+    messages (numbered from its first) received in it become received, and those from the
+    snapshot's base on take the snapshot's status and times, moved on; a message whose state
+    is the one ``shift`` after it, both at rest, keeps the one it has (it had it a period
+    before)."""
+
+    def __init__(self, at: Snapshot, received_by: int, shift: int, floor_s: float) -> None:
+        status, since = at.status, at.since
+        rest = inert(status, since)
+        moved = np.zeros(len(status), dtype=bool)
+        moved[:-shift] = ((status[:-shift] == status[shift:]) & rest[:-shift] & rest[shift:]
+                          if shift < len(status) else False)
+        self.received_by = received_by
+        self.gone = np.arange(received_by, dtype=np.int64)
+        self.live = np.flatnonzero(~moved)
+        self.status, self.posted, self.arrived = at.status, at.posted, at.arrived
+        self.floor_s = floor_s
+
+    def drop(self, broken: np.ndarray) -> None:
+        """Messages of the template whose repeat broke: their states are left as they are."""
+        self.gone = self.gone[~np.isin(self.gone, broken)]
+        self.live = self.live[~np.isin(self.live + self.received_by, broken)]
+
+    def apply(self, run: _Run, first: int, done: int, now: float, period_s: float) -> None:
+        """Write period ``done + 1``'s states: the template's first message is at window
+        position ``first``; the jump started at ``now``."""
+        gone = self.gone + first
+        fake = now + done * period_s  # finite, and earlier than any use of it
+        run.received[gone] = True
+        run.posted[gone] = np.where(run.posted[gone] < INF, run.posted[gone], fake)
+        run.arrived[gone] = np.where(run.arrived[gone] < INF, run.arrived[gone], fake)
+        live, into = self.live, self.live + self.received_by + first
+        later = (done + 1) * period_s
+        posted, arrived = self.posted[live], self.arrived[live]
+        run.received[into] = (self.status[live] & DONE) != 0
+        run.posted[into] = np.where((posted >= self.floor_s) & (posted < INF), posted + later,
+                                    posted)
+        run.arrived[into] = np.where((arrived >= self.floor_s) & (arrived < INF),
+                                     arrived + later, arrived)
+
+
+@dataclass
+class _Period:
+    """A period being confirmed: the snapshot it started from, its length in instants and
+    seconds and its shift in messages, whether it is the second (whose instants' data
+    operations and link tally are kept as the jump's template)."""
+
+    start: Snapshot
+    instants: int
+    period_s: float
+    shift: int
+    second: bool = False
+    ops: list[tuple[Op, np.ndarray]] = field(default_factory=list)
+    tally: list[tuple[np.ndarray, float]] = field(default_factory=list)
+
+
+class Steady:
+    """Finds a run's steady period and jumps over its repeats (see the module). The run calls
+    :meth:`boundary` at the end of every instant, :meth:`record` for its data operations,
+    :meth:`elapsed` for its link tally and :meth:`loaded` for each block it loads."""
+
+    def __init__(self) -> None:
+        self.seen: OrderedDict[bytes, Signature] = OrderedDict()
+        self.period: _Period | None = None
+        self.columns: _Columns | None = None
+        self.base = 0
+        self.rest_until: tuple[int, float, int] = (-1, 0.0, -1)
+        """Seek no period until the base passes the first, the time reaches the second, and the
+        capacity steps left are not the third: where the last jump stopped."""
+        self.jumps = 0
+        self.skipped = 0
+        """Jumps made, and the instants they went over (:class:`VectorTiming`)."""
+
+
+    @property
+    def recording(self) -> bool:
+        """Whether the run's data operations and tally are kept (a second period is confirmed)."""
+        return self.period is not None and self.period.second
+
+    def record(self, op: Op, messages: np.ndarray, start: int) -> None:
+        """The run posted or received ``messages`` (window positions; ``start``: the window's
+        first schedule number)."""
+        assert self.period is not None
+        self.period.ops.append((op, messages + start))
+
+    def elapsed(self, users: np.ndarray, seconds: float) -> None:
+        """``seconds`` passed with ``users`` flows on each link (the tally's step)."""
+        assert self.period is not None
+        self.period.tally.append((np.flatnonzero(users > 0), seconds))
+
+    def loaded(self, run: _Run) -> None:
+        """A block was loaded: copy its columns while a period is known."""
+        if self.columns is not None:
+            self.columns.extend(run)
+
+    # -- at the end of an instant --------------------------------------------------------------
+
+    def boundary(self, run: _Run, now: float) -> float:
+        """The end of an instant at ``now``: look for a period, confirm it twice, jump over its
+        repeats. Returns the time the run goes on from (later than ``now`` after a jump)."""
+        if self.period is None and self._resting(run, now):
+            return now
+        signature = self._signature(run, now)
+        if signature is None:
+            self._forget()
+            return now
+        if self.period is not None:
+            return self._confirm(run, signature)
+        earlier = self.seen.get(signature.digest)
+        if earlier is not None and signature.base > earlier.base and signature.top > earlier.top:
+            shift = signature.base - earlier.base
+            if signature.top - earlier.top == shift:
+                run.load_through(signature.top + shift)
+                self.columns = _Columns(run, signature.base, shift)
+                self.period = _Period(self._snapshot(run, signature),
+                                      signature.instant - earlier.instant,
+                                      signature.now - earlier.now, shift)
+                return now
+        self.seen[signature.digest] = signature
+        self.seen.move_to_end(signature.digest)
+        oldest = run.instants - STORE_INSTANTS
+        while self.seen and next(iter(self.seen.values())).instant < oldest:
+            self.seen.popitem(last=False)
+        return now
+
+    def _resting(self, run: _Run, now: float) -> bool:
+        base, until_s, steps = self.rest_until
+        return (now < until_s or len(run.capacity_steps) == steps
+                or (base >= 0 and self._first_unreceived(run) <= base))
+
+    def _forget(self) -> None:
+        self.seen.clear()
+        self.period = None
+        self.columns = None
+
+    def _confirm(self, run: _Run, signature: Signature) -> float:
+        """At the end of a period being confirmed: go on to a second, or jump."""
+        period, columns = self.period, self.columns
+        assert period is not None and columns is not None
+        start = period.start.signature
+        if signature.instant - start.instant < period.instants:
+            return signature.now
+        snapshot = self._snapshot(run, signature)
+        if not self._repeats(period, snapshot, columns):
+            self._forget()
+            return signature.now
+        if not period.second:
+            self.period = _Period(snapshot, period.instants, period.period_s, period.shift,
+                                  second=True)
+            return signature.now
+        self.period = None
+        now = self._jump(run, period, snapshot, columns)
+        self.seen.clear()
+        self.columns = None
+        return now
+
+    def _repeats(self, period: _Period, snapshot: Snapshot, columns: _Columns) -> bool:
+        """Whether ``snapshot`` is the period's start one period on, bit for bit: where a
+        message repeats the one ``shift`` before it, the same status and times; elsewhere
+        both received."""
+        before, after = period.start, snapshot
+        a, b = before.signature, after.signature
+        if (b.digest != a.digest or b.base - a.base != period.shift
+                or b.top - a.top != period.shift or b.now - a.now != period.period_s):
+            return False
+        used = (after.since > -INF) & (after.since < INF)
+        if np.any(after.posted[used] < 2.0 ** (math.frexp(b.now)[1] - 1)):
+            return False  # a start depends on a post time before the binade
+        regular = columns.regular_at(np.arange(b.base, b.top + 1, dtype=np.int64))
+        same = (after.status == before.status) & (after.since == before.since)
+        idle = inert(after.status, after.since) & inert(before.status, before.since)
+        return bool(np.all(np.where(regular, same, idle)))
+
+    # -- the jump ------------------------------------------------------------------------------
+
+    def _jump(self, run: _Run, period: _Period, at: Snapshot, columns: _Columns) -> float:
+        """Jump from ``at`` over as many repeats of ``period`` (its template: the operations
+        and tally it recorded) as are exact; the new time."""
+        shift, period_s = period.shift, period.period_s
+        now = at.signature.now
+        top_of_binade = 2.0 ** math.frexp(now)[1]
+        floor_s = top_of_binade / 2
+        horizon = at.signature.ceiling - now
+        repeats = math.floor((top_of_binade - at.signature.ceiling - horizon - period_s)
+                             / period_s)
+        capped = False
+        if run.capacity_steps:
+            step_s = run.capacity_steps[-1].at_s
+            before_step = math.floor((step_s - at.signature.ceiling - horizon) / period_s) - 1
+            capped = before_step < repeats
+            repeats = min(repeats, before_step)
+        first, base, top = period.start.signature.base, at.signature.base, at.signature.top
+        received_by = base - first  # the template's messages before it received in it
+        touched = np.zeros(top + 1 - first, dtype=bool)
+        touched[received_by:] = ~inert(at.status, at.since)
+        for _, messages in period.ops:
+            touched[messages - first] = True
+        writes = _Writes(at, received_by, period.shift, floor_s)
+        broken = np.zeros(len(touched), dtype=bool)  # those whose repeat broke
+        done = 0
+        while done < repeats:
+            offset = (done + 1) * shift
+            reach = top + offset
+            run.load_through(reach)
+            if columns.stop <= reach:
+                break
+            fresh = columns.irregular(first + offset, reach) - offset - first
+            if len(fresh):
+                broken[fresh] = True
+                if touched[fresh].any():
+                    break
+                writes.drop(fresh)
+            if not self._safe(run, columns, np.flatnonzero(broken) + first + offset,
+                              first + offset, reach, now + done * period_s):
+                break
+            for op, messages in period.ops:
+                run.replay(op, messages + offset - run.window.start)
+            if run.tally is not None:
+                busy = run.tally.busy
+                for links, seconds in period.tally:
+                    busy[links] += seconds
+            writes.apply(run, first + offset - run.window.start, done, now, period_s)
+            done += 1
+            if run.due_to_drop:
+                run.drop()
+                columns.trim(run.window.start)
+        if done < repeats:  # the schedule's period broke
+            self.rest_until = (top + done * shift, 0.0, -1)
+        elif capped:
+            self.rest_until = (-1, 0.0, len(run.capacity_steps))
+        else:
+            self.rest_until = (-1, top_of_binade, -1)
+        if done == 0:
+            return now
+        self.jumps += 1
+        self.skipped += done * period.instants
+        return run.shift_state(done * shift, done * period_s, period.instants * done, now,
+                               any(op is Op.RECEIVE for op, _ in period.ops))
+
+    def _safe(self, run: _Run, columns: _Columns, broken: np.ndarray, first: int, last: int,
+              now: float) -> bool:
+        """Whether the next period (from ``now``, on messages ``first`` to ``last``) can repeat
+        the template where ``broken`` messages of its range do not repeat theirs: nothing is in
+        progress on them, and no message that does not repeat its own, not yet received,
+        points into the range (it could move with it where its counterpart does not)."""
+        start, held = run.window.start, len(run.window)
+        broken = broken[broken >= start] - start
+        if len(broken) and not self._inert_now(run, broken, now).all():
+            return False
+        pointing = columns.pointing(first, last)
+        pointing = pointing[(pointing >= start) & (pointing < start + held)] - start
+        return not len(pointing) or bool(run.received[pointing].all())
+
+    def _inert_now(self, run: _Run, messages: np.ndarray, now: float) -> np.ndarray:
+        """:func:`inert` of ``messages`` (window positions) as the run holds them at ``now``."""
+        result: np.ndarray = run.received[messages].copy()
+        if result.all():
+            return result
+        rest = messages[~result]
+        result[~result] = self._unreceived_inert(run, rest, now)
+        return result
+
+    def _unreceived_inert(self, run: _Run, messages: np.ndarray, now: float) -> np.ndarray:
+        """:func:`inert` of ``messages`` (window positions, not received) at ``now``."""
+        posted = run.posted[messages]
+        status = (run.received[messages].astype(np.uint8) | ((posted < INF) * POSTED)
+                  | ((run.arrived[messages] < INF) * ARRIVED)
+                  | ((run.s.posted_after[messages] == NONE) * INITIAL)).astype(np.uint8)
+        started = np.isin(messages, np.concatenate([run.active, run.pend_ids]))
+        status[started] |= STARTED
+        since = np.full(len(messages), INF)
+        live = np.flatnonzero((posted < INF) & ~run.received[messages])
+        since[live] = self._since(run, messages[live], now)
+        return inert(status, since)
+
+    # -- the signature -------------------------------------------------------------------------
+
+    def _signature(self, run: _Run, now: float) -> Signature | None:
+        """The run's state at ``now`` in relative terms, or None where no period can be exact
+        from it: nothing in progress, a rank yet to enter, or a time of the state outside the
+        binade of ``now``."""
+        if now <= 0.0 or (run.entry is not None and float(run.entry.max()) > now):
+            return None
+        start = run.window.start
+        base = self._first_unreceived(run)
+        top = run.top
+        if top < base:
+            return None
+        if now <= run.initial_ready:  # a start may still depend on a post at the start
+            return None
+        lo = base - start
+        times = [run.pend_at, run.ends[run.ends < INF], run.updated, run.red_at]
+        gpu = run.gpu_free[run.gpu_free > now]
+        proxy = run.proxy_free[run.proxy_free > now]
+        exponent = math.frexp(now)[1]
+        low = min((float(t.min()) for t in times if len(t)), default=now)
+        high = max([now, *(float(t.max()) for t in (*times, gpu, proxy) if len(t))])
+        if low < 2.0 ** (exponent - 1) or high >= 2.0 ** exponent:
+            return None
+        digest = hashlib.blake2b(digest_size=16)
+        digest.update(np.array([len(run.capacity_steps), exponent, top - base, len(run.pend_ids),
+                                len(run.active), len(run.red_ids)], dtype=np.int64).tobytes())
+        for part in (run.pend_ids - lo, run.pend_at - now,
+                     run.active - lo, run.rate, run.remaining, run.ends - now,
+                     run.updated - now, run.red_ids - lo, run.red_at - now,
+                     np.maximum(run.gpu_free - now, 0.0), np.maximum(run.proxy_free - now, 0.0)):
+            digest.update(np.ascontiguousarray(part).tobytes())
+        return Signature(run.instants, now, base, top, high, digest.digest())
+
+    @staticmethod
+    def _since(run: _Run, messages: np.ndarray, now: float) -> np.ndarray:
+        """When ``messages`` (window positions, posted) were posted, relative to ``now``; -inf
+        for those whose start no longer depends on it (the later of now and post + latency is
+        now), whichever post time it was."""
+        posted = run.posted[messages]
+        since: np.ndarray = np.where(run.ready(messages, posted) >= now, posted - now, -INF)
+        return since
+
+    def _snapshot(self, run: _Run, signature: Signature) -> Snapshot:
+        """The statuses and times of every message from the signature's base to its top."""
+        start = run.window.start
+        lo, hi = signature.base - start, signature.top - start + 1
+        status, since = self._status(run, lo, hi, signature.now)
+        return Snapshot(signature, status, since, run.posted[lo:hi].copy(),
+                        run.arrived[lo:hi].copy())
+
+    def _status(self, run: _Run, lo: int, hi: int, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """The status bits of the messages at window positions ``lo`` to ``hi``, and when
+        those posted and not received were posted, relative to ``now`` (:meth:`_since`;
+        inf for the others)."""
+        received, posted = run.received[lo:hi], run.posted[lo:hi]
+        status = (received.astype(np.uint8) | ((posted < INF).astype(np.uint8) * POSTED)
+                  | ((run.arrived[lo:hi] < INF).astype(np.uint8) * ARRIVED)
+                  | ((run.s.posted_after[lo:hi] == NONE).astype(np.uint8) * INITIAL))
+        started = np.concatenate([run.active, run.pend_ids]) - lo
+        status[started[(started >= 0) & (started < hi - lo)]] |= STARTED
+        since = np.full(hi - lo, INF)
+        live = np.flatnonzero((posted < INF) & ~received)
+        since[live] = self._since(run, live + lo, now)
+        return status, since
+
+    def _first_unreceived(self, run: _Run) -> int:
+        """The first message not yet received (schedule number), found from the last one."""
+        start = run.window.start
+        at = max(self.base - start, 0)
+        received = run.received
+        while at < len(received):
+            chunk = received[at:at + 4096]
+            if not chunk.all():
+                at += int(np.argmin(chunk))
+                break
+            at += len(chunk)
+        self.base = at + start
+        return self.base
