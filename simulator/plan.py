@@ -20,7 +20,7 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.channels import footprint_on_channels, on_channels_s
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
-from simulator.algorithms.registry import algorithm_names
+from simulator.algorithms.registry import REGISTRY, algorithm_names, nccl_kernel
 from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload
 from simulator.engine.plan import PointPlan
@@ -36,13 +36,14 @@ from simulator.model.collective import Collective
 from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
 from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
-from simulator.model.nccl import best_protocol, protocols_of
-from simulator.model.nccl_symmetric import protocol_of, symmetric_plan
+from simulator.model.nccl import Protocol, best_protocol, choose, protocols_of
+from simulator.model.nccl_symmetric import protocol_of, symmetric_pick, symmetric_plan
 from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
 from simulator.scenario.training import Imports
 from simulator.settings import Engine, RunSettings
+from simulator.units import format_size
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,26 @@ class Setup:
     machine: Machine
     cost: CostInputs
     algorithms: tuple[Algorithm, ...]
+
+
+@dataclass(frozen=True)
+class Point:
+    """A point a run simulates, before it is planned: ``algorithm`` at ``size_bytes``, and under
+    ``algorithms: auto`` the protocol NCCL runs it with (its pick's), which the point's plan
+    must get for the point to be NCCL's pick."""
+
+    algorithm: Algorithm
+    size_bytes: int
+    protocol: Protocol | None = None
+
+    @property
+    def label(self) -> str:
+        """How a note names the point: ``one_shot at 2GiB``, or under ``auto`` ``NCCL's pick at
+        2GiB (ring/Simple)``."""
+        size = format_size(self.size_bytes)
+        if self.protocol is None:
+            return f"{self.algorithm.name} at {size}"
+        return f"NCCL's pick at {size} ({self.algorithm.name}/{self.protocol.value})"
 
 
 def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario, *,
@@ -109,6 +130,30 @@ def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
     if problems:
         raise InputError(problems)
     return tuple(scenario.algorithm(name) for name in scenario.algorithms)
+
+
+def nccl_runs(scenario: Scenario, machine: Machine, size_bytes: int) -> Point | None:
+    """The point NCCL runs for the scenario's collective of ``size_bytes`` per rank on
+    ``machine``, as nccl-tests does with NCCL's defaults: with ``nccl.symmetric`` an allreduce's
+    symmetric kernel where NCCL launches one (:func:`symmetric_pick`), run by the algorithm
+    whose ``nccl_symmetric`` holds it; else the family and protocol NCCL's tuner picks among
+    those ``nccl`` leaves (:func:`choose`), run by the schedule NCCL's kernels use for that family
+    (``Algorithm.nccl_kernel``). Its algorithm has the scenario's options. None where NCCL's
+    model picks nothing (one rank, whose buffer NCCL copies; GPUs it has no graphs for). The
+    one rule for ``algorithms: auto``, a training step's ``auto`` and the ``nccl_pick`` column."""
+    collective = scenario.collective
+    if scenario.nccl.symmetric and collective is Collective.ALLREDUCE:
+        symmetric = symmetric_pick(machine, size_bytes, scenario.dtype.name, scenario.reduce_op)
+        if symmetric is not None:
+            name = next(algorithm.name for algorithm in REGISTRY[collective].values()
+                        if symmetric.kernel in algorithm.nccl_symmetric)
+            return Point(scenario.algorithm(name), size_bytes, protocol_of(symmetric.kernel))
+    try:
+        pick = choose(system_of(machine), size_bytes, scenario.nccl_enabled, collective)
+    except ValueError:  # no NCCL algorithm is modelled here
+        return None
+    kernel = nccl_kernel(collective, pick.algorithm)  # every family NCCL picks is registered
+    return Point(scenario.algorithm(kernel.name), size_bytes, pick.protocol)
 
 
 def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:

@@ -30,17 +30,17 @@ from simulator.engine.plan import PointPlan
 from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
-from simulator.model.collective import Collective, Expected
+from simulator.model.collective import Expected
 from simulator.model.execution import Execution, system_of
 from simulator.model.faults import Fault
 from simulator.model.machine import Machine
 from simulator.model.nccl import CANDIDATES, Protocol, choose, predicted_time_us
-from simulator.model.nccl_symmetric import launched, symmetric_pick
+from simulator.model.nccl_symmetric import launched
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Planned
 from simulator.output.results import Result, results_frame
-from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare
+from simulator.plan import Setup, as_scenario, check_memory, nccl_runs, plan_point, prepare
 from simulator.scenario.spec import Scenario
 from simulator.settings import Engine, RunSettings
 
@@ -200,26 +200,16 @@ def _nccl_view(scenario: Scenario, machine: Machine, algorithm: Algorithm, proto
     """What NCCL's own cost model says of a point: its predicted time for the algorithm's NCCL
     family and protocol (NaN where the model has none), or for a symmetric kernel the time of
     the one NCCL would launch (its own model), and whether the point is NCCL's pick at this
-    size. With ``nccl.symmetric: true`` NCCL's pick for an allreduce is the symmetric kernel it
-    launches ahead of its tuner, where it has one (:func:`symmetric_pick`); otherwise it is the
-    family and protocol NCCL's tuner chooses among those ``nccl`` leaves, run by NCCL's own
-    kernel."""
-    collective = scenario.collective
-    symmetric = (symmetric_pick(machine, size_bytes, scenario.dtype.name, scenario.reduce_op)
-                 if scenario.nccl.symmetric and collective is Collective.ALLREDUCE else None)
+    size: the algorithm and protocol NCCL runs (:func:`~simulator.plan.nccl_runs`)."""
+    pick = nccl_runs(scenario, machine, size_bytes)
+    picked = (pick is not None and pick.algorithm.name == algorithm.name
+              and pick.protocol is protocol)
     if algorithm.nccl_symmetric:
         kernel = launched(machine, algorithm.nccl_symmetric, size_bytes)
         assert kernel is not None, algorithm.name  # its plan was refused otherwise
-        return kernel.time_us * 1e-6, (symmetric is not None
-                                       and symmetric.kernel in algorithm.nccl_symmetric)
-    system = system_of(machine)
-    predicted = predicted_time_us(system, algorithm.nccl_family, protocol, size_bytes, collective)
-    try:
-        pick = choose(system, size_bytes, scenario.nccl_enabled, collective)
-    except ValueError:  # no NCCL algorithm is modelled on this system
-        return math.nan if predicted is None else predicted * 1e-6, False
-    picked = (symmetric is None and algorithm.nccl_kernel and pick.algorithm is algorithm.nccl_family
-              and pick.protocol is protocol)
+        return kernel.time_us * 1e-6, picked
+    predicted = predicted_time_us(system_of(machine), algorithm.nccl_family, protocol, size_bytes,
+                                  scenario.collective)
     return math.nan if predicted is None else predicted * 1e-6, picked
 
 

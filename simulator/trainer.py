@@ -21,17 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from simulator.algorithms.algorithm import Algorithm
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.plan import PointPlan
 from simulator.errors import InputError, Problem
-from simulator.model.execution import system_of
 from simulator.model.faults import Fault, seen_by_bucket
-from simulator.model.nccl import choose
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.results import Result
-from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare
+from simulator.plan import Setup, as_scenario, check_memory, nccl_runs, plan_point, prepare
 from simulator.runner import run_plan, settings_of
 from simulator.scenario.spec import Scenario
 from simulator.scenario.training import Imports
@@ -174,14 +171,22 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
                inputs: Callable[[PointPlan], np.ndarray] | None = None, *,
                faults: tuple[Fault, ...] = ()) -> Result:
     """The allreduce a bucket of ``nbytes`` gets, suffering ``faults``: with ``algorithms:
-    auto``, what NCCL's tuner picks (its algorithm family's kernel, at the protocol it picks);
-    else the scenario's one algorithm, or the fastest simulated of its algorithms (as a tuned
-    library would choose, knowing the faults)."""
-    if setup.machine.ranks == 1:
-        candidates: tuple[Algorithm, ...] = setup.algorithms[:1]
-    else:
-        candidates = _nccl_pick(scenario, setup, nbytes) if scenario.nccl_choice else ()
-        candidates = candidates or setup.algorithms
+    auto``, the point NCCL runs (:func:`~simulator.plan.nccl_runs`, as a run of sizes has it:
+    its symmetric kernel on registered buffers, else its tuner's family at the protocol it
+    picks); else, or where that point cannot be simulated, the scenario's one algorithm, or
+    the fastest simulated of its algorithms (as a tuned library would choose, knowing the
+    faults)."""
+    pick = (nccl_runs(scenario, setup.machine, nbytes)
+            if scenario.nccl_choice and setup.machine.ranks > 1 else None)
+    if pick is not None:
+        try:
+            plan = plan_point(scenario, setup, pick.algorithm, nbytes, settings, faults)
+        except InputError:
+            plan = None  # NCCL's pick cannot run here: the fastest simulated instead
+        if plan is not None and plan.nccl is not None and plan.nccl.protocol is pick.protocol:
+            return run_plan(scenario, setup, plan,
+                            inputs=inputs(plan) if inputs is not None else None)
+    candidates = setup.algorithms[:1] if setup.machine.ranks == 1 else setup.algorithms
     best: Result | None = None
     for algorithm in candidates:
         plan = plan_point(scenario, setup, algorithm, nbytes, settings, faults)
@@ -191,17 +196,6 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
             best = result
     assert best is not None
     return best
-
-
-def _nccl_pick(scenario: Scenario, setup: Setup, nbytes: int) -> tuple[Algorithm, ...]:
-    """The scenario's algorithms that run NCCL's tuner pick at ``nbytes`` (none if NCCL's model
-    has no algorithm for this system)."""
-    try:
-        pick = choose(system_of(setup.machine), nbytes, scenario.nccl_enabled)
-    except ValueError:
-        return ()
-    return tuple(a for a in setup.algorithms
-                 if a.nccl_kernel and a.nccl_family is pick.algorithm)
 
 
 class _Check:

@@ -207,6 +207,23 @@ def test_nccl_choice_gives_each_bucket_nccls_pick():
     assert training.policy.startswith("NCCL's choice")
 
 
+def test_nccl_choice_on_registered_buffers_gives_each_bucket_nccls_symmetric_kernel():
+    # issue 36: a step's auto runs what a run of sizes runs (simulator.plan.nccl_runs); on
+    # symmetric windows NCCL launches its multicast two-shot for both ~2 MiB buckets ahead of its
+    # tuner (which picks NVLS: the test above), and each bucket takes the time that point takes
+    fields = {"topology": {"preset": "dgx_h100"}, "algorithms": "auto",
+              "nccl": {"symmetric": True}}
+    training = train({**fields, "training": {"model": MLP, "batch": 8, "bucket_cap": "1MiB"}})
+    buckets = training.step.buckets
+    assert [(b.nbytes, b.algorithm, b.protocol) for b in buckets] == [
+        (2119720, "two_shot_multicast", "Simple"), (2101248, "two_shot_multicast", "Simple")]
+    assert training.step.verified is True
+    run = simulate({**fields, "sizes": [b.nbytes for b in buckets]})
+    picks = run[run.nccl_pick.astype(bool)].set_index("size_bytes")
+    assert [b.time_s for b in buckets] == [picks.sim_time_s[b.nbytes] for b in buckets]
+    assert set(picks.algorithm) == {"two_shot_multicast"}
+
+
 def test_files_and_figures_hold_the_steps_values(tmp_path):
     path = tmp_path / "mlp.yaml"
     path.write_text("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}\n"

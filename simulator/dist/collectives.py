@@ -14,16 +14,16 @@ from typing import Any
 import numpy as np
 
 import simulator.limits as limits
-from simulator.algorithms.registry import REGISTRY, nccl_kernel
+from simulator.algorithms.registry import REGISTRY
 from simulator.dist.p2p import Op
 from simulator.dist.rendezvous import SOURCE, Call
 from simulator.dist.tensors import write
 from simulator.engine.messages import Message, Network
 from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
-from simulator.model.execution import Execution, system_of
-from simulator.model.nccl import Protocol, choose
-from simulator.plan import Setup, plan_point, prepare
+from simulator.model.execution import Execution
+from simulator.model.nccl import Protocol
+from simulator.plan import Setup, nccl_runs, plan_point, prepare
 from simulator.runner import run_plan
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.parse import scenario_from_dict
@@ -206,13 +206,11 @@ class Simulation:
                     f"such as algorithm={{'allreduce': {name!r}}}"))])
             return name, None
         if self.scenario.execution is Execution.NCCL and collective is Collective.ALLREDUCE:
-            try:
-                pick = choose(system_of(setup.machine), size_bytes)
-                algorithm = nccl_kernel(collective, pick.algorithm)
-            except (KeyError, ValueError):  # no model, or a kernel not registered: NCCL's ring
+            pick = nccl_runs(self.scenario, setup.machine, size_bytes)  # as algorithms: auto
+            if pick is None:  # no model here: NCCL's ring
                 return "ring", None
-            if algorithm.unsupported(setup.machine) is None:
-                return algorithm.name, pick.protocol
+            if pick.algorithm.unsupported(setup.machine) is None:
+                return pick.algorithm.name, pick.protocol
         return DEFAULT_ALGORITHMS.get(collective, "ring"), None
 
 
