@@ -462,7 +462,14 @@ def _run(args: argparse.Namespace) -> int:
     from simulator.output.observed import watch_for, write_observed
     from simulator.output.stream import ResultsStream
     from simulator.output.table import format_table
-    from simulator.runner import checked_setup, outlook, plan_points, run_points, settings_of
+    from simulator.runner import (
+        checked_setup,
+        outlook,
+        plan_points,
+        points_of,
+        run_points,
+        settings_of,
+    )
     from simulator.scenario.parse import load_scenario
 
     scenario = load_scenario(args.scenario, imports=_imports(args))
@@ -479,10 +486,13 @@ def _run(args: argparse.Namespace) -> int:
     total = None
     try:
         setup = checked_setup(scenario, settings)
+        picks = ([(point.algorithm.name, point.size_bytes)
+                  for point in points_of(scenario, setup)[0]] if scenario.nccl_choice else None)
         watch = watch_for(scenario, [algorithm.name for algorithm in setup.algorithms],
-                          args.trace, args.trace_point, args.links)
-        plans = plan_points(scenario, setup, settings)
-        coming = outlook(scenario, setup, plans)
+                          args.trace, args.trace_point, args.links, picks)
+        planning = plan_points(scenario, setup, settings)
+        plans = planning.plans
+        coming = outlook(scenario, setup, planning)
         total = len(coming.points)
         done = _resumed(args, scenario, settings, output, plans) if args.resume else []
         files.rows = done
@@ -490,7 +500,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"{scenario.source}: {coming.describe()}"
                   + (f" ({len(done)} kept from the stopped run)" if done else ""),
                   file=sys.stderr, flush=True)
-        for note in coming.notes:  # NCCL's own view against the assumed one: said even if quiet
+        for note in coming.notes:  # NCCL's own view, the points left out: said even if quiet
             print(f"{scenario.source}: {note}", file=sys.stderr, flush=True)
         points = run_points(scenario, seed=args.seed, proxy_elements=args.proxy_elements,
                             setup=setup, watch=watch, plans=plans[len(done):])
@@ -640,6 +650,8 @@ def _sweep(args: argparse.Namespace) -> int:
                               scenario.output_dir, formats)
         _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
         status = max(status, _verification(scenario.source, results))
+    for note in done.notes:  # the points all and auto left out, as run says them
+        print(note, file=sys.stderr)
     for failure in done.failures:
         print(failure, file=sys.stderr)
     if done.stranded:  # every worker gone: what finished is written above, the rest named
@@ -667,11 +679,12 @@ def _kept_by_sweep(scenario: Scenario, args: argparse.Namespace) -> list[Result]
     """The points of ``scenario`` a stopped sweep or run left in its output directory, in the
     plan's order, any of them (a sweep finishes points out of order)."""
     from simulator.output.resume import resumed
-    from simulator.runner import checked_setup, settings_of
+    from simulator.runner import checked_setup, plan_points, settings_of
 
     settings = settings_of(scenario, args.seed, args.proxy_elements)
     setup = checked_setup(scenario, settings)
-    planned = [(algorithm.name, size) for algorithm in setup.algorithms for size in scenario.sizes]
+    planned = [(plan.algorithm.name, plan.size_bytes)
+               for plan in plan_points(scenario, setup, settings).plans]
     return resumed(scenario, settings, scenario.output_dir, planned, prefix=False)
 
 

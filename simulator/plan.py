@@ -156,10 +156,32 @@ def nccl_runs(scenario: Scenario, machine: Machine, size_bytes: int) -> Point | 
     return Point(scenario.algorithm(kernel.name), size_bytes, pick.protocol)
 
 
+def points_of(scenario: Scenario, setup: Setup) -> tuple[tuple[Point, ...], tuple[str, ...]]:
+    """The points a run of ``scenario`` on ``setup`` simulates, in its order, before they are
+    planned, and a note for each size that has none. With ``algorithms: auto`` NCCL's pick at
+    each size (:func:`nccl_runs`), ordered as when every algorithm ran (by algorithm, in the
+    registry's order, then by size) so that its rows are those runs' pick rows; otherwise every
+    algorithm of ``setup`` at every size."""
+    if not scenario.nccl_choice:
+        return tuple(Point(algorithm, size) for algorithm in setup.algorithms
+                     for size in scenario.sizes), ()
+    picked, notes = [], []
+    for size in scenario.sizes:
+        point = nccl_runs(scenario, setup.machine, size)
+        if point is None:
+            notes.append(f"no point at {format_size(size)}: NCCL's model picks no algorithm "
+                         f"on topology {setup.topology.label}")
+        else:
+            picked.append(point)
+    order = algorithm_names(scenario.collective)
+    return tuple(sorted(picked, key=lambda point: order.index(point.algorithm.name))), tuple(notes)
+
+
 def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
     """Whether NCCL runs the algorithm's family with a protocol ``nccl.proto`` leaves (always
-    under ``execution: ideal``, which has no protocols): ``all`` and ``auto`` leave out the
-    others, such as ``nvls`` when only LL128 is left, and a symmetric kernel whose one protocol
+    under ``execution: ideal``, which has no protocols): ``all`` (and ``auto``'s algorithms,
+    those a training step falls back on) leave out the others, such as ``nvls`` when only LL128
+    is left, and a symmetric kernel whose one protocol
     it leaves out (``one_shot`` LL, ``two_shot`` Simple), unless ``nccl.symmetric`` registers
     the buffers: NCCL_PROTO does not govern the kernels NCCL then runs ahead of its tuner."""
     if scenario.execution is Execution.IDEAL or not scenario.nccl.proto:
@@ -355,19 +377,33 @@ def _check_footprint(scenario: Scenario, machine: Machine, algorithm: Algorithm,
 
 
 def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,
-                 sizes: tuple[int, ...] | None = None) -> None:
+                 sizes: tuple[int, ...] | None = None, *,
+                 points: Sequence[Point] | None = None, footprints: bool = True) -> None:
     """InputError, naming what would help, if a size's proxy buffers (of ``sizes``, default the
     scenario's) exceed the budget, or a point's schedule and routes would
-    (:func:`footprint_problem`, every such point one line)."""
+    (:func:`footprint_problem`, every such point one line). The points are ``points`` (those a
+    run simulates, :func:`points_of`) or every algorithm of ``setup`` at every size; without
+    ``footprints`` their schedules are left to their plans, which refuse them one by one (where
+    ``all`` and ``auto`` leave such a point out)."""
     ranks = setup.machine.ranks
     proxy_elements = settings.proxy_elements
-    for size in scenario.sizes if sizes is None else sizes:
+    checked = scenario.sizes if sizes is None else sizes
+
+    def algorithms_at(size: int) -> tuple[Algorithm, ...]:
+        if points is None:
+            return setup.algorithms
+        return tuple(point.algorithm for point in points if point.size_bytes == size)
+
+    for size in checked:
+        algorithms = algorithms_at(size)
+        if points is not None and not algorithms:
+            continue
         channels = max((channels_for(scenario, setup.machine, algorithm, size)
-                        for algorithm in setup.algorithms), default=1)
+                        for algorithm in algorithms), default=1)
         payload = payload_of(scenario, settings, size, ranks, channels)
         # an algorithm's own chunks and workspace (its proxy a multiple of the chunks, widened)
         proxy = max([payload.proxy_count, *(_proxy_with_workspace(
-            scenario, settings, size, ranks, algorithm) for algorithm in setup.algorithms)])
+            scenario, settings, size, ranks, algorithm) for algorithm in algorithms)])
         need = ranks * proxy * scenario.dtype.itemsize
         if need > PROXY_BUDGET_BYTES:
             if payload.proxy_count > max(proxy_elements, 8 * ranks * channels):
@@ -381,8 +417,11 @@ def check_memory(scenario: Scenario, setup: Setup, settings: RunSettings,
                                       f"{size} bytes on {ranks} ranks needs {need >> 20} MiB of "
                                       f"data to verify, more than {PROXY_BUDGET_BYTES >> 20} MiB; "
                                       f"use {advice}")])
-    problems = [problem for algorithm in setup.algorithms
-                for size in (scenario.sizes if sizes is None else sizes)
+    if not footprints:
+        return
+    problems = [problem for algorithm, size in (
+                    ((point.algorithm, point.size_bytes) for point in points) if points is not None
+                    else ((algorithm, size) for algorithm in setup.algorithms for size in checked))
                 if (problem := footprint_problem(
                     scenario, setup.machine, algorithm, size, settings,
                     channels_for(scenario, setup.machine, algorithm, size))) is not None]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,12 +40,20 @@ from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Planned
 from simulator.output.results import Result, results_frame
-from simulator.plan import Setup, as_scenario, check_memory, nccl_runs, plan_point, prepare
+from simulator.plan import (
+    Setup,
+    as_scenario,
+    check_memory,
+    nccl_runs,
+    plan_point,
+    points_of,
+    prepare,
+)
 from simulator.scenario.spec import Scenario
 from simulator.settings import Engine, RunSettings
 
-__all__ = ["Setup", "as_scenario", "checked_setup", "outlook", "plan_points", "prepare",
-           "run_plan", "run_point", "run_points", "settings_of", "simulate"]
+__all__ = ["Plans", "Setup", "as_scenario", "checked_setup", "outlook", "plan_points", "points_of",
+           "prepare", "run_plan", "run_point", "run_points", "settings_of", "simulate"]
 
 
 def settings_of(scenario: Scenario, seed: int | None = None,
@@ -239,56 +247,105 @@ def run_points(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int
                watch: Watch | None = None,
                plans: Sequence[PointPlan] | None = None) -> Iterator[Result]:
     """:func:`simulate`'s points one at a time, each as soon as it is simulated, in its order
-    (algorithms as the scenario has them, then sizes), so a caller can keep or show each one
-    as it finishes. The scenario and its checks (:func:`checked_setup`, unless ``setup`` gives
-    them done) and every point's plan (unless ``plans`` gives them, as :func:`plan_points` of
-    ``setup``) come first, before anything is simulated."""
+    (algorithms as the scenario has them, then sizes; with ``algorithms: auto`` NCCL's pick at
+    each size), so a caller can keep or show each one as it finishes. The scenario and its
+    checks (:func:`checked_setup`, unless ``setup`` gives them done) and every point's plan
+    (unless ``plans`` gives them, as :func:`plan_points` of ``setup``) come first, before
+    anything is simulated."""
     scenario = as_scenario(scenario)
     settings = settings_of(scenario, seed, proxy_elements)
     setup = setup or checked_setup(scenario, settings)
-    plans = plans if plans is not None else plan_points(scenario, setup, settings)
+    plans = plans if plans is not None else plan_points(scenario, setup, settings).plans
     return (run_plan(scenario, setup, plan, watch=watch) for plan in plans)
 
 
-def plan_points(scenario: Scenario, setup: Setup,
-                settings: RunSettings) -> tuple[PointPlan, ...]:
-    """Every point of the scenario planned, in :func:`run_points`' order. InputError if a point's
-    NCCL plan cannot be made."""
-    return tuple(plan_point(scenario, setup, algorithm, size, settings)
-                 for algorithm in setup.algorithms for size in scenario.sizes)
+@dataclass(frozen=True)
+class Plans:
+    """A run's points, planned, in :func:`run_points`' order, and a note (one line) for each
+    point ``all`` or ``auto`` leaves out because it cannot be planned at its size, and for each
+    size where NCCL's model picks nothing."""
+
+    plans: tuple[PointPlan, ...]
+    left_out: tuple[str, ...] = ()
 
 
-def outlook(scenario: Scenario, setup: Setup, plans: Sequence[PointPlan]) -> Outlook:
+def plan_points(scenario: Scenario, setup: Setup, settings: RunSettings) -> Plans:
+    """Every point of the scenario (:func:`~simulator.plan.points_of`) planned, in
+    :func:`run_points`' order. Under ``all`` and ``auto`` a point that cannot be planned (an
+    InputError of :func:`~simulator.plan.plan_point`: one_shot's LL kernels from 2 GiB, a
+    count its chunks do not divide), or NCCL's pick planned at another protocol than NCCL
+    runs it with (``protocol`` forces one), is left out with a note, and InputError (a line
+    for each note) where that leaves none; a scenario that names its algorithms gets the
+    InputError."""
+    points, notes = points_of(scenario, setup)
+    plans, left_out = [], list(notes)
+    for point in points:
+        try:
+            plan = plan_point(scenario, setup, point.algorithm, point.size_bytes, settings)
+        except InputError as error:
+            if scenario.algorithms is not None:
+                raise
+            left_out.append(f"{point.label} left out: " + "; ".join(
+                f"{problem.field}: {problem.message}" for problem in error.problems))
+            continue
+        if point.protocol is not None and plan.nccl is not None \
+                and plan.nccl.protocol is not point.protocol:
+            # NCCL's model picks the family's protocol as its tuner picks the pair: only a
+            # protocol the scenario forces runs the pick with another
+            assert scenario.protocol is not None, point.label
+            left_out.append(f"{point.label} left out: protocol: the scenario runs every point "
+                            f"with {scenario.protocol.value}")
+            continue
+        plans.append(plan)
+    if not plans and left_out:  # nothing to simulate, nor a table or figure to make
+        raise InputError([Problem(scenario.source, "algorithms", f"no point left to simulate: "
+                                                                 f"{note}") for note in left_out])
+    return Plans(tuple(plans), tuple(left_out))
+
+
+def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
     """What :func:`run_points` will simulate, before it does: every point with its closed form
     (the ``model_time_s`` its row will have), in the same order, read off its ``plans``
-    (:func:`plan_points`), and where NCCL's own view differs from the assumed one."""
+    (:func:`plan_points`), where NCCL's own view differs from the assumed one, and the points
+    left out."""
     view = scenario.nccl.view
     notes = () if view is None else tuple(
         f"{view.source} ({scenario.nccl.view_key}): {line}"
         for line in differences(setup.machine, view, scenario.nccl_enabled))
-    return Outlook(scenario.name, len(setup.algorithms), len(scenario.sizes), tuple(
-        Planned(plan.algorithm.name, plan.size_bytes, plan.model_s) for plan in plans), notes)
+    planned = tuple(Planned(plan.algorithm.name, plan.size_bytes, plan.model_s)
+                    for plan in plans.plans)
+    algorithms = (len({point.algorithm for point in planned}) if scenario.nccl_choice
+                  else len(setup.algorithms))
+    return Outlook(scenario.name, algorithms, len(scenario.sizes), planned,
+                   notes + plans.left_out, nccl_pick=scenario.nccl_choice)
 
 
 def checked_setup(scenario: Scenario, settings: RunSettings) -> Setup:
     """The scenario's machine and algorithms, after the checks every run of it needs (the proxy's
-    memory; ``settings`` come from :func:`settings_of`, checked): InputError before anything is
-    simulated, and for a training scenario, whose step :func:`simulator.trainer.train` runs."""
+    memory of the points it runs; ``settings`` come from :func:`settings_of`, checked):
+    InputError before anything is simulated, and for a training scenario, whose step
+    :func:`simulator.trainer.train` runs."""
     if scenario.training is not None:
         raise InputError([Problem(scenario.source, "training", (
             "expected a scenario of sizes here: a training step runs with simulator.train() or "
             "python -m simulator run"))])
     setup = prepare(scenario)
-    if scenario.nccl_choice and setup.machine.ranks > 1:
+    if scenario.nccl_choice:
         _check_nccl_choice(scenario, setup.machine)
-    check_memory(scenario, setup, settings)
+    # all and auto leave out a point whose schedule is too large (its plan says so, one note)
+    check_memory(scenario, setup, settings, points=points_of(scenario, setup)[0],
+                 footprints=scenario.algorithms is not None)
     return setup
 
 
 def _check_nccl_choice(scenario: Scenario, machine: Machine) -> None:
     """InputError unless NCCL's cost model can pick on ``machine`` among what ``nccl`` leaves it:
-    ``algorithms: auto`` reports that pick beside the fastest simulated, and a run without it
-    would print an empty table."""
+    ``algorithms: auto`` runs that pick, and a run without it would print an empty table (so
+    would one on a single rank, whose buffer NCCL copies before it picks anything)."""
+    if machine.ranks == 1:
+        raise InputError([Problem(scenario.source, "algorithms", (
+            f"expected a list of algorithms (or all): auto runs NCCL's pick, and NCCL picks "
+            f"none on one rank (it copies the buffer) on topology {scenario.topology.label}"))])
     system = system_of(machine)
     size = scenario.sizes[0]  # the model's graphs do not depend on the size
     try:

@@ -1,7 +1,10 @@
 """Sweeps: every point of one or more scenarios, run in parallel on a Dask cluster.
 
 A point is one (scenario, algorithm, size): what :func:`simulator.runner.run_point` simulates
-(planned by :func:`simulator.plan.plan_point`, run by :func:`simulator.runner.run_plan`).
+(planned by :func:`simulator.plan.plan_point`, run by :func:`simulator.runner.run_plan`). A
+scenario's points are those ``run`` simulates (:func:`simulator.runner.plan_points`: with
+``algorithms: auto`` NCCL's pick at each size; ``all`` and ``auto`` leave out, with a note, a
+point that cannot run at its size).
 Points are independent and seeded by ``(seed, size)``, so running them on any number of worker
 processes, in any order, gives the very rows a serial :func:`~simulator.runner.simulate` gives;
 the frames are put back in serial order. By default a local cluster of one single-threaded
@@ -37,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, plan_point, prepare
-from simulator.runner import checked_setup, run_plan, settings_of
+from simulator.runner import checked_setup, plan_points, run_plan, settings_of
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
 
@@ -102,6 +105,9 @@ class Sweep:
     stranded: tuple[Failure, ...] = ()
     """Where no worker was left for :data:`NO_WORKERS_S`, the points it could not run (the
     frames hold those that finished)."""
+    notes: tuple[str, ...] = ()
+    """The points ``all`` and ``auto`` left out, one line each naming its scenario's file, as
+    ``run`` says them (:func:`simulator.runner.plan_points`)."""
 
 
 _SETUPS: dict[str, Setup] = {}
@@ -149,11 +155,13 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     plans: list[list[tuple[str, int]]] = []
     done = [{(row.algorithm, row.size_bytes): row for row in rows}
             for rows in (kept if kept is not None else [[] for _ in scenarios])]
+    notes: list[str] = []
     for index, scenario in enumerate(scenarios):
         settings.append(settings_of(scenario, seed, proxy_elements))
         setup = checked_setup(scenario, settings[index])
-        plans.append([(algorithm.name, size) for algorithm in setup.algorithms
-                      for size in scenario.sizes])
+        planned = plan_points(scenario, setup, settings[index])  # the run's points, as run's
+        plans.append([(plan.algorithm.name, plan.size_bytes) for plan in planned.plans])
+        notes += [f"{scenario.source}: {note}" for note in planned.left_out]
         work += [(index, *point) for point in plans[index] if point not in done[index]]
     if scheduler is None:
         cluster, client = _local(dask, workers or os.cpu_count() or 1)
@@ -183,7 +191,7 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     rows = [[done[index][point] for point in plan if point in done[index]]
             for index, plan in enumerate(plans)]  # kept and new alike, in the plan's order
     return Sweep(tuple(results_frame(r) for r in rows), tuple(failures),
-                 sum(map(len, plans)) if taken.interrupted else 0, tuple(stranded))
+                 sum(map(len, plans)) if taken.interrupted else 0, tuple(stranded), tuple(notes))
 
 
 @dataclass(frozen=True)

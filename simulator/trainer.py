@@ -175,7 +175,7 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
     its symmetric kernel on registered buffers, else its tuner's family at the protocol it
     picks); else, or where that point cannot be simulated, the scenario's one algorithm, or
     the fastest simulated of its algorithms (as a tuned library would choose, knowing the
-    faults)."""
+    faults), passing over one that cannot run at this size under ``all`` or ``auto``."""
     pick = (nccl_runs(scenario, setup.machine, nbytes)
             if scenario.nccl_choice and setup.machine.ranks > 1 else None)
     if pick is not None:
@@ -188,13 +188,21 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
                             inputs=inputs(plan) if inputs is not None else None)
     candidates = setup.algorithms[:1] if setup.machine.ranks == 1 else setup.algorithms
     best: Result | None = None
+    refused: list[InputError] = []
     for algorithm in candidates:
-        plan = plan_point(scenario, setup, algorithm, nbytes, settings, faults)
+        try:
+            plan = plan_point(scenario, setup, algorithm, nbytes, settings, faults)
+        except InputError as error:
+            if scenario.algorithms is not None:
+                raise
+            refused.append(error)
+            continue
         data = inputs(plan) if inputs is not None else None
         result = run_plan(scenario, setup, plan, inputs=data)
         if best is None or result.sim_time_s < best.sim_time_s:
             best = result
-    assert best is not None
+    if best is None:
+        raise refused[0]  # not one algorithm of all or auto runs a bucket of this size
     return best
 
 

@@ -114,7 +114,8 @@ def tune(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | Non
             variant = replace(scenario, algorithms=names, protocol=protocol, nccl_choice=False)
             variant_setup = replace(setup, algorithms=tuple(kernels[name] for name in names))
             check_memory(variant, variant_setup, settings)  # the machine is built once
-            runs.append((variant, variant_setup, plan_points(variant, variant_setup, settings)))
+            runs.append((variant, variant_setup,
+                         plan_points(variant, variant_setup, settings).plans))
     total = sum(len(plans) for _, _, plans in runs)
     if progress is not None:
         progress(0, total)

@@ -50,7 +50,7 @@ def picks(frame):
 
 
 def test_algo_restricts_the_pick_and_the_choice_block():
-    frame = simulate({**H100, "algorithms": "auto", "sizes": ["8MiB"], "nccl": {"algo": "^nvls"}})
+    frame = simulate({**H100, "algorithms": "all", "sizes": ["8MiB"], "nccl": {"algo": "^nvls"}})
     # without NVLS, Ring LL128 wins at 8 MiB (NVLS/Simple otherwise, test_choice.py): latency
     # baseLat 14 + 14 steps × hwLat 1.9 µs; busbw min(0.92 × 12 × 30, 12 × 36.7) = 331.2 GB/s
     # × nRanks/nsteps 8/14
@@ -62,7 +62,7 @@ def test_algo_restricts_the_pick_and_the_choice_block():
 
 
 def test_proto_restricts_the_pick_and_the_rows_protocols():
-    frame = simulate({**H100, "algorithms": "auto", "sizes": ["32KiB"],
+    frame = simulate({**H100, "algorithms": "all", "sizes": ["32KiB"],
                       "nccl": {"proto": "LL128"}})
     # Tree LL128 on one node: latency 14 + 2 × 7 × 1.25 µs; busbw min(0.92 × 12 × 30, 12 × 38.7)
     # = 331.2, × 7/9 = 257.6 (under 12 × 36.7), halved, × the tree correction at 32 KiB (0.7)
@@ -70,7 +70,9 @@ def test_proto_restricts_the_pick_and_the_rows_protocols():
     tree = frame[frame.nccl_pick.astype(bool)].iloc[0]
     assert tree.nccl_time_s == pytest.approx((31.5 + 32768 / (1000 * 257.6 * 0.5 * 0.7)) * 1e-6)
     assert set(frame.protocol) == {"LL128"}
-    assert "nvls" not in set(frame.algorithm)  # NVLS runs Simple only: auto leaves it out
+    assert "nvls" not in set(frame.algorithm)  # NVLS runs Simple only: all leaves it out
+    auto = simulate({**H100, "algorithms": "auto", "sizes": ["32KiB"], "nccl": {"proto": "LL128"}})
+    assert picks(auto) == [(32768, "double_binary_tree", "LL128")]  # the pick alone
 
 
 def test_settings_record_the_restriction(tmp_path):

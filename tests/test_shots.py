@@ -2,6 +2,7 @@
 hand on a switch, verified data, both engines equal, refused across hosts; and NCCL's model of
 its symmetric kernels (simulator/model/nccl_symmetric.py) against figures computed by hand."""
 
+import pandas as pd
 import pytest
 
 from simulator import run_point, scenario_from_dict, simulate
@@ -122,8 +123,8 @@ def test_under_nccl_execution_one_dgx_h100_times_them_as_nccl_s_model(engine):
 @pytest.mark.parametrize("proto, kept", [("LL128", []), ("Simple", ["two_shot"]),
                                          ("LL", ["one_shot"])])
 def test_nccl_proto_leaves_a_kernel_out_with_its_protocol(proto, kept):
-    # one_shot runs LL, two_shot Simple: auto keeps a kernel only where nccl.proto leaves it
-    scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "algorithms": "auto",
+    # one_shot runs LL, two_shot Simple: all keeps a kernel only where nccl.proto leaves it
+    scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "algorithms": "all",
                                    "sizes": [4096], "nccl": {"proto": proto}})
     names = [algorithm.name for algorithm in prepare(scenario).algorithms]
     assert [name for name in names if name in ("one_shot", "two_shot")] == kept
@@ -198,8 +199,8 @@ def test_the_size_limits_apply_to_the_size_in_whole_cells():
         "cells)")
 
 
-def _symmetric(preset: str, sizes: list[int], **more: object):
-    return simulate({"topology": {"preset": preset}, "algorithms": "auto", "sizes": sizes,
+def _symmetric(preset: str, sizes: list[int], algorithms: str = "all", **more: object):
+    return simulate({"topology": {"preset": preset}, "algorithms": algorithms, "sizes": sizes,
                      "nccl": {"symmetric": True}, **more})
 
 
@@ -219,6 +220,9 @@ def test_registered_buffers_make_nccl_pick_its_symmetric_kernel():
     assert not ring.nccl_pick.iloc[0]
     plain = simulate({"topology": {"preset": "dgx_h100"}, "algorithms": "auto", "sizes": [1024]})
     assert list(plain[plain.nccl_pick.astype(bool)].algorithm) == ["ring"]
+    # auto runs the symmetric kernel NCCL launches, alone, as all's pick rows (issue 36)
+    auto = _symmetric("dgx_h100", sizes, "auto")
+    pd.testing.assert_frame_equal(auto, picks.reset_index(drop=True))
 
 
 def test_no_nvls_means_the_plain_kernels_and_float64_means_the_tuner():

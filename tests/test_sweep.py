@@ -27,6 +27,24 @@ def test_a_sweep_gives_the_rows_of_serial_runs_in_their_order():
     assert len(done.frames[0]) == 2 * 11  # every allreduce but hierarchical and nvls, 2 sizes
 
 
+def test_a_sweep_runs_the_points_run_runs_auto_picks_and_all_left_out_with_notes():
+    # issue 36: auto's points are NCCL's picks, and all leaves out a point that cannot run at
+    # its size (an all-to-all of 4 elements on 3 ranks), said in a note as run says it
+    auto = scenario_from_dict({"name": "auto", "topology": {"preset": "dgx_h100"},
+                               "algorithms": "auto", "sizes": [32768, 8 << 20]}, source="a.yaml")
+    a2a = scenario_from_dict({"name": "a2a", "topology": {**SWITCH, "ranks": 3},
+                              "collective": "alltoall", "sizes": [12, 16]}, source="b.yaml")
+    done = sweep([auto, a2a], workers=1, progress=False)
+    assert done.failures == ()
+    for scenario, frame in zip([auto, a2a], done.frames, strict=True):
+        pd.testing.assert_frame_equal(frame, simulate(scenario))
+    assert list(done.frames[0].algorithm) == ["ring", "nvls"]
+    assert done.notes == tuple(
+        f"b.yaml: {name} at 16B left out: sizes: '{name}' cuts each rank's buffer into 3 equal "
+        "chunks: expected sizes that are multiples of 12 bytes (3 float32 elements), got 16"
+        for name in ("direct", "pairwise"))
+
+
 DECLINED = ("expected auto or simpy for 'double_binary_tree': its 2 threads per rank reduce at "
             "once on a GPU with a reduction cost, whose queue only the SimPy engine orders")
 

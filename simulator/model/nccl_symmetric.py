@@ -281,8 +281,7 @@ def wire_share(kernel: SymKernel, ranks: int) -> float:
 
 def protocol_of(kernel: SymKernel) -> Protocol:
     """The protocol a kernel runs: LL for the one-shots (their ``LL`` names), Simple loads and
-    stores for the two-shots; what ``nccl.proto`` must leave for ``all`` and ``auto`` to run
-    it."""
+    stores for the two-shots; what ``nccl.proto`` must leave for ``all`` to run it."""
     return Protocol.LL if kernel.ll else Protocol.SIMPLE
 
 

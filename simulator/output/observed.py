@@ -16,11 +16,12 @@ from simulator.scenario.spec import Scenario
 
 
 def watch_for(scenario: Scenario, algorithms: Sequence[str], trace: Path | None,
-              trace_point: str | None, links: Path | None) -> Watch | None:
+              trace_point: str | None, links: Path | None,
+              points: Sequence[tuple[str, int]] | None = None) -> Watch | None:
     """The :class:`Watch` the options ask for (None when neither asks); InputError, before
     anything runs, for a ``--trace-point`` that is not a point of the run (one of
-    ``algorithms``, those that run, at one of the scenario's sizes) or comes without
-    ``--trace``, and for a file that is a directory."""
+    ``algorithms``, those that run, at one of the scenario's sizes; one of ``points`` where
+    given) or comes without ``--trace``, and for a file that is a directory."""
     if trace_point is not None and trace is None:
         raise InputError([Problem("command line", "--trace-point", "expected --trace FILE.json "
                                                                    "beside it, to write the trace")])
@@ -33,7 +34,7 @@ def watch_for(scenario: Scenario, algorithms: Sequence[str], trace: Path | None,
     if trace is None:
         return Watch()
     return Watch(trace=True if trace_point is None
-                 else {parse_trace_point(trace_point, scenario, algorithms)})
+                 else {parse_trace_point(trace_point, scenario, algorithms, points)})
 
 
 def write_observed(watch: Watch | None, scenario: Scenario, trace: Path | None,

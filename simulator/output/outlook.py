@@ -38,7 +38,11 @@ class Outlook:
     points: tuple[Planned, ...]
     notes: tuple[str, ...] = ()
     """Lines to say beside it: where NCCL's own graph dump or log differs from what the
-    simulator would have assumed (:mod:`simulator.algorithms.against_nccl`)."""
+    simulator would have assumed (:mod:`simulator.algorithms.against_nccl`), and each point
+    ``all`` or ``auto`` leaves out because it cannot run at its size."""
+    nccl_pick: bool = False
+    """Whether the points are NCCL's pick at each size (``algorithms: auto``), one a size, rather
+    than every algorithm at every size."""
 
     def describe(self) -> str:
         """One line saying what is coming.
@@ -48,11 +52,21 @@ class Outlook:
         >>> print(outlook.describe().replace("; ", ";\\n"))
         4 points to simulate (2 algorithms × 2 sizes);
         closed forms: 14us of simulated time in all (not wall-clock time), longest tree at 2KiB (5us)
+        >>> picks = Outlook("x", 2, 3, (Planned("ring", 1024, 3e-6), Planned("nvls", 2048, 4e-6)),
+        ...                 nccl_pick=True)
+        >>> print(picks.describe().split("; ")[0])
+        2 points to simulate (NCCL's pick at 2 of 3 sizes)
         """
         count = len(self.points)
-        line = (f"{count} point{'s' if count != 1 else ''} to simulate ({self.algorithms} "
-                f"algorithm{'s' if self.algorithms != 1 else ''} × {self.sizes} "
-                f"size{'s' if self.sizes != 1 else ''}); closed forms: "
+        if self.nccl_pick:
+            which = "each" if count == self.sizes else str(count)
+            what = f"NCCL's pick at {which} of {self.sizes} size{'s' if self.sizes != 1 else ''}"
+        else:
+            left = self.algorithms * self.sizes - count
+            what = (f"{self.algorithms} algorithm{'s' if self.algorithms != 1 else ''} × "
+                    f"{self.sizes} size{'s' if self.sizes != 1 else ''}"
+                    + (f", {left} left out" if left > 0 else ""))
+        line = (f"{count} point{'s' if count != 1 else ''} to simulate ({what}); closed forms: "
                 f"{seconds(self.model_time_s)} of simulated time in all (not wall-clock time)")
         if count > 1:
             longest = max(self.points, key=lambda point: point.model_time_s)

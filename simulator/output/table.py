@@ -1,5 +1,5 @@
 """The nccl-tests-style table of a results frame, the best algorithm per size, and NCCL's
-choice per size beside the fastest simulated alternative.
+choice per size beside the fastest simulated alternative (where the alternatives ran).
 
 Table code only formats what a run computed; it never runs a simulation.
 """
@@ -25,8 +25,10 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
 
     ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model; the
     bottleneck block names each line's busiest link (:func:`~.links.bottleneck_lines`). With
-    ``picks_only`` (``algorithms: auto``) the lines are those of NCCL's pick at each size only,
-    as nccl-tests would print NCCL's default choice; the choice block lists the alternatives.
+    ``picks_only`` (``algorithms: auto``, which runs NCCL's pick only) the lines are those of
+    NCCL's pick at each size, as nccl-tests would print NCCL's default choice, and the choice
+    block says how to run the alternatives instead of naming the fastest; otherwise it sets the
+    fastest simulated point beside each pick.
     """
     if results.empty:
         return "# no results\n"
@@ -53,7 +55,7 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
     if "faults" in table and (table.faults.fillna("") != "").any():
         lines.extend(_fault_table(table))
     if not choice.empty:
-        lines.extend(_choice_table(choice))
+        lines.extend(_choice_table(choice, alternatives=not picks_only))
     elif results.algorithm.nunique() > 1:
         lines.extend(_best_table(best_per_size(results)))
     return "\n".join(lines) + "\n"
@@ -83,12 +85,24 @@ def nccl_choice_per_size(results: pd.DataFrame) -> pd.DataFrame:
                                        "fastest_time_s", "best"])
 
 
-def _choice_table(choice: pd.DataFrame) -> list[str]:
+def _choice_table(choice: pd.DataFrame, *, alternatives: bool = True) -> list[str]:
+    """The choice block: per size NCCL's pick, its model time and its simulated time, beside
+    the fastest simulated point where the alternatives ran (else a line saying how to run
+    them: ``algorithms: auto`` runs the pick alone)."""
+    rows: Iterable[Any] = choice.itertuples(index=False)
+    if not alternatives:
+        lines = ["#", "# NCCL's choice per size (its tuner's pick and model time; the simulated "
+                 "time beside it)",
+                 f"#{'size(B)':>11} {'NCCL pick':>24} {'NCCL(us)':>11} {'sim(us)':>11}"]
+        lines += [f"{row.size_bytes:>12} {row.pick + '/' + row.protocol:>24} "
+                  f"{row.nccl_time_s * 1e6:>11.2f} {row.sim_time_s * 1e6:>11.2f}" for row in rows]
+        lines.append("# the fastest simulated alternative beside each pick: algorithms: all (or "
+                     "a list) under execution: nccl")
+        return lines
     lines = ["#", "# NCCL's choice per size (its tuner's pick and model time; the fastest "
              "simulated point beside it)",
              f"#{'size(B)':>11} {'NCCL pick':>24} {'NCCL(us)':>11} {'sim(us)':>11} "
              f"{'fastest simulated':>24} {'time(us)':>11} {'best':>4}"]
-    rows: Iterable[Any] = choice.itertuples(index=False)
     for row in rows:
         pick = f"{row.pick}/{row.protocol}"
         fastest = "(the pick)" if row.best else f"{row.fastest}/{row.fastest_protocol}"

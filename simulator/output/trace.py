@@ -117,23 +117,29 @@ def write_trace(path: Path | str, activities: Sequence[Activity], *, scenario: s
     write_atomically(Path(path), write)
 
 
-def parse_trace_point(text: str, scenario: Scenario,
-                      algorithms: Sequence[str] | None = None) -> tuple[str, int]:
+def parse_trace_point(text: str, scenario: Scenario, algorithms: Sequence[str] | None = None,
+                      points: Sequence[tuple[str, int]] | None = None) -> tuple[str, int]:
     """``ALGO:SIZE`` (``ring:1MiB``) as (algorithm, size_bytes), one of the run's points: one of
     ``algorithms`` (those that run; None: the scenario's list, or every one registered for its
-    collective) at one of its sizes; InputError (one line) otherwise."""
+    collective) at one of its sizes, or where ``points`` lists the run's (algorithm, size)
+    points (NCCL's pick at each size, ``algorithms: auto``) one of those; InputError (one line)
+    otherwise."""
     algorithm, _, size_text = text.rpartition(":")
     names = (list(algorithms) if algorithms is not None
              else list(scenario.algorithms) if scenario.algorithms is not None
              else algorithm_names(scenario.collective))
     sizes = ", ".join(format_size(size) for size in scenario.sizes)
     expected = (f"expected ALGO:SIZE, a point of the run (algorithms {', '.join(names)}; "
-                f"sizes {sizes}), got {text!r}")
+                f"sizes {sizes}), got {text!r}" if points is None else
+                f"expected ALGO:SIZE, a point of the run "
+                f"({', '.join(f'{a}:{format_size(b)}' for a, b in points)}), got {text!r}")
     try:
         size = parse_size(size_text)
     except UnitError:
         size = -1
-    if algorithm not in names or size not in scenario.sizes:
+    known = ((algorithm, size) in points if points is not None
+             else algorithm in names and size in scenario.sizes)
+    if not known:
         raise InputError([Problem("command line", "--trace-point", expected)])
     return algorithm, size
 

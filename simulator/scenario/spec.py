@@ -115,8 +115,8 @@ class Scenario:
     real machines do, ``ideal`` on the abstract builders; see
     :func:`~simulator.scenario.rules.default_execution`), with NCCL's ``protocol`` (None: the
     one NCCL's model picks per size and algorithm). ``nccl_choice`` (``algorithms: auto``) runs
-    every algorithm that applies and reports, per size, what NCCL's tuner would run beside the
-    fastest simulated alternative; it needs the ``nccl`` execution model. ``nccl`` sets
+    only what NCCL runs at each size (:func:`simulator.plan.nccl_runs`), as nccl-tests with
+    NCCL's defaults does (issue 36); it needs the ``nccl`` execution model. ``nccl`` sets
     ``NCCL_ALGO`` and ``NCCL_PROTO`` (:class:`~simulator.model.nccl_env.NcclEnv`), which narrow
     what NCCL's tuner picks and the protocols ``protocol: auto`` picks from. ``channels`` splits an
     allreduce's buffer over that many channels (None: ``auto``, see
