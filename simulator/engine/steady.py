@@ -68,17 +68,17 @@ class Op(Enum):
 
 
 DONE, POSTED, ARRIVED, STARTED, INITIAL = 1, 2, 4, 8, 16
-"""A message's status bits: received, posted, arrived, started (its flow due or under way),
-posted at the start of the run (``posted_after`` none)."""
+"""A message's status bits: received, posted, arrived, started (its flow or its reduction due
+or under way), posted at the start of the run (``posted_after`` none)."""
 
 
 def inert(status: np.ndarray, since: np.ndarray) -> np.ndarray:
-    """Which messages nothing in progress involves: received, not posted, or posted at the
-    start and neither started nor arrived, with no start depending on their post time any
-    more (as the schedule left them)."""
-    idle = (status & (ARRIVED | STARTED)) == 0
-    untouched = ((status & POSTED) == 0) | (((status & INITIAL) != 0) & idle & (since == -INF))
-    result: np.ndarray = ((status & DONE) != 0) | untouched
+    """Which messages wait for nothing timed: received; not posted; posted and waiting for the
+    message before it on its connection with no start depending on its post time any more;
+    or arrived and waiting for the receive before it. Such a message moves only when another
+    one does (so a period that moves it records it)."""
+    waiting = ((status & STARTED) == 0) & ~np.isfinite(since)
+    result: np.ndarray = ((status & DONE) != 0) | waiting
     return result
 
 
@@ -467,7 +467,7 @@ class Steady:
         status = (run.received[messages].astype(np.uint8) | ((posted < INF) * POSTED)
                   | ((run.arrived[messages] < INF) * ARRIVED)
                   | ((run.s.posted_after[messages] == NONE) * INITIAL)).astype(np.uint8)
-        started = np.isin(messages, np.concatenate([run.active, run.pend_ids]))
+        started = np.isin(messages, np.concatenate([run.active, run.pend_ids, run.red_ids]))
         status[started] |= STARTED
         since = np.full(len(messages), INF)
         live = np.flatnonzero((posted < INF) & ~run.received[messages])
@@ -533,7 +533,7 @@ class Steady:
         status = (received.astype(np.uint8) | ((posted < INF).astype(np.uint8) * POSTED)
                   | ((run.arrived[lo:hi] < INF).astype(np.uint8) * ARRIVED)
                   | ((run.s.posted_after[lo:hi] == NONE).astype(np.uint8) * INITIAL))
-        started = np.concatenate([run.active, run.pend_ids]) - lo
+        started = np.concatenate([run.active, run.pend_ids, run.red_ids]) - lo
         status[started[(started >= 0) & (started < hi - lo)]] |= STARTED
         since = np.full(hi - lo, INF)
         live = np.flatnonzero((posted < INF) & ~received)
