@@ -142,11 +142,10 @@ class Schedule:
         if len(parts) == 1:
             return parts[0]
         offsets = np.cumsum([0, *(part.size for part in parts[:-1])])
-        pointers = ("posted_after", "connection_previous", "receive_previous")
         joined: dict[str, Any] = {}
         for name in ARRAYS:
             arrays = [getattr(part, name) for part in parts]
-            if name in pointers:
+            if name in POINTERS:
                 arrays = [np.where(a >= 0, a + offset, NONE) for a, offset in zip(arrays, offsets,
                                                                                     strict=True)]
             joined[name] = np.concatenate(arrays)
@@ -213,6 +212,20 @@ class Schedule:
         joined: dict[str, Any] = {name: np.concatenate([getattr(part, name) for part in parts])
                                   for name in ARRAYS}
         return Schedule(**joined, reducing_threads=threads)
+
+    def renumbered(self, order: Index) -> Schedule:
+        """The same messages numbered in ``order`` (message ``order[i]`` becomes message i),
+        pointers and threads following them: how a trace, or a builder that must number its
+        messages as the trace does, puts them in dependency order."""
+        number = np.empty(self.size, dtype=np.int64)
+        number[order] = np.arange(self.size, dtype=np.int64)
+        columns: dict[str, Any] = {}
+        for name in ARRAYS:
+            values = getattr(self, name)[order]
+            if name in POINTERS:
+                values = np.where(values >= 0, number[np.maximum(values, 0)], NONE)
+            columns[name] = values
+        return replace(self, **columns, thread=None if self.thread is None else self.thread[order])
 
     @property
     def markers(self) -> np.ndarray:
@@ -519,6 +532,9 @@ class _Tails:
 ARRAYS = tuple(f.name for f in fields(Schedule)
                if f.name not in ("reducing_threads", "thread", "switches"))
 """The per-message arrays of a schedule."""
+
+POINTERS = ("posted_after", "connection_previous", "receive_previous")
+"""The arrays of :data:`ARRAYS` that hold message indices (:data:`NONE` for none)."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -320,30 +320,28 @@ class _Recording:
     # -- the schedule --------------------------------------------------------------------------
 
     def schedule(self) -> Schedule:
-        """Match sends to receives and uploads to rounds, check, and number in dependency order."""
+        """Match sends to receives and uploads to rounds, check, and number in dependency order
+        (:func:`dependency_levels`, creation order among equals); AlgorithmError (a deadlock)
+        where ops wait in a circle."""
         self.match_messages()
         self.match_rounds()
-        order = self.dependency_order()
-        number = np.empty(len(order), dtype=np.int64)
-        number[order] = np.arange(len(order), dtype=np.int64)
-
-        def renumbered(pointers: list[int]) -> np.ndarray:
-            p = np.array(pointers, dtype=np.int64)[order]
-            mapped: np.ndarray = np.where(p >= 0, number[np.maximum(p, 0)], NONE)
-            return mapped
 
         def column(values: Sequence[int | bool]) -> np.ndarray:
-            array: np.ndarray = np.array(values, dtype=np.int64)[order]
-            return array
+            return np.array(values, dtype=np.int64)
 
-        return Schedule(
+        created = Schedule(
             column(self.src), column(self.dst), column([s.start for s in self.send]),
             column([s.stop for s in self.send]), column([s.start for s in self.recv]),
             column([s.stop for s in self.recv]), column(self.reduce).astype(bool),
-            renumbered(self.posted_after), renumbered(self.connection_previous),
-            renumbered(self.receive_previous), reducing_threads=self.reducing_threads(),
+            column(self.posted_after), column(self.connection_previous),
+            column(self.receive_previous), reducing_threads=self.reducing_threads(),
             thread=column(self.channel) if len(self.channel_numbers) > 1 else None,
             switches=tuple(self.ends))
+        levels, stuck_ops = dependency_levels(created)
+        if stuck_ops.size:
+            stuck = sorted({self.dst[m] for m in stuck_ops.tolist() if self.dst[m] >= 0})
+            raise deadlock(self.name, stuck, self.first_waits(set(stuck_ops.tolist())))
+        return created.renumbered(np.lexsort((np.arange(created.size), levels)))
 
     def match_messages(self) -> None:
         """The k-th send on each connection is the k-th receive on it (MPI's non-overtaking
@@ -477,22 +475,6 @@ class _Recording:
             span = self.send[uploads[0][k]]
             passed(tree, k, span, g, summed(tree, k, span))
 
-    def dependency_order(self) -> np.ndarray:
-        """Every op after the ops it waits for (Kahn's algorithm), by the longest chain before
-        it, creation order among equals; AlgorithmError (a deadlock) where they wait in a
-        circle."""
-        ops = len(self.src)
-        waits = np.array([self.posted_after, self.connection_previous, self.receive_previous],
-                         dtype=np.int64).reshape(3, ops)
-        op = np.broadcast_to(np.arange(ops, dtype=np.int64), waits.shape)
-        real = waits >= 0
-        chains, stuck_ops = wave_levels(ops, waits[real], op[real])
-        if stuck_ops.size:
-            stuck = sorted({self.dst[m] for m in stuck_ops.tolist() if self.dst[m] >= 0})
-            raise deadlock(self.name, stuck, self.first_waits(set(stuck_ops.tolist())))
-        ordered: np.ndarray = np.lexsort((np.arange(ops), chains))
-        return ordered
-
     def wait(self, connection: _Connection, k: int, op: int) -> Wait:
         """What receive ``op``, the (k+1)-th on ``connection``, waits for."""
         src, dst, channel = connection
@@ -614,6 +596,17 @@ def chain_levels(before: dict[int, list[int]]) -> tuple[dict[int, int], list[int
     level, stuck = wave_levels(len(keys), np.array(earlier, dtype=np.int64),
                                np.array(later, dtype=np.int64))
     return dict(zip(keys, level.tolist(), strict=True)), [keys[i] for i in stuck.tolist()]
+
+
+def dependency_levels(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    """The longest chain of ops before each op of ``schedule``, through its three pointers,
+    and the ops left waiting in a circle (:func:`wave_levels`): a trace numbers its ops by
+    this level, creation order among equals, and so must a builder held to its numbering."""
+    waits = np.stack([schedule.posted_after, schedule.connection_previous,
+                      schedule.receive_previous])
+    op = np.broadcast_to(np.arange(schedule.size, dtype=np.int64), waits.shape)
+    real = waits >= 0
+    return wave_levels(schedule.size, waits[real], op[real])
 
 
 def wave_levels(ops: int, earlier: np.ndarray, later: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
