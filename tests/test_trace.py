@@ -13,7 +13,7 @@ from simulator.algorithms import REGISTRY, Collective, Comm
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.channels import on_channels, schedule_on_channels
 from simulator.algorithms.comm import COPY, Outbox
-from simulator.algorithms.schedule import NONE, Group, Op, SwitchEnd
+from simulator.algorithms.schedule import ARRAYS, NONE, Group, Op, SwitchEnd
 from simulator.algorithms.trace import canonical, trace, trace_program, wave_levels
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
@@ -40,7 +40,7 @@ def assert_same(built, traced):
             assert got[name] == value, name
 
 
-TRACED = ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain", "swing", "bine", "pairwise",
+TRACED = ("nvls", "pat", "collnet_direct", "collnet_chain", "swing", "bine", "pairwise",
           "one_shot", "two_shot_multicast")
 """The algorithms that run on their program's trace alone (one_shot and two_shot_multicast: one
 node, no scale to build for)."""
@@ -53,7 +53,7 @@ def test_every_algorithm_but_the_traced_ones_has_a_builder():
 
 
 FLAT = [(collective, name) for collective, name in BUILT
-        if name not in ("hierarchical", "bucket")]  # hosts, a torus: below
+        if name not in ("hierarchical", "bucket", "nvls_tree")]  # hosts, a torus, NVSwitches: below
 
 
 @pytest.mark.parametrize("collective, name", FLAT, ids=[f"{c.value}-{n}" for c, n in FLAT])
@@ -113,6 +113,86 @@ def test_hierarchical_is_the_trace_of_its_program(inter, monkeypatch):
                 _, group = machine_group({"preset": "dgx_h100", "nodes": nodes,
                                           "gpus_per_node": 3}, 1001, piece_bytes, stream_bytes)
                 assert_same(algorithm.in_blocks(group).schedule(), trace(algorithm, group))
+
+
+def assert_identical(built, traced):
+    """The two schedules are equal array for array as numbered, threads, switch endpoints and
+    reducing threads too: not only the same program (:func:`assert_same`) but the same
+    numbering, by which the vectorised engine orders what happens at one instant."""
+    for name in ARRAYS:
+        np.testing.assert_array_equal(getattr(built, name), getattr(traced, name), err_msg=name)
+    assert (built.thread is None) == (traced.thread is None)
+    if traced.thread is not None:
+        np.testing.assert_array_equal(built.thread, traced.thread)
+    assert (built.switches, built.reducing_threads) == (traced.switches, traced.reducing_threads)
+
+
+@pytest.mark.parametrize("nodes", [2, 3, 4])
+def test_nvls_tree_is_the_trace_of_its_program(nodes):
+    # 2, 3 and 4 hosts (two trees of depth 1 and 2; an odd count shifts the second tree) of 2,
+    # 3 and 8 GPUs; one piece per chunk, and 64-byte pieces of uneven chunks: the last partial,
+    # and at the largest count 19 or 20 a chunk, more than WINDOW + 1, so that the scatter
+    # waits for the gather. Its builder numbers its ops as the trace does (assert_identical).
+    algorithm = REGISTRY[Collective.ALLREDUCE]["nvls_tree"]
+    for gpus in (2, 3, 8):
+        for count, piece_bytes in ((1001, None), (1001, 64), (614 * gpus + 5, 64)):
+            _, group = machine_group({"preset": "dgx_h100", "nodes": nodes,
+                                      "gpus_per_node": gpus}, count, piece_bytes)
+            built, traced = algorithm.in_blocks(group).schedule(), trace(algorithm, group)
+            assert_same(built, traced)
+            assert_identical(built, traced)
+
+
+def test_nvls_tree_builds_any_group_as_its_trace():
+    # members in a shuffled order, hosts numbered out of order and interleaved, a span that does
+    # not start at 0, one host (no tree) and hosts of one GPU, an empty buffer; no machine, so
+    # each host's rounds in one switch
+    algorithm = REGISTRY[Collective.ALLREDUCE]["nvls_tree"]
+    rng = np.random.default_rng(5)
+    for hosts, local in ((1, 3), (2, 2), (3, 2), (5, 1), (6, 2)):
+        p = hosts * local
+        where = rng.permutation(np.repeat(np.arange(hosts), local)) * 3 + 1
+        members = rng.permutation(p + 3)[:p]
+        for count, piece_bytes in ((7 * p + 3, None), (7 * p + 3, 8), (0, None)):
+            group = Group(members, Span(5, 5 + count), 4, piece_bytes, where)
+            assert_identical(algorithm.schedule(group), trace(algorithm, group))
+
+
+def test_nvls_tree_on_channels_is_the_trace_up_to_its_switches_numbering():
+    # Channels are the builder's schedules side by side (Schedule.concat), their switch
+    # endpoints numbered channel by channel, where the trace of on_channels numbers them as its
+    # ranks first name them: the same program once each endpoint takes the trace's number.
+    algorithm = REGISTRY[Collective.ALLREDUCE]["nvls_tree"]
+    for nodes, gpus, channels in ((2, 3, 2), (3, 2, 3)):
+        machine, group = machine_group({"preset": "dgx_h100", "nodes": nodes,
+                                        "gpus_per_node": gpus}, 1001, 64)
+        built = schedule_on_channels(algorithm, group, machine.layout, channels)
+        traced = trace_program(group, lambda comm, c=channels: on_channels(algorithm, comm, c),
+                               "nvls_tree")
+        assert built.switches != traced.switches  # numbered otherwise, not the same ends
+        assert_same(_switches_renumbered(built, traced), traced)
+
+
+def _switches_renumbered(schedule, like):
+    """``schedule`` with each switch endpoint numbered as ``like`` numbers the endpoint that
+    its uploads and copies down go between the same ranks and spans."""
+
+    def touching(s):
+        ends = {}
+        for src, dst, start, stop in zip(s.src.tolist(), s.dst.tolist(), s.send_start.tolist(),
+                                         s.send_stop.tolist(), strict=True):
+            for end, rank, up in ((dst, src, True), (src, dst, False)):
+                if end < 0:
+                    ends.setdefault(end, set()).add((rank, start, stop, up))
+        return {end: frozenset(ops) for end, ops in ends.items()}
+
+    number = {ops: end for end, ops in touching(like).items()}
+    mapped = {end: number[ops] for end, ops in touching(schedule).items()}
+    assert sorted(mapped.values()) == sorted(mapped)  # one to one, between like endpoints
+    assert all(schedule.switches[-1 - end] == like.switches[-1 - to] for end, to in mapped.items())
+    relabel = np.vectorize(lambda end: mapped.get(end, end), otypes=[np.int64])
+    return dataclasses.replace(schedule, src=relabel(schedule.src), dst=relabel(schedule.dst),
+                               switches=like.switches)
 
 
 @pytest.mark.parametrize("dims", [[2, 3], [3, 3], [2, 2, 2]])

@@ -97,7 +97,8 @@ class Algorithm(ABC):
     trace_vectorised: ClassVar[bool] = False
     """Whether ``engine: auto`` runs this algorithm's trace on the vectorised engine (where it has
     no builder): for a schedule whose instants move many flows at once, where that engine is the
-    faster (``nvls_tree``: 1 GiB on two DGX H100 in 5 s against 80 s on SimPy)."""
+    faster (the CollNet algorithms; ``nvls_tree``, before it had a builder, ran 1 GiB on two
+    DGX H100 in 5 s there against 80 s on SimPy)."""
     nccl_kernel: ClassVar[bool] = False
     """Whether this is the schedule NCCL's own kernels run for :attr:`nccl_family` (ring, the
     double binary tree, NVLS): the algorithm that stands for NCCL's pick (``algorithms: auto``)."""
