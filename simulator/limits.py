@@ -30,8 +30,8 @@ VECTOR_ENTRY_BYTES = 300
 running it included (the routes of its rank pairs apart, PAIR_BYTES). Measured: a ring of 2
 pieces a chunk 170, a ring on 4 channels 213, a tree of 2048 pieces 214, pipelined
 halving-doubling 246, a double binary tree 257, hierarchical streamed under NCCL 291
-(bench/memory.py). A ring pass that comes a block at a time holds a window of a few blocks
-(~40 MB at 65,536 ranks), not counted."""
+(bench/memory.py); since, nvls_tree's builder 270 (its case alone). A ring pass that comes a
+block at a time holds a window of a few blocks (~40 MB at 65,536 ranks), not counted."""
 
 PAIR_BYTES = 760
 """Peak bytes per pair of ranks a point's messages go between: its route (cached for the
@@ -44,8 +44,8 @@ ranks."""
 TRACE_ENTRY_BYTES = 600
 """Peak bytes per entry of a schedule traced from its program (an algorithm without a builder,
 on the vectorised engine): the trace's Python record of each op, then the run. Measured:
-``nvls_tree`` 318, ``pat`` 597 (bench/memory.py). A trace stops once it would record more than
-MEMORY_BUDGET_BYTES of them (~28.6 million entries)."""
+``nvls_tree`` 318 (before it had a builder), ``pat`` 597 (bench/memory.py). A trace stops
+once it would record more than MEMORY_BUDGET_BYTES of them (~28.6 million entries)."""
 
 SIMPY_HELD_BYTES = 670
 """Peak bytes per message in flight or flow timer pending on the SimPy engine

@@ -96,6 +96,24 @@ def test_hierarchical_counts_its_phases_and_their_joins(inter, monkeypatch):
                     assert_counted(algorithm.counted(group), algorithm.in_blocks(group))
 
 
+def test_nvls_tree_counts_its_ops_and_pairs():
+    # 2, 3 and 5 hosts (the trees' edges overlap on two) of 1, 3 and 8 GPUs; one piece per
+    # chunk, uneven 64-byte pieces, an empty buffer; on 1 to 3 channels
+    algorithm = REGISTRY[Collective.ALLREDUCE]["nvls_tree"]
+    for nodes, gpus in ((2, 1), (2, 3), (3, 8), (5, 3)):
+        whole = machine_group({"preset": "dgx_h100", "nodes": nodes, "gpus_per_node": gpus},
+                              1001)
+        layout = Layout(tuple(whole.hosts.tolist()))
+        for count in (1001, 0):
+            for piece_bytes in (None, 64):
+                group = dataclasses.replace(whole, buffer=Span(0, count),
+                                            piece_bytes=piece_bytes)
+                for channels in (1, 2, 3):
+                    assert_counted(footprint_on_channels(algorithm, group, layout, channels),
+                                   blocks_on_channels(algorithm, group, layout, channels),
+                                   exact_pairs=channels == 1)  # channels share rails
+
+
 @pytest.mark.parametrize("dims", [[2, 3], [3, 3], [2, 2, 2], [4, 1]])
 def test_bucket_counts_every_line_of_every_dimension(dims, monkeypatch):
     algorithm = REGISTRY[Collective.ALLREDUCE]["bucket"]
@@ -123,7 +141,7 @@ class Star(DirectAllreduce):
 
 def test_no_count_for_a_trace_nor_for_a_program_its_class_does_not_count():
     group = Group(np.arange(4), Span(0, 64), 4)
-    for name in ("nvls", "nvls_tree", "pat", "collnet_direct", "collnet_chain"):
+    for name in ("nvls", "pat", "collnet_direct", "collnet_chain"):
         for algorithm in (a for c in Collective for n, a in REGISTRY[c].items() if n == name):
             assert algorithm.counted(group) is None
     assert Star().counted(group) is None

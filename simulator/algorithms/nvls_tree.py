@@ -34,6 +34,7 @@ import numpy as np
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
+from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.host_tree import HostNode, double_host_tree
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.schedule import (
@@ -97,6 +98,28 @@ class NvlsTree(Algorithm):
         """The program's trace, built with numpy (:func:`nvls_tree_schedule`): 1.29 million
         ops for 4 GiB on 8 DGX H100 in ~1 s, where tracing them took ~7 s."""
         return nvls_tree_schedule(group, self.name)
+
+    def footprint(self, group: Group) -> Footprint:
+        """:meth:`schedule` counted from the trees and the pieces: per tree, every rank's
+        upload and gather of every piece, every head's host sum and multicast of each piece of
+        its chunk, and each piece up and down each tree edge; pairs, each rank with each
+        switch endpoint of its host and every tree edge's both ways on every rail; one receive
+        chain per rank's scatter-gather and reduce warps, and per broadcast warp below the
+        root."""
+        hosts = _hosts(group.layout)
+        count, local = hosts.shape
+        ranks = count * local
+        entries, pairs, ends = 0, 0, 0
+        edges: set[tuple[int, int]] = set()
+        for tree, half in enumerate(group.buffer.split(2)):
+            below = [(n, node.parent) for n in range(count)
+                     if (node := double_host_tree(n, count)[tree]).parent is not None]
+            edges |= {(n, up) for n, up in below} | {(up, n) for n, up in below}
+            pieces = int(_Pieces.of(group, half, local).heads.size)
+            entries += pieces * (2 * ranks + 2 * count + 2 * len(below))
+            pairs += 2 * ranks * local + 2 * ranks
+            ends += 2 * ranks + len(below) * local
+        return Footprint.whole(entries, pairs + len(edges) * local, ends)
 
     def model_s(self, cost: CostInputs, count: int) -> float:
         layout = cost.layout
@@ -234,8 +257,10 @@ def nvls_tree_schedule(group: Group, name: str) -> Schedule:
         built = _Half(group, hosts, traced, tree, _Pieces.of(group, half, local), base)
         parts.extend(built.columns())
         base = built.end
-    columns = {key: np.concatenate([np.broadcast_to(part[key], part["posted_after"].shape)
-                                    .ravel() for part in parts]) for key in parts[0]}
+    shapes = [part["posted_after"].shape for part in parts]
+    columns = {key: np.concatenate([np.broadcast_to(part.pop(key), shape).ravel()  # freed
+                                    for part, shape in zip(parts, shapes, strict=True)])
+               for key in list(parts[0])}  # as joined: peak memory, not twice the columns
     created = Schedule(columns["src"], columns["dst"], columns["start"], columns["stop"],
                        columns["start"], columns["stop"], columns["reduce"],
                        columns["posted_after"], columns["connection_previous"],

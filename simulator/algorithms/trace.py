@@ -602,11 +602,12 @@ def dependency_levels(schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
     """The longest chain of ops before each op of ``schedule``, through its three pointers,
     and the ops left waiting in a circle (:func:`wave_levels`): a trace numbers its ops by
     this level, creation order among equals, and so must a builder held to its numbering."""
-    waits = np.stack([schedule.posted_after, schedule.connection_previous,
-                      schedule.receive_previous])
-    op = np.broadcast_to(np.arange(schedule.size, dtype=np.int64), waits.shape)
-    real = waits >= 0
-    return wave_levels(schedule.size, waits[real], op[real])
+    pointers = (schedule.posted_after, schedule.connection_previous, schedule.receive_previous)
+    real = [np.flatnonzero(pointer >= 0) for pointer in pointers]  # the edges alone: memory
+    earlier = np.concatenate([pointer[ops] for pointer, ops in zip(pointers, real, strict=True)])
+    later = np.concatenate(real)
+    del real
+    return wave_levels(schedule.size, earlier, later)
 
 
 def wave_levels(ops: int, earlier: np.ndarray, later: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
