@@ -22,6 +22,11 @@ chunk to its host's switch for its head alone (``comm.switch_reduce(to=h)``); th
 its children's pieces into the host's sum, sends it up, gets the total down and multicasts it
 (``comm.switch_multicast``), which every GPU takes. Each GPU's scatter runs at most
 :data:`WINDOW` pieces ahead of its gather, as NCCL's connections hold ``NCCL_STEPS`` slots.
+
+The vectorised engine runs it on a schedule built with numpy (:func:`nvls_tree_schedule`), not
+traced from the program: the trace array for array, numbered as the trace numbers its ops
+(tests/test_trace.py), so that the builder moved no time; 4 GiB on 8 DGX H100 (1.29 million
+ops) builds in ~1 s where the trace took ~7 s.
 """
 
 from __future__ import annotations
