@@ -55,6 +55,15 @@ if TYPE_CHECKING:
 STORE_INSTANTS = 2048
 """How many of the latest instants' signatures are remembered: the longest period found."""
 
+MISSES = 256
+"""Signatures taken without finding a period before the run takes them half as often (a
+run whose channels drift against each other never repeats; a period found at every k-th
+instant is a multiple of the true one, and as exact)."""
+
+STRIDE = 16
+"""The fewest instants a signature is taken at, at the most: what seeking costs a run that
+never repeats, ~1/16 of its hashing."""
+
 POINTERS = ("posted_after", "connection_previous", "receive_previous")
 """The schedule's pointer columns: in a periodic schedule each points ``shift`` further on."""
 
@@ -268,6 +277,9 @@ class Steady:
         self.rest_until: tuple[int, float, int] = (-1, 0.0, -1)
         """Seek no period until the base passes the first, the time reaches the second, and the
         capacity steps left are not the third: where the last jump stopped."""
+        self.stride, self.misses, self.tick = 1, 0, 0
+        """Take a signature every ``stride``-th instant; ``misses`` since the stride last
+        changed."""
         self.jumps = 0
         self.skipped = 0
         """Jumps made, and the instants they went over (:class:`VectorTiming`)."""
@@ -299,8 +311,10 @@ class Steady:
     def boundary(self, run: _Run, now: float) -> float:
         """The end of an instant at ``now``: look for a period, confirm it twice, jump over its
         repeats. Returns the time the run goes on from (later than ``now`` after a jump)."""
-        if self.period is None and self._resting(run, now):
-            return now
+        if self.period is None:
+            self.tick += 1
+            if self.tick % self.stride or self._resting(run, now):
+                return now
         signature = self._signature(run, now)
         if signature is None:
             self._forget()
@@ -317,6 +331,9 @@ class Steady:
                                       signature.instant - earlier.instant,
                                       signature.now - earlier.now, shift)
                 return now
+        self.misses += 1
+        if self.misses == MISSES:
+            self.stride, self.misses = min(2 * self.stride, STRIDE), 0
         self.seen[signature.digest] = signature
         self.seen.move_to_end(signature.digest)
         oldest = run.instants - STORE_INSTANTS
