@@ -2,37 +2,42 @@
 to the bit.
 
 A pipelined collective spends most of its instants in a steady state: the same flows on the
-same routes at the same rates, each period moving the next pieces. :class:`Steady` watches the
-run's state at the end of every instant, written relative to the instant's time and to the
-first message not yet received (its *signature*), and when a state recurs it knows the period:
-``instants`` instants, ``period_s`` seconds, ``shift`` messages further on.
+same routes at the same rates, each period moving the next pieces. :class:`Steady` hashes the
+run's state at the end of an instant, relative to the instant's time and to the first message
+not yet received (its :class:`Signature`: flows, starts and reductions due, busy GPUs and
+proxies), and where a hash recurs it has a period: ``instants`` instants, ``period_s`` seconds,
+``shift`` messages further on. It confirms the period over two more, comparing every message
+from the base to the last one touched (:class:`Snapshot`): where a message repeats the one a
+shift before it (:class:`_Columns`: same ends and bytes, pointers a shift on), the same status
+and post time; elsewhere (the first pieces of the next region of a schedule numbered edge by
+edge) both at rest (:func:`inert`).
 
 Why a jump is exact, not an approximation. Every time the engine computes is a time it already
 holds plus an offset computed from bytes, rates and latencies (a route's latency, a flow's
 ``remaining / rate``, a reduction's duration, the difference of two times to bring bytes up to
 date), or a max, min or comparison of times. Inside one binade ``[2^(e-1), 2^e)`` floats are
 evenly spaced, so such an addition rounds the same way at ``t`` and at ``t + n·ulp`` (but for a
-tie, rounded to even by the last bit of ``t``); the engine's arithmetic is then exactly
-invariant under a shift by a whole number of ulps. So when the signature at instant i is
-*bitwise* the one at instant j, every value of the state lies in the binade of the instant's
-time, and the schedule ahead repeats with the shift (checked message by message against one
-period of columns, :meth:`Steady._verify`), the period repeats bit for bit until the binade
-ends; the first period seen and a second one that confirms it cover both parities of the last
-bit of the time, which is all a tie-to-even can depend on. The jump adds ``k·period_s`` to every
-time of the state (exact: on the binade's grid), ``k·shift`` to every message number, and
-replays what the skipped periods leave behind, in the order they would have done it:
+tie, rounded to even by the last bit of ``t``): the engine's arithmetic is exactly invariant
+under a shift by a whole number of ulps. So when every time of the state lies in the binade of
+the instant and the state recurs bit for bit, the period repeats bit for bit until the binade
+ends; the two confirming periods cover both parities of the time's last bit, which is all a
+tie-to-even can depend on. The jump adds ``k·period_s`` to every time of the state (exact: on
+the binade's grid) and ``k·shift`` to every message number, and replays what the skipped
+periods leave behind, in the order they would have done it:
 
-- the data: every post's snapshot and every receive's copy or reduction of the confirming
-  period, shifted, period after period (so ``verified`` still proves the algorithm);
+- the data: every post's snapshot and every receive's copy or reduction of the second
+  confirming period, shifted, period after period (so ``verified`` still proves the algorithm);
 - the link tally: each instant's busy time added to the links it held, as the run adds it;
-- the messages' states: posted, arrived, received, with their times.
+- the messages' states: posted, arrived, received, with their times (:class:`_Writes`).
 
 A jump stops before the binade ends, before the capacity timeline's next step (a fault, an
-outage), and before the first message that breaks the schedule's period (the tail of a
+outage), and before a period would touch a message that does not repeat its own (the tail of a
 pipeline, the end of a phase); the run then goes on instant by instant, and finds the period
-again in the next binade. ``fast_forward: false`` (:class:`~simulator.settings.RunSettings`)
-turns it off; the two give the same times, buffers, link figures and instant counts
-(tests/test_steady.py).
+again in the next binade. A run whose parts drift against each other (channels whose pieces
+take different times on different routes) never repeats as a whole: after :data:`MISSES`
+signatures without a period it takes them less often, down to one every :data:`STRIDE`
+instants. ``fast_forward: false`` (:class:`~simulator.settings.RunSettings`) turns it off; the
+two give the same times, buffers, link figures and instant counts (tests/test_steady.py).
 """
 
 from __future__ import annotations
