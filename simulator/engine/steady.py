@@ -62,8 +62,10 @@ STORE_INSTANTS = 2048
 
 MISSES = 256
 """Signatures taken without finding a period before the run takes them half as often (a
-run whose channels drift against each other never repeats; a period found at every k-th
-instant is a multiple of the true one, and as exact)."""
+run whose channels drift against each other never repeats). A state that recurs at every
+k-th instant recurs at a multiple of the period, so the run then takes every instant's again
+to find the period itself (a multiple would be as exact, but take k times as long to
+confirm)."""
 
 STRIDE = 16
 """The fewest instants a signature is taken at, at the most: what seeking costs a run that
@@ -327,6 +329,8 @@ class Steady:
         if self.period is not None:
             return self._confirm(run, signature)
         earlier = self.seen.get(signature.digest)
+        if earlier is not None and self.stride > 1:  # a multiple of the period: find it itself
+            self.stride, self.misses, earlier = 1, 0, None
         if earlier is not None and signature.base > earlier.base and signature.top > earlier.top:
             shift = signature.base - earlier.base
             if signature.top - earlier.top == shift:
