@@ -485,21 +485,10 @@ class Steady:
         if result.all():
             return result
         rest = messages[~result]
-        result[~result] = self._unreceived_inert(run, rest, now)
+        result[~result] = inert(*self._status(run, rest, now))
         return result
 
-    def _unreceived_inert(self, run: _Run, messages: np.ndarray, now: float) -> np.ndarray:
-        """:func:`inert` of ``messages`` (window positions, not received) at ``now``."""
-        posted = run.posted[messages]
-        status = (run.received[messages].astype(np.uint8) | ((posted < INF) * POSTED)
-                  | ((run.arrived[messages] < INF) * ARRIVED)
-                  | ((run.s.posted_after[messages] == NONE) * INITIAL)).astype(np.uint8)
-        started = np.isin(messages, np.concatenate([run.active, run.pend_ids, run.red_ids]))
-        status[started] |= STARTED
-        since = np.full(len(messages), INF)
-        live = np.flatnonzero((posted < INF) & ~run.received[messages])
-        since[live] = self._since(run, messages[live], now)
-        return inert(status, since)
+
 
     # -- the signature -------------------------------------------------------------------------
 
@@ -548,23 +537,23 @@ class Steady:
         """The statuses and times of every message from the signature's base to its top."""
         start = run.window.start
         lo, hi = signature.base - start, signature.top - start + 1
-        status, since = self._status(run, lo, hi, signature.now)
+        status, since = self._status(run, np.arange(lo, hi), signature.now)
         return Snapshot(signature, status, since, run.posted[lo:hi].copy(),
                         run.arrived[lo:hi].copy())
 
-    def _status(self, run: _Run, lo: int, hi: int, now: float) -> tuple[np.ndarray, np.ndarray]:
-        """The status bits of the messages at window positions ``lo`` to ``hi``, and when
-        those posted and not received were posted, relative to ``now`` (:meth:`_since`;
-        inf for the others)."""
-        received, posted = run.received[lo:hi], run.posted[lo:hi]
+    def _status(self, run: _Run, messages: np.ndarray,
+                now: float) -> tuple[np.ndarray, np.ndarray]:
+        """The status bits of ``messages`` (window positions), and when those posted and not
+        received were posted, relative to ``now`` (:meth:`_since`; inf for the others)."""
+        received, posted = run.received[messages], run.posted[messages]
         status = (received.astype(np.uint8) | ((posted < INF).astype(np.uint8) * POSTED)
-                  | ((run.arrived[lo:hi] < INF).astype(np.uint8) * ARRIVED)
-                  | ((run.s.posted_after[lo:hi] == NONE).astype(np.uint8) * INITIAL))
-        started = np.concatenate([run.active, run.pend_ids, run.red_ids]) - lo
-        status[started[(started >= 0) & (started < hi - lo)]] |= STARTED
-        since = np.full(hi - lo, INF)
+                  | ((run.arrived[messages] < INF).astype(np.uint8) * ARRIVED)
+                  | ((run.s.posted_after[messages] == NONE).astype(np.uint8) * INITIAL))
+        status[np.isin(messages, np.concatenate([run.active, run.pend_ids, run.red_ids]))] |= (
+            STARTED)
+        since = np.full(len(messages), INF)
         live = np.flatnonzero((posted < INF) & ~received)
-        since[live] = self._since(run, live + lo, now)
+        since[live] = self._since(run, messages[live], now)
         return status, since
 
     def _first_unreceived(self, run: _Run) -> int:

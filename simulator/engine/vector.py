@@ -942,8 +942,7 @@ class _Run:
         self._load_ahead(messages)
         self.posted[messages] = self._handed(messages, now)
         self.top = max(self.top, int(messages.max()) + self.window.start)
-        start, length = self.send_view[0][messages], self.send_view[1][messages]
-        self.snapshots.keep(messages, self._sent(messages, start, length), length)
+        self._snapshot(messages)
         if self.steady is not None and self.steady.recording:
             self.steady.record(Op.POST, messages, self.window.start)
         previous = self._local(self.s.connection_previous[messages])
@@ -954,6 +953,11 @@ class _Run:
         has = behind >= 0
         ready[has] = np.maximum(ready[has], self.arrived[behind[has]])
         return self._schedule_starts(messages[free], ready, now)
+
+    def _snapshot(self, messages: np.ndarray) -> None:
+        """Keep the data ``messages`` (window positions, being posted) carry."""
+        start, length = self.send_view[0][messages], self.send_view[1][messages]
+        self.snapshots.keep(messages, self._sent(messages, start, length), length)
 
     def _handed(self, messages: np.ndarray, now: float) -> np.ndarray:
         """When ``messages``, posted ``now``, are handed on: now (a late rank's when it enters),
@@ -1117,8 +1121,7 @@ class _Run:
         the timing is the jump's."""
         if op is Op.POST:
             self._load_ahead(messages)
-            start, length = self.send_view[0][messages], self.send_view[1][messages]
-            self.snapshots.keep(messages, self._sent(messages, start, length), length)
+            self._snapshot(messages)
         else:
             self._combine(messages)
 
