@@ -6,7 +6,10 @@ import numpy as np
 import pytest
 
 from simulator.engine.kernel import (
+    FILLING_ENTRIES,
     CapacityTimeline,
+    _Filling,
+    _plain_filling,
     lone_rate,
     lone_rates,
     max_min_of,
@@ -42,6 +45,60 @@ def test_without_shared_links_every_flow_gets_its_bottleneck():
     assert max_min_rates(flow_of, link_of, 2, capacity).tolist() == [4.0, 7.0]
     assert lone_rates(flow_of, link_of, 2, capacity).tolist() == [4.0, 7.0]
     assert lone_rate([10.0, 4.0]) == 4.0
+
+
+def both_fillings(flow_of, link_of, flows, capacity, copies=None):
+    """The rates by the plain statement and by the rounds that touch only frozen flows' links."""
+    users = np.bincount(link_of, minlength=len(capacity)) if copies is None else np.bincount(
+        link_of, weights=copies, minlength=len(capacity))
+    return (_plain_filling(flow_of, link_of, flows, capacity, users, copies),
+            _Filling(flow_of, link_of, flows, capacity, users, copies).rates())
+
+
+def test_the_filling_by_touched_links_solves_the_hand_solved_chain():
+    # The chain above, numbered a..e = 0..4 and x, y, z = 0, 1, 2.
+    flow_of, link_of = np.array([0, 1, 1, 2, 3, 3, 4]), np.array([0, 0, 1, 1, 1, 2, 2])
+    plain, touched = both_fillings(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0]))
+    assert touched.tolist() == plain.tolist() == [5.0, 5.0, 19.0, 6.0, 6.0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_both_fillings_give_the_same_rates_to_the_bit(seed):
+    # Entries in any order, repeated flows as copies, tied capacities (several tight links a
+    # round), a flow that crosses no link (NaN both ways): max_min_rates takes either by size.
+    rng = np.random.default_rng(seed)
+    flows, links = int(rng.integers(1, 80)), int(rng.integers(1, 30))
+    per = rng.integers(1, min(links, 6) + 1, flows)
+    flow_of = np.repeat(np.arange(flows), per)
+    link_of = np.concatenate([rng.choice(links, k, replace=False) for k in per])
+    order = rng.permutation(len(flow_of))
+    capacity = rng.choice([1e9, 2e9, 10e9 / 3, 50e9, 7.1e9], links)
+    copies = rng.integers(1, 5, flows)[flow_of].astype(float) if seed % 2 else None
+    plain, touched = both_fillings(flow_of[order], link_of[order], flows + seed % 3, capacity,
+                                   None if copies is None else copies[order])
+    assert plain.tobytes() == touched.tobytes()
+
+
+def test_a_dense_all_to_all_takes_the_filling_by_touched_links_with_the_same_rates():
+    # 140 endpoints all to all over a two-level tree of 14 leaves (a link up and down each
+    # endpoint and each leaf): over FILLING_ENTRIES entries, uneven capacities, many rounds.
+    rng = np.random.default_rng(7)
+    hosts, leaves = 140, 14
+    capacity = rng.choice([400e9, 200e9, 100e9 / 3], 2 * hosts + 2 * leaves)
+    pairs = [(a, b) for a in range(hosts) for b in range(hosts) if a != b]
+    routes = []
+    for a, b in pairs:
+        route = [a, hosts + b]
+        if a // 10 != b // 10:  # across leaves: the source leaf's uplink, the target's downlink
+            route += [2 * hosts + a // 10, 2 * hosts + leaves + b // 10]
+        routes.append(route)
+    flow_of = np.repeat(np.arange(len(routes)), [len(r) for r in routes])
+    link_of = np.array([link for r in routes for link in r])
+    assert len(flow_of) >= FILLING_ENTRIES
+    plain, touched = both_fillings(flow_of, link_of, len(routes), capacity)
+    assert len(np.unique(plain)) > 20
+    assert plain.tobytes() == touched.tobytes()
+    assert max_min_rates(flow_of, link_of, len(routes), capacity).tobytes() == plain.tobytes()
 
 
 def random_flows(rng, flows=40, links=12):

@@ -77,6 +77,11 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
     flows on one route, which max-min gives one rate, be shared as one: the counts it sums are
     whole numbers either way, so the rates are those of the flows listed one by one, to the bit.
 
+    A large instance's rounds touch only the links of the flows they freeze
+    (:class:`_Filling`), not every entry: a dense all-to-all's solution takes a round per
+    distinct share (361 for ``direct`` on the k = 8 fat-tree, over 92,928 entries), so its cost
+    is then the rounds times the links, not times the entries.
+
     >>> flow_of, link_of = np.array([0, 1, 1, 2]), np.array([0, 0, 1, 1])
     >>> max_min_rates(flow_of, link_of, 3, np.array([10., 30.]))
     array([ 5.,  5., 25.])
@@ -88,6 +93,24 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
         link_of, weights=copies, minlength=len(capacity))
     if users.max(initial=0) <= 1:  # no link shared: each flow at its bottleneck
         return lone_rates(flow_of, link_of, flows, capacity)
+    if len(flow_of) >= FILLING_ENTRIES:
+        return _Filling(flow_of, link_of, flows, capacity, users, copies).rates()
+    return _plain_filling(flow_of, link_of, flows, capacity, users, copies)
+
+
+FILLING_ENTRIES = 16384
+"""From how many entries :func:`max_min_rates` fills by :class:`_Filling` (each round touching
+the links of the flows it freezes) rather than by :func:`_plain_filling` (each round over
+every entry left): measured on random instances (4 links a flow, 20 to 1,000 links) and on the
+k = 8 fat-tree's all-to-all (92,928 entries, 768 links, 361 rounds: 2.4× faster), the plain
+statement is faster below some 12,000 entries, whatever the links. Both give the same rates
+to the bit (tests/test_kernel.py)."""
+
+
+def _plain_filling(flow_of: np.ndarray, link_of: np.ndarray, flows: int, capacity: np.ndarray,
+                   users: np.ndarray, copies: np.ndarray | None) -> np.ndarray:
+    """Progressive filling as stated: each round recomputes every link's share and re-counts
+    every entry not yet frozen (the cheaper way for small instances)."""
     links = np.flatnonzero(users)
     local = renumbered_links(links, link_of, len(capacity))
     users = users[links]
@@ -111,6 +134,101 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
         if copies is not None:
             copies = copies[~done]
     return rates
+
+
+class _Filling:
+    """Progressive filling over the links in use, each round's work limited to the links of
+    the flows it freezes.
+
+    Bit for bit the rounds of the plain statement (every link's share recomputed, every
+    unfrozen entry re-counted each round): a link none of a round's frozen flows cross keeps
+    its ``left``, ``unfrozen`` and so its share exactly (the plain statement takes ``0 · share``
+    from it, which changes no float), and a touched link gets the same subtraction, of a count
+    that is a sum of whole numbers (exact in either order)."""
+
+    def __init__(self, flow_of: np.ndarray, link_of: np.ndarray, flows: int,
+                 capacity: np.ndarray, users: np.ndarray, copies: np.ndarray | None) -> None:
+        links = np.flatnonzero(users)
+        local = renumbered_links(links, link_of, len(capacity))
+        self.flows = flows
+        self.left = capacity[links].astype(np.float64)
+        self.unfrozen = users[links].astype(np.float64)
+        self.weight = np.ones(len(flow_of)) if copies is None else copies.astype(np.float64)
+        # the entries by link (to find a tight link's flows) and by flow (to find their links)
+        by_link = _grouped(local, len(links))
+        self.link_flows = flow_of[by_link]
+        self.link_start = np.concatenate(([0], np.cumsum(np.bincount(local,
+                                                                      minlength=len(links)))))
+        if len(flow_of) < 2 or bool((flow_of[1:] >= flow_of[:-1]).all()):  # listed flow by flow
+            self.flow_links, self.flow_weight = local, self.weight
+        else:
+            by_flow = _grouped(flow_of, flows)
+            self.flow_links, self.flow_weight = local[by_flow], self.weight[by_flow]
+        self.flow_start = np.concatenate(([0], np.cumsum(np.bincount(flow_of, minlength=flows))))
+        self.entries = len(flow_of)
+
+    def rates(self) -> np.ndarray:
+        """Every flow's rate (NaN for a flow that crosses no link)."""
+        rates = np.full(self.flows, np.nan)
+        frozen = np.zeros(self.flows, dtype=bool)
+        links = len(self.left)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            share = np.where(self.unfrozen > 0, np.maximum(self.left, 0.0) / self.unfrozen, INF)
+            left_entries = self.entries
+            while left_entries:
+                level = share.min()
+                now = self._newly_frozen(np.flatnonzero(share == level), frozen)
+                frozen[now] = True
+                rates[now] = level
+                begin = self.flow_start[now]
+                entries = ranges(begin, self.flow_start[now + 1] - begin)
+                counts = np.bincount(self.flow_links[entries], weights=self.flow_weight[entries],
+                                     minlength=links)
+                touched = np.flatnonzero(counts)
+                counts = counts[touched]
+                self.left[touched] -= counts * level
+                unfrozen = self.unfrozen[touched] - counts
+                self.unfrozen[touched] = unfrozen
+                share[touched] = np.where(unfrozen > 0,
+                                          np.maximum(self.left[touched], 0.0) / unfrozen, INF)
+                left_entries -= len(entries)
+        return rates
+
+    def _newly_frozen(self, tight: np.ndarray, frozen: np.ndarray) -> np.ndarray:
+        """The flows not yet frozen that cross a ``tight`` link, each once."""
+        if len(tight) == 1:  # a link lists each of its flows once
+            link = int(tight[0])
+            flows = self.link_flows[self.link_start[link]:self.link_start[link + 1]]
+            alone: np.ndarray = flows[~frozen[flows]]
+            return alone
+        starts = self.link_start[tight]
+        flows = self.link_flows[ranges(starts, self.link_start[tight + 1] - starts)]
+        return np.unique(flows[~frozen[flows]])
+
+
+def _grouped(keys: np.ndarray, count: int) -> np.ndarray:
+    """The positions of ``keys`` (each below ``count``) grouped by key, in order within a key:
+    a stable sort, by radix on 16-bit keys where they fit (numpy sorts those in linear time)."""
+    narrow = keys.astype(np.uint16) if count <= 1 << 16 else keys
+    order: np.ndarray = np.argsort(narrow, kind="stable")
+    return order
+
+
+def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """The concatenation of ``arange(start, start + length)`` for every pair, in one pass.
+
+    >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
+    [5, 6, 0, 1, 2]
+    """
+    if len(lengths) and lengths[0] == lengths.min() == lengths.max():  # all alike: broadcast
+        return (starts[:, None] + np.arange(int(lengths[0]), dtype=np.int64)).ravel()
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lengths)
+    indices: np.ndarray = np.arange(total, dtype=np.int64)
+    indices += np.repeat(starts - (ends - lengths), lengths)
+    return indices
 
 
 def renumbered_links(links: np.ndarray, link_of: np.ndarray, total: int) -> np.ndarray:

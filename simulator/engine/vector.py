@@ -54,6 +54,7 @@ from simulator.engine.kernel import (
     lone_rate,
     lone_rates,
     max_min_rates,
+    ranges,
     serve_in_order,
     serve_spans,
 )
@@ -80,23 +81,6 @@ class VectorTiming:
     skipped: int = 0
     """Of ``instants``, those a steady period's jumps went over (:mod:`simulator.engine.steady`)
     instead of processing them one by one."""
-
-
-def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """The concatenation of ``arange(start, start + length)`` for every pair, in one pass.
-
-    >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
-    [5, 6, 0, 1, 2]
-    """
-    if len(lengths) and lengths[0] == lengths.min() == lengths.max():  # all alike: broadcast
-        return (starts[:, None] + np.arange(int(lengths[0]), dtype=np.int64)).ravel()
-    total = int(lengths.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lengths)
-    indices: np.ndarray = np.arange(total, dtype=np.int64)
-    indices += np.repeat(starts - (ends - lengths), lengths)
-    return indices
 
 
 SHARES_BYTES = 32 << 20
