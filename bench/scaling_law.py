@@ -18,18 +18,21 @@ on the vectorised engine (float32, op sum, verified against numpy):
   ``--gpus`` GPUs of ``--gpus-preset`` (default ``dgx_h100_superpod``, 64 to 8,192 by 2).
 
 Every point runs in a child process (forked, the simulator already imported), stopped after
-``--budget`` seconds (default 120) and reported as over budget; such points are left out of the
-fits, which say so. Each point prints the seconds building and checking its machine
-(``setup_s``, before the clock starts), its wall time (``wall_s``: the plan, the inputs, the
-simulation and the numpy check), its messages and instants, the instants the fast-forward
-jumped over instead of processing (``jumped``, counted in ``vector._Run.run`` as
-``bench/pathologies.py`` counts them), µs of wall time per message, its simulated time, what
-ran (``pick``: the algorithm, and NCCL's protocol under ``nccl``), whether it verified, and
-the child's peak resident memory (the parent's imports included). Then, per sweep, algorithm
-and fixed size or ranks, the least-squares exponents of wall time, messages and instants (the
-slope of log y against log x): where the wall time's exponent exceeds the messages', the
-per-message cost grows with the run, and ``docs/benchmark.md`` says why. ``--fast-forward off``
-runs every point with ``fast_forward: false``. Draws the sweeps log-log to ``--plot`` (default
+``--budget`` seconds (default 120) and reported as over budget; such points are left out of
+the fits, which say so. Once a point is over budget, the larger points of its line (sweep,
+algorithm, fixed size or ranks) are reported over budget without running (``--keep-going``
+runs them). Each point prints the seconds building and checking its machine (``setup_s``,
+before the clock starts), its wall time (``wall_s``: the plan, the inputs, the simulation and
+the numpy check) and the CPU time of it (``cpu_s``: less than ``wall_s`` where others share the
+cores), its messages and instants, the instants the fast-forward jumped over instead of
+processing (``jumped``, counted in ``vector._Run.run`` as ``bench/pathologies.py`` counts
+them), µs of wall time per message, its simulated time, what ran (``pick``: the algorithm, and
+NCCL's protocol under ``nccl``), whether it verified, and the child's peak resident memory (the
+parent's imports included). Then, per sweep, algorithm and fixed size or ranks, the
+least-squares exponents of wall time, CPU time, messages and instants (the slope of log y
+against log x): where the wall time's exponent exceeds the messages', the per-message cost
+grows with the run, and ``docs/benchmark.md`` says why. ``--fast-forward off`` runs every point
+with ``fast_forward: false``. Draws the sweeps log-log to ``--plot`` (default
 ``results/bench/scaling_law.png``).
 
 Exits 1 if a point fails verification or errs; 2 on bad arguments. Time on 2 cores: the
@@ -80,9 +83,9 @@ PRESETS = ("dgx_h100", "dgx_h100_superpod")
 DEFAULT_RANKS = (64, 128, 256, 512, 1024, 2048, 4096)
 DEFAULT_SIZES = tuple(1 << s for s in range(20, 33, 2))
 DEFAULT_GPUS = tuple(64 << k for k in range(8))
-COLUMNS = ("sweep", "algorithm", "ranks", "size", "setup_s", "wall_s", "messages", "instants",
-           "jumped", "us_per_message", "sim_s", "pick", "verified", "rss_MiB")
-_WIDTHS = (9, 18, 5, 6, 7, 8, 10, 9, 9, 14, 15, 26, 8, 7)
+COLUMNS = ("sweep", "algorithm", "ranks", "size", "setup_s", "wall_s", "cpu_s", "messages",
+           "instants", "jumped", "us_per_message", "sim_s", "pick", "verified", "rss_MiB")
+_WIDTHS = (9, 18, 5, 6, 7, 8, 8, 10, 9, 9, 14, 15, 24, 8, 7)
 
 
 @dataclass(frozen=True)
@@ -103,7 +106,8 @@ class Point:
     """One measured point: what ran, what it cost, what it simulated. ``jumped`` is how many of
     ``instants`` the fast-forward went over, ``pick`` what ran (``algorithm/protocol`` under
     ``nccl``), ``setup_s`` the seconds the machine took to build and check (outside
-    ``wall_s``), ``rss_mib`` the measuring process's peak resident memory."""
+    ``wall_s``), ``rss_mib`` the measuring process's peak resident memory, ``cpu_s`` the CPU
+    seconds of ``wall_s`` (less than it where other work shares the cores)."""
 
     sweep: str
     algorithm: str
@@ -118,21 +122,24 @@ class Point:
     pick: str = ""
     setup_s: float = float("nan")
     rss_mib: float = float("nan")
+    cpu_s: float = float("nan")
 
 
 @dataclass(frozen=True)
 class Missed:
-    """A point with no measurement: ``over_budget`` (stopped at the budget), or ``reason`` the
-    error it ended with."""
+    """A point with no measurement: ``over_budget`` (stopped at the budget, or not ``ran``
+    since a smaller point of its line was), or ``reason`` the error it ended with."""
 
     task: Task
     reason: str
     over_budget: bool = False
+    ran: bool = True
 
 
 @dataclass(frozen=True)
 class Fit:
-    """Exponents of one algorithm's sweep: y ∝ x^exponent for wall time, messages, instants.
+    """Exponents of one algorithm's sweep: y ∝ x^exponent for wall time, messages, instants
+    (and CPU time, ``cpu``).
     ``fixed`` is what the sweep holds (the size for a sweep against ranks, the ranks for one
     against size), ``left_out`` the x of its points with no measurement."""
 
@@ -144,6 +151,7 @@ class Fit:
     fixed: int = 0
     points: int = 0
     left_out: tuple[int, ...] = ()
+    cpu: float = float("nan")
 
 
 def scenario_for(ranks: int, size_bytes: int, algorithm: str, execution: str = "ideal",
@@ -192,14 +200,14 @@ def measure(task: Task, fast_forward: bool = True) -> Point:
     setup_s = time.perf_counter() - start
     gc.collect()
     with counting_jumps() as jumped:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         [plan] = plan_points(scenario, setup, settings).plans  # one size, one algorithm or pick
         result = run_plan(scenario, setup, plan)
-        wall = time.perf_counter() - start
+        wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     pick = f"{result.algorithm}/{result.protocol}" if result.protocol else result.algorithm
     return Point(task.sweep, task.algorithm, task.ranks, task.size_bytes, wall, result.messages,
                  result.events, result.sim_time_s, result.verified is True, jumped[0], pick,
-                 setup_s, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+                 setup_s, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, cpu)
 
 
 def _child(sender: Connection, task: Task, fast_forward: bool) -> None:
@@ -273,7 +281,8 @@ def fits(points: Sequence[Point], missed: Sequence[Missed] = ()) -> list[Fit]:
             out.append(Fit(sweep, algorithm, exponent(xs, [p.wall_s for p in mine]),
                            exponent(xs, [float(p.messages) for p in mine]),
                            exponent(xs, [float(p.instants) for p in mine]),
-                           fixed, len(mine), left))
+                           fixed, len(mine), left,
+                           exponent(xs, [max(p.cpu_s, 1e-9) for p in mine])))
     return out
 
 
@@ -284,25 +293,30 @@ def row(cells: tuple[object, ...]) -> str:
 def format_point(p: Point) -> str:
     per_message = 1e6 * p.wall_s / p.messages if p.messages else float("nan")
     return row((p.sweep, p.algorithm, p.ranks, format_size(p.size_bytes), f"{p.setup_s:.2f}",
-                f"{p.wall_s:.3f}", p.messages, p.instants, p.jumped, f"{per_message:.3f}",
+                f"{p.wall_s:.3f}", f"{p.cpu_s:.3f}", p.messages, p.instants, p.jumped,
+                f"{per_message:.3f}",
                 f"{p.sim_s:.9e}", p.pick, "yes" if p.verified else "NO", f"{p.rss_mib:.0f}"))
 
 
 def format_missed(m: Missed) -> str:
     t = m.task
-    wall = "stopped" if m.over_budget else "failed"
+    wall = "failed" if not m.over_budget else "stopped" if m.ran else "not run"
     return row((t.sweep, t.algorithm, t.ranks, format_size(t.size_bytes), "—", wall, "—", "—",
-                "—", "—", "—", "—", "—", "—")) + f"  ({m.reason})"
+                "—", "—", "—", "—", "—", "—", "—")) + f"  ({m.reason})"
+
+
+def _label(sweep: str, x: int) -> str:
+    """A sweep's x as the tables name it: a size, or GPUs."""
+    return format_size(x) if AGAINST[sweep] == "size" else f"{x} GPUs"
 
 
 def format_fit(fit: Fit) -> str:
     fixed = (format_size(fit.fixed) if AGAINST[fit.sweep] == "ranks"
              else f"{fit.fixed} GPUs")
-    label = format_size if AGAINST[fit.sweep] == "size" else str
-    left = ("" if not fit.left_out else
-            "  left out (no measurement): " + ", ".join(label(x) for x in fit.left_out))
+    left = ("" if not fit.left_out else "  left out (no measurement): "
+            + ", ".join(_label(fit.sweep, x) for x in fit.left_out))
     return (f"{fit.sweep:>9} {fit.algorithm:>18} {fixed:>9} {fit.points:>6} {fit.wall:9.2f} "
-            f"{fit.messages:13.2f} {fit.instants:13.2f}{left}")
+            f"{fit.cpu:8.2f} {fit.messages:13.2f} {fit.instants:13.2f}{left}")
 
 
 def plot(points: list[Point], path: Path) -> None:
@@ -380,6 +394,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--budget", type=_positive, default=120.0,
                         help="seconds a point may take, its setup included, before it is "
                              "stopped and left out of the fits (default 120)")
+    parser.add_argument("--keep-going", action="store_true",
+                        help="run a sweep's larger points after one is over budget (default: "
+                             "report them over budget unrun)")
     parser.add_argument("--fast-forward", choices=("on", "off"), default="on",
                         help="run every point with fast_forward on (the default) or off")
     parser.add_argument("--algorithms", nargs="+", choices=ALGORITHMS, default=list(ALGORITHMS),
@@ -433,8 +450,18 @@ def main(argv: list[str] | None = None) -> int:
     missed: list[Missed] = []
     failed = False
     start = time.perf_counter()
+    over: dict[tuple[str, str, int], int] = {}  # a line's smallest x over budget
     for task in tasks(args):
-        outcome = measure_within(task, args.budget, fast_forward)
+        line = (task.sweep, task.algorithm, _fixed(task.sweep, task.ranks, task.size_bytes))
+        x = _x(task.sweep, task.ranks, task.size_bytes)
+        outcome: Point | Missed
+        if line in over and x > over[line] and not args.keep_going:
+            outcome = Missed(task, f"not run: {_label(task.sweep, over[line])} was over budget",
+                             over_budget=True, ran=False)
+        else:
+            outcome = measure_within(task, args.budget, fast_forward)
+        if isinstance(outcome, Missed) and outcome.over_budget:
+            over[line] = min(x, over.get(line, x))
         if isinstance(outcome, Missed):
             missed.append(outcome)
             failed |= not outcome.over_budget
@@ -448,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         print(format_point(outcome), flush=True)
     print()
     print(f"{'sweep':>9} {'algorithm':>18} {'fixed':>9} {'points':>6} {'wall_exp':>9} "
-          f"{'messages_exp':>13} {'instants_exp':>13}")
+          f"{'cpu_exp':>8} {'messages_exp':>13} {'instants_exp':>13}")
     for fit in fits(points, missed):
         print(format_fit(fit))
     print(f"\ntotal: {time.perf_counter() - start:.0f} s, budget {args.budget:g} s a point, "

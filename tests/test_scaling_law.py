@@ -1,6 +1,7 @@
 """The scaling-law benchmark's arithmetic and a few real points (bench/scaling_law.py)."""
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from bench.scaling_law import (
     Task,
     exponent,
     fits,
+    main,
     measure,
     measure_within,
     parse_args,
@@ -74,6 +76,16 @@ def test_a_child_over_budget_is_stopped() -> None:
                             0.001)
     assert isinstance(missed, Missed) and missed.over_budget
     assert missed.reason == "over the 0.001 s budget"
+
+
+def test_a_line_stops_at_its_first_point_over_budget(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    assert main(["--sweep", "nccl-gpus", "--gpus", "64", "128", "--budget", "0.001",
+                 "--plot", str(tmp_path / "law.png")]) == 0  # over budget is no failure
+    out = capsys.readouterr().out
+    assert "stopped" in out and "(not run: 64 GPUs was over budget)" in out
+    assert "left out (no measurement): 64 GPUs, 128 GPUs" in out
+    assert not (tmp_path / "law.png").exists()  # nothing measured, nothing drawn
 
 
 def test_a_child_reports_its_error() -> None:
