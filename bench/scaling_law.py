@@ -35,10 +35,12 @@ grows with the run, and ``docs/benchmark.md`` says why. ``--fast-forward off`` r
 with ``fast_forward: false``. Draws the sweeps log-log to ``--plot`` (default
 ``results/bench/scaling_law.png``).
 
-Exits 1 if a point fails verification or errs; 2 on bad arguments. Time on 2 cores: the
-default run ~30 minutes plus what the over-budget points wait (at most 2 minutes each);
-``--sweep nccl-size`` alone ~5 minutes, ``--sweep nccl-gpus`` alone ~10 minutes (its largest
-clusters run into the budget). ::
+Exits 1 if a point fails verification or errs; 2 on bad arguments (over budget is neither).
+Time on a 2-core machine: the default run ~12 minutes idle (~6 of them the points, by their CPU
+seconds at d0bac39; the rest the points that reach the budget: the NCCL tree at 1 GiB on 256
+GPUs, NCCL's pick from 512 GPUs); with the cores shared at load 11, about three times each
+point's time (all four sweeps with ``--budget 300 --gpus-sizes 256MiB 1GiB``: 38 minutes). Alone:
+``--sweep ranks`` ~2.5 minutes idle, ``size`` ~3, ``nccl-size`` ~1.5, ``nccl-gpus`` ~6. ::
 
     .venv/bin/python bench/scaling_law.py                              # all four sweeps
     .venv/bin/python bench/scaling_law.py --sweep nccl-size --sweep nccl-gpus --budget 300
