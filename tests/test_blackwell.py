@@ -9,7 +9,6 @@ import pytest
 from simulator.model.execution import NVLS_SHARE, nvls_share, system_of
 from simulator.model.nccl import (
     DEFAULT_GRAPHS,
-    TREE_CORRECTION,
     Arch,
     CpuVendor,
     Graph,
@@ -71,7 +70,7 @@ def test_the_nvlstree_correction_applies_on_blackwell_with_an_x86_cpu_only():
     arm = System(16, 2, Arch.BLACKWELL, graphs, CpuVendor.ARM)
     bw = bandwidth_GBps(x86, NT, Protocol.SIMPLE)
     latency = latency_us(x86, NT, Protocol.SIMPLE)
-    assert TREE_CORRECTION[Protocol.SIMPLE][14] == 0.5
+    assert x86.tuning.tree_correction[Protocol.SIMPLE][14] == 0.5
     assert predicted_time_us(x86, NT, Protocol.SIMPLE, size) == pytest.approx(
         latency + size / (1000 * bw * 0.5))
     assert predicted_time_us(arm, NT, Protocol.SIMPLE, size) == pytest.approx(

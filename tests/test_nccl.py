@@ -8,14 +8,7 @@ from pathlib import Path
 import pytest
 
 from simulator.model.nccl import (
-    BASE_LATENCY_US,
-    HW_LATENCY_US,
-    LL_MAX_BW_GBPS,
-    NVLS_EFFICIENCY,
-    PER_CHANNEL_MAX_NVLS_TREE_GBPS,
-    PER_CHANNEL_MAX_RING_LL128_GBPS,
-    PER_CHANNEL_MAX_TREE_GBPS,
-    PER_CHANNEL_MAX_TREE_LL128_GBPS,
+    LATEST,
     Arch,
     Graph,
     Hardware,
@@ -27,6 +20,7 @@ from simulator.model.nccl import (
     latency_us,
     predicted_time_us,
 )
+from simulator.model.nccl_versions import NCCL_2_30, TUNINGS
 
 REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference"
 RING, TREE, NVLS, NVLS_TREE = (NcclAlgorithm.RING, NcclAlgorithm.TREE, NcclAlgorithm.NVLS,
@@ -39,30 +33,40 @@ def rows(name: str) -> list[dict[str, str]]:
     return list(csv.DictReader(line for line in lines if not line.startswith("#")))
 
 
+def test_the_reference_files_are_the_latest_tuners():
+    # the CSV files state the NCCL they were read from: the latest record's
+    assert TUNINGS[LATEST] is NCCL_2_30
+    for name in ("nccl_model_latency_constants.csv", "nccl_model_bw_caps.csv"):
+        assert "NVIDIA/nccl v2.30.7-1 (commit 73cf1122" in (REFERENCE / name).read_text()
+    assert NCCL_2_30.source.startswith("NVIDIA/nccl v2.30.7-1 (commit 73cf1122)")
+
+
 def test_latency_tables_are_the_reference_ones():
+    base, hw = NCCL_2_30.base_latency_us, NCCL_2_30.hw_latency_us
     for row in rows("nccl_model_latency_constants.csv"):
         algorithm, protocol = NcclAlgorithm(row["algorithm"]), Protocol(row["protocol"])
-        if (algorithm, protocol) not in BASE_LATENCY_US:
+        if (algorithm, protocol) not in base:
             continue  # CollNet's, NVLS's and PAT's LL/LL128 are not run
-        assert BASE_LATENCY_US[algorithm, protocol] == float(row["base_latency_us"]), row
+        assert base[algorithm, protocol] == float(row["base_latency_us"]), row
         for hardware, column in ((Hardware.NVLINK, "hw_latency_nvlink_us"),
                                  (Hardware.PCI, "hw_latency_pci_us"),
                                  (Hardware.NET, "hw_latency_net_us")):
-            assert HW_LATENCY_US[hardware, algorithm, protocol] == float(row[column]), row
-    assert len(BASE_LATENCY_US) == 11 and len(HW_LATENCY_US) == 33
+            assert hw[hardware, algorithm, protocol] == float(row[column]), row
+    assert len(base) == 11 and len(hw) == 33
 
 
 def test_bandwidth_caps_are_the_reference_ones():
     arch_of = {"Volta(sm70)": Arch.VOLTA, "Ampere(sm80)": Arch.AMPERE, "Hopper(sm90)": Arch.HOPPER,
                "Blackwell(sm100)": Arch.BLACKWELL}
+    tuning = NCCL_2_30
     for row in rows("nccl_model_bw_caps.csv"):
         arch, column = arch_of[row["arch"]], {"1": 0, "2": 1, ">=3": 2}[row["nodes"]]
-        assert LL_MAX_BW_GBPS[arch][column] == float(row["llMaxBw_total"])
-        assert PER_CHANNEL_MAX_RING_LL128_GBPS[arch][column] == float(row["perChMaxRingLL128Bw"])
-        assert PER_CHANNEL_MAX_TREE_LL128_GBPS[arch][column] == float(row["perChMaxTreeLL128Bw"])
-        assert PER_CHANNEL_MAX_TREE_GBPS[arch][column] == float(row["perChMaxTreeBw"])
-        assert PER_CHANNEL_MAX_NVLS_TREE_GBPS[arch][column] == float(row["perChMaxNVLSTreeBw"])
-        assert NVLS_EFFICIENCY[arch] == float(row["nvls_efficiency"])
+        assert tuning.ll_max_bw_gbps[arch][column] == float(row["llMaxBw_total"])
+        assert tuning.per_channel_max_ring_ll128_gbps[arch][column] == float(row["perChMaxRingLL128Bw"])
+        assert tuning.per_channel_max_tree_ll128_gbps[arch][column] == float(row["perChMaxTreeLL128Bw"])
+        assert tuning.per_channel_max_tree_gbps[arch][column] == float(row["perChMaxTreeBw"])
+        assert tuning.per_channel_max_nvls_tree_gbps[arch][column] == float(row["perChMaxNVLSTreeBw"])
+        assert tuning.nvls_efficiency[arch] == float(row["nvls_efficiency"])
 
 
 H100_NODE = System(ranks=8, nodes=1, arch=Arch.HOPPER, graphs={

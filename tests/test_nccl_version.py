@@ -5,6 +5,7 @@ execution model's costs stay the latest."""
 from __future__ import annotations
 
 import json
+from dataclasses import fields, replace
 
 import pytest
 
@@ -12,8 +13,9 @@ from simulator import InputError, simulate
 from simulator.model.execution import system_of
 from simulator.model.nccl import (
     DEFAULT_GRAPHS,
-    PER_CHANNEL_MAX_RING_LL128_GBPS,
     Arch,
+    CpuVendor,
+    Hardware,
     NcclAlgorithm,
     Protocol,
     System,
@@ -21,6 +23,13 @@ from simulator.model.nccl import (
     bandwidth_GBps,
     choose,
     latency_us,
+)
+from simulator.model.nccl_versions import (
+    NCCL_2_26,
+    NCCL_2_30,
+    TUNINGS,
+    tree_and_blackwell_nvls_tree_corrected,
+    tree_corrected,
 )
 from simulator.plan import prepare
 from simulator.scenario import scenario_from_dict
@@ -63,10 +72,72 @@ def test_blackwell_caps_were_twice_hoppers_before_2_28():
     old = System(8, 1, Arch.BLACKWELL, DEFAULT_GRAPHS[Arch.BLACKWELL], version=Version.V2_26)
     new = System(8, 1, Arch.BLACKWELL, DEFAULT_GRAPHS[Arch.BLACKWELL])
     ring = NcclAlgorithm.RING
-    assert PER_CHANNEL_MAX_RING_LL128_GBPS[Arch.BLACKWELL][0] == 40.0
+    assert new.tuning.per_channel_max_ring_ll128_gbps[Arch.BLACKWELL][0] == 40.0
+    assert old.tuning.per_channel_max_ring_ll128_gbps[Arch.BLACKWELL][0] == 73.4
     # 16 channels x 45 GB/s x 0.92 = 662.4, under 16 x 73.4 but over 16 x 40
     assert bandwidth_GBps(old, ring, Protocol.LL128) == pytest.approx(662.4 * 8 / 14)
     assert bandwidth_GBps(new, ring, Protocol.LL128) == pytest.approx(16 * 40.0 * 8 / 14)
+
+
+def test_each_version_selects_its_record():
+    assert set(TUNINGS) == set(Version)
+    assert hopper(2, Version.V2_26).tuning is NCCL_2_26
+    assert hopper(2, Version.V2_30).tuning is NCCL_2_30
+    assert System(8, 1, Arch.HOPPER).tuning is NCCL_2_30  # the default, LATEST
+    assert NCCL_2_26.source == "NVIDIA/nccl v2.26.2-1 (commit f44ac759) src/graph/tuning.cc"
+
+
+def test_2_26_is_2_30_but_for_the_tables_and_rules_v2_26_2_has_otherwise():
+    changed = {f.name for f in fields(NCCL_2_30)
+               if getattr(NCCL_2_26, f.name) != getattr(NCCL_2_30, f.name)}
+    assert changed == {"source", "hw_latency_us", "per_channel_max_ring_ll128_gbps",
+                       "per_channel_max_tree_ll128_gbps", "per_channel_max_tree_gbps",
+                       "per_channel_max_nvls_tree_gbps", "nvls_efficiency", "tree_correction",
+                       "nvls", "correction"}
+    # hwLat: NVLSTree's network step alone
+    old, new = NCCL_2_26.hw_latency_us, NCCL_2_30.hw_latency_us
+    assert {key for key in new if old[key] != new[key]} == {(Hardware.NET, NT, S)}
+    assert (old[Hardware.NET, NT, S], new[Hardware.NET, NT, S]) == (14.0, 20.9)
+    # the three caps of 2.26: Blackwell's row twice Hopper's, every other row 2.30's
+    for name in ("per_channel_max_ring_ll128_gbps", "per_channel_max_tree_ll128_gbps",
+                 "per_channel_max_tree_gbps"):
+        table, latest = getattr(NCCL_2_26, name), getattr(NCCL_2_30, name)
+        assert table[Arch.BLACKWELL] == tuple(2 * cap for cap in table[Arch.HOPPER]), name
+        assert {arch: table[arch] for arch in Arch if arch is not Arch.BLACKWELL} == {
+            arch: latest[arch] for arch in Arch if arch is not Arch.BLACKWELL}, name
+    assert NCCL_2_26.per_channel_max_tree_gbps[Arch.BLACKWELL] == (77.4, 82.8, 72.0)
+    assert NCCL_2_26.per_channel_max_nvls_tree_gbps == {} and NCCL_2_26.nvls_efficiency == {}
+    # treeCorrectionFactor[3][23]: 2.30's rows but their 24th entry
+    for protocol in Protocol:
+        assert len(NCCL_2_26.tree_correction[protocol]) == 23
+        assert NCCL_2_30.tree_correction[protocol][:23] == NCCL_2_26.tree_correction[protocol]
+
+
+def test_the_correction_rules_name_the_entries_each_version_corrects():
+    tree, ring = NcclAlgorithm.TREE, NcclAlgorithm.RING
+    cases = [(tree, Arch.HOPPER, CpuVendor.INTEL), (NT, Arch.BLACKWELL, CpuVendor.INTEL),
+             (NT, Arch.BLACKWELL, CpuVendor.AMD), (NT, Arch.BLACKWELL, CpuVendor.ARM),
+             (NT, Arch.HOPPER, CpuVendor.INTEL), (ring, Arch.BLACKWELL, CpuVendor.INTEL)]
+    assert [tree_corrected(*case) for case in cases] == [23, 0, 0, 0, 0, 0]
+    assert [tree_and_blackwell_nvls_tree_corrected(*case) for case in cases] == [
+        23, 24, 24, 0, 0, 0]
+    assert NCCL_2_26.correction is tree_corrected
+    assert NCCL_2_30.correction is tree_and_blackwell_nvls_tree_corrected
+
+
+def test_the_formulas_read_every_constant_off_the_selected_record(monkeypatch):
+    # a record that changes NVLSTree's network step and the NVLSTree cap changes the model's
+    # latency and bandwidth, with no code: what a new version's record does
+    system = hopper(2, Version.V2_30)
+    record = replace(NCCL_2_30,
+                     hw_latency_us={**NCCL_2_30.hw_latency_us, (Hardware.NET, NT, S): 30.0},
+                     per_channel_max_nvls_tree_gbps={**NCCL_2_30.per_channel_max_nvls_tree_gbps,
+                                                     Arch.HOPPER: (0.0, 50.0, 45.5)})
+    monkeypatch.setitem(TUNINGS, Version.V2_30, record)
+    assert system.tuning is record
+    assert latency_us(system, NT, S) == pytest.approx(25 + 2 * 30.0)
+    # min(59.5, 96, the cap 50) per channel, 8 channels, x nRanks/nsteps = 16/30
+    assert bandwidth_GBps(system, NT, S) == pytest.approx(8 * 50.0 * 16 / 30)
 
 
 def scenario(**nccl: object) -> dict:

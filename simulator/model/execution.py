@@ -10,7 +10,7 @@ get it without a special case:
   (``hwLat``: NVLink, PCI or NET), in place of the graph's wire latencies; a network step also
   pays the transport's latency (``latencyInter``, twice for Simple: the flush;
   :mod:`~simulator.model.transport`), and on several hosts a multi-node Ring Simple's
-  latencies are NCCL's "plateau" factor larger (:data:`~simulator.model.nccl.RING_PLATEAU`);
+  latencies are NCCL's "plateau" factor larger (``ring_plateau`` of :data:`KERNELS`);
 - on several hosts, the network proxy of a message's sending GPU spends NCCL's ``netOverhead``
   (×3 for Simple) on each message it posts (:attr:`Plan.proxy_s`): a GPU posts a network
   message at most that often, which is what makes a multi-node ring pay ``nsteps ·
@@ -25,7 +25,8 @@ get it without a special case:
 - reductions happen inside the copy (``recvReduceSend``) and cost no time of their own: the GPU's
   memory bandwidth (1.1 TB/s usable on H100, 0.68 on A100) exceeds the links' rate.
 
-Constants: docs/reference/nccl-model.md (§1.1 latencies, §1.2 caps and topo.h bandwidths).
+Constants: docs/reference/nccl-model.md (§1.1 latencies, §1.2 caps and topo.h bandwidths); NCCL's
+own are the latest version's record (:data:`KERNELS`, :mod:`~simulator.model.nccl_versions`).
 """
 
 from __future__ import annotations
@@ -38,17 +39,7 @@ from enum import Enum
 
 from simulator.model.machine import GpuSpec, Machine
 from simulator.model.nccl import (
-    BASE_LATENCY_US,
     DEFAULT_GRAPHS,
-    HW_LATENCY_US,
-    LL_MAX_BW_GBPS,
-    NET_OVERHEAD_US,
-    NVLS_EFFICIENCY,
-    PER_CHANNEL_MAX_NVLS_TREE_GBPS,
-    PER_CHANNEL_MAX_RING_LL128_GBPS,
-    PER_CHANNEL_MAX_TREE_GBPS,
-    PER_CHANNEL_MAX_TREE_LL128_GBPS,
-    RING_PLATEAU,
     Arch,
     Graph,
     Hardware,
@@ -56,9 +47,15 @@ from simulator.model.nccl import (
     Protocol,
     System,
 )
+from simulator.model.nccl_terms import caps_column
+from simulator.model.nccl_versions import LATEST, TUNINGS
 from simulator.model.routing import LinkId, Route, Routing
 from simulator.model.topology import GPU, NET_LINK, NIC, NVLINK, PCIE
 from simulator.model.transport import latency_inter_us
+
+KERNELS = TUNINGS[LATEST]
+"""The NCCL whose constants time the kernels, whatever the tuner's version: the latest, the best
+estimate of what they do (:class:`~simulator.model.nccl.Version`)."""
 
 
 class Execution(Enum):
@@ -82,10 +79,10 @@ PROTOCOL_SHARE: Mapping[Protocol, float] = {Protocol.LL: 0.5, Protocol.LL128: 0.
 (tuning.cc: Ring LL busBw × 0.5), LL128's 120 of 128 (tuning.cc uses 0.92), Simple all."""
 
 PER_CHANNEL_CAPS: Mapping[tuple[NcclAlgorithm, Protocol], Mapping[Arch, tuple[float, ...]]] = {
-    (NcclAlgorithm.RING, Protocol.LL128): PER_CHANNEL_MAX_RING_LL128_GBPS,
-    (NcclAlgorithm.TREE, Protocol.LL128): PER_CHANNEL_MAX_TREE_LL128_GBPS,
-    (NcclAlgorithm.TREE, Protocol.LL): PER_CHANNEL_MAX_TREE_GBPS,
-    (NcclAlgorithm.TREE, Protocol.SIMPLE): PER_CHANNEL_MAX_TREE_GBPS,
+    (NcclAlgorithm.RING, Protocol.LL128): KERNELS.per_channel_max_ring_ll128_gbps,
+    (NcclAlgorithm.TREE, Protocol.LL128): KERNELS.per_channel_max_tree_ll128_gbps,
+    (NcclAlgorithm.TREE, Protocol.LL): KERNELS.per_channel_max_tree_gbps,
+    (NcclAlgorithm.TREE, Protocol.SIMPLE): KERNELS.per_channel_max_tree_gbps,
 }
 """NCCL's per-channel bandwidth caps (tuning.cc ``perChMaxRingLL128Bws``, ``perChMaxTreeLL128Bws``,
 ``perChMaxTreeBws``; nccl-model.md §1.2), times the channels of NCCL's graph: a ceiling on the
@@ -107,9 +104,10 @@ def nvls_share(arch: Arch) -> float:
     Blackwell measurement went into it (docs/fidelity.md compares a GB200 NVL72 rack's). Where
     NCCL runs no NVLS (Volta, Ampere: efficiency 0) the share is Hopper's, a rate nothing uses
     but a calibration's starting point."""
-    if NVLS_EFFICIENCY[arch] <= 0:
+    efficiency = KERNELS.nvls_efficiency
+    if efficiency[arch] <= 0:
         return NVLS_SHARE
-    return NVLS_SHARE * NVLS_EFFICIENCY[arch] / NVLS_EFFICIENCY[Arch.HOPPER]
+    return NVLS_SHARE * efficiency[arch] / efficiency[Arch.HOPPER]
 
 
 def nvls_tree_nvlink_Bps(machine: Machine, nvls_Bps: float, arch: Arch | None = None) -> float:
@@ -136,7 +134,7 @@ def nvls_tree_nvlink_Bps(machine: Machine, nvls_Bps: float, arch: Arch | None = 
     if arch is None or graph is None or machine.ranks < 2:
         return rate
     nodes = machine.layout.host_count
-    bus = graph.channels * PER_CHANNEL_MAX_NVLS_TREE_GBPS[arch][min(nodes, 3) - 1] * 1e9
+    bus = graph.channels * KERNELS.per_channel_max_nvls_tree_gbps[arch][caps_column(nodes)] * 1e9
     return min(rate, bus * machine.ranks / (2 * (machine.ranks - 1)) * (heads + 1) / heads)
 
 
@@ -251,7 +249,7 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     if machine.compute_capability == 0 or machine.nvlinks == 0:
         raise ValueError("needs a topology that states compute_capability and nvlinks, as the "
                          "dgx_h100 and dgx_a100 presets do")
-    if (family, protocol) not in BASE_LATENCY_US:
+    if (family, protocol) not in KERNELS.base_latency_us:
         raise ValueError(f"NCCL runs {family.value} with the Simple protocol only")
     arch = arch_of(machine.compute_capability)
     nodes = machine.layout.host_count
@@ -267,11 +265,11 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
         nvlink = nvls_tree_nvlink_Bps(machine, facts.nvls_Bps or nvls_share(arch) * achieved, arch)
     else:
         nvlink = achieved * PROTOCOL_SHARE[protocol]
-    cap = LL_MAX_BW_GBPS[arch if nodes == 1 else cpu][min(nodes, 3) - 1] * 1e9
+    cap = KERNELS.ll_max_bw_gbps[arch if nodes == 1 else cpu][caps_column(nodes)] * 1e9
     per_channel = PER_CHANNEL_CAPS.get((family, protocol))
     graph = system_of(machine).graphs.get(family)
     if per_channel is not None and graph is not None:
-        nvlink = min(nvlink, graph.channels * per_channel[arch][min(nodes, 3) - 1] * 1e9)
+        nvlink = min(nvlink, graph.channels * per_channel[arch][caps_column(nodes)] * 1e9)
     rates: dict[str, float | None] = {NVLINK: nvlink, PCIE: None, NET_LINK: None}
     if protocol is Protocol.LL:
         rates[NVLINK] = min(nvlink, cap)
@@ -282,7 +280,7 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
         channels = max(machine.layout.ranks_per_host)
         rate = channels * nic * net_share * PROTOCOL_SHARE[protocol]
     base, steps = latencies(machine, family, protocol, size_bytes, kernel)
-    proxy_s = NET_OVERHEAD_US[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
+    proxy_s = KERNELS.net_overhead_us[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
         if nodes > 1 else 0.0  # getNetOverhead, ×3 for Simple (tuning.cc:405-408)
     return Plan(protocol, base + facts.launch_s, steps, rates,
                 fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s,
@@ -308,15 +306,15 @@ def latencies(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
     inter_us = network_latency_us(machine) * (2 if simple else 1)
     exposed = (family in (NcclAlgorithm.RING, NcclAlgorithm.TREE) and nodes > 1
                and max(machine.layout.ranks_per_host) == 1)
-    net = HW_LATENCY_US[Hardware.NET, NcclAlgorithm.TREE if exposed else family, protocol]
-    steps_us = {hw: HW_LATENCY_US[hw, family, protocol] for hw in Hardware}
+    net = KERNELS.hw_latency_us[Hardware.NET, NcclAlgorithm.TREE if exposed else family, protocol]
+    steps_us = {hw: KERNELS.hw_latency_us[hw, family, protocol] for hw in Hardware}
     steps_us[Hardware.NET] = net + inter_us
     factor = 1.0
     ring = DEFAULT_GRAPHS.get(arch, {}).get(NcclAlgorithm.RING)
     if (kernel and family is NcclAlgorithm.RING and simple and nodes > 1 and ring is not None
             and size_bytes / (ring.channels * machine.ranks) >= 64):
-        factor = RING_PLATEAU[arch]
-    base = BASE_LATENCY_US[family, protocol] * factor * 1e-6
+        factor = KERNELS.ring_plateau[arch]
+    base = KERNELS.base_latency_us[family, protocol] * factor * 1e-6
     return base, {hw: latency * factor * 1e-6 for hw, latency in steps_us.items()}
 
 

@@ -2,9 +2,12 @@
 picks what to run (``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``, NVIDIA/nccl tag
 v2.30.7-1, commit 73cf1122, ``src/graph/tuning.cc``).
 
-Every constant is taken from docs/reference/nccl-model.md (§1.1 latencies, §1.2 bandwidth caps,
-§1.3-§1.5 the formulas), which summarises that file; tests/test_nccl.py checks the tables here
-against the CSV files beside it, and the predicted times against the worked examples there.
+The formulas are here; their constants are data, one record per NCCL version
+(:mod:`simulator.model.nccl_versions`, selected by :attr:`System.version`), taken from
+docs/reference/nccl-model.md (§1.1 latencies, §1.2 bandwidth caps, §1.3-§1.5 the formulas),
+which summarises that file; tests/test_nccl.py checks the tables against the CSV files beside
+it, and the predicted times here against the worked examples there. A formula that differs
+between versions is a rule of the record, so nothing here asks which version it runs.
 The model needs what NCCL's topology search found (:class:`Graph`: channels and per-channel
 bandwidth per algorithm), which is not in the topology graph: a :class:`System` states it.
 
@@ -17,207 +20,25 @@ modelled. Times are in µs and bandwidths in GB/s (10^9 B/s) as in tuning.cc.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 
 from simulator.model.collective import Collective
-
-
-class NcclAlgorithm(Enum):
-    """NCCL's algorithms, in tuning.cc's index order (``nccl_tuner.h``)."""
-
-    TREE = "Tree"
-    RING = "Ring"
-    COLLNET_DIRECT = "CollNetDirect"
-    COLLNET_CHAIN = "CollNetChain"
-    NVLS = "NVLS"
-    NVLS_TREE = "NVLSTree"
-    PAT = "PAT"
-
-
-class Protocol(Enum):
-    """NCCL's protocols: LL (8 data bytes per 16-byte line with its flag), LL128 (120 of every
-    128 bytes), Simple (all bytes, with a synchronisation per step)."""
-
-    LL = "LL"
-    LL128 = "LL128"
-    SIMPLE = "Simple"
-
-
-class Version(Enum):
-    """Which NCCL's tuner is modelled: its cost model changed at 2.28 (``src/graph/tuning.cc``).
-
-    - ``2.26``: NCCL 2.26 and 2.27 (tuning.cc of v2.26.2-1 to v2.27.7-1): NVLS and NVLSTree
-      rated at min(bwIntra, bwInter) per channel (NVLSTree's bwInter halved beyond two nodes),
-      × 5/6 to an algorithm bandwidth; NVLSTree's network step 14 µs; Blackwell's per-channel
-      caps twice Hopper's.
-    - ``2.30``: NCCL 2.30.x (v2.30.3 to v2.30.7), the default: NVLS and NVLSTree from
-      ``nvlsEfficiency`` and NVLSTree's own caps (``perChMaxNVLSTreeBws``), × nRanks/nsteps;
-      NVLSTree's network step 20.9 µs; Blackwell's own caps, and its NVLSTree tree correction
-      on x86. On Hopper and Ampere the tuner is the same from 2.28.9; Blackwell's caps and
-      correction moved between 2.28.9 and 2.30.3, and 2.28.3-2.28.7 (nvlsEfficiency with the
-      14 µs step) match neither version here.
-
-    Only the tuner (NCCL's pick, its protocol, the time it predicts) follows the version; the
-    execution model's costs are the latest (2.30.7's), the best estimate of what the kernels do.
-    """
-
-    V2_26 = "2.26"
-    V2_30 = "2.30"
-
-
-LATEST = Version.V2_30
-"""The tuner modelled unless a scenario says otherwise (``nccl: {version: ...}``)."""
-
-
-class Hardware(Enum):
-    """The kind of path a step crosses, which sets its latency (tuning.cc ``hwLat``)."""
-
-    NVLINK = "NVLink"
-    PCI = "PCI"
-    NET = "NET"
-
-
-class Arch(Enum):
-    """GPU generation (compute capability), which selects rows of the caps."""
-
-    VOLTA = 70
-    AMPERE = 80
-    HOPPER = 90
-    BLACKWELL = 100
-
-
-class CpuVendor(Enum):
-    """The host CPU, which selects the multi-node LL cap and the network overhead (NCCL's
-    ``cpuVendor`` on x86, and its ``cpuArch`` where that is ARM)."""
-
-    INTEL = "intel"  # and any other non-AMD x86 CPU
-    AMD = "amd"
-    ARM = "arm"  # NVIDIA Grace (GB200): not x86, the non-AMD LL row and network overhead
-
+from simulator.model.nccl_terms import NVLS_ARCHS, caps_column
+from simulator.model.nccl_terms import Arch as Arch
+from simulator.model.nccl_terms import CpuVendor as CpuVendor
+from simulator.model.nccl_terms import Graph as Graph
+from simulator.model.nccl_terms import Hardware as Hardware
+from simulator.model.nccl_terms import NcclAlgorithm as NcclAlgorithm
+from simulator.model.nccl_terms import Protocol as Protocol
+from simulator.model.nccl_versions import LATEST as LATEST
+from simulator.model.nccl_versions import TUNINGS, Tuning
+from simulator.model.nccl_versions import Version as Version
 
 _T, _R, _N, _NT = NcclAlgorithm.TREE, NcclAlgorithm.RING, NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE
 _P = NcclAlgorithm.PAT
 _CD, _CC = NcclAlgorithm.COLLNET_DIRECT, NcclAlgorithm.COLLNET_CHAIN
 _LL, _LL128, _S = Protocol.LL, Protocol.LL128, Protocol.SIMPLE
-
-BASE_LATENCY_US: Mapping[tuple[NcclAlgorithm, Protocol], float] = {
-    (_T, _LL): 6.8, (_T, _LL128): 14.0, (_T, _S): 8.4,
-    (_R, _LL): 6.6, (_R, _LL128): 14.0, (_R, _S): 8.4,
-    (_N, _S): 0.0, (_NT, _S): 0.0, (_P, _S): 8.0, (_CD, _S): 0.0, (_CC, _S): 0.0,
-}
-"""``baseLat``: a collective's fixed cost per algorithm and protocol (nccl-model.md §1.1)."""
-
-HW_LATENCY_US: Mapping[tuple[Hardware, NcclAlgorithm, Protocol], float] = {
-    (Hardware.NVLINK, _T, _LL): 0.6, (Hardware.NVLINK, _T, _LL128): 1.25, (Hardware.NVLINK, _T, _S): 4.0,
-    (Hardware.NVLINK, _R, _LL): 0.6, (Hardware.NVLINK, _R, _LL128): 1.9, (Hardware.NVLINK, _R, _S): 3.4,
-    (Hardware.NVLINK, _N, _S): 25.0, (Hardware.NVLINK, _NT, _S): 25.0, (Hardware.NVLINK, _P, _S): 4.0,
-    (Hardware.PCI, _T, _LL): 1.0, (Hardware.PCI, _T, _LL128): 1.9, (Hardware.PCI, _T, _S): 4.0,
-    (Hardware.PCI, _R, _LL): 1.0, (Hardware.PCI, _R, _LL128): 2.5, (Hardware.PCI, _R, _S): 5.7,
-    (Hardware.PCI, _N, _S): 0.0, (Hardware.PCI, _NT, _S): 0.0, (Hardware.PCI, _P, _S): 4.0,
-    (Hardware.NET, _T, _LL): 5.0, (Hardware.NET, _T, _LL128): 8.5, (Hardware.NET, _T, _S): 14.0,
-    (Hardware.NET, _R, _LL): 2.7, (Hardware.NET, _R, _LL128): 4.0, (Hardware.NET, _R, _S): 14.0,
-    (Hardware.NET, _N, _S): 18.0, (Hardware.NET, _NT, _S): 20.9, (Hardware.NET, _P, _S): 14.0,
-    (Hardware.NVLINK, _CD, _S): 3.7, (Hardware.NVLINK, _CC, _S): 2.8,
-    (Hardware.PCI, _CD, _S): 3.7, (Hardware.PCI, _CC, _S): 2.8,
-    (Hardware.NET, _CD, _S): 31.0, (Hardware.NET, _CC, _S): 30.0,
-}
-"""``hwLat``: the latency of one step over each kind of path (nccl-model.md §1.1; PAT's and
-CollNet's columns from tuning.cc's ``ncclTunerConstantsDefaults``, Simple only: CollNetDirect
-3.7 µs on NVLink and PCI and 31 on the network, CollNetChain 2.8 and 30, the same from v2.26.2
-to v2.30.7)."""
-
-COLLNET_ARITY_US = 0.4
-"""CollNetDirect's latency pays 0.4 µs per other GPU of a node, each way (tuning.cc: "Add 0.4 us
-arity serialization latency")."""
-
-COLLNET_DIRECT_SHARE_SM90 = 0.85
-"""CollNetDirect's bus bandwidth × 0.85 from SM90 on (tuning.cc: ``if (minCompCap >= 90) busBw
-*= .85``)."""
-
-PAT_BANDWIDTH_SHARE = 0.75
-"""PAT's bus bandwidth is its graph's × 0.75 (tuning.cc ``ncclTopoTuneModel``:
-``if (a == NCCL_ALGO_PAT) busBw *= .75``)."""
-
-PAT_LEVEL_SHARE = 1 / 3.5
-"""PAT's latency pays interLat / 3.5 per level of log2i(nNodes) (tuning.cc, "Log latency")."""
-
-PAT_PER_RANK_US = 2.8
-"""PAT's latency also grows by 2.8 µs per rank (tuning.cc: "Still a linear part")."""
-
-_NODES = (1, 2, 3)
-"""Column of the caps: one node, two nodes, three or more."""
-
-LL_MAX_BW_GBPS: Mapping[Arch | CpuVendor, tuple[float, float, float]] = {
-    Arch.VOLTA: (39.0, 39.0, 20.4), Arch.AMPERE: (87.7, 22.5, 19.0),
-    Arch.HOPPER: (141.0, 45.0, 35.0), Arch.BLACKWELL: (282.0, 90.0, 70.0),
-    CpuVendor.INTEL: (39.0, 39.0, 20.4), CpuVendor.AMD: (87.7, 22.5, 19.0),
-    CpuVendor.ARM: (39.0, 39.0, 20.4),
-}
-"""``llMaxBws``, a total (not per channel) cap on LL. On one node its row is the GPU
-generation; on several it is the CPU vendor, read off the Volta (Intel or other) and Ampere
-(AMD) rows (nccl-model.md §1.2, "the llMaxBws row choice is a trap"); tuning.cc takes the AMD
-row for an AMD (or mixed) CPU and the first for any other, ARM included."""
-
-PER_CHANNEL_MAX_RING_LL128_GBPS: Mapping[Arch, tuple[float, float, float]] = {
-    Arch.VOLTA: (20.0, 20.0, 20.0), Arch.AMPERE: (20.0, 20.0, 20.0),
-    Arch.HOPPER: (36.7, 36.7, 36.7), Arch.BLACKWELL: (40.0, 40.0, 40.0),
-}
-PER_CHANNEL_MAX_TREE_LL128_GBPS: Mapping[Arch, tuple[float, float, float]] = {
-    Arch.VOLTA: (20.0, 20.0, 20.0), Arch.AMPERE: (20.0, 20.0, 20.0),
-    Arch.HOPPER: (36.7, 36.7, 29.0), Arch.BLACKWELL: (55.6, 31.67, 20.0),
-}
-PER_CHANNEL_MAX_TREE_GBPS: Mapping[Arch, tuple[float, float, float]] = {
-    Arch.VOLTA: (26.5, 18.5, 10.0), Arch.AMPERE: (24.0, 23.6, 17.8),
-    Arch.HOPPER: (38.7, 41.4, 36.0), Arch.BLACKWELL: (70.0, 42.8, 24.0),
-}
-PER_CHANNEL_MAX_NVLS_TREE_GBPS: Mapping[Arch, tuple[float, float, float]] = {
-    Arch.VOLTA: (26.5, 18.5, 10.0), Arch.AMPERE: (24.0, 23.6, 17.8),
-    Arch.HOPPER: (0.0, 57.7, 45.5), Arch.BLACKWELL: (0.0, 96.0, 80.0),
-}
-"""Per-channel caps, multiplied by the channel count (nccl-model.md §1.2)."""
-
-NVLS_EFFICIENCY: Mapping[Arch, float] = {
-    Arch.VOLTA: 0.0, Arch.AMPERE: 0.0, Arch.HOPPER: 0.85, Arch.BLACKWELL: 0.74,
-}
-"""``nvlsEfficiency``: the share of the NVLS graph's bandwidth in-switch reduction achieves."""
-
-TREE_CORRECTION: Mapping[Protocol, tuple[float, ...]] = {
-    _LL: (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
-          1.0, 1.0, 1.0, 1.0),
-    _LL128: (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9,
-             .9, 1.0, 1.0, 1.0),
-    _S: (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9,
-         .9, .9),
-}
-"""``treeCorrectionFactor[3][24]`` of v2.30.7: Tree AllReduce's bandwidth is multiplied by entry
-log2(nBytes / 64) (entries 0..22, so 64 B up to 512 MiB) "because trees are not perfectly
-sticking to the model for medium sizes"."""
-
-NET_OVERHEAD_US: Mapping[CpuVendor, float] = {CpuVendor.INTEL: 1.0, CpuVendor.AMD: 2.0,
-                                              CpuVendor.ARM: 1.0}
-"""``getNetOverhead``: a network step's CPU cost on several nodes (×3 for Simple): 2 µs on an
-AMD x86 CPU, 1 µs on an Intel one and on any other (ARM)."""
-
-RING_PLATEAU = {Arch.VOLTA: 1.9, Arch.AMPERE: 1.4, Arch.HOPPER: 1.4, Arch.BLACKWELL: 1.4}
-"""Multi-node Ring Simple AllReduce latency factor (the "plateau effect of ring": 1.9 before
-SM80, 1.4 from it), applied once a rank's share per channel reaches 64 bytes."""
-
-
-@dataclass(frozen=True)
-class Graph:
-    """What NCCL's topology search found for one algorithm: its channels, each channel's bandwidth
-    inside a node and across nodes (GB/s), the kind of path inside a node, the NIC's advertised
-    latency, and whether a tree uses the plain TREE pattern (Tree bandwidth ×0.85)."""
-
-    channels: int
-    bw_intra_GBps: float
-    bw_inter_GBps: float
-    intra: Hardware = Hardware.NVLINK
-    latency_inter_us: float = 0.0
-    plain_tree: bool = False
 
 
 @dataclass(frozen=True)
@@ -241,8 +62,13 @@ class System:
         """Ranks per node (``ppn``)."""
         return self.ranks / self.nodes
 
+    @property
+    def tuning(self) -> Tuning:
+        """The constants and rules of :attr:`version`'s tuner."""
+        return TUNINGS[self.version]
+
     def _column(self) -> int:
-        return min(self.nodes, 3) - 1
+        return caps_column(self.nodes)
 
 
 @dataclass(frozen=True)
@@ -350,48 +176,40 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     graph = _graph(system, algorithm)
     if graph is None or (algorithm, protocol) not in CANDIDATES.get(collective, ()):
         return 0.0
+    tuning = system.tuning
     if algorithm is _P:
         if system.nodes != system.ranks:
             return 0.0
         bw = graph.bw_intra_GBps if system.nodes <= 2 else graph.bw_inter_GBps
-        return graph.channels * bw * PAT_BANDWIDTH_SHARE
-    if algorithm in (_N, _NT) and not _nvls_enabled(system, algorithm, graph):
-        return 0.0
+        return graph.channels * bw * tuning.pat_bandwidth_share
+    if algorithm in (_N, _NT):
+        if not _nvls_enabled(system, algorithm, graph):
+            return 0.0
+        return tuning.nvls_GBps(algorithm, graph, system.nodes, system.ranks,
+                                steps(collective, system.ranks), system.arch)
     if algorithm in (_CD, _CC):
         return _collnet_GBps(system, algorithm, graph)
     if protocol is _LL128 and not system.ll128:
         return 0.0
     column, arch, channels = system._column(), system.arch, graph.channels
     bw = graph.bw_intra_GBps if system.nodes <= 2 else graph.bw_inter_GBps
-    old = system.version is Version.V2_26
-    if algorithm in (_N, _NT) and old:  # v2.26.2 tuning.cc: no nvlsEfficiency, no NVLSTree cap
-        bw = min(graph.bw_intra_GBps, graph.bw_inter_GBps / (2 if algorithm is _NT
-                                                             and system.nodes > 2 else 1))
-    elif algorithm in (_N, _NT):
-        intra = graph.bw_intra_GBps * NVLS_EFFICIENCY[arch] * (channels - 1) / channels
-        intra *= 2.0  # AllReduce pipelines two operations
-        inter = graph.bw_inter_GBps * (2 if algorithm is _NT and system.nodes <= 2 else 1)
-        bw = min(intra, inter, PER_CHANNEL_MAX_NVLS_TREE_GBPS[arch][column]
-                 if algorithm is _NT else math.inf)
     bus = channels * bw
-    ll_max = LL_MAX_BW_GBPS[arch if system.nodes == 1 else system.cpu][column]
+    ll_max = tuning.ll_max_bw_gbps[arch if system.nodes == 1 else system.cpu][column]
     if algorithm is _R and protocol is _LL:
         bus = min(ll_max, 0.5 * bus)
     if algorithm is _R and protocol is _LL128:
-        bus = min(0.92 * bus, channels * _cap(system, PER_CHANNEL_MAX_RING_LL128_GBPS))
+        bus = min(0.92 * bus, channels * tuning.per_channel_max_ring_ll128_gbps[arch][column])
     if algorithm is _T:
-        bus = min(0.92 * bus, channels * _cap(system, PER_CHANNEL_MAX_TREE_GBPS))
+        bus = min(0.92 * bus, channels * tuning.per_channel_max_tree_gbps[arch][column])
         if protocol is _LL:
             bus = min(bus / 3.8, ll_max)
         if protocol is _LL128:
             bus = min(bus * (7 / 9 if system.nodes == 1 else 120 / 128),
-                      channels * _cap(system, PER_CHANNEL_MAX_TREE_LL128_GBPS))
+                      channels * tuning.per_channel_max_tree_ll128_gbps[arch][column])
         if graph.plain_tree:
             bus *= 0.85
         return bus * 0.5
-    if algorithm in (_N, _NT) and old:
-        return bus * 5 / 6  # v2.26.2: "ratio *= 5.0/6.0" for NVLS and NVLSTree
-    return bus * system.ranks / steps(collective, system.ranks)  # Ring, NVLS, NVLSTree
+    return bus * system.ranks / steps(collective, system.ranks)  # Ring
 
 
 def _collnet_GBps(system: System, algorithm: NcclAlgorithm, graph: Graph) -> float:
@@ -407,26 +225,8 @@ def _collnet_GBps(system: System, algorithm: NcclAlgorithm, graph: Graph) -> flo
         factor = system.per_node / graph.channels
         bus /= factor - (factor - 1) / 2
         if system.arch.value >= Arch.HOPPER.value:
-            bus *= COLLNET_DIRECT_SHARE_SM90
+            bus *= system.tuning.collnet_direct_share_sm90
     return bus * 0.5
-
-
-def _cap(system: System, table: Mapping[Arch, tuple[float, float, float]]) -> float:
-    """A per-channel cap of ``table`` for ``system``'s GPUs and node count (its column); NCCL
-    2.26-2.27 had Blackwell's at twice Hopper's (``{2*36.7, ...}`` in v2.26.2's tuning.cc)."""
-    if system.version is Version.V2_26 and system.arch is Arch.BLACKWELL:
-        return 2 * table[Arch.HOPPER][system._column()]
-    return table[system.arch][system._column()]
-
-
-def _hw_latency_us(system: System, hardware: Hardware, algorithm: NcclAlgorithm,
-                   protocol: Protocol) -> float:
-    """``hwLat`` of a step over ``hardware`` in ``system``'s NCCL: NVLSTree's network step was
-    14 µs before 2.28.9 (v2.26.2 to v2.28.7), 20.9 µs since."""
-    if (system.version is Version.V2_26 and hardware is Hardware.NET and algorithm is _NT
-            and protocol is _S):
-        return 14.0
-    return HW_LATENCY_US[hardware, algorithm, protocol]
 
 
 def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
@@ -436,29 +236,30 @@ def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     baseLat + log2i(nNodes)·interLat/3.5 + 2.8·nRanks."""
     graph = _graph(system, algorithm)
     assert graph is not None, algorithm
-    intra = _hw_latency_us(system, graph.intra, algorithm, protocol)
+    tuning = system.tuning
+    intra = tuning.hw_latency_us[graph.intra, algorithm, protocol]
     net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R, _P, _CD, _CC) else algorithm
-    inter = _hw_latency_us(system, Hardware.NET, net_algorithm, protocol) + graph.latency_inter_us
+    inter = tuning.hw_latency_us[Hardware.NET, net_algorithm, protocol] + graph.latency_inter_us
     if protocol is _S:
         inter += graph.latency_inter_us  # the flush
-    base = BASE_LATENCY_US[algorithm, protocol]
+    base = tuning.base_latency_us[algorithm, protocol]
     levels = system.nodes.bit_length() - 1  # log2i: floor of log2
     if algorithm is _R:
         ring_steps = steps(collective, system.ranks)
         inter_steps = (2 if collective is Collective.ALLREDUCE else 1) * (system.nodes - 1)
         overhead = 0.0
         if system.nodes > 1:
-            overhead = NET_OVERHEAD_US[system.cpu] * (3 if protocol is _S else 1)
+            overhead = tuning.net_overhead_us[system.cpu] * (3 if protocol is _S else 1)
         return base + (ring_steps - inter_steps) * max(intra, overhead) + inter_steps * inter
     if algorithm is _P:
-        return base + levels * inter * PAT_LEVEL_SHARE + system.ranks * PAT_PER_RANK_US
+        return base + levels * inter * tuning.pat_level_share + system.ranks * tuning.pat_per_rank_us
     if algorithm is _T:
         return base + 2 * ((system.per_node - 1) * intra + levels * inter)
     if algorithm is _N:
         return intra + (inter if system.nodes > 1 else 0.0)
     others = system.per_node - 1
     if algorithm is _CD:
-        return base + 2 * (min(1.0, others) * intra + others * COLLNET_ARITY_US) + inter
+        return base + 2 * (min(1.0, others) * intra + others * tuning.collnet_arity_us) + inter
     if algorithm is _CC:
         return base + 2 * others * intra + inter
     return base + intra + 2 * levels * inter  # NVLSTree
@@ -469,28 +270,26 @@ def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protoc
                       collective: Collective = Collective.ALLREDUCE) -> float | None:
     """``ncclTopoGetAlgoTime`` for one ``collective`` of ``size_bytes`` (the whole buffer, as
     ncclFuncMaxSendRecvCount counts it; None: not available): latency + bytes / bandwidth,
-    with AllReduce's Tree correction (NVLSTree's too on Blackwell with an x86 CPU, up to
-    512 MiB) and Ring plateau (§1.5). None on one rank: NCCL runs no algorithm there (it copies
-    the buffer, ``ncclLaunchOneRank``), and the model's nsteps would be 0."""
+    with AllReduce's Tree correction (where the version's rule applies it: Tree up to 256 MiB,
+    and from 2.28.9 NVLSTree too on Blackwell with an x86 CPU, up to 512 MiB) and Ring plateau
+    (§1.5). None on one rank: NCCL runs no algorithm there (it copies the buffer,
+    ``ncclLaunchOneRank``), and the model's nsteps would be 0."""
     if system.ranks == 1:
         return None
     bw = bandwidth_GBps(system, algorithm, protocol, collective)
     if bw <= 0:
         return None
+    tuning = system.tuning
     lat = latency_us(system, algorithm, protocol, collective)
     log_size = (size_bytes >> 6).bit_length() - 1  # log2i(nBytes >> 6); -1 below 64 bytes
-    if algorithm is _T and 0 <= log_size < 23:
-        bw *= TREE_CORRECTION[protocol][log_size]
-    if (algorithm is _NT and 0 <= log_size < len(TREE_CORRECTION[protocol])
-            and system.arch is Arch.BLACKWELL and system.cpu is not CpuVendor.ARM
-            and system.version is not Version.V2_26):
-        bw *= TREE_CORRECTION[protocol][log_size]  # v2.30.7: NVLSTree on Blackwell and x86 only
+    if 0 <= log_size < tuning.corrected_entries(algorithm, system.arch, system.cpu):
+        bw *= tuning.tree_correction[protocol][log_size]
     graph = _graph(system, algorithm)
     assert graph is not None, algorithm
     if (algorithm is _R and protocol is _S and system.nodes > 1
             and collective is Collective.ALLREDUCE
             and size_bytes / (graph.channels * system.ranks) >= 64):
-        lat *= RING_PLATEAU[system.arch]
+        lat *= tuning.ring_plateau[system.arch]
     return lat + size_bytes / (1000 * bw)
 
 
@@ -541,9 +340,9 @@ def best_protocol(system: System, algorithm: NcclAlgorithm, size_bytes: int,
 
 
 def _nvls_enabled(system: System, algorithm: NcclAlgorithm, graph: Graph) -> bool:
-    """NVLS needs a reducing switch (an efficiency above 0) and two channels; NVLSTree is off on
-    one node, and NVLS across nodes needs CollNet (tuning.cc: disabled "if collnet is not
-    supported")."""
-    if NVLS_EFFICIENCY[system.arch] <= 0 or graph.channels < 2:
+    """NVLS needs GPUs with NVLink SHARP (:data:`~simulator.model.nccl_terms.NVLS_ARCHS`) and
+    two channels; NVLSTree is off on one node, and NVLS across nodes needs CollNet (tuning.cc:
+    disabled "if collnet is not supported")."""
+    if system.arch not in NVLS_ARCHS or graph.channels < 2:
         return False
     return system.nodes > 1 if algorithm is _NT else system.nodes == 1 or system.collnet

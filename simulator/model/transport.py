@@ -1,5 +1,6 @@
 """The network's transports, and what a message costs on each beyond the step latency NCCL's
-cost model gives every network step (``hwLat`` NET, :data:`~simulator.model.nccl.HW_LATENCY_US`).
+cost model gives every network step (``hwLat`` NET,
+:attr:`~simulator.model.nccl_versions.Tuning.hw_latency_us`).
 
 A transport is a property of the fabric (``transport:`` of the ``dgx`` and ``cluster``
 builders): the network plugin NCCL sends through. Its cost per message enters NCCL's model
