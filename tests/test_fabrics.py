@@ -11,7 +11,15 @@ import pytest
 
 from simulator.model.machine import Machine
 from simulator.model.routing import Routing
-from simulator.model.topology import BUILDERS, cluster, dgx, dragonfly, fat_tree, leaf_spine
+from simulator.model.topology import (
+    BUILDERS,
+    HostParams,
+    cluster,
+    dgx,
+    dragonfly,
+    fat_tree,
+    leaf_spine,
+)
 from simulator.runner import simulate
 from simulator.scenario.parse import load_preset, scenario_from_dict
 from simulator.scenario.rules import topology_issues
@@ -329,7 +337,7 @@ def test_pxn_keeps_inter_host_sends_on_their_rail_under_nccl():
                                        nccl_plan(machine, NcclAlgorithm.RING, Protocol.SIMPLE))
 
     superpod = load_preset("dgx_h100_superpod")
-    machine, routing = planned(cluster(**{**dict(superpod.params), "nodes": 2}))
+    machine, routing = planned(BUILDERS["cluster"].build(**{**superpod.params, "nodes": 2}))
     # GPU 7 of host 0 to GPU 0 of host 1: over NVLink to host 0's GPU 0, out on rail 0
     assert routing.route("n0.gpu7", "n1.gpu0").nodes == (
         "n0.gpu7", "n0.nvswitch", "n0.gpu0", "n0.pcie0", "n0.nic0", "u0.leaf0", "n1.nic0",
@@ -340,7 +348,7 @@ def test_pxn_keeps_inter_host_sends_on_their_rail_under_nccl():
     assert routing.route("n0.gpu3", "n0.gpu5").nodes == ("n0.gpu3", "n0.nvswitch", "n0.gpu5")
     # a dgx (one leaf) never climbs: no route changes
     machine, routing = planned(dgx(2, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7,
-                                   compute_capability=90, nvlinks=18))
+                                   HostParams(compute_capability=90, nvlinks=18)))
     for a, b in itertools.permutations(machine.placement, 2):
         assert routing.route(a, b).nodes == machine.routing.route(a, b).nodes
 

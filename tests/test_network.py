@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from simulator.engine.fabric import Fabric
 from simulator.model.routing import Route, Routing
-from simulator.model.topology import dgx, fully_connected, ring, switch
+from simulator.model.topology import HostParams, dgx, fully_connected, ring, switch
 
 REL = 1e-12
 MB = 1e6
@@ -88,7 +88,8 @@ def test_structured_routes_equal_the_searched_ones(latencies, nodes, gpus, ranks
     # the same float latency, bottleneck), whatever the latencies: on a dgx with a slow NVLink
     # the NIC path wins inside a host, and with all latencies 0 the hop count decides.
     nvlink, pcie, nic, message = latencies
-    graphs = [dgx(nodes, gpus, 450e9, nvlink, 63e9, pcie, 50e9, nic, message),
+    graphs = [dgx(nodes, gpus, 450e9, nvlink, 63e9, pcie, 50e9, nic,
+                  HostParams(nic_message_latency=message)),
               ring(ranks, 25e9, nvlink), switch(ranks, 25e9, pcie)]
     for graph in graphs:
         structured, searched = Routing(graph), _searched(graph)
@@ -178,7 +179,7 @@ def test_dgx_inter_node_route_uses_the_nics_and_the_leaf():
 
 def test_dgx_nic_message_latency_is_paid_at_each_nic():
     # Two NICs crossed at 2 us each: 2.7 us + 4 us = 6.7 us. Intra-node routes cross no NIC.
-    routing = Routing(dgx(**DGX, nic_message_latency=2e-6))
+    routing = Routing(dgx(**DGX, hosts=HostParams(nic_message_latency=2e-6)))
     inter = routing.route("n0.gpu3", "n1.gpu5")
     assert inter.nodes == ("n0.gpu3", "n0.nic3", "leaf", "n1.nic5", "n1.gpu5")
     assert inter.latency_s == pytest.approx(2 * 3.5e-7 + 2 * 1e-6 + 2 * 2e-6, rel=REL)

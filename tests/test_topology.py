@@ -1,6 +1,7 @@
 """Topology builders and presets."""
 
 import math
+from dataclasses import fields
 
 import networkx as nx
 import pytest
@@ -10,6 +11,8 @@ from simulator.model.machine import Machine
 from simulator.model.routing import Routing
 from simulator.model.topology import (
     BUILDERS,
+    HostParams,
+    Param,
     dgx,
     fully_connected,
     mesh,
@@ -46,7 +49,7 @@ def test_fully_connected_cables_every_pair():
 
 
 def test_dgx_structure():
-    graph = dgx(2, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7, nic_message_latency=1e-6)
+    graph = dgx(2, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7, HostParams(nic_message_latency=1e-6))
     kinds = [kind for _, kind in graph.nodes(data="kind")]
     assert (kinds.count("gpu"), kinds.count("nic"), kinds.count("switch")) == (16, 16, 3)
     assert graph.nodes["n1.gpu3"] == {"kind": "gpu", "rank": 11, "host": 1, "nic": "n1.nic3"}
@@ -79,6 +82,45 @@ def test_every_builder_is_registered_with_its_parameters():
                               "leaf_spine", "fat_tree", "dragonfly", "cluster", "graph", "nccl_xml"]
     assert list(BUILDERS["switch"].params) == ["ranks", "bandwidth", "latency"]
     assert list(BUILDERS["torus"].params) == ["dims", "bandwidth", "latency"]
+
+
+HOST_BLOCK = ["nic_message_latency", "nvswitch_reduction", "nvswitch_reduction_latency",
+              "compute_capability", "nvlinks", "nccl_nvlink_bandwidth", "nccl_nvls_bandwidth",
+              "nccl_launch_latency", "transport", "cpu", "nccl_net_bandwidth",
+              "nccl_net_latency", "sharp", "sharp_latency"]
+"""The host and NCCL parameters dgx and cluster share, in the order scenario files have named
+them since issue 25 (one block, HostParams)."""
+
+
+def test_the_host_block_is_read_as_flat_parameters_in_its_place():
+    assert [f.name for f in fields(HostParams)] == HOST_BLOCK
+    assert list(BUILDERS["dgx"].params) == [
+        "nodes", "gpus_per_node", "nvlink_bandwidth", "nvlink_latency", "pcie_bandwidth",
+        "pcie_latency", "nic_bandwidth", "nic_latency", *HOST_BLOCK]
+    assert list(BUILDERS["cluster"].params)[-15:] == ["ecmp_seed", *HOST_BLOCK]
+    dgx_builder = BUILDERS["dgx"]
+    assert {key: dgx_builder.params[key] for key in ("compute_capability", "transport", "sharp")} \
+        == {"compute_capability": Param.COUNT, "transport": Param.TRANSPORT, "sharp": Param.FLAG}
+    assert dgx_builder.optional == frozenset(HOST_BLOCK)
+    assert dgx_builder.defaults == {**dict.fromkeys(HOST_BLOCK, 0.0), "nvswitch_reduction": False,
+                                    "compute_capability": 0, "nvlinks": 0, "transport": "ib",
+                                    "cpu": "intel", "sharp": False}
+
+
+def test_a_builder_gathers_its_flat_parameters_into_the_block_once():
+    cables = dict(nvlink_bandwidth=450e9, nvlink_latency=3e-7, pcie_bandwidth=63e9,
+                  pcie_latency=5e-7, nic_bandwidth=50e9, nic_latency=8.5e-7)
+    flat = BUILDERS["dgx"].build(nodes=2, gpus_per_node=4, **cables, compute_capability=90,
+                                 nic_message_latency=1e-6, sharp=True, sharp_latency=2e-6)
+    given = dgx(2, 4, **cables, hosts=HostParams(compute_capability=90, nic_message_latency=1e-6,
+                                                 sharp=True, sharp_latency=2e-6))
+    assert nx.utils.graphs_equal(flat, given) and flat.graph == given.graph
+    assert flat.graph["compute_capability"] == 90 and flat.graph["transport"] == "ib"
+    assert flat.nodes["leaf"] == {"kind": "switch", "tier": 1, "reduction": True,
+                                  "reduction_latency": 2e-6}
+    assert flat.nodes["n1.nic3"] == {"kind": "nic", "latency": 1e-6}
+    with pytest.raises(TypeError, match=r"^builder dgx: unknown parameters colour, nvlink$"):
+        BUILDERS["dgx"].build(nodes=2, gpus_per_node=4, **cables, nvlink=1, colour=2)
 
 
 def _cables(dims):

@@ -19,24 +19,20 @@ import networkx as nx
 
 from simulator.model.parts import (
     GPU,
+    HOST_DEFAULTS,
     NET_LINK,
-    NIC,
     NVLINK,
     PCIE,
     SWITCH,
     Bandwidth,
     Count,
-    CpuName,
     Flag,
+    HostParams,
     ParamValue,
     Ratio,
     Seed,
     Time,
-    TransportName,
-    add_network_switch,
-    add_nvswitch,
     cable,
-    nccl_facts,
 )
 
 
@@ -318,20 +314,7 @@ def cluster(
     core_oversubscription: Ratio = 1.0,
     ecmp: Flag = True,
     ecmp_seed: Seed = 0,
-    nic_message_latency: Time = 0.0,
-    nvswitch_reduction: Flag = False,
-    nvswitch_reduction_latency: Time = 0.0,
-    compute_capability: Count = 0,
-    nvlinks: Count = 0,
-    nccl_nvlink_bandwidth: Bandwidth = 0.0,
-    nccl_nvls_bandwidth: Bandwidth = 0.0,
-    nccl_launch_latency: Time = 0.0,
-    transport: TransportName = "ib",
-    cpu: CpuName = "intel",
-    nccl_net_bandwidth: Bandwidth = 0.0,
-    nccl_net_latency: Time = 0.0,
-    sharp: Flag = False,
-    sharp_latency: Time = 0.0,
+    hosts: HostParams = HOST_DEFAULTS,
 ) -> nx.DiGraph:
     """A multi-node GPU cluster on a two- or three-tier Clos network, as training clusters are
     built (NVIDIA DGX SuperPOD reference architectures: rail-optimised leaves, full-bisection
@@ -360,9 +343,11 @@ def cluster(
     Routes: :class:`ClusterPaths` (ECMP as in :func:`leaf_spine`).
 
     Rank = host × gpus_per_node + local index; GPUs carry ``host`` and ``nic`` (the NIC they
-    send through). The NCCL facts (``compute_capability``, ``nvlinks``, ``nccl_*``) are those of
-    :func:`dgx`; ``sharp`` makes every network switch (leaves, spines, cores) reduce in the
-    switch (InfiniBand SHARP, for NCCL's CollNet), each reduction waiting ``sharp_latency``.
+    send through). ``hosts`` (:class:`~simulator.model.parts.HostParams`: the NIC's message
+    latency, the NVSwitch's reduction, the NCCL facts ``compute_capability``, ``nvlinks``,
+    ``nccl_*``, ``transport`` and ``cpu``) is :func:`dgx`'s; its ``sharp`` makes every network
+    switch (leaves, spines, cores) reduce in the switch (InfiniBand SHARP, for NCCL's CollNet),
+    each reduction waiting ``sharp_latency``.
 
     >>> g = cluster(4, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7, 6e-7, nodes_per_unit=2)
     >>> sorted(n for n in g.succ["n3.nic5"])
@@ -373,33 +358,30 @@ def cluster(
     shape = ClusterShape(nodes, gpus_per_node, nics, gpus_per_pcie_switch, unit,
                          bool(rail_optimized), spines, units_per_pod, cores)
     graph = nx.DiGraph(name=f"cluster({nodes}x{gpus_per_node})", paths=ClusterPaths(shape),
-                       **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
-                                    nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu,
-                                    nccl_net_bandwidth, nccl_net_latency))
+                       **hosts.graph_attributes())
     _spread(graph, ecmp, ecmp_seed)
     for host in range(nodes):
-        _host(graph, shape, host, nvlink_bandwidth, nvlink_latency, pcie_bandwidth,
-              pcie_latency / 2, nic_message_latency, nvswitch_reduction,
-              nvswitch_reduction_latency)
+        _host(graph, shape, host, hosts, nvlink_bandwidth, nvlink_latency, pcie_bandwidth,
+              pcie_latency / 2)
         for nic in range(shape.nics_per_node):
             leaf = shape.leaf(host, nic)
-            add_network_switch(graph, leaf, 1, sharp, sharp_latency)
+            hosts.add_network_switch(graph, leaf, 1)
             cable(graph, f"n{host}.nic{nic}", leaf, nic_bandwidth, nic_latency, NET_LINK)
     _uplinks(graph, shape, nic_bandwidth, oversubscription, core_oversubscription,
-             uplink_latency, sharp, sharp_latency)
+             uplink_latency, hosts)
     return graph
 
 
-def _host(graph: nx.DiGraph, shape: ClusterShape, host: int, nvlink_bandwidth: float,
-          nvlink_latency: float, pcie_bandwidth: float, pcie_half_latency: float,
-          nic_message_latency: float, reduction: bool, reduction_latency: float) -> None:
+def _host(graph: nx.DiGraph, shape: ClusterShape, host: int, hosts: HostParams,
+          nvlink_bandwidth: float, nvlink_latency: float, pcie_bandwidth: float,
+          pcie_half_latency: float) -> None:
     """One host: its NVSwitch, GPUs, PCIe switches and NICs, cabled inside."""
-    nvswitch = add_nvswitch(graph, host, reduction, reduction_latency)
+    nvswitch = hosts.add_nvswitch(graph, host)
     for i in range(shape.gpus_per_node // shape.gpus_per_pcie_switch):
         graph.add_node(f"n{host}.pcie{i}", kind=SWITCH, tier=0)
     for nic in range(shape.nics_per_node):
         name = f"n{host}.nic{nic}"
-        graph.add_node(name, kind=NIC, latency=float(nic_message_latency))
+        hosts.add_nic(graph, name)
         cable(graph, name, f"n{host}.pcie{nic // shape.nics_per_pcie_switch}", pcie_bandwidth,
               pcie_half_latency, PCIE)
     for local in range(shape.gpus_per_node):
@@ -412,7 +394,7 @@ def _host(graph: nx.DiGraph, shape: ClusterShape, host: int, nvlink_bandwidth: f
 
 def _uplinks(graph: nx.DiGraph, shape: ClusterShape, nic_bandwidth: float,
              oversubscription: float, core_oversubscription: float, latency: float,
-             sharp: bool, sharp_latency: float) -> None:
+             hosts: HostParams) -> None:
     """Leaves to spines (per pod on three tiers), spines to cores; no spines over one leaf.
     Uplinks are sized by the switches' ports, not by how many hosts are populated: a leaf has
     a port for each NIC of a full unit, a spine one for each leaf of a full pod."""
@@ -429,14 +411,14 @@ def _uplinks(graph: nx.DiGraph, shape: ClusterShape, nic_bandwidth: float,
     for pod, members in sorted(pods.items()):
         for s in range(shape.spines):
             spine = shape.spine(pod, s)
-            add_network_switch(graph, spine, 2, sharp, sharp_latency)
+            hosts.add_network_switch(graph, spine, 2)
             for leaf in members:
                 cable(graph, leaf, spine, leaf_up, latency, NET_LINK)
             if shape.three_tier:
                 group = shape.cores_of(s)
                 spine_down = shape.units_per_pod * shape.leaves_per_unit * leaf_up
                 for c in group:
-                    add_network_switch(graph, f"core{c}", 3, sharp, sharp_latency)
+                    hosts.add_network_switch(graph, f"core{c}", 3)
                     cable(graph, spine, f"core{c}",
                           spine_down / (core_oversubscription * len(group)), latency, NET_LINK)
 

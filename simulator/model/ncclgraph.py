@@ -43,13 +43,12 @@ from simulator.model.parts import (
     CpuName,
     File,
     Flag,
+    HostParams,
     ParamValue,
     Time,
     TransportName,
-    add_network_switch,
     cable,
     gpu_place,
-    nccl_facts,
 )
 
 
@@ -113,10 +112,14 @@ def nccl_xml(
     rate = shape.nvlink_rate()
     names = _names(shape)
     gpus = len(shape.gpus)
+    hosts = HostParams(nvswitch_reduction=nvswitch_reduction,
+                       nvswitch_reduction_latency=nvswitch_reduction_latency,
+                       compute_capability=compute_capability, nvlinks=nvlinks,
+                       transport=transport, cpu=cpu, nccl_net_latency=nccl_net_latency,
+                       sharp=sharp, sharp_latency=sharp_latency)
     graph = nx.DiGraph(name=f"nccl_xml({Path(file).name} x{nodes})", paths=_paths(shape, names),
-                       **nccl_facts(compute_capability, nvlinks, 0.0, 0.0, 0.0, transport, cpu,
-                                    0.0, nccl_net_latency))
-    add_network_switch(graph, "leaf", 1, sharp, sharp_latency)
+                       **hosts.graph_attributes())
+    hosts.add_network_switch(graph, "leaf", 1)
     for host in range(nodes):
         def at(key: str, host: int = host) -> str:
             return f"n{host}.{names[key][0]}"
@@ -143,8 +146,7 @@ def nccl_xml(
                                    link=NVLINK)
                     continue
                 if to == "nvswitch" and far not in graph:
-                    graph.add_node(far, kind=SWITCH, tier=0, reduction=bool(nvswitch_reduction),
-                                   reduction_latency=float(nvswitch_reduction_latency))
+                    hosts.add_nvswitch(graph, host)
                 cable(graph, gpu, far, count * rate, nvlink_latency, NVLINK)
         for k, port in enumerate(shape.ports):
             cable(graph, at(f"port{k}"), "leaf", port.net.speed, nic_latency, NET_LINK)

@@ -1,5 +1,7 @@
 """What topology builders are made of: the kinds of their parameters (how a scenario value is
-parsed and checked), and the graph's vocabulary: node kinds, link kinds and full-duplex cables.
+parsed and checked), the host and NCCL parameters the DGX-like builders share
+(:class:`HostParams`), and the graph's vocabulary: node kinds, link kinds and full-duplex
+cables.
 
 Kept apart from the builders so that every builder module (:mod:`.topology`, :mod:`.clos`,
 :mod:`.dragonfly`, :mod:`.graphfile`) shares one definition without importing another.
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated
 
@@ -126,35 +129,79 @@ def cable(graph: nx.DiGraph, a: str, b: str, bandwidth: float, latency: float,
     graph.add_edge(b, a, bandwidth=float(bandwidth), latency=float(latency), link=link)
 
 
-def nccl_facts(compute_capability: int, nvlinks: int, nvlink_bandwidth: float,
-               nvls_bandwidth: float, launch_latency: float, transport: str = "ib",
-               cpu: str = "intel", net_bandwidth: float = 0.0,
-               net_latency: float = 0.0) -> dict[str, int | float | str]:
-    """The graph attributes that state a host's GPUs, its CPU and the network's transport for
-    the NCCL execution model (read by :meth:`~simulator.model.machine.Machine.of`; 0: not
-    stated, or derive it), shared by every builder of DGX-like hosts."""
-    return {"compute_capability": int(compute_capability), "nvlinks": int(nvlinks),
-            "nccl_nvlink_bandwidth": float(nvlink_bandwidth),
-            "nccl_nvls_bandwidth": float(nvls_bandwidth),
-            "nccl_launch_latency": float(launch_latency),
-            "transport": Transport(transport).value, "cpu": CpuVendor(cpu).value,
-            "nccl_net_bandwidth": float(net_bandwidth), "nccl_net_latency": float(net_latency)}
+@dataclass(frozen=True)
+class HostParams:
+    """The host and NCCL parameters the builders of DGX-like hosts share (``dgx``, ``cluster``;
+    ``nccl_xml`` fills part of them from its file): one block, passed once as the builder's
+    ``hosts`` and read field by field as the builder's own parameters
+    (:class:`~simulator.model.topology.Builder`), so a scenario file names them flat as before
+    (``compute_capability: 90``). 0 or the default: not stated, or let the NCCL execution model
+    derive it. A new NCCL knob is one field here, for every such builder.
+
+    >>> HostParams(compute_capability=90, nvlinks=18).graph_attributes()["nvlinks"]
+    18
+    """
+
+    nic_message_latency: Time = 0.0
+    """A per-message cost paid by every transfer crossing a NIC."""
+    nvswitch_reduction: Flag = False
+    """Whether the hosts' NVSwitches reduce in the switch (NVLink SHARP), as ``nvls`` needs."""
+    nvswitch_reduction_latency: Time = 0.0
+    """How long an in-NVSwitch reduction waits before its result is multicast."""
+    compute_capability: Count = 0
+    """The GPUs' compute capability (90 for H100)."""
+    nvlinks: Count = 0
+    """NVLink links per GPU."""
+    nccl_nvlink_bandwidth: Bandwidth = 0.0
+    """The NVLink rate NCCL achieves per GPU (0: derived)."""
+    nccl_nvls_bandwidth: Bandwidth = 0.0
+    """The rate of NVLS (0: derived)."""
+    nccl_launch_latency: Time = 0.0
+    """A launch latency added to NCCL's base latency."""
+    transport: TransportName = "ib"
+    """The network's transport (:mod:`~simulator.model.transport`)."""
+    cpu: CpuName = "intel"
+    """The hosts' CPU vendor (its network overhead, its LL cap)."""
+    nccl_net_bandwidth: Bandwidth = 0.0
+    """The rate NCCL achieves per NIC (0: derived)."""
+    nccl_net_latency: Time = 0.0
+    """A latency per network step beyond NCCL's and the transport's."""
+    sharp: Flag = False
+    """Whether the network's switches reduce in the switch (InfiniBand SHARP, for CollNet)."""
+    sharp_latency: Time = 0.0
+    """How long an in-network reduction waits."""
+
+    def graph_attributes(self) -> dict[str, int | float | str]:
+        """The graph attributes that state the hosts' GPUs, their CPU and the network's
+        transport for the NCCL execution model (read by
+        :meth:`~simulator.model.machine.Machine.of`)."""
+        return {"compute_capability": int(self.compute_capability), "nvlinks": int(self.nvlinks),
+                "nccl_nvlink_bandwidth": float(self.nccl_nvlink_bandwidth),
+                "nccl_nvls_bandwidth": float(self.nccl_nvls_bandwidth),
+                "nccl_launch_latency": float(self.nccl_launch_latency),
+                "transport": Transport(self.transport).value, "cpu": CpuVendor(self.cpu).value,
+                "nccl_net_bandwidth": float(self.nccl_net_bandwidth),
+                "nccl_net_latency": float(self.nccl_net_latency)}
+
+    def add_network_switch(self, graph: nx.DiGraph, name: str, tier: int) -> None:
+        """A switch of the network (tier 1 and up); with ``sharp`` it reduces in the switch as
+        InfiniBand SHARP does for NCCL's CollNet (node attributes ``reduction`` and
+        ``reduction_latency``, as an NVSwitch's for NVLS)."""
+        graph.add_node(name, kind=SWITCH, tier=tier)
+        if self.sharp:
+            graph.nodes[name].update(reduction=True, reduction_latency=float(self.sharp_latency))
+
+    def add_nvswitch(self, graph: nx.DiGraph, host: int) -> str:
+        """Host ``host``'s NVSwitch (tier 0), reducing in the switch or not; its node name."""
+        name = f"n{host}.nvswitch"
+        graph.add_node(name, kind=SWITCH, tier=0, reduction=bool(self.nvswitch_reduction),
+                       reduction_latency=float(self.nvswitch_reduction_latency))
+        return name
+
+    def add_nic(self, graph: nx.DiGraph, name: str) -> None:
+        """A NIC, whose crossing costs each transfer ``nic_message_latency``."""
+        graph.add_node(name, kind=NIC, latency=float(self.nic_message_latency))
 
 
-def add_network_switch(graph: nx.DiGraph, name: str, tier: int, sharp: bool,
-                       sharp_latency: float) -> None:
-    """A switch of the network (tier 1 and up); with ``sharp`` it reduces in the switch as
-    InfiniBand SHARP does for NCCL's CollNet (node attributes ``reduction`` and
-    ``reduction_latency``, as an NVSwitch's for NVLS)."""
-    graph.add_node(name, kind=SWITCH, tier=tier)
-    if sharp:
-        graph.nodes[name].update(reduction=True, reduction_latency=float(sharp_latency))
-
-
-def add_nvswitch(graph: nx.DiGraph, host: int, reduction: bool, reduction_latency: float) -> str:
-    """Host ``host``'s NVSwitch (tier 0), reducing in the switch or not; its node name."""
-    name = f"n{host}.nvswitch"
-    graph.add_node(name, kind=SWITCH, tier=0, reduction=bool(reduction),
-                   reduction_latency=float(reduction_latency))
-    return name
-
+HOST_DEFAULTS = HostParams()
+"""Every host parameter at its default: the ``hosts`` a builder takes when none is given."""

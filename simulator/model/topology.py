@@ -28,8 +28,8 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Annotated, get_args, get_origin, get_type_hints
+from dataclasses import MISSING, dataclass, fields, is_dataclass
+from typing import Annotated, Any, TypeGuard, get_args, get_origin, get_type_hints
 
 import networkx as nx
 
@@ -48,6 +48,7 @@ from simulator.model.graphfile import graph, graph_problems, graph_ranks
 from simulator.model.ncclgraph import nccl_xml, nccl_xml_problems, nccl_xml_ranks
 from simulator.model.parts import (
     GPU,
+    HOST_DEFAULTS,
     NET_LINK,
     NIC,
     NVLINK,
@@ -56,19 +57,15 @@ from simulator.model.parts import (
     Bandwidth,
     Count,
     Counts,
-    CpuName,
     File,
     Flag,
+    HostParams,
     Param,
     ParamValue,
     Ratio,
     Seed,
     Time,
-    TransportName,
-    add_network_switch,
-    add_nvswitch,
     cable,
-    nccl_facts,
 )
 
 __all__ = [
@@ -85,6 +82,7 @@ __all__ = [
     "Counts",
     "File",
     "Flag",
+    "HostParams",
     "Param",
     "ParamValue",
     "Ratio",
@@ -209,20 +207,7 @@ def dgx(
     pcie_latency: Time,
     nic_bandwidth: Bandwidth,
     nic_latency: Time,
-    nic_message_latency: Time = 0.0,
-    nvswitch_reduction: Flag = False,
-    nvswitch_reduction_latency: Time = 0.0,
-    compute_capability: Count = 0,
-    nvlinks: Count = 0,
-    nccl_nvlink_bandwidth: Bandwidth = 0.0,
-    nccl_nvls_bandwidth: Bandwidth = 0.0,
-    nccl_launch_latency: Time = 0.0,
-    transport: TransportName = "ib",
-    cpu: CpuName = "intel",
-    nccl_net_bandwidth: Bandwidth = 0.0,
-    nccl_net_latency: Time = 0.0,
-    sharp: Flag = False,
-    sharp_latency: Time = 0.0,
+    hosts: HostParams = HOST_DEFAULTS,
 ) -> nx.DiGraph:
     """``nodes`` DGX-style machines joined by one leaf switch.
 
@@ -230,8 +215,9 @@ def dgx(
     carries the GPU's whole NVLink bandwidth), and each GPU has its own NIC over PCIe. Every NIC is
     cabled to a single non-blocking leaf switch (a rail-optimised fabric collapsed into one
     switch). Rank = node × gpus_per_node + local index; GPUs carry ``host`` = node index.
-    ``nic_message_latency`` is a per-message cost paid by every transfer crossing a NIC.
-    ``nvswitch_reduction`` marks the NVSwitches as able to reduce in the switch (NVLink SHARP,
+    ``hosts`` holds the rest (:class:`~simulator.model.parts.HostParams`, flat parameters of a
+    scenario file): ``nic_message_latency`` is a per-message cost paid by every transfer
+    crossing a NIC. ``nvswitch_reduction`` marks the NVSwitches as able to reduce in the switch (NVLink SHARP,
     node attribute ``reduction``), which the ``nvls`` algorithm needs; each in-switch reduction
     then waits ``nvswitch_reduction_latency`` (node attribute ``reduction_latency``) before its
     result is multicast. ``compute_capability`` (e.g. 90 for H100) and ``nvlinks`` (NVLink links
@@ -249,21 +235,19 @@ def dgx(
     reduction waiting ``sharp_latency``; a GPU's node names its NIC (attribute ``nic``), the
     port its in-network reductions enter by.
 
-    >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6)
-    >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"]
-    (8, 1)
+    >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6, HostParams(compute_capability=90))
+    >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"], g.graph["compute_capability"]
+    (8, 1, 90)
     """
     graph = nx.DiGraph(name=f"dgx({nodes}x{gpus_per_node})", paths=DgxPaths(),
-                       **nccl_facts(compute_capability, nvlinks, nccl_nvlink_bandwidth,
-                                    nccl_nvls_bandwidth, nccl_launch_latency, transport, cpu,
-                                    nccl_net_bandwidth, nccl_net_latency))
-    add_network_switch(graph, "leaf", 1, sharp, sharp_latency)
+                       **hosts.graph_attributes())
+    hosts.add_network_switch(graph, "leaf", 1)
     for host in range(nodes):
-        nvswitch = add_nvswitch(graph, host, nvswitch_reduction, nvswitch_reduction_latency)
+        nvswitch = hosts.add_nvswitch(graph, host)
         for local in range(gpus_per_node):
             gpu, nic = f"n{host}.gpu{local}", f"n{host}.nic{local}"
             graph.add_node(gpu, kind=GPU, rank=host * gpus_per_node + local, host=host, nic=nic)
-            graph.add_node(nic, kind=NIC, latency=float(nic_message_latency))
+            hosts.add_nic(graph, nic)
             cable(graph, gpu, nvswitch, nvlink_bandwidth, nvlink_latency, NVLINK)
             cable(graph, gpu, nic, pcie_bandwidth, pcie_latency, PCIE)
             cable(graph, nic, "leaf", nic_bandwidth, nic_latency, NET_LINK)
@@ -368,33 +352,75 @@ class Builder:
     expected) pairs, checked before anything is built)."""
 
     name: str
-    build: Callable[..., nx.DiGraph]
+    function: Callable[..., nx.DiGraph]
     rank_count: Callable[[Mapping[str, ParamValue]], int]
     max_ranks: int = MAX_RANKS
     problems: Callable[[Mapping[str, ParamValue]], list[tuple[str, str]]] | None = None
 
     @property
     def params(self) -> dict[str, Param]:
-        """Every parameter and its kind, in signature order (from the ``Annotated`` hints)."""
-        hints = get_type_hints(self.build, include_extras=True)
+        """Every parameter and its kind, in signature order (from the ``Annotated`` hints); a
+        block of parameters (:class:`HostParams`) gives its fields, in their order, in its
+        place."""
         kinds = {}
-        for name in inspect.signature(self.build).parameters:
-            hint = hints[name]
-            if get_origin(hint) is not Annotated:
+        for name, (hint, _) in self._signature().items():
+            if _is_block(hint):
+                kinds.update(_block_kinds(hint))
+            elif get_origin(hint) is Annotated:
+                kinds[name] = next(arg for arg in get_args(hint)[1:] if isinstance(arg, Param))
+            else:
                 raise TypeError(f"builder {self.name}: parameter {name} needs a kind (Count, ...)")
-            kinds[name] = next(arg for arg in get_args(hint)[1:] if isinstance(arg, Param))
         return kinds
 
     @property
     def defaults(self) -> dict[str, ParamValue]:
-        """The optional parameters and their default values."""
-        return {name: p.default for name, p in inspect.signature(self.build).parameters.items()
-                if p.default is not inspect.Parameter.empty}
+        """The optional parameters and their default values (a block's, field by field)."""
+        defaults: dict[str, ParamValue] = {}
+        for name, (hint, default) in self._signature().items():
+            if _is_block(hint):
+                defaults.update({f.name: f.default for f in fields(hint)
+                                 if f.default is not MISSING})
+            elif default is not inspect.Parameter.empty:
+                defaults[name] = default
+        return defaults
+
+    def build(self, **params: ParamValue) -> nx.DiGraph:
+        """The graph of ``params`` named flat, as a scenario file names them: each block's
+        fields gathered into its dataclass, passed once. TypeError naming an unknown one."""
+        unknown = sorted(set(params) - set(self.params))
+        if unknown:
+            raise TypeError(f"builder {self.name}: unknown parameters {', '.join(unknown)}")
+        call: dict[str, object] = {}
+        for name, (hint, _) in self._signature().items():
+            if _is_block(hint):
+                call[name] = hint(**{f.name: params[f.name] for f in fields(hint)
+                                     if f.name in params})
+            elif name in params:
+                call[name] = params[name]
+        return self.function(**call)
+
+    def _signature(self) -> dict[str, tuple[object, Any]]:
+        """Each parameter of the function, in order: its type hint and its default."""
+        hints = get_type_hints(self.function, include_extras=True)
+        return {name: (hints.get(name), p.default)
+                for name, p in inspect.signature(self.function).parameters.items()}
 
     @property
     def optional(self) -> frozenset[str]:
         """Parameters with a default value."""
         return frozenset(self.defaults)
+
+
+def _is_block(hint: object) -> TypeGuard[type[Any]]:
+    """Whether a builder's parameter is a block of parameters (a dataclass of them)."""
+    return isinstance(hint, type) and is_dataclass(hint)
+
+
+def _block_kinds(block: type[Any]) -> dict[str, Param]:
+    """A block's fields and their kinds, in their order."""
+    hints = get_type_hints(block, include_extras=True)
+    return {f.name: next(arg for arg in get_args(hints[f.name])[1:] if isinstance(arg, Param))
+            for f in fields(block)}
 
 
 def _count(params: Mapping[str, ParamValue], key: str) -> int:
