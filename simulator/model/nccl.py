@@ -172,7 +172,9 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     """The algorithm bandwidth NCCL's model gives ``collective`` (0 when it cannot run), per
     nccl-model.md §1.3: the graph's bus bandwidth, its refinements, then algbw (Ring's
     × nRanks/nsteps; PAT's stays its bus bandwidth, as tuning.cc converts only Ring's for
-    ReduceScatter and AllGather). PAT runs only with one GPU per node (``ncclPatEnable``)."""
+    ReduceScatter and AllGather); NVLS and NVLSTree as the version's rule rates them
+    (:attr:`~simulator.model.nccl_versions.Tuning.nvls`). PAT runs only with one GPU per node
+    (``ncclPatEnable``)."""
     graph = _graph(system, algorithm)
     if graph is None or (algorithm, protocol) not in CANDIDATES.get(collective, ()):
         return 0.0
@@ -270,8 +272,8 @@ def predicted_time_us(system: System, algorithm: NcclAlgorithm, protocol: Protoc
                       collective: Collective = Collective.ALLREDUCE) -> float | None:
     """``ncclTopoGetAlgoTime`` for one ``collective`` of ``size_bytes`` (the whole buffer, as
     ncclFuncMaxSendRecvCount counts it; None: not available): latency + bytes / bandwidth,
-    with AllReduce's Tree correction (where the version's rule applies it: Tree up to 256 MiB,
-    and from 2.28.9 NVLSTree too on Blackwell with an x86 CPU, up to 512 MiB) and Ring plateau
+    with AllReduce's Tree correction (where the version's rule applies it: Tree below 512 MiB,
+    and from 2.28.9 NVLSTree too on Blackwell with an x86 CPU, below 1 GiB) and Ring plateau
     (§1.5). None on one rank: NCCL runs no algorithm there (it copies the buffer,
     ``ncclLaunchOneRank``), and the model's nsteps would be 0."""
     if system.ranks == 1:

@@ -163,15 +163,16 @@ def nvls_by_efficiency(tuning: Tuning, algorithm: NcclAlgorithm, graph: Graph, n
 
 
 def tree_corrected(algorithm: NcclAlgorithm, arch: Arch, cpu: CpuVendor) -> int:
-    """Tree alone, entries 0..22 (64 B up to 256 MiB; v2.26.2 tuning.cc:538, v2.30.7
-    tuning.cc:640: ``logSize < 23``)."""
+    """Tree alone, entries 0..22 (buffers of 64 B to just under 512 MiB; v2.26.2 tuning.cc:538,
+    v2.30.7 tuning.cc:640: ``logSize < 23``)."""
     return 23 if algorithm is _T else 0
 
 
 def tree_and_blackwell_nvls_tree_corrected(algorithm: NcclAlgorithm, arch: Arch,
                                            cpu: CpuVendor) -> int:
-    """Tree's entries 0..22, and NVLSTree's 0..23 on Blackwell with an x86 CPU (v2.30.7
-    tuning.cc:643-644: ``logSize < 24 && minCompCap >= 100 && cpuArch == X86``)."""
+    """Tree's entries 0..22, and NVLSTree's 0..23 (up to just under 1 GiB) on Blackwell with an
+    x86 CPU (v2.30.7 tuning.cc:643-644: ``logSize < 24 && minCompCap >= 100 && cpuArch ==
+    X86``)."""
     if algorithm is _NT and arch is Arch.BLACKWELL and cpu is not CpuVendor.ARM:
         return 24
     return tree_corrected(algorithm, arch, cpu)
@@ -231,8 +232,8 @@ NCCL_2_30 = Tuning(
     },
     # nvlsEfficiency, tuning.cc:138-144; nccl_model_bw_caps.csv
     nvls_efficiency={Arch.VOLTA: 0.0, Arch.AMPERE: 0.0, Arch.HOPPER: 0.85, Arch.BLACKWELL: 0.74},
-    # treeCorrectionFactor[3][24], tuning.cc:620-627 (entries 0..22 for Tree, 64 B up to
-    # 256 MiB; the 24th only for NVLSTree on Blackwell)
+    # treeCorrectionFactor[3][24], tuning.cc:620-627 (entries 0..22 for Tree, from 64 B to
+    # just under 512 MiB; the 24th only for NVLSTree on Blackwell)
     tree_correction={
         _LL: (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0,
               1.0, 1.0, 1.0, 1.0),

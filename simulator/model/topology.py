@@ -217,23 +217,23 @@ def dgx(
     switch). Rank = node × gpus_per_node + local index; GPUs carry ``host`` = node index.
     ``hosts`` holds the rest (:class:`~simulator.model.parts.HostParams`, flat parameters of a
     scenario file): ``nic_message_latency`` is a per-message cost paid by every transfer
-    crossing a NIC. ``nvswitch_reduction`` marks the NVSwitches as able to reduce in the switch (NVLink SHARP,
-    node attribute ``reduction``), which the ``nvls`` algorithm needs; each in-switch reduction
-    then waits ``nvswitch_reduction_latency`` (node attribute ``reduction_latency``) before its
-    result is multicast. ``compute_capability`` (e.g. 90 for H100) and ``nvlinks`` (NVLink links
-    per GPU) say what the NCCL execution model needs to know of the GPUs (graph attributes of
-    the same names; 0: not stated). The ``nccl_*`` parameters override what that model derives
-    (0: derive): the NVLink rate NCCL achieves per GPU, the rate of NVLS, and a launch latency
-    added to NCCL's base latency; ``python -m simulator calibrate`` fits them to measurements.
-    ``transport`` (``ib``, ``roce``, ``tcp``, ``tcpxo``) and ``cpu`` (``intel``, ``amd``) are
-    the network's transport and the hosts' CPU vendor, which set the network's per-message costs
-    under ``execution: nccl`` (graph attributes of the same names;
-    :mod:`~simulator.model.transport`); ``nccl_net_bandwidth`` (the rate NCCL achieves per NIC,
-    0: derived) and ``nccl_net_latency`` (a latency per network step beyond NCCL's and the
-    transport's) are what ``calibrate --nodes`` fits to a multi-node log. ``sharp`` makes the
-    leaf reduce in the switch (InfiniBand SHARP, which NCCL's CollNet algorithms need), each
-    reduction waiting ``sharp_latency``; a GPU's node names its NIC (attribute ``nic``), the
-    port its in-network reductions enter by.
+    crossing a NIC. ``nvswitch_reduction`` marks the NVSwitches as able to reduce in the switch
+    (NVLink SHARP, node attribute ``reduction``), which the ``nvls`` algorithm needs; each
+    in-switch reduction then waits ``nvswitch_reduction_latency`` (node attribute
+    ``reduction_latency``) before its result is multicast. ``compute_capability`` (e.g. 90 for
+    H100) and ``nvlinks`` (NVLink links per GPU) say what the NCCL execution model needs to know
+    of the GPUs (graph attributes of the same names; 0: not stated). The ``nccl_*`` parameters
+    override what that model derives (0: derive): the NVLink rate NCCL achieves per GPU, the
+    rate of NVLS, and a launch latency added to NCCL's base latency; ``python -m simulator
+    calibrate`` fits them to measurements. ``transport`` (``ib``, ``roce``, ``tcp``, ``tcpxo``)
+    and ``cpu`` (``intel``, ``amd``) are the network's transport and the hosts' CPU vendor,
+    which set the network's per-message costs under ``execution: nccl`` (graph attributes of the
+    same names; :mod:`~simulator.model.transport`); ``nccl_net_bandwidth`` (the rate NCCL
+    achieves per NIC, 0: derived) and ``nccl_net_latency`` (a latency per network step beyond
+    NCCL's and the transport's) are what ``calibrate --nodes`` fits to a multi-node log.
+    ``sharp`` makes the leaf reduce in the switch (InfiniBand SHARP, which NCCL's CollNet
+    algorithms need), each reduction waiting ``sharp_latency``; a GPU's node names its NIC
+    (attribute ``nic``), the port its in-network reductions enter by.
 
     >>> g = dgx(2, 8, 450e9, 3e-7, 64e9, 3.5e-7, 50e9, 1e-6, HostParams(compute_capability=90))
     >>> g.nodes["n1.gpu0"]["rank"], g.nodes["n1.gpu0"]["host"], g.graph["compute_capability"]
