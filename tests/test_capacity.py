@@ -10,6 +10,7 @@ import pytest
 from simulator.algorithms import REGISTRY, Collective
 from simulator.algorithms.channels import schedule_on_channels
 from simulator.algorithms.schedule import Group
+from simulator.engine.kernel import max_min_rates
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
 from simulator.engine.vector import run_schedule
@@ -130,6 +131,56 @@ def test_a_capacity_restored_mid_run_is_the_nominal_rate_again():
                         CapacityEvent(("gpu0", "gpu1"), L + 10e-6, 0.5))
     simpy, vector = both_engines(machine, Collective.BROADCAST, "direct", int(S))
     assert simpy.time_s == vector.time_s == pytest.approx(52.94304e-6, rel=1e-12)
+
+
+def test_a_link_stopped_mid_transfer_holds_its_flow_for_as_long():
+    # Capacity 0 from L + 10 us to L + 15 us: the message has moved B·10us when it stops, waits
+    # 5 us keeping its route and bytes, then moves the rest at B: it arrives 5 us late.
+    machine = one_cable(CapacityEvent(("gpu0", "gpu1"), L + 10e-6, 0.0),
+                        CapacityEvent(("gpu0", "gpu1"), L + 15e-6, 1.0))
+    simpy, vector = both_engines(machine, Collective.BROADCAST, "direct", int(S))
+    assert simpy.time_s == vector.time_s == pytest.approx(L + S / B + 5e-6, rel=1e-12)
+    assert simpy.messages == vector.messages == 1
+
+
+def test_a_flow_that_starts_on_a_stopped_link_waits_for_it():
+    # Stopped from 0 to 3 us: the message's first byte could leave at L = 1 us, and leaves at
+    # 3 us. Nothing else happens meanwhile, so the vectorised engine's next instant is the
+    # capacity step's.
+    machine = one_cable(CapacityEvent(("gpu0", "gpu1"), 0.0, 0.0),
+                        CapacityEvent(("gpu0", "gpu1"), 3e-6, 1.0))
+    simpy, vector = both_engines(machine, Collective.BROADCAST, "direct", int(S))
+    assert simpy.time_s == vector.time_s == pytest.approx(3e-6 + S / B, rel=1e-12)
+
+
+def test_a_stopped_link_gives_its_flows_nothing_and_the_others_the_rest():
+    # Flow 0 crosses links 0 (stopped) and 1; flow 1 only link 1, which it then has alone.
+    assert max_min_rates(np.array([0, 0, 1]), np.array([0, 1, 1]), 2,
+                         np.array([0.0, 10.0])).tolist() == [0.0, 10.0]
+    assert max_min_rates(np.array([0, 1, 1]), np.array([0, 0, 1]), 2,
+                         np.array([10.0, 0.0])).tolist() == [10.0, 0.0]
+
+
+def test_the_engines_agree_to_the_bit_around_a_stopped_link():
+    # Halving-doubling on an 8-GPU ring, many flows a link: gpu0->gpu1 carries nothing from 20
+    # to 35 us, its flows waiting while those sharing its other links take their share. (Not
+    # slower: as halving a link does, the stop lets the rest contend less, 183.1 -> 178.6 us.)
+    graph, link = ring(8, 25e9, 500e-9), ("gpu0", "gpu1")
+    stopped = replace(Machine.of(graph), capacity_events=(
+        CapacityEvent(link, 20e-6, 0.0), CapacityEvent(link, 35e-6, 1.0)))
+    simpy, vector = both_engines(stopped, Collective.ALLREDUCE, "halving_doubling", 3 << 18)
+    healthy = both_engines(Machine.of(graph), Collective.ALLREDUCE, "halving_doubling",
+                           3 << 18)[0]
+    assert simpy.time_s == vector.time_s != healthy.time_s
+
+
+def test_a_link_left_stopped_is_refused():
+    with pytest.raises(ValueError) as error:
+        one_cable(CapacityEvent(("gpu0", "gpu1"), 1e-6, 1.0),
+                  CapacityEvent(("gpu0", "gpu1"), 2e-6, 0.0))
+    assert str(error.value) == (
+        "capacity event on gpu0->gpu1: it carries nothing from 2e-06 s on; a later event must "
+        "restore it (a link that fails for good is an Outage)")
 
 
 def test_a_capacity_event_on_a_link_the_topology_lacks_is_refused():

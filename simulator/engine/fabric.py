@@ -253,9 +253,8 @@ class Fabric:
                 self._rates.flow_rate(flow_id, rate, now)
             if flow.changed_at != now:  # its first change this instant
                 flow.changed_at = now
-                if flow.rate:  # a flow that moved (a new one has no rate to come back to)
-                    flow.before = (flow.rate, flow.remaining, flow.updated_at, flow.version,
-                                   flow.timer, flow.ends_at)
+                flow.before = (flow.rate, flow.remaining, flow.updated_at, flow.version,
+                               flow.timer, flow.ends_at)  # a new flow's: rate 0, not yet timed
             elif rate == flow.before[0]:
                 (flow.rate, flow.remaining, flow.updated_at, flow.version, flow.timer,
                  flow.ends_at) = flow.before
@@ -267,6 +266,9 @@ class Fabric:
             flow.updated_at = now
             flow.rate = rate
             flow.version = next(self._versions)
+            if not rate:  # a link of its route carries nothing now: no timer till it does
+                flow.ends_at, flow.timer = float("inf"), None
+                continue
             flow.ends_at = now + flow.remaining / rate  # when SimPy schedules its timer
             flow.timer = (self.env.timeout(flow.remaining / rate) if flow.ends_at != now
                           else _AtInstantEnd(self.env))

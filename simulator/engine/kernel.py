@@ -324,7 +324,8 @@ class CapacityStep:
 class CapacityTimeline:
     """Each link's capacity as a step function of time: its nominal capacity until the first
     event on it, then ``nominal × factor`` of the latest event at or before the time (a factor
-    scales the nominal capacity, not the current one, so ``factor: 1`` restores a link).
+    scales the nominal capacity, not the current one, so ``factor: 1`` restores a link; at 0
+    the link carries nothing for a while, and the flows crossing it wait at rate 0).
 
     ``nominal`` maps every link to its capacity; links are numbered in its order. ``steps``
     holds one :class:`CapacityStep` per distinct event time, in time order; several events on

@@ -751,7 +751,9 @@ class _Run:
             then, now = now, min(self.pend_at.min(initial=INF), self.ends.min(initial=INF),
                                  self.red_at.min(initial=INF))
             if now == INF:
-                break
+                if not (self.capacity_steps and len(self.active)):
+                    break
+                now = self.capacity_steps[-1].at_s  # every flow waits for a link's capacity
             stepping = bool(self.capacity_steps) and self.capacity_steps[-1].at_s <= now
             if stepping:
                 now = self.capacity_steps[-1].at_s
@@ -1059,7 +1061,9 @@ class _Run:
             self.remaining[moved] = np.maximum(remaining, 0.0)
             self.updated[moved] = now
             self.rate[moved] = rates[moved]
-            self.ends[moved] = now + self.remaining[moved] / rates[moved]
+            with np.errstate(divide="ignore", invalid="ignore"):  # rate 0: a link carries
+                ends = now + self.remaining[moved] / rates[moved]  # nothing, the flow waits
+            self.ends[moved] = np.where(rates[moved] > 0, ends, INF)
         self.sharing_wall_s += time.perf_counter() - clock
 
     def _finish(self) -> VectorTiming:

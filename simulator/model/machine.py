@@ -291,9 +291,12 @@ class NcclFacts:
 @dataclass(frozen=True)
 class CapacityEvent:
     """From ``at_s`` on, directed link ``link`` (from node, to node) carries ``factor`` times its
-    nominal bandwidth (the graph's): 0.5 halves it, 1 restores it. A link's capacity is thus a
-    step function of time, which both engines apply at its instants
-    (:class:`simulator.engine.kernel.CapacityTimeline`); the closed forms see the nominal graph.
+    nominal bandwidth (the graph's): 0.5 halves it, 1 restores it, 0 stops it for a while (the
+    flows crossing it wait, keeping their route and the bytes they moved, until a later event
+    gives it capacity again, which :class:`Machine` requires; a link that fails for good is an
+    :class:`Outage`). A link's capacity is thus a step function of time, which both engines
+    apply at its instants (:class:`simulator.engine.kernel.CapacityTimeline`); the closed forms
+    see the nominal graph.
 
     >>> CapacityEvent(("gpu0", "sw"), 1e-3, 0.5).factor
     0.5
@@ -307,8 +310,8 @@ class CapacityEvent:
         if not (math.isfinite(self.at_s) and self.at_s >= 0):
             raise ValueError(f"a capacity event's time must be finite and at least 0, got "
                              f"{self.at_s!r}")
-        if not (math.isfinite(self.factor) and self.factor > 0):
-            raise ValueError(f"a capacity event's factor must be finite and above 0, got "
+        if not (math.isfinite(self.factor) and self.factor >= 0):
+            raise ValueError(f"a capacity event's factor must be finite and at least 0, got "
                              f"{self.factor!r}")
 
 
@@ -330,6 +333,23 @@ class Outage:
         if not (math.isfinite(self.at_s) and self.at_s >= 0):
             raise ValueError(f"an outage's time must be finite and at least 0, got "
                              f"{self.at_s!r}")
+
+
+def _check_stops_end(events: Sequence[CapacityEvent]) -> None:
+    """ValueError where a link's last capacity event (the last listed among those at its
+    time, as :class:`~simulator.engine.kernel.CapacityTimeline` applies them) leaves it at 0:
+    its flows would wait for ever."""
+    if all(event.factor for event in events):
+        return
+    last: dict[tuple[str, str], CapacityEvent] = {}
+    for event in events:
+        if event.link not in last or event.at_s >= last[event.link].at_s:
+            last[event.link] = event
+    for link, event in last.items():
+        if not event.factor:
+            raise ValueError(f"capacity event on {link[0]}->{link[1]}: it carries nothing from "
+                             f"{event.at_s!r} s on; a later event must restore it (a link that "
+                             "fails for good is an Outage)")
 
 
 @dataclass(frozen=True)
@@ -374,6 +394,7 @@ class Machine:
                     what = "outage" if isinstance(event, Outage) else "capacity event"
                     raise ValueError(f"{what} on {event.link[0]}->{event.link[1]}: the "
                                      "topology has no such link")
+            _check_stops_end(self.capacity_events)
 
     @classmethod
     def of(cls, graph: nx.DiGraph, gpu: GpuSpec = GpuSpec()) -> Machine:
