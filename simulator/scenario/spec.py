@@ -22,7 +22,7 @@ from simulator.algorithms.registry import REGISTRY
 from simulator.errors import InputError, Problem
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
-from simulator.model.faults import Fault, LinkDegraded, LinkDown, NicDown, SlowGpu, Straggler
+from simulator.model.faults import KINDS, Fault
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import Enabled, Protocol
 from simulator.model.nccl_env import NcclEnv
@@ -284,13 +284,13 @@ class Scenario:
             return [("faults", f"expected a tuple of faults, got {self.faults!r}")]
         issues: list[Issue] = []
         ranks = self.topology.ranks
+        names = [kind.__name__ for kind in KINDS.values()]
         for i, fault in enumerate(self.faults):
-            if not isinstance(fault, LinkDegraded | LinkDown | NicDown | Straggler | SlowGpu):
-                issues.append((f"faults[{i}]", f"expected a LinkDegraded, LinkDown, NicDown, "
-                                               f"Straggler or SlowGpu, got {fault!r}"))
-            elif isinstance(fault, Straggler | SlowGpu) and fault.rank >= ranks:
-                issues.append((f"faults[{i}].rank", f"expected a rank from 0 to {ranks - 1}, "
-                                                    f"got {fault.rank}"))
+            if not isinstance(fault, Fault):
+                issues.append((f"faults[{i}]", f"expected a {', '.join(names[:-1])} or "
+                                               f"{names[-1]}, got {fault!r}"))
+            elif (found := fault.rank_problem(ranks)) is not None:
+                issues.append((f"faults[{i}].{found[0]}", found[1]))
         return issues
 
     def _nccl_issues(self) -> list[Issue]:
