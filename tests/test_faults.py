@@ -52,8 +52,8 @@ def test_every_fault_kind_is_read_from_a_scenario():
 
 @pytest.mark.parametrize(("fault", "message"), [
     ({"kind": "link_degrade", "link": ["gpu1", "switch"], "factor": 0.5},
-     "f.yaml: faults[0].kind: expected a fault kind (link_degraded, link_down, nic_down, "
-     "straggler, slow_gpu), got 'link_degrade'; did you mean 'link_degraded'?"),
+     "f.yaml: faults[0].kind: expected a fault kind (link_degraded, link_down, link_flapping, "
+     "nic_down, straggler, slow_gpu), got 'link_degrade'; did you mean 'link_degraded'?"),
     ({"kind": "link_down", "link": ["gpu1", "swtch"]},
      "f.yaml: faults[0].link: no node 'swtch' in the topology (the names `topo` prints); did "
      "you mean 'switch'?"),

@@ -12,6 +12,9 @@ them into the :class:`~simulator.model.machine.Machine` a point runs on:
 - :class:`LinkDown`: from ``at_s`` a link carries nothing: the flows crossing it move to the
   remaining least routes with the bytes they have left, and later messages avoid it
   (:class:`~simulator.model.machine.Outage`);
+- :class:`LinkFlapping`: from ``at_s`` a link goes down for ``down_s`` every ``period_s``,
+  until ``until_s``: while down it carries nothing and the flows crossing it wait (capacity
+  events of factor 0, then 1);
 - :class:`NicDown`: from ``at_s`` every link into and out of a NIC is down;
 - :class:`Straggler`: a rank enters the collective ``delay_s`` late (``Machine.entry_s``);
 - :class:`SlowGpu`: a rank's GPU reduces at ``factor`` times its reduction bandwidth
@@ -34,18 +37,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from simulator.model.execution import Execution
+from simulator.model.faults.flapping import LinkFlapping
 from simulator.model.faults.kind import Fault, Fields, Problem, said
 from simulator.model.faults.link import LinkDegraded, LinkDown
 from simulator.model.faults.nic import NicDown
 from simulator.model.faults.rank import SlowGpu, Straggler
 from simulator.model.machine import Machine
 
-__all__ = ["KINDS", "Fault", "Fields", "LinkDegraded", "LinkDown", "NicDown", "SlowGpu",
-           "Straggler", "fault_problem", "said", "seen_by_bucket", "with_faults"]
+__all__ = ["KINDS", "Fault", "Fields", "LinkDegraded", "LinkDown", "LinkFlapping", "NicDown",
+           "SlowGpu", "Straggler", "fault_problem", "said", "seen_by_bucket", "with_faults"]
 
 KINDS: dict[str, type[Fault]] = {kind.kind: kind for kind in (
     LinkDegraded,
     LinkDown,
+    LinkFlapping,
     NicDown,
     Straggler,
     SlowGpu,

@@ -112,11 +112,14 @@ class Fault(ABC):
 
 def said(time_s: float) -> str:
     """A time as a fault's label says it: as a scenario writes it where that is short
-    (``50us``), else in microseconds to the nanosecond (a training bucket's shifted times).
+    (``50us``), else in microseconds to the nanosecond (a training bucket's shifted times);
+    below 0 (a flapping that began before a training bucket did) with a minus.
 
-    >>> said(5e-05), said(0.0008721296167396651)
-    ('50us', '872.130us')
+    >>> said(5e-05), said(0.0008721296167396651), said(-2.5e-3)
+    ('50us', '872.130us', '-2.5ms')
     """
+    if time_s < 0:
+        return f"-{said(-time_s)}"
     text = format_time(time_s)
     return text if len(text) <= 8 else f"{time_s * 1e6:.3f}us"
 
