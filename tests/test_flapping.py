@@ -27,11 +27,13 @@ FLAP = {"kind": "link_flapping", "link": ["gpu0", "switch"], "at": "5us", "perio
 
 
 def scenario(faults, topology=TWO, collective="sendrecv", algorithms=("direct",), **more):
+    """A scenario of 1 MiB with ``faults`` (by default sendrecv on 2 ranks of a switch)."""
     return {"name": "flap", "topology": topology, "collective": collective,
             "algorithms": list(algorithms), "sizes": ["1MiB"], "faults": faults, **more}
 
 
 def run(data, engine, algorithm="direct"):
+    """``algorithm``'s point at 1 MiB of scenario ``data`` on ``engine``."""
     return run_point({**data, "engine": engine}, algorithm, 1 << 20)
 
 
@@ -156,26 +158,33 @@ class LinkHalved(Fault):
 
     @classmethod
     def read(cls, fields):
+        """The entry's link."""
         link = fields.get("link", link_ends)
         return None if link is None else cls(link)
 
     def problem(self, machine, execution):
+        """A link the topology lacks."""
         return None if self.link in machine.routing.capacities() else ("link", "no such link")
 
     def seen_by(self, start_s, ready_s):
+        """Halved in every bucket."""
         return self
 
     def applied(self, machine):
+        """A capacity event of factor 0.5 at 0."""
         return replace(machine, capacity_events=(*machine.capacity_events,
                                                  CapacityEvent(self.link, 0.0, 0.5)))
 
     def label(self):
+        """``link_halved gpu0->switch``."""
         return f"link_halved {self.link[0]}->{self.link[1]}"
 
     def acted(self, run_s):
+        """Always, from the start."""
         return True
 
     def settings(self):
+        """As a scenario's entry."""
         return {"kind": self.kind, "link": list(self.link)}
 
 
