@@ -166,7 +166,8 @@ def test_a_capacity_timeline_steps_from_the_nominal_capacities():
 
 @pytest.mark.parametrize(("at_s", "factor", "message"), [
     (-1.0, 0.5, "a capacity event's time must be finite and at least 0, got -1.0"),
-    (0.0, 0.0, "a capacity event's factor must be finite and above 0, got 0.0"),
+    (0.0, -0.5, "a capacity event's factor must be finite and at least 0, got -0.5"),
+    (0.0, float("nan"), "a capacity event's factor must be finite and at least 0, got nan"),
     (float("inf"), 0.5, "a capacity event's time must be finite and at least 0, got inf"),
 ])
 def test_a_capacity_event_outside_its_range_is_refused(at_s, factor, message):
