@@ -416,9 +416,9 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def _run_files(scenario: Scenario) -> list[str]:
-    """The names of the files a run of ``scenario`` may write in its output directory."""
-    return [f"{scenario.name}{suffix}"
-            for suffix in (".csv", ".json", ".png", ".parquet", "-crossover.png")]
+    """The names of the files a run of ``scenario`` may write in its output directory: every
+    writer's, whichever formats this run asks for."""
+    return [file for writer in WRITERS.values() for file in writer.files(scenario.name)]
 
 
 def _check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | None]) -> None:
@@ -519,7 +519,7 @@ def _run(args: argparse.Namespace) -> int:
         return _stop_code(stop)
     finally:
         files.close()
-    _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
+    _print(f"# results: {', '.join(str(path) for path in paths)}\n")
     return _verification(scenario.source, files.frame)
 
 
@@ -648,7 +648,7 @@ def _sweep(args: argparse.Namespace) -> int:
         paths = write_results(results, scenario,
                               settings_of(scenario, args.seed, args.proxy_elements),
                               scenario.output_dir, formats)
-        _print(f"# results: {', '.join(str(path) for path in _with_crossover(paths))}\n")
+        _print(f"# results: {', '.join(str(path) for path in paths)}\n")
         status = max(status, _verification(scenario.source, results))
     for note in done.notes:  # the points all and auto left out, as run says them
         print(note, file=sys.stderr)
@@ -686,18 +686,6 @@ def _kept_by_sweep(scenario: Scenario, args: argparse.Namespace) -> list[Result]
     planned = [(plan.algorithm.name, plan.size_bytes)
                for plan in plan_points(scenario, setup, settings).plans]
     return resumed(scenario, settings, scenario.output_dir, planned, prefix=False)
-
-
-def _with_crossover(paths: list[Path]) -> list[Path]:
-    """The files written, each figure followed by its crossover chart (written beside it by the
-    png writer, :func:`~simulator.output.figures.write_figures`)."""
-    listed: list[Path] = []
-    for path in paths:
-        listed.append(path)
-        crossover = path.with_name(f"{path.stem}-crossover.png")
-        if path.suffix == ".png" and crossover.is_file():
-            listed.append(crossover)
-    return listed
 
 
 def _verification(source: str, results: pd.DataFrame) -> int:

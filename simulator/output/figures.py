@@ -40,7 +40,9 @@ others (the last rank among them); on symmetric fabrics these meet every kind of
 
 
 def figure_paths(stem: Path, reference: bool = False) -> list[Path]:
-    """``<stem>.png``, ``<stem>-crossover.png`` and with a reference ``<stem>-reference.png``."""
+    """``<stem>.png``, ``<stem>-crossover.png`` (the ``png`` writer's files, as
+    :meth:`~simulator.output.writers.Writer.files` names them) and with a reference
+    ``<stem>-reference.png``."""
     names = [f"{stem.name}.png", f"{stem.name}-crossover.png"]
     return [stem.with_name(name) for name in names + ([f"{stem.name}-reference.png"]
                                                       if reference else [])]

@@ -27,6 +27,7 @@ from simulator.errors import InputError, Problem
 from simulator.output.files import write_atomically
 from simulator.output.results import RESULT_COLUMNS, Result
 from simulator.output.settings_json import settings
+from simulator.output.writers import WRITERS
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
 from simulator.units import format_size
@@ -41,8 +42,8 @@ def resumed(scenario: Scenario, run: RunSettings, output: Path,
     finishes points out of order, keeps any of them in their order: ``prefix=False``); none
     where no results file is there yet. InputError where the file or its settings say it came
     from another run."""
-    csv_path = output / f"{scenario.name}.csv"
-    json_path = output / f"{scenario.name}.json"
+    csv_path = output / WRITERS["csv"].files(scenario.name)[0]
+    json_path = output / WRITERS["json"].files(scenario.name)[0]
     if not csv_path.exists():
         return []
     if not json_path.is_file():

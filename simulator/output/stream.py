@@ -38,8 +38,8 @@ class ResultsStream:
         self._lock: DirectoryLock | None = None
 
     def path(self, name: str) -> Path:
-        """Where the file of format ``name`` goes."""
-        return self.directory / f"{self.scenario.name}{WRITERS[name].suffix}"
+        """Where the results file of format ``name`` goes (its writer's first file)."""
+        return self.directory / WRITERS[name].files(self.scenario.name)[0]
 
     @property
     def frame(self) -> pd.DataFrame:
@@ -79,12 +79,12 @@ class ResultsStream:
         before it ends (its figures, drawn at the end, and ``plot --reference``'s; a Parquet
         file not asked for now), so that a stopped run never leaves them beside results they
         do not describe."""
-        for stale in (self.directory / f"{self.scenario.name}.png",
-                      self.directory / f"{self.scenario.name}-crossover.png",
-                      self.directory / f"{self.scenario.name}-reference.png",
-                      *([] if "parquet" in self.formats
-                        else [self.directory / f"{self.scenario.name}.parquet"])):
-            stale.unlink(missing_ok=True)
+        name = self.scenario.name
+        # the figures, drawn at the end, and a Parquet file not asked for
+        unwritten = ("png", *(() if "parquet" in self.formats else ("parquet",)))
+        for stale in (*(file for kind in unwritten for file in WRITERS[kind].files(name)),
+                      f"{name}-reference.png"):  # plot --reference's, no writer's
+            (self.directory / stale).unlink(missing_ok=True)
 
     def close(self) -> None:
         """Let other runs write these files again (the run ended, however it ended)."""
@@ -92,9 +92,11 @@ class ResultsStream:
             self._lock.release()
 
     def finish(self) -> list[Path]:
-        """Write what waits for the whole run (the figure; anything not yet written when no
-        point came); every file of the run, in ``formats`` order."""
+        """Write what waits for the whole run (the figures; anything not yet written when no
+        point came); every file of the run, in ``formats`` order (each writer's
+        :meth:`~simulator.output.writers.Writer.files`)."""
         rest = tuple(name for name in self.formats if name not in self._written)
         write_results(self.frame, self.scenario, self.run, self.directory, rest)
         self._written.update(rest)
-        return [self.path(name) for name in self.formats]
+        return [self.directory / file for name in self.formats
+                for file in WRITERS[name].files(self.scenario.name)]

@@ -38,13 +38,25 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Writer:
     """One output format: its suffix, how it writes a run of sizes' results file, how it writes
-    a training run's files into a directory (returning their paths, in order), and whether it
-    holds the results' rows (a run of sizes then rewrites it after every point)."""
+    a training run's files into a directory (returning their paths, in order), whether it
+    holds the results' rows (a run of sizes then rewrites it after every point), and the
+    endings of the files it writes beside the results file (``-crossover.png``)."""
 
     suffix: str
     results: Callable[[pd.DataFrame, Scenario, RunSettings, Path], None]
     training: Callable[[Training, Scenario, RunSettings, Path], list[Path]]
     holds_rows: bool = False
+    beside: tuple[str, ...] = ()
+
+    def files(self, name: str) -> tuple[str, ...]:
+        """The names of the files this writer writes for a run of sizes named ``name``, its
+        results file (``<name><suffix>``) first: what a run lists, checks before it starts and
+        cleans up after, asked here rather than kept in a second list.
+
+        >>> WRITERS["png"].files("dgx")
+        ('dgx.png', 'dgx-crossover.png')
+        """
+        return (f"{name}{self.suffix}", *(f"{name}{ending}" for ending in self.beside))
 
 
 def to_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -159,8 +171,9 @@ WRITERS: dict[str, Writer] = {
     "csv": Writer(".csv", write_csv, write_training_csv, holds_rows=True),
     # the resolved settings and the simulator's version
     "json": Writer(".json", write_settings, write_training_settings),
-    # bus bandwidth and time against size; a training step's timeline and sweeps
-    "png": Writer(".png", write_png, write_training_png),
+    # bus bandwidth and time against size, and the crossover chart (figures.figure_paths); a
+    # training step's timeline and sweeps
+    "png": Writer(".png", write_png, write_training_png, beside=("-crossover.png",)),
     # the CSV's tables again, typed (pyarrow)
     "parquet": Writer(".parquet", write_parquet, write_training_parquet, holds_rows=True),
 }
@@ -175,13 +188,14 @@ RESULTS_FORMATS = tuple(name for name, writer in WRITERS.items() if writer.holds
 
 def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, directory: Path,
                   formats: Sequence[str] = DEFAULT_FORMATS) -> list[Path]:
-    """Write ``<directory>/<name><suffix>`` for each format, in order; the paths written."""
+    """Write ``<directory>/<name><suffix>`` for each format, in order; the paths written, each
+    format's :meth:`Writer.files` (a figure and its crossover chart beside it)."""
     paths = []
     for name in formats:
         writer = WRITERS[name]
-        path = directory / f"{scenario.name}{writer.suffix}"
-        writer.results(results, scenario, run, path)
-        paths.append(path)
+        files = [directory / file for file in writer.files(scenario.name)]
+        writer.results(results, scenario, run, files[0])
+        paths += files
     return paths
 
 
