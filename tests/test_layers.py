@@ -39,8 +39,9 @@ ALLOWED: dict[str, set[str]] = {
                 "output", "units", "limits", "errors", "settings"},
     "dist": {"plan", "runner", "scenario", "algorithms", "model", "engine", "output", "limits",
              "errors", "settings"},
-    "cli": {"version", "errors", "limits", "model", "output", "runner", "scenario", "calibration",
-            "measured", "sweep", "trainer", "tune"},
+    "commands": {"commands", "errors", "limits", "model", "output", "runner", "scenario",
+                 "calibration", "measured", "sweep", "trainer", "tune"},
+    "cli": {"commands", "output", "errors", "version"},  # the parser, the exit codes
     "calibration": {"algorithms", "errors", "measured", "model", "scenario"},
     "tune": {"runner", "plan", "output", "scenario", "algorithms", "model", "settings", "version",
              "errors"},
@@ -110,6 +111,14 @@ def test_every_layer_is_known_and_nothing_but_main_imports_the_cli():
     importers = {str(path.relative_to(REPO)) for path in SOURCES
                  if any(module == "simulator.cli" for module in imports(path))}
     assert importers == {"simulator/__main__.py"}
+
+
+def test_only_the_cli_imports_the_commands():
+    # a command is a verb of the command line: no library layer reaches one
+    importers = {str(path.relative_to(REPO)) for path in SOURCES
+                 if layer_of(path) != "commands"
+                 and any(internal_layer(module) == "commands" for module in imports(path))}
+    assert importers == {"simulator/cli.py"}
 
 
 def test_the_version_is_a_leaf_that_the_root_and_the_metadata_read():

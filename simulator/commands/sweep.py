@@ -1,0 +1,159 @@
+"""``python -m simulator sweep FILE.yaml ...``: every point of every scenario on a Dask cluster
+(:mod:`simulator.sweep`); each scenario's table and files as ``run`` writes them; failed points
+one line each on stderr (exit 2 where a point's input was at fault, as ``run`` exits, else 1),
+the others kept."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simulator.commands.command import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    Command,
+)
+from simulator.commands.console import say, verification
+from simulator.commands.options import DEFAULT_FORMAT, FORMATS, check_options, formats
+from simulator.commands.paths import check_writable
+from simulator.errors import InputError, Problem
+from simulator.limits import DEFAULT_PROXY_ELEMENTS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from simulator.output.results import Result
+    from simulator.scenario.spec import Scenario
+    from simulator.sweep import Failure, Sweep
+
+
+def arguments(parser: argparse.ArgumentParser) -> None:
+    """``sweep``'s arguments."""
+    parser.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files")
+    parser.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
+                                            "tcp://host:8786 (default: a local cluster)")
+    parser.add_argument("--workers", type=int, help="worker processes of the local cluster "
+                                                    "(default: one per core)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the input data (default 0)")
+    parser.add_argument("--proxy-elements", type=int, default=DEFAULT_PROXY_ELEMENTS,
+                        help=f"as for run (default {DEFAULT_PROXY_ELEMENTS})")
+    parser.add_argument("--format", default=DEFAULT_FORMAT,
+                        help=f"files to write per scenario, of {FORMATS}; the CSV is always "
+                             f"written (default {DEFAULT_FORMAT})")
+    parser.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the points a stopped sweep (or run) of the same scenarios and "
+                             "settings already wrote, and run only the rest")
+    parser.add_argument("--allow-import", action="store_true",
+                        help="accepted as for run; a sweep runs no training step, so it never "
+                             "imports a {torch: ...} model (it refuses a training scenario)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    """Check every scenario and option, sweep, then write and say what came of each point."""
+    check_options(args)
+    chosen = formats(args.format, args.no_plot)
+    from simulator.scenario.parse import load_scenario
+    from simulator.scenario.training import Imports
+    from simulator.sweep import ClusterError, sweep
+
+    # a sweep runs no training step (checked_setup refuses one, before the cluster starts), so
+    # it never builds a {torch: ...} model, with --allow-import or without
+    scenarios = [load_scenario(path, imports=Imports.SKIP) for path in args.scenarios]
+    _check_outputs(scenarios)
+    if args.workers is not None and args.workers < 1:  # before the files: a command-line slip
+        raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
+                                                               f"got {args.workers}")])
+    kept = [_kept_by_sweep(scenario, args) for scenario in scenarios] if args.resume else None
+    try:
+        done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
+                     proxy_elements=args.proxy_elements, progress=not args.no_progress, kept=kept)
+    except ClusterError as error:  # nothing ran: the files are as they were
+        print(f"sweep: {error}; nothing ran", file=sys.stderr)
+        return EXIT_FAILED
+    status = _write(args, scenarios, done.frames, chosen)
+    return _outcome(done, status)
+
+
+def _check_outputs(scenarios: Sequence[Scenario]) -> None:
+    """Refuse an output directory that cannot be written, or that two scenarios share."""
+    outputs: dict[Path, str] = {}
+    for scenario in scenarios:
+        check_writable(scenario.source, scenario.output_dir)
+        if scenario.output_dir in outputs:
+            raise InputError([Problem(scenario.source, "output", (
+                f"expected its own directory, but {outputs[scenario.output_dir]} also writes to "
+                f"{scenario.output_dir}"))])
+        outputs[scenario.output_dir] = scenario.source
+
+
+def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],
+           frames: Sequence[pd.DataFrame], chosen: tuple[str, ...]) -> int:
+    """Each scenario's table printed and files written; EXIT_FAILED where a row failed
+    verification, else EXIT_OK."""
+    from simulator.output.table import format_table
+    from simulator.output.writers import write_results
+    from simulator.runner import settings_of
+
+    status = EXIT_OK
+    for scenario, results in zip(scenarios, frames, strict=True):
+        say(format_table(results, picks_only=scenario.nccl_choice))
+        paths = write_results(results, scenario,
+                              settings_of(scenario, args.seed, args.proxy_elements),
+                              scenario.output_dir, chosen)
+        say(f"# results: {', '.join(str(path) for path in paths)}\n")
+        status = max(status, verification(scenario.source, results))
+    return status
+
+
+def _outcome(done: Sweep, status: int) -> int:
+    """What did not come of the sweep, one line each on stderr (the points left out, failed,
+    stranded, or not run after Ctrl-C), and the exit code."""
+    from simulator.sweep import NO_WORKERS_S
+
+    for note in done.notes:  # the points all and auto left out, as run says them
+        print(note, file=sys.stderr)
+    for failure in done.failures:
+        print(failure, file=sys.stderr)
+    if done.stranded:  # every worker gone: what finished is written above, the rest named
+        print(f"sweep: no Dask worker left for {NO_WORKERS_S:g} s: {_points(done.stranded)} "
+              "not run; those finished are written", file=sys.stderr)
+        status = EXIT_FAILED
+    if done.interrupted_of:  # Ctrl-C: what finished is written above, and said so here
+        finished = sum(len(frame) for frame in done.frames) + len(done.failures)
+        print(f"sweep: interrupted after {finished} of {done.interrupted_of} points; those "
+              "finished are written", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    # as run exits: 2 where a point's input was at fault, else 1 for a failed point or check
+    return max([status, *(EXIT_BAD_INPUT if failure.bad_input else EXIT_FAILED
+                          for failure in done.failures)])
+
+
+def _points(failures: Sequence[Failure]) -> str:
+    """``3 points (s: ring at 4096 bytes, ...)``: the first few named, the rest counted."""
+    named = ", ".join(f"{f.scenario}: {f.algorithm} at {f.size_bytes} bytes" for f in failures[:8])
+    more = f", and {len(failures) - 8} more" if len(failures) > 8 else ""
+    return f"{len(failures)} point{'s' if len(failures) != 1 else ''} ({named}{more})"
+
+
+def _kept_by_sweep(scenario: Scenario, args: argparse.Namespace) -> list[Result]:
+    """The points of ``scenario`` a stopped sweep or run left in its output directory, in the
+    plan's order, any of them (a sweep finishes points out of order)."""
+    from simulator.output.resume import resumed
+    from simulator.runner import checked_setup, plan_points, settings_of
+
+    settings = settings_of(scenario, args.seed, args.proxy_elements)
+    setup = checked_setup(scenario, settings)
+    planned = [(plan.algorithm.name, plan.size_bytes)
+               for plan in plan_points(scenario, setup, settings).plans]
+    return resumed(scenario, settings, scenario.output_dir, planned, prefix=False)
+
+
+COMMAND = Command("sweep", "run every point of scenario files in parallel on a Dask cluster and "
+                           "write each one's results", arguments, execute, "scenarios")
