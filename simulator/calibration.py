@@ -34,7 +34,7 @@ from simulator.model.execution import (
     NVLINK_GBPS_PER_LINK,
     apply,
     arch_of,
-    nccl_plan,
+    nccl_charges,
     nic_Bps,
     nvls_share,
     system_of,
@@ -269,12 +269,12 @@ def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.n
                                               cpu=machine.nccl.cpu))
         result = []
         for size, pick in zip(sizes, picks, strict=True):
-            plan = nccl_plan(tuned, pick.algorithm, pick.protocol, size)
-            cost = CostInputs(apply(plan, tuned), itemsize=ITEMSIZE)
+            charges = nccl_charges(tuned, pick.algorithm, pick.protocol, size)
+            cost = CostInputs(apply(charges, tuned), itemsize=ITEMSIZE)
             algorithm = nccl_kernel(Collective.ALLREDUCE, pick.algorithm)
             count = size // ITEMSIZE
             channels = 1 if algorithm.rail_aware else max(1, min(per_host, count // machine.ranks))
-            result.append((on_channels_s(algorithm, cost, count, channels) + plan.start_s) * 1e6)
+            result.append((on_channels_s(algorithm, cost, count, channels) + charges.start_s) * 1e6)
         return np.asarray(result, dtype=np.float64)
 
     return times

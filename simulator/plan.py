@@ -33,11 +33,11 @@ from simulator.limits import (
     VECTOR_ENTRY_BYTES,
 )
 from simulator.model.collective import Collective
-from simulator.model.execution import Execution, apply, nccl_plan, stream_choices, system_of
+from simulator.model.execution import Execution, apply, nccl_charges, stream_choices, system_of
 from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import Protocol, best_protocol, choose, protocols_of
-from simulator.model.nccl_symmetric import protocol_of, symmetric_pick, symmetric_plan
+from simulator.model.nccl_symmetric import protocol_of, symmetric_charges, symmetric_pick
 from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
@@ -289,7 +289,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         family = algorithm.nccl_family
         if algorithm.nccl_symmetric:  # NCCL's symmetric kernels: their own model and protocol
             try:
-                nccl = symmetric_plan(machine, algorithm.nccl_symmetric, size_bytes)
+                nccl = symmetric_charges(machine, algorithm.nccl_symmetric, size_bytes)
             except ValueError as error:
                 raise InputError([Problem(scenario.source, "execution",
                                           f"{algorithm.name!r}: {error}")]) from None
@@ -303,7 +303,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
                     f"{algorithm.name!r}: {error}, which {scenario.nccl.proto!r} leaves out"
                 ))]) from None
             try:
-                nccl = nccl_plan(machine, family, protocol, size_bytes, algorithm.nccl_kernel)
+                nccl = nccl_charges(machine, family, protocol, size_bytes, algorithm.nccl_kernel)
             except ValueError as error:
                 raise InputError([Problem(scenario.source, "protocol",
                                           f"{algorithm.name!r}: {error}")]) from None

@@ -38,7 +38,7 @@ from simulator.model.nccl import CANDIDATES, Protocol, choose, predicted_time_us
 from simulator.model.nccl_symmetric import launched
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
-from simulator.output.outlook import Outlook, Planned
+from simulator.output.outlook import Outlook, Upcoming
 from simulator.output.results import Result, results_frame
 from simulator.plan import (
     Setup,
@@ -312,7 +312,7 @@ def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
     notes = () if view is None else tuple(
         f"{view.source} ({scenario.nccl.view_key}): {line}"
         for line in differences(setup.machine, view, scenario.nccl_enabled))
-    planned = tuple(Planned(plan.algorithm.name, plan.size_bytes, plan.model_s)
+    planned = tuple(Upcoming(plan.algorithm.name, plan.size_bytes, plan.model_s)
                     for plan in plans.plans)
     algorithms = (len({point.algorithm for point in planned}) if scenario.nccl_choice
                   else len(setup.algorithms))

@@ -9,7 +9,7 @@ from simulator.algorithms import REGISTRY
 from simulator.algorithms.schedule import Group, Op
 from simulator.errors import InputError
 from simulator.model.collective import Collective
-from simulator.model.execution import collnet_graphs, nccl_plan, system_of
+from simulator.model.execution import collnet_graphs, nccl_charges, system_of
 from simulator.model.machine import Aggregation, Machine
 from simulator.model.nccl import (
     Graph,
@@ -174,7 +174,7 @@ def test_with_sharp_the_tuner_picks_nvls_across_nodes_and_collnet_without_nvls()
 
 def test_a_sharp_round_costs_ncclS_network_step_under_nccl():
     machine = machine_of({"preset": "dgx_h100", "nodes": 2, "sharp": True})
-    plan = nccl_plan(machine, NcclAlgorithm.COLLNET_CHAIN, Protocol.SIMPLE, 1 << 20)
+    plan = nccl_charges(machine, NcclAlgorithm.COLLNET_CHAIN, Protocol.SIMPLE, 1 << 20)
     assert plan.step_latency_s[Hardware.NET] == pytest.approx(30e-6)
     assert plan.step_latency_s[Hardware.NVLINK] == pytest.approx(2.8e-6)
 

@@ -5,7 +5,7 @@ DGX H100, with the simulation equal to the closed form as on the ideal wire."""
 import pytest
 
 from simulator import InputError, Scenario, simulate
-from simulator.model.execution import NVLS_SHARE, Execution, PlannedRouting, apply, nccl_plan
+from simulator.model.execution import NVLS_SHARE, Execution, NcclRouting, apply, nccl_charges
 from simulator.model.machine import Machine
 from simulator.model.nccl import Hardware, NcclAlgorithm, Protocol
 from simulator.scenario import scenario_from_dict
@@ -63,9 +63,9 @@ def test_nvls_moves_at_its_fitted_share():
 def test_steps_across_the_network_pay_the_net_latency():
     machine = Machine.of(scenario_from_dict({"topology": {"preset": "dgx_h100", "nodes": 2},
                                              "sizes": [8]}).topology.build())
-    plan = nccl_plan(machine, NcclAlgorithm.RING, Protocol.SIMPLE)
+    plan = nccl_charges(machine, NcclAlgorithm.RING, Protocol.SIMPLE)
     routing = apply(plan, machine).routing
-    assert isinstance(routing, PlannedRouting)
+    assert isinstance(routing, NcclRouting)
     inside, across = routing.route("n0.gpu0", "n0.gpu1"), routing.route("n0.gpu7", "n1.gpu0")
     assert (inside.latency_s, across.latency_s) == (pytest.approx(3.4e-6), pytest.approx(14e-6))
     assert routing.hardware(across) is Hardware.NET
@@ -130,9 +130,9 @@ def test_per_channel_caps_bound_a_calibrated_nvlink_rate():
     machine = Machine.of(scenario_from_dict({
         "topology": {"preset": "dgx_h100", "nccl_nvlink_bandwidth": "1TB/s"},
         "sizes": [4096]}).topology.build())
-    ring = nccl_plan(machine, NcclAlgorithm.RING, Protocol.LL128)
-    tree = nccl_plan(machine, NcclAlgorithm.TREE, Protocol.SIMPLE)
+    ring = nccl_charges(machine, NcclAlgorithm.RING, Protocol.LL128)
+    tree = nccl_charges(machine, NcclAlgorithm.TREE, Protocol.SIMPLE)
     assert ring.link_rate_Bps["nvlink"] == pytest.approx(12 * 36.7e9)
     assert tree.link_rate_Bps["nvlink"] == pytest.approx(12 * 38.7e9)
-    simple = nccl_plan(machine, NcclAlgorithm.RING, Protocol.SIMPLE)
+    simple = nccl_charges(machine, NcclAlgorithm.RING, Protocol.SIMPLE)
     assert simple.link_rate_Bps["nvlink"] == pytest.approx(1e12)  # Ring Simple has no cap

@@ -328,13 +328,13 @@ def test_every_shipped_scenario_is_valid():
 
 
 def test_pxn_keeps_inter_host_sends_on_their_rail_under_nccl():
-    from simulator.model.execution import PlannedRouting, nccl_plan
+    from simulator.model.execution import NcclRouting, nccl_charges
     from simulator.model.nccl import NcclAlgorithm, Protocol
 
     def planned(graph):
         machine = Machine.of(graph)
-        return machine, PlannedRouting(machine.routing,
-                                       nccl_plan(machine, NcclAlgorithm.RING, Protocol.SIMPLE))
+        return machine, NcclRouting(machine.routing,
+                                       nccl_charges(machine, NcclAlgorithm.RING, Protocol.SIMPLE))
 
     superpod = load_preset("dgx_h100_superpod")
     machine, routing = planned(BUILDERS["cluster"].build(**{**superpod.params, "nodes": 2}))

@@ -8,7 +8,7 @@ import simpy
 
 from simulator.engine.fabric import Fabric
 from simulator.errors import InputError
-from simulator.model.execution import apply, latencies, nccl_plan, system_of
+from simulator.model.execution import apply, latencies, nccl_charges, system_of
 from simulator.model.nccl import (
     CpuVendor,
     Hardware,
@@ -92,17 +92,17 @@ def test_one_gpu_per_host_pays_the_tree_network_latency():
 
 def test_the_proxy_cost_per_message_is_the_cpus_net_overhead():
     # getNetOverhead: 1 µs on Intel, 2 on AMD, ×3 for Simple; nothing on one host
-    assert nccl_plan(machine(), RING, LL).proxy_s == pytest.approx(1e-6)
-    assert nccl_plan(machine(), RING, SIMPLE).proxy_s == pytest.approx(3e-6)
-    assert nccl_plan(machine("dgx_a100"), RING, SIMPLE).proxy_s == pytest.approx(6e-6)
-    assert nccl_plan(machine(nodes=1), RING, SIMPLE).proxy_s == 0.0
+    assert nccl_charges(machine(), RING, LL).proxy_s == pytest.approx(1e-6)
+    assert nccl_charges(machine(), RING, SIMPLE).proxy_s == pytest.approx(3e-6)
+    assert nccl_charges(machine("dgx_a100"), RING, SIMPLE).proxy_s == pytest.approx(6e-6)
+    assert nccl_charges(machine(nodes=1), RING, SIMPLE).proxy_s == 0.0
 
 
 def test_a_gpus_network_messages_leave_one_proxy_time_apart():
     # three empty messages from GPU 0 to the other host at t = 0 arrive at the NET step latency
     # plus 0, 1 and 2 µs of proxy; one to its own host is not held
     h100 = machine()
-    timed = apply(nccl_plan(h100, RING, LL), h100)
+    timed = apply(nccl_charges(h100, RING, LL), h100)
     env = simpy.Environment()
     fabric = Fabric(env, timed.routing)
     gpu = timed.placement

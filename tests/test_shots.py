@@ -192,7 +192,7 @@ def test_the_size_limits_apply_to_the_size_in_whole_cells():
     machine = prepare(scenario_from_dict({"topology": {"preset": "dgx_h100"},
                                           "sizes": [1024]})).machine
     with pytest.raises(ValueError) as error:
-        sym.symmetric_plan(machine, (K.ONE_SHOT,), (2 << 30) - 512)
+        sym.symmetric_charges(machine, (K.ONE_SHOT,), (2 << 30) - 512)
     assert str(error.value) == (
         "NCCL runs no AllReduce_AGxLL_R for 2147483136 bytes (LL kernels count in 32-bit ints "
         "below 2147483648 bytes, the others below 68719476736, the size in whole 1024-byte "

@@ -16,9 +16,10 @@ Under ``execution: ideal`` the SMs the kernels get are not charged: the simulati
 the links and by the GPU's reduction rate. Under ``execution: nccl`` they are: NCCL's own model
 of these kernels, whose bandwidth is nSMs·smBw capped at a peak
 (:mod:`simulator.model.nccl_symmetric`, with its Hopper and Blackwell constants), sets the rate
-of every GPU's NVLink and the kernel's start (:func:`~simulator.model.nccl_symmetric.symmetric_plan`),
-so the SM limit is a per-GPU rate cap on the fabric the data still moves over, and the closed
-form, timed on that machine, stays exact on one NVSwitch.
+of every GPU's NVLink and the kernel's start
+(:func:`~simulator.model.nccl_symmetric.symmetric_charges`), so the SM limit is a per-GPU rate
+cap on the fabric the data still moves over, and the closed form, timed on that machine, stays
+exact on one NVSwitch.
 Both refuse a machine of more than one host: their loads and stores need every peer's buffer
 mapped in one NVLink domain.
 """

@@ -15,7 +15,7 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.cost import CostInputs
 from simulator.engine.payload import Payload
 from simulator.engine.run import RunSpec
-from simulator.model.execution import Plan
+from simulator.model.execution import NcclCharges
 from simulator.model.faults import Fault
 from simulator.model.machine import Machine
 from simulator.settings import RunSettings
@@ -43,7 +43,7 @@ class PointPlan:
     machine: Machine
     cost: CostInputs
     spec: RunSpec
-    nccl: Plan | None
+    nccl: NcclCharges | None
     start_s: float
     model_s: float
     settings: RunSettings

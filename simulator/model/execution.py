@@ -12,7 +12,7 @@ get it without a special case:
   :mod:`~simulator.model.transport`), and on several hosts a multi-node Ring Simple's
   latencies are NCCL's "plateau" factor larger (``ring_plateau`` of :data:`KERNELS`);
 - on several hosts, the network proxy of a message's sending GPU spends NCCL's ``netOverhead``
-  (×3 for Simple) on each message it posts (:attr:`Plan.proxy_s`): a GPU posts a network
+  (×3 for Simple) on each message it posts (:attr:`NcclCharges.proxy_s`): a GPU posts a network
   message at most that often, which is what makes a multi-node ring pay ``nsteps ·
   netOverhead`` (tuning.cc: "Inter-node rings still have to launch nsteps * net overhead");
 - links carry data at what NCCL achieves on them: NVLink at NCCL's own per-link bandwidth
@@ -212,8 +212,9 @@ def fill_s(family: NcclAlgorithm, protocol: Protocol, size_bytes: int, ranks: in
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What NCCL's execution of one algorithm and protocol changes: a start delay (NCCL's base
+class NcclCharges:
+    """What NCCL's execution of one algorithm and protocol charges beyond the wire (the machine
+    as :func:`apply` times it): a start delay (NCCL's base
     latency and the pipeline's fill at this size), the latency of a step by kind of path, each
     kind of link's rate (None: the graph's), and the time a GPU's network proxy spends posting
     each network message (0 on one host)."""
@@ -227,7 +228,7 @@ class Plan:
     net_share: float = NET_SHARE
     """The share of a network link's rate NCCL achieves (``NET_BW``'s, or a calibrated one)."""
     nvswitch_latency_s: float | None = None
-    """The latency of a reduction in a host's NVSwitch under this plan (None: the machine's,
+    """The latency of a reduction in a host's NVSwitch under these charges (None: the machine's,
     the presets' NVLS step of NCCL's model, and the wire's hops to and from the switch); 0 for
     a symmetric kernel, whose model has no latency but its base latency, and then its hops
     over NVLink to and from the switch take none either."""
@@ -238,9 +239,9 @@ class Plan:
         return self.base_latency_s + self.fill_s
 
 
-def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
-              size_bytes: int = 0, kernel: bool = True) -> Plan:
-    """The plan of NCCL algorithm ``family`` with ``protocol`` on ``machine`` for an allreduce
+def nccl_charges(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
+                 size_bytes: int = 0, kernel: bool = True) -> NcclCharges:
+    """What NCCL algorithm ``family`` with ``protocol`` charges on ``machine`` for an allreduce
     of ``size_bytes`` (0: no pipeline fill, no plateau), run by NCCL's own kernel for the
     family (``kernel``, ``Algorithm.nccl_kernel``) or by another schedule timed as that family;
     ValueError when the machine does not state its GPUs (compute capability and NVLink links)
@@ -282,7 +283,7 @@ def nccl_plan(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     base, steps = latencies(machine, family, protocol, size_bytes, kernel)
     proxy_s = KERNELS.net_overhead_us[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
         if nodes > 1 else 0.0  # getNetOverhead, ×3 for Simple (tuning.cc:405-408)
-    return Plan(protocol, base + facts.launch_s, steps, rates,
+    return NcclCharges(protocol, base + facts.launch_s, steps, rates,
                 fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s,
                 net_share)
 
@@ -318,34 +319,34 @@ def latencies(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_
     return base, {hw: latency * factor * 1e-6 for hw, latency in steps_us.items()}
 
 
-def apply(plan: Plan, machine: Machine) -> Machine:
-    """``machine`` as the plan times it: its routes through :class:`PlannedRouting`, its GPU's
+def apply(charges: NcclCharges, machine: Machine) -> Machine:
+    """``machine`` as ``charges`` time it: its routes through :class:`NcclRouting`, its GPU's
     reductions free, as they happen inside the copy, and a reduction in a network switch
-    (SHARP) a network step of the plan's (``hwLat`` NET of the algorithm, 31 µs for
+    (SHARP) a network step of the charges' (``hwLat`` NET of the algorithm, 31 µs for
     CollNetDirect, 30 for CollNetChain, 18 for NVLS, plus the transport's latency, twice for
     Simple), in place of the switch's own latency, as NCCL's model charges CollNet's
-    ``interLat`` once each way up and down the network; a reduction in an NVSwitch the plan's
-    :attr:`Plan.nvswitch_latency_s` where it sets one."""
-    net, nvswitch = plan.step_latency_s[Hardware.NET], plan.nvswitch_latency_s
+    ``interLat`` once each way up and down the network; a reduction in an NVSwitch the charges'
+    :attr:`NcclCharges.nvswitch_latency_s` where it sets one."""
+    net, nvswitch = charges.step_latency_s[Hardware.NET], charges.nvswitch_latency_s
     switches = tuple(replace(switch, reduction_latency_s=net) if switch.network
                      else switch if nvswitch is None
                      else replace(switch, reduction_latency_s=nvswitch)
                      for switch in machine.reducing_switches)
-    return replace(machine, routing=PlannedRouting(machine.routing, plan), gpu=GpuSpec(),
+    return replace(machine, routing=NcclRouting(machine.routing, charges), gpu=GpuSpec(),
                    reducing_switches=switches)
 
 
-class PlannedRouting(Routing):
-    """The routes of a topology as a plan times them: the same paths, rank-to-rank latencies by
-    the kind of path, and link rates by the kind of link, never above the wire's (network and
-    PCIe links keep their rate times NET_SHARE and the protocol's share). The paths are the
-    wire's, except where NCCL's PXN relays a send over NVLink to keep it on its rail
-    (:meth:`_pxn`)."""
+class NcclRouting(Routing):
+    """The routes of a topology as NCCL's charges time them: the same paths, rank-to-rank
+    latencies by the kind of path, and link rates by the kind of link, never above the wire's
+    (network and PCIe links keep their rate times NET_SHARE and the protocol's share). The
+    paths are the wire's, except where NCCL's PXN relays a send over NVLink to keep it on its
+    rail (:meth:`_pxn`)."""
 
-    def __init__(self, base: Routing, plan: Plan) -> None:
+    def __init__(self, base: Routing, charges: NcclCharges) -> None:
         super().__init__(base._graph, base.down)
         self._base = base
-        self._plan = plan
+        self._charges = charges
         self._by_host: dict[object, list[str]] = {}
 
     def route(self, src: str, dst: str) -> Route:
@@ -355,9 +356,9 @@ class PlannedRouting(Routing):
             latency, proxy = base.latency_s, 0.0
             if self._base.is_gpu(src) and self._base.is_gpu(dst) and src != dst:
                 hardware = self.hardware(base)
-                latency = self._plan.step_latency_s[hardware]
-                proxy = self._plan.proxy_s if hardware is Hardware.NET else 0.0
-            elif (self._plan.nvswitch_latency_s is not None and src != dst
+                latency = self._charges.step_latency_s[hardware]
+                proxy = self._charges.proxy_s if hardware is Hardware.NET else 0.0
+            elif (self._charges.nvswitch_latency_s is not None and src != dst
                   and self.hardware(base) is Hardware.NVLINK):  # a GPU's hop to the NVSwitch
                 latency = 0.0
             bottleneck = min((self.capacity_Bps(link) for link in base.links), default=float("inf"))
@@ -365,7 +366,7 @@ class PlannedRouting(Routing):
         return self._cache[key]
 
     def without(self, down: frozenset[LinkId]) -> Routing:
-        return PlannedRouting(self._base.without(down), self._plan)
+        return NcclRouting(self._base.without(down), self._charges)
 
     def _pxn(self, src: str, dst: str) -> Route:
         """The path NCCL's PXN takes (NCCL ≥ 2.12, on unless ``NCCL_PXN_DISABLE=1``): a send
@@ -407,11 +408,12 @@ class PlannedRouting(Routing):
 
     def capacity_Bps(self, link: LinkId) -> float:
         kind = self.link_kind(link)
-        rate = self._plan.link_rate_Bps.get(kind)
+        rate = self._charges.link_rate_Bps.get(kind)
         if rate is not None:  # never above the wire: NCCL's model of its multicast two-shot
             return min(rate, self._base.capacity_Bps(link))  # rates 515 GB/s, NVLink is 450
-        share = PROTOCOL_SHARE[self._plan.protocol] * (self._plan.net_share if kind == NET_LINK
-                                                        else 1.0)
+        charges = self._charges
+        share = PROTOCOL_SHARE[charges.protocol] * (charges.net_share if kind == NET_LINK
+                                                    else 1.0)
         return self._base.capacity_Bps(link) * share
 
     def capacities(self) -> dict[LinkId, float]:

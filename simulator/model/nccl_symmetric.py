@@ -25,7 +25,7 @@ import enum
 import math
 from dataclasses import dataclass
 
-from simulator.model.execution import Plan
+from simulator.model.execution import NcclCharges
 from simulator.model.machine import Machine
 from simulator.model.nccl import Hardware, Protocol
 from simulator.model.reduction import ReduceOp
@@ -285,8 +285,9 @@ def protocol_of(kernel: SymKernel) -> Protocol:
     return Protocol.LL if kernel.ll else Protocol.SIMPLE
 
 
-def symmetric_plan(machine: Machine, kernels: tuple[SymKernel, ...], size_bytes: int) -> Plan:
-    """``execution: nccl``'s plan for the symmetric kernel of ``kernels`` NCCL launches for
+def symmetric_charges(machine: Machine, kernels: tuple[SymKernel, ...],
+                      size_bytes: int) -> NcclCharges:
+    """What ``execution: nccl`` charges for the symmetric kernel of ``kernels`` NCCL launches for
     ``size_bytes`` per rank (:func:`launched`): NVLink links at the rate NCCL's model gives the
     blocks it picks, scaled by :func:`wire_share` so that the bytes the simulation moves take
     busBytes / bw; no latency per step (the model has none), and the kernel's start the
@@ -306,7 +307,7 @@ def symmetric_plan(machine: Machine, kernels: tuple[SymKernel, ...], size_bytes:
     kernel, ranks = chosen.kernel, machine.ranks
     bw = _bandwidth(kernel, ranks, chosen.blocks, blackwell=_blackwell(machine))  # bytes per µs
     x = bus_bytes(kernel, ranks, size_bytes) / bw
-    return Plan(protocol_of(kernel), (chosen.time_us - x) * 1e-6,
+    return NcclCharges(protocol_of(kernel), (chosen.time_us - x) * 1e-6,
                 {hardware: 0.0 for hardware in Hardware},
                 {NVLINK: bw * 1e6 * wire_share(kernel, ranks)}, nvswitch_latency_s=0.0)
 

@@ -11,7 +11,8 @@ src/graph/tuning.cc:389), once more for Simple, whose receiver flushes the data 
 the GPU reads it (``if (p == NCCL_PROTO_SIMPLE) interLat += graphs[a]->latencyInter``, "the
 flush extra latency", tuning.cc:391; the flush itself is ``ncclNet->iflush`` in
 ``recvProxyProgress``, src/transport/net.cc). The simulated execution charges the same terms
-(:func:`~simulator.model.execution.nccl_plan`), so the tuner and the simulation agree on them.
+(:func:`~simulator.model.execution.nccl_charges`), so the tuner and the simulation agree on
+them.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from simulator.units import format_size
 
 
 @dataclass(frozen=True)
-class Planned:
+class Upcoming:
     """One point of a run before it runs: its algorithm, size and closed form."""
 
     algorithm: str
@@ -35,7 +35,7 @@ class Outlook:
     scenario: str
     algorithms: int
     sizes: int
-    points: tuple[Planned, ...]
+    points: tuple[Upcoming, ...]
     notes: tuple[str, ...] = ()
     """Lines to say beside it: where NCCL's own graph dump or log differs from what the
     simulator would have assumed (:mod:`simulator.algorithms.against_nccl`), and each point
@@ -47,13 +47,14 @@ class Outlook:
     def describe(self) -> str:
         """One line saying what is coming.
 
-        >>> outlook = Outlook("x", 2, 2, (Planned("ring", 1024, 3e-6), Planned("ring", 2048, 4e-6),
-        ...                               Planned("tree", 1024, 2e-6), Planned("tree", 2048, 5e-6)))
+        >>> outlook = Outlook("x", 2, 2, (
+        ...     Upcoming("ring", 1024, 3e-6), Upcoming("ring", 2048, 4e-6),
+        ...     Upcoming("tree", 1024, 2e-6), Upcoming("tree", 2048, 5e-6)))
         >>> print(outlook.describe().replace("; ", ";\\n"))
         4 points to simulate (2 algorithms × 2 sizes);
         closed forms: 14us of simulated time in all (not wall-clock time), longest tree at 2KiB (5us)
-        >>> picks = Outlook("x", 2, 3, (Planned("ring", 1024, 3e-6), Planned("nvls", 2048, 4e-6)),
-        ...                 nccl_pick=True)
+        >>> picks = Outlook("x", 2, 3, (Upcoming("ring", 1024, 3e-6),
+        ...                             Upcoming("nvls", 2048, 4e-6)), nccl_pick=True)
         >>> print(picks.describe().split("; ")[0])
         2 points to simulate (NCCL's pick at 2 of 3 sizes)
         """

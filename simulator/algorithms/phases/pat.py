@@ -230,7 +230,7 @@ def allgather_order(p: int, factor: int, post: int) -> tuple[Post, ...]:
 # ---- programs -------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class Plan:
+class PatPasses:
     """What a PAT run on one communicator moves: each chunk's pipeline pieces (one per pass)
     and the pass's order."""
 
@@ -249,7 +249,7 @@ class Plan:
         return pieces[k] if k < len(pieces) else None
 
 
-def plan(comm: Comm, reduce_scatter: bool) -> Plan:
+def pat_passes(comm: Comm, reduce_scatter: bool) -> PatPasses:
     """The pieces and order of PAT on ``comm`` (NCCL's chunk unless the scenario sets
     ``piece_size``)."""
     chunks = comm.chunks(comm.size)
@@ -259,7 +259,7 @@ def plan(comm: Comm, reduce_scatter: bool) -> Plan:
     rank_bytes = max(chunk.count for chunk in chunks) * comm.itemsize
     spread = aggregation(comm.size, chunk_bytes, rank_bytes)
     make = reduce_scatter_order if reduce_scatter else allgather_order
-    return Plan(pieces, make(comm.size, spread.factor, spread.post))
+    return PatPasses(pieces, make(comm.size, spread.factor, spread.post))
 
 
 def pat_reduce_scatter(comm: Comm) -> Program:
@@ -267,7 +267,7 @@ def pat_reduce_scatter(comm: Comm) -> Program:
     me, p = comm.rank, comm.size
     if p == 1:
         return
-    run = plan(comm, True)
+    run = pat_passes(comm, True)
     for k in range(run.passes):
         for post in run.order:
             for c in post.recv:
@@ -286,7 +286,7 @@ def pat_allgather(comm: Comm) -> Program:
     me, p = comm.rank, comm.size
     if p == 1:
         return
-    run = plan(comm, False)
+    run = pat_passes(comm, False)
     for k in range(run.passes):
         for post in run.order:
             for q in post.recv:
