@@ -40,7 +40,7 @@ FAMILIES = (NcclAlgorithm.RING, NcclAlgorithm.TREE, NcclAlgorithm.NVLS)
 
 
 def kernel(family: NcclAlgorithm) -> str:
-    """The registry algorithm that runs NCCL's ``family`` schedule (``Algorithm.nccl_kernel``)."""
+    """The registry algorithm that runs NCCL's ``family`` schedule (``NcclBinding.kernel``)."""
     return nccl_kernel(Collective.ALLREDUCE, family).name
 
 

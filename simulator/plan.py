@@ -2,9 +2,10 @@
 once (:func:`plan_point`), before anything is simulated.
 
 A pure layer between the scenario and the engine: it builds the topology and places the ranks,
-picks the algorithms, decides a point's channels, payload and NCCL plan, and computes its closed
-form, all without running an engine. :func:`simulator.runner.run_plan` runs a plan,
-:func:`simulator.runner.outlook` reads the plans' closed forms, and the trainer and
+picks the algorithms, decides a point's channels, payload and NCCL's answer for it (its charges,
+NCCL's predicted time, whether it is NCCL's pick: :mod:`simulator.model.nccl_point`), and
+computes its closed form, all without running an engine. :func:`simulator.runner.run_plan` runs
+a plan, :func:`simulator.runner.outlook` reads the plans before a run, and the trainer and
 :mod:`simulator.dist` plan their own points. May import the scenario, the algorithms, the model,
 the engine's value types and the settings.
 """
@@ -20,7 +21,7 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.channels import footprint_on_channels, on_channels_s
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
-from simulator.algorithms.registry import REGISTRY, algorithm_names, nccl_kernel
+from simulator.algorithms.registry import algorithm_names, runs_pick
 from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload
 from simulator.engine.plan import PointPlan
@@ -33,11 +34,11 @@ from simulator.limits import (
     VECTOR_ENTRY_BYTES,
 )
 from simulator.model.collective import Collective
-from simulator.model.execution import Execution, apply, nccl_charges, stream_choices, system_of
+from simulator.model.execution import Execution, apply, stream_choices
 from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
-from simulator.model.nccl import Protocol, best_protocol, choose, protocols_of
-from simulator.model.nccl_symmetric import protocol_of, symmetric_charges, symmetric_pick
+from simulator.model.nccl import Protocol
+from simulator.model.nccl_point import NcclRefusal, nccl_pick, nccl_point
 from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
@@ -134,26 +135,20 @@ def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
 
 def nccl_runs(scenario: Scenario, machine: Machine, size_bytes: int) -> Point | None:
     """The point NCCL runs for the scenario's collective of ``size_bytes`` per rank on
-    ``machine``, as nccl-tests does with NCCL's defaults: with ``nccl.symmetric`` an allreduce's
-    symmetric kernel where NCCL launches one (:func:`symmetric_pick`), run by the algorithm
-    whose ``nccl_symmetric`` holds it; else the family and protocol NCCL's tuner picks among
-    those ``nccl`` leaves (:func:`choose`), run by the schedule NCCL's kernels use for that family
-    (``Algorithm.nccl_kernel``). Its algorithm has the scenario's options. None where NCCL's
-    model picks nothing (one rank, whose buffer NCCL copies; GPUs it has no graphs for). The
-    one rule for ``algorithms: auto``, a training step's ``auto`` and the ``nccl_pick`` column."""
-    collective = scenario.collective
-    if scenario.nccl.symmetric and collective is Collective.ALLREDUCE:
-        symmetric = symmetric_pick(machine, size_bytes, scenario.dtype.name, scenario.reduce_op)
-        if symmetric is not None:
-            name = next(algorithm.name for algorithm in REGISTRY[collective].values()
-                        if symmetric.kernel in algorithm.nccl_symmetric)
-            return Point(scenario.algorithm(name), size_bytes, protocol_of(symmetric.kernel))
-    try:
-        pick = choose(system_of(machine), size_bytes, scenario.nccl_enabled, collective)
-    except ValueError:  # no NCCL algorithm is modelled here
+    ``machine``, as nccl-tests does with NCCL's defaults (:func:`nccl_pick`: with
+    ``nccl.symmetric`` an allreduce's symmetric kernel where NCCL launches one, else its
+    tuner's family and protocol among those ``nccl`` leaves), run by the registered algorithm
+    NCCL's pick runs on (:func:`runs_pick`: the one whose binding holds the symmetric kernel,
+    or NCCL's own kernel of the family), with the scenario's options. None where NCCL's model
+    picks nothing (one rank, whose buffer NCCL copies; GPUs it has no graphs for). The one rule
+    for ``algorithms: auto``, a training step's ``auto`` and :mod:`simulator.dist`'s calls; a
+    point's own ``nccl_pick`` (:func:`~simulator.model.nccl_point.nccl_point`) follows it."""
+    pick = nccl_pick(machine, size_bytes, scenario.collective, scenario.nccl,
+                     dtype=scenario.dtype.name, op=scenario.reduce_op)
+    if pick is None:
         return None
-    kernel = nccl_kernel(collective, pick.algorithm)  # every family NCCL picks is registered
-    return Point(scenario.algorithm(kernel.name), size_bytes, pick.protocol)
+    algorithm = runs_pick(scenario.collective, pick)  # every pick NCCL makes is registered
+    return Point(scenario.algorithm(algorithm.name), size_bytes, pick.protocol)
 
 
 def points_of(scenario: Scenario, setup: Setup) -> tuple[tuple[Point, ...], tuple[str, ...]]:
@@ -178,21 +173,13 @@ def points_of(scenario: Scenario, setup: Setup) -> tuple[tuple[Point, ...], tupl
 
 
 def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
-    """Whether NCCL runs the algorithm's family with a protocol ``nccl.proto`` leaves (always
-    under ``execution: ideal``, which has no protocols): ``all`` (and ``auto``'s algorithms,
-    those a training step falls back on) leave out the others, such as ``nvls`` when only LL128
-    is left, and a symmetric kernel whose one protocol
-    it leaves out (``one_shot`` LL, ``two_shot`` Simple), unless ``nccl.symmetric`` registers
-    the buffers: NCCL_PROTO does not govern the kernels NCCL then runs ahead of its tuner."""
-    if scenario.execution is Execution.IDEAL or not scenario.nccl.proto:
-        return True
-    if algorithm.nccl_symmetric and scenario.nccl.symmetric:
-        return True  # registered buffers: NCCL runs its symmetric kernels whatever NCCL_PROTO says
-    if algorithm.nccl_symmetric:  # one protocol for all of an algorithm's kernels
-        return protocol_of(algorithm.nccl_symmetric[0]) in scenario.nccl_enabled.protocols
-    family, collective = algorithm.nccl_family, scenario.collective
-    return bool(protocols_of(family, scenario.nccl_enabled, collective)
-                or not protocols_of(family, collective=collective))
+    """Whether NCCL runs the algorithm with a protocol ``nccl.proto`` leaves (always under
+    ``execution: ideal``, which has no protocols; :meth:`NcclBinding.leaves_a_protocol
+    <simulator.model.nccl_point.NcclBinding.leaves_a_protocol>`): ``all`` (and ``auto``'s
+    algorithms, those a training step falls back on) leave out the others, such as ``nvls``
+    when only LL128 is left, or ``one_shot`` (LL) when only Simple is."""
+    return (scenario.execution is Execution.IDEAL
+            or algorithm.nccl.leaves_a_protocol(scenario.nccl, scenario.collective))
 
 
 def unsupported(scenario: Scenario, algorithm: Algorithm, machine: Machine) -> str | None:
@@ -200,7 +187,7 @@ def unsupported(scenario: Scenario, algorithm: Algorithm, machine: Machine) -> s
     or, under ``execution: nccl``, where NCCL would not run it (None when it can)."""
     reason = algorithm.unsupported(machine)
     if reason is None and scenario.execution is Execution.NCCL:
-        reason = algorithm.nccl_unsupported(machine)
+        reason = algorithm.nccl.unsupported(machine)
     return reason
 
 
@@ -265,12 +252,14 @@ def chunking_problem(scenario: Scenario, algorithm: Algorithm, size_bytes: int,
 def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
                settings: RunSettings, faults: Sequence[Fault] | None = None) -> PointPlan:
     """The point of ``algorithm`` at ``size_bytes`` on ``setup``'s machine, planned once: its
-    channels, payload, NCCL plan (the protocol the scenario's, or the one NCCL's model picks for
-    the algorithm's family at this size), the machine and closed-form inputs as the execution
-    model times them, the start paid before the first byte, and the closed form. ``settings``
-    say whether data moves, which engine runs and the inputs' seed; ``faults`` those the point
-    suffers (None: the scenario's). InputError if the algorithm cannot run on the machine or
-    NCCL's plan cannot be made."""
+    channels, payload, NCCL's answer under ``execution: nccl`` (:func:`~simulator.model.
+    nccl_point.nccl_point`: its charges with the scenario's protocol, or the one NCCL's model
+    picks for the algorithm's family at this size; NCCL's predicted time; whether it is NCCL's
+    pick), the machine and closed-form inputs as the execution model times them, the start paid
+    before the first byte, and the closed form. ``settings`` say whether data moves, which
+    engine runs and the inputs' seed; ``faults`` those the point suffers (None: the
+    scenario's). InputError if the algorithm cannot run on the machine or NCCL's model cannot
+    time it."""
     reason = unsupported(scenario, algorithm, setup.machine)
     if reason:
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
@@ -286,28 +275,14 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     count = size_bytes // scenario.dtype.itemsize
     workspace = count // chunks * algorithm.workspace_chunks()
     if scenario.execution is not Execution.IDEAL:
-        family = algorithm.nccl_family
-        if algorithm.nccl_symmetric:  # NCCL's symmetric kernels: their own model and protocol
-            try:
-                nccl = symmetric_charges(machine, algorithm.nccl_symmetric, size_bytes)
-            except ValueError as error:
-                raise InputError([Problem(scenario.source, "execution",
-                                          f"{algorithm.name!r}: {error}")]) from None
-        else:
-            try:
-                protocol = scenario.protocol or best_protocol(system_of(machine), family,
-                                                              size_bytes, scenario.nccl_enabled,
-                                                              scenario.collective)
-            except ValueError as error:
-                raise InputError([Problem(scenario.source, "nccl.proto", (
-                    f"{algorithm.name!r}: {error}, which {scenario.nccl.proto!r} leaves out"
-                ))]) from None
-            try:
-                nccl = nccl_charges(machine, family, protocol, size_bytes, algorithm.nccl_kernel)
-            except ValueError as error:
-                raise InputError([Problem(scenario.source, "protocol",
-                                          f"{algorithm.name!r}: {error}")]) from None
-        machine = apply(nccl, machine)
+        try:
+            nccl = nccl_point(machine, algorithm.nccl, size_bytes, scenario.collective,
+                              scenario.nccl, scenario.protocol, dtype=scenario.dtype.name,
+                              op=scenario.reduce_op)
+        except NcclRefusal as refusal:
+            raise InputError([Problem(scenario.source, refusal.field,
+                                      f"{algorithm.name!r}: {refusal.message}")]) from None
+        machine = apply(nccl.charges, machine)
         timed = replace(cost, machine=machine)
         streamed = [replace(timed, stream_bytes=piece) for piece in stream_choices(size_bytes)]
         closed, cost = min(((on_channels_s(algorithm, c, count, channels), c) for c in streamed),
@@ -317,7 +292,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
                              cost.stream_bytes)
     else:
         closed = on_channels_s(algorithm, cost, count, channels)
-    start = nccl.start_s if nccl is not None and ranks > 1 else 0.0
+    start = nccl.charges.start_s if nccl is not None and ranks > 1 else 0.0
     spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes,
                    workspace)
     faults = tuple(scenario.faults if faults is None else faults)

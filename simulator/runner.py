@@ -31,11 +31,9 @@ from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.model.collective import Expected
-from simulator.model.execution import Execution, system_of
+from simulator.model.execution import Execution
 from simulator.model.faults import Fault
-from simulator.model.machine import Machine
-from simulator.model.nccl import CANDIDATES, Protocol, choose, predicted_time_us
-from simulator.model.nccl_symmetric import launched
+from simulator.model.nccl_point import choice_problem
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Upcoming
@@ -44,7 +42,6 @@ from simulator.plan import (
     Setup,
     as_scenario,
     check_memory,
-    nccl_runs,
     plan_point,
     points_of,
     prepare,
@@ -131,9 +128,6 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     time_s = timing.time_s + plan.start_s
     algbw = size_bytes / time_s / 1e9 if time_s > 0 else math.nan
     nccl = plan.nccl
-    nccl_time_s, nccl_pick = (_nccl_view(scenario, setup.machine, algorithm, nccl.protocol,
-                                         size_bytes)
-                              if nccl is not None else (math.nan, None))
     if watch is not None:
         watch.keep(recorder.activity(algorithm.name, size_bytes, time_s, engine.value, note=(
             f"traced, so run on simpy (the scenario's engine: {plan.settings.engine.value})"
@@ -150,8 +144,10 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
         max_abs_error=check.max_abs_error if check is not None else math.nan,
         count=payload.count, verified_elements=payload.proxy_count,
         messages=timing.messages, events=timing.events, execution=Execution(scenario.execution).value,
-        protocol=nccl.protocol.value if nccl is not None else "", nccl_time_s=nccl_time_s,
-        nccl_pick=nccl_pick, channels=plan.channels, engine=engine.value,
+        protocol=nccl.protocol.value if nccl is not None else "",
+        nccl_time_s=nccl.predicted_s if nccl is not None else math.nan,
+        nccl_pick=nccl.picked if nccl is not None else None, channels=plan.channels,
+        engine=engine.value,
         bottleneck_link=top.name if top is not None else "",
         bottleneck_share=top.busy_s / time_s if top is not None and time_s > 0 else math.nan,
         faults=fault_labels(plan.faults, timing.time_s),
@@ -201,24 +197,6 @@ def fault_labels(faults: Sequence[Fault], run_s: float) -> str:
     from the first byte) or a straggler late by nothing."""
     return "; ".join(fault.label() + ("" if fault.acted(run_s) else " (did not act)")
                      for fault in faults)
-
-
-def _nccl_view(scenario: Scenario, machine: Machine, algorithm: Algorithm, protocol: Protocol,
-               size_bytes: int) -> tuple[float, bool]:
-    """What NCCL's own cost model says of a point: its predicted time for the algorithm's NCCL
-    family and protocol (NaN where the model has none), or for a symmetric kernel the time of
-    the one NCCL would launch (its own model), and whether the point is NCCL's pick at this
-    size: the algorithm and protocol NCCL runs (:func:`~simulator.plan.nccl_runs`)."""
-    pick = nccl_runs(scenario, machine, size_bytes)
-    picked = (pick is not None and pick.algorithm.name == algorithm.name
-              and pick.protocol is protocol)
-    if algorithm.nccl_symmetric:
-        kernel = launched(machine, algorithm.nccl_symmetric, size_bytes)
-        assert kernel is not None, algorithm.name  # its plan was refused otherwise
-        return kernel.time_us * 1e-6, picked
-    predicted = predicted_time_us(system_of(machine), algorithm.nccl_family, protocol, size_bytes,
-                                  scenario.collective)
-    return math.nan if predicted is None else predicted * 1e-6, picked
 
 
 def simulate(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | None = None,
@@ -288,8 +266,7 @@ def plan_points(scenario: Scenario, setup: Setup, settings: RunSettings) -> Plan
             left_out.append(f"{point.label} left out: " + "; ".join(
                 f"{problem.field}: {problem.message}" for problem in error.problems))
             continue
-        if point.protocol is not None and plan.nccl is not None \
-                and plan.nccl.protocol is not point.protocol:
+        if point.protocol is not None and plan.nccl is not None and not plan.nccl.picked:
             # NCCL's model picks the family's protocol as its tuner picks the pair: only a
             # protocol the scenario forces runs the pick with another
             assert scenario.protocol is not None, point.label
@@ -330,43 +307,12 @@ def checked_setup(scenario: Scenario, settings: RunSettings) -> Setup:
             "expected a scenario of sizes here: a training step runs with simulator.train() or "
             "python -m simulator run"))])
     setup = prepare(scenario)
-    if scenario.nccl_choice:
-        _check_nccl_choice(scenario, setup.machine)
+    if scenario.nccl_choice:  # auto runs NCCL's pick: its model must pick here
+        found = choice_problem(setup.machine, scenario.sizes[0], scenario.collective,
+                               scenario.nccl, scenario.topology.label)
+        if found is not None:
+            raise InputError([Problem(scenario.source, *found)])
     # all and auto leave out a point whose schedule is too large (its plan says so, one note)
     check_memory(scenario, setup, settings, points=points_of(scenario, setup)[0],
                  footprints=scenario.algorithms is not None)
     return setup
-
-
-def _check_nccl_choice(scenario: Scenario, machine: Machine) -> None:
-    """InputError unless NCCL's cost model can pick on ``machine`` among what ``nccl`` leaves it:
-    ``algorithms: auto`` runs that pick, and a run without it would print an empty table (so
-    would one on a single rank, whose buffer NCCL copies before it picks anything)."""
-    if machine.ranks == 1:
-        raise InputError([Problem(scenario.source, "algorithms", (
-            f"expected a list of algorithms (or all): auto runs NCCL's pick, and NCCL picks "
-            f"none on one rank (it copies the buffer) on topology {scenario.topology.label}"))])
-    system = system_of(machine)
-    size = scenario.sizes[0]  # the model's graphs do not depend on the size
-    try:
-        choose(system, size, collective=scenario.collective)
-    except ValueError:
-        raise InputError([Problem(scenario.source, "algorithms", (
-            f"expected a list of algorithms (or all): auto reports NCCL's pick, and NCCL's cost "
-            f"model here has no graphs for {system.arch.name.title()} GPUs (compute capability "
-            f"{machine.compute_capability}) on topology {scenario.topology.label}"))]) from None
-    enabled = scenario.nccl_enabled
-    runs = [(a, p) for a, p in CANDIDATES[scenario.collective]
-            if predicted_time_us(system, a, p, size, scenario.collective) is not None]
-    algorithms = [(a, p) for a, p in runs if a in enabled.algorithms]
-    if not algorithms:
-        names = ", ".join(dict.fromkeys(a.value for a, _ in runs))
-        raise InputError([Problem(scenario.source, "nccl.algo", (
-            f"expected a list that leaves NCCL's tuner an algorithm it can run on topology "
-            f"{scenario.topology.label} ({names}), got {scenario.nccl.algo!r}"))])
-    if not any(enabled.allows(a, p) for a, p in algorithms):
-        pairs = ", ".join(f"{a.value}/{p.value}" for a, p in algorithms)
-        raise InputError([Problem(scenario.source, "nccl.proto", (
-            f"expected a list that leaves NCCL's tuner a protocol for the algorithms nccl.algo "
-            f"leaves on topology {scenario.topology.label} ({pairs}), got "
-            f"{scenario.nccl.proto!r}"))])

@@ -183,7 +183,7 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
             plan = plan_point(scenario, setup, pick.algorithm, nbytes, settings, faults)
         except InputError:
             plan = None  # NCCL's pick cannot run here: the fastest simulated instead
-        if plan is not None and plan.nccl is not None and plan.nccl.protocol is pick.protocol:
+        if plan is not None and plan.nccl is not None and plan.nccl.picked:
             return run_plan(scenario, setup, plan,
                             inputs=inputs(plan) if inputs is not None else None)
     candidates = setup.algorithms[:1] if setup.machine.ranks == 1 else setup.algorithms

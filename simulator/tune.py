@@ -3,7 +3,7 @@ protocol NCCL runs it with, simulated at the scenario's sizes, and set beside NC
 write the tuner configuration of NCCL's example tuner plugin
 (:mod:`simulator.output.tuner_conf`).
 
-The candidates are the registered schedules of NCCL's own kernels (``Algorithm.nccl_kernel``:
+The candidates are the registered schedules of NCCL's own kernels (``NcclBinding.kernel``:
 ``ring``, ``double_binary_tree``, ``nvls``, ...), the only ones a tuner file can ask NCCL for,
 that run on the machine and that the scenario's ``algorithms`` list names (all of them under
 ``all`` or ``auto``); each runs with the scenario's ``protocol``, or with each protocol NCCL runs
@@ -57,7 +57,7 @@ class Tuning:
         output path), so a rerun writes the same bytes."""
         scenario = self.scenario
         sizes = [choice.size_bytes for choice in self.chosen]
-        kernels = "; ".join(f"{name} ({scenario.algorithm(name).nccl_family.value}) with "
+        kernels = "; ".join(f"{name} ({scenario.algorithm(name).nccl.family.value}) with "
                             f"{', '.join(p.value for p in protocols)}"
                             for name, protocols in self.candidates.items())
         env = ", ".join(f"{name} {value!r}" for name, value in
@@ -160,11 +160,11 @@ def _kernels(scenario: Scenario, setup: Setup) -> dict[str, Algorithm]:
     named = set(scenario.algorithms) if scenario.algorithms is not None else None
     found = {}
     for name, registered in REGISTRY[scenario.collective].items():
-        if not registered.nccl_kernel or (named is not None and name not in named):
+        if not registered.nccl.kernel or (named is not None and name not in named):
             continue
         algorithm = scenario.algorithm(name)
         if (unsupported(scenario, algorithm, setup.machine) is None
-                and algorithm.nccl_family in scenario.nccl_enabled.algorithms):
+                and algorithm.nccl.family in scenario.nccl_enabled.algorithms):
             found[name] = algorithm
     return found
 
@@ -175,7 +175,7 @@ def _candidates(scenario: Scenario, kernels: Mapping[str, Algorithm]
     protocol NCCL runs the kernel's family with that ``nccl.proto`` leaves."""
     found = {}
     for name, algorithm in kernels.items():
-        protocols = protocols_of(algorithm.nccl_family, scenario.nccl_enabled,
+        protocols = protocols_of(algorithm.nccl.family, scenario.nccl_enabled,
                                  scenario.collective)
         if scenario.protocol is not None:
             protocols = tuple(p for p in protocols if p is scenario.protocol)
@@ -189,8 +189,8 @@ def _check_picks(scenario: Scenario, setup: Setup, kernels: Mapping[str, Algorit
     """InputError unless NCCL's pick at every size is among the candidates, naming what left
     it out: the ``protocol`` or the ``algorithms`` list."""
     system = system_of(setup.machine)
-    families = {algorithm.nccl_family for algorithm in kernels.values()}
-    runs = {(kernels[name].nccl_family, protocol) for name, protocols in candidates.items()
+    families = {algorithm.nccl.family for algorithm in kernels.values()}
+    runs = {(kernels[name].nccl.family, protocol) for name, protocols in candidates.items()
             for protocol in protocols}
     for size in scenario.sizes:
         try:

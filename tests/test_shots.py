@@ -275,7 +275,7 @@ def test_two_shot_multicast_needs_a_reducing_switch_and_nccl_three_gpus():
         "such as the NVSwitch of a single dgx_h100 node")
     two = prepare(scenario_from_dict({"topology": {"preset": "dgx_h100", "gpus_per_node": 2},
                                      "sizes": [1024]}))
-    assert algorithm.nccl_unsupported(two.machine) == (
+    assert algorithm.nccl.unsupported(two.machine) == (
         "NCCL multicasts only among more than two GPUs (hasLsaMultimem), and the node has 2")
 
 

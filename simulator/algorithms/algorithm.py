@@ -21,8 +21,7 @@ from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace
 from simulator.model.collective import Collective
 from simulator.model.machine import Layout, Machine
-from simulator.model.nccl import NcclAlgorithm
-from simulator.model.nccl_symmetric import SymKernel
+from simulator.model.nccl_point import NcclBinding
 from simulator.model.reduction import ReduceOp
 
 
@@ -87,9 +86,11 @@ class Algorithm(ABC):
     """Where the closed form equals the simulation (checked by tests/test_contract.py)."""
     composable: ClassVar[bool] = False
     """Whether another algorithm may run this one on any subgroup (no topology needs of its own)."""
-    nccl_family: ClassVar[NcclAlgorithm] = NcclAlgorithm.RING
-    """The NCCL algorithm whose kernels' costs the NCCL execution model charges this one: Tree
-    for trees, NVLS for in-switch reduction, Ring (point-to-point steps) for the others."""
+    nccl: ClassVar[NcclBinding] = NcclBinding()
+    """How NCCL would run this algorithm (:class:`~simulator.model.nccl_point.NcclBinding`): the
+    NCCL family whose kernels' costs ``execution: nccl`` charges it (Ring by default), whether
+    it is the schedule NCCL's own kernels run for that family (what stands for NCCL's pick), and
+    the symmetric kernels it stands for."""
     rail_aware: ClassVar[bool] = False
     """Whether the schedule itself spreads its traffic between hosts over every GPU's NIC (as
     ``hierarchical`` does, one rail per local rank), so that NCCL's channels would add nothing:
@@ -99,15 +100,6 @@ class Algorithm(ABC):
     no builder): for a schedule whose instants move many flows at once, where that engine is the
     faster (the CollNet algorithms; ``nvls_tree``, before it had a builder, ran 1 GiB on two
     DGX H100 in 5 s there against 80 s on SimPy)."""
-    nccl_kernel: ClassVar[bool] = False
-    """Whether this is the schedule NCCL's own kernels run for :attr:`nccl_family` (ring, the
-    double binary tree, NVLS): the algorithm that stands for NCCL's pick (``algorithms: auto``)."""
-    nccl_symmetric: ClassVar[tuple[SymKernel, ...]] = ()
-    """The NCCL symmetric-memory kernels this algorithm's data movement is (``one_shot``: the
-    one-shot with and without multicast stores; ``two_shot``; ``two_shot_multicast``), whose own
-    cost model ``execution: nccl`` charges in place of :attr:`nccl_family`'s, for the one NCCL
-    would launch among them (:func:`~simulator.model.nccl_symmetric.launched`); empty for
-    others."""
 
     def __eq__(self, other: object) -> bool:
         """Algorithms are values: equal when of the same class with the same options."""
@@ -118,11 +110,6 @@ class Algorithm(ABC):
 
     def unsupported(self, machine: Machine) -> str | None:
         """Why this algorithm cannot run on ``machine``, or None when it can."""
-        return None
-
-    def nccl_unsupported(self, machine: Machine) -> str | None:
-        """Why NCCL would not run this algorithm on ``machine`` although it can run there
-        (checked beside :meth:`unsupported` under ``execution: nccl`` only), or None."""
         return None
 
     def whole_chunks(self, ranks: int) -> int:

@@ -31,6 +31,7 @@ from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
 from simulator.model.machine import Layout
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclBinding
 
 _FULLY_CONNECTED = (ExactOn("fully_connected"),)
 """Every tree edge is its own cable there."""
@@ -70,7 +71,7 @@ class BinomialTreeAllreduce(Algorithm):
 
     name = "binomial_tree"
     collective = Collective.ALLREDUCE
-    nccl_family = NcclAlgorithm.TREE
+    nccl = NcclBinding(NcclAlgorithm.TREE)
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:
@@ -111,7 +112,7 @@ class BinomialTreeBroadcast(Algorithm):
 
     name = "binomial_tree"
     collective = Collective.BROADCAST
-    nccl_family = NcclAlgorithm.TREE
+    nccl = NcclBinding(NcclAlgorithm.TREE)
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:
@@ -141,7 +142,7 @@ class BinomialTreeReduce(Algorithm):
 
     name = "binomial_tree"
     collective = Collective.REDUCE
-    nccl_family = NcclAlgorithm.TREE
+    nccl = NcclBinding(NcclAlgorithm.TREE)
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:

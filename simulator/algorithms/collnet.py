@@ -33,6 +33,7 @@ from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclBinding
 from simulator.model.span import Span
 
 WINDOW = 8
@@ -98,8 +99,7 @@ class CollNetDirect(Algorithm):
 
     name = "collnet_direct"
     collective = Collective.ALLREDUCE
-    nccl_family = NcclAlgorithm.COLLNET_DIRECT
-    nccl_kernel = True
+    nccl = NcclBinding(NcclAlgorithm.COLLNET_DIRECT, kernel=True)
     rail_aware = True  # every GPU of a host is a head, on its own NIC
     trace_vectorised = True
 
@@ -181,8 +181,7 @@ class CollNetChain(Algorithm):
 
     name = "collnet_chain"
     collective = Collective.ALLREDUCE
-    nccl_family = NcclAlgorithm.COLLNET_CHAIN
-    nccl_kernel = True
+    nccl = NcclBinding(NcclAlgorithm.COLLNET_CHAIN, kernel=True)
     rail_aware = True  # one channel a GPU and its NIC: the program opens its own channels
     trace_vectorised = True
 

@@ -60,6 +60,7 @@ from simulator.algorithms.tree import binary_tree
 from simulator.model.collective import ROOT, Collective
 from simulator.model.machine import Layout
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclBinding
 from simulator.model.span import Span
 
 Trees = tuple[tuple[TreeNode, ...], tuple[TreeNode, ...]]
@@ -170,8 +171,7 @@ class DoubleBinaryTreeAllreduce(Algorithm):
 
     name = "double_binary_tree"
     collective = Collective.ALLREDUCE
-    nccl_family = NcclAlgorithm.TREE
-    nccl_kernel = True
+    nccl = NcclBinding(NcclAlgorithm.TREE, kernel=True)
     exact_on = (ExactOn("fully_connected"),)
 
     def program(self, comm: Comm) -> Program:

@@ -26,6 +26,7 @@ from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclBinding
 from simulator.model.span import Span
 
 
@@ -39,8 +40,7 @@ class Nvls(Algorithm):
 
     name = "nvls"
     collective = Collective.ALLREDUCE
-    nccl_family = NcclAlgorithm.NVLS
-    nccl_kernel = True
+    nccl = NcclBinding(NcclAlgorithm.NVLS, kernel=True)
     rail_aware = True  # across hosts every GPU is a head on its own NIC: channels add nothing
 
     def unsupported(self, machine: Machine) -> str | None:

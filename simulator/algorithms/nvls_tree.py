@@ -55,6 +55,7 @@ from simulator.errors import AlgorithmError
 from simulator.model.collective import Collective
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclBinding
 from simulator.model.span import Span
 
 WINDOW = 8
@@ -83,8 +84,7 @@ class NvlsTree(Algorithm):
 
     name = "nvls_tree"
     collective = Collective.ALLREDUCE
-    nccl_family = NcclAlgorithm.NVLS_TREE
-    nccl_kernel = True
+    nccl = NcclBinding(NcclAlgorithm.NVLS_TREE, kernel=True)
     rail_aware = True  # every GPU of a host is a head, on its own NIC: channels add nothing
 
     def unsupported(self, machine: Machine) -> str | None:

@@ -8,7 +8,7 @@ and its log2(p) latencies beat the ring's p-1. On the ideal wire it runs on any 
 the bandwidth-optimal log-latency reduce-scatter and allgather for any p (recursive halving and
 doubling need a power of two or a fold), so it stays registered everywhere under ``execution:
 ideal`` and is refused only where NCCL's execution model applies to a machine it would not run
-it on (:meth:`Algorithm.nccl_unsupported`).
+it on (:meth:`simulator.model.nccl_point.NcclBinding.unsupported`, for NCCL's PAT family).
 """
 
 from __future__ import annotations
@@ -18,19 +18,11 @@ from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pat import pat_allgather, pat_reduce_scatter, pat_s
 from simulator.model.collective import Collective
-from simulator.model.machine import Machine
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclBinding
 
 _EXACT = (ExactOn("fully_connected"),)
 """Every connection has its own cable there, so no two messages share a link."""
-
-
-def _one_gpu_per_host(machine: Machine) -> str | None:
-    if machine.layout.host_count != machine.ranks:
-        return ("NCCL runs PAT only with one GPU per node (src/graph/tuning.cc: PAT's "
-                "bandwidth is 0 where nNodes != nRanks); here "
-                f"{machine.ranks} ranks sit on {machine.layout.host_count} host(s)")
-    return None
 
 
 class PatReduceScatter(Algorithm):
@@ -48,11 +40,7 @@ class PatReduceScatter(Algorithm):
     name = "pat"
     collective = Collective.REDUCE_SCATTER
     exact_on = _EXACT
-    nccl_family = NcclAlgorithm.PAT
-    nccl_kernel = True
-
-    def nccl_unsupported(self, machine: Machine) -> str | None:
-        return _one_gpu_per_host(machine)
+    nccl = NcclBinding(NcclAlgorithm.PAT, kernel=True)
 
     def program(self, comm: Comm) -> Program:
         yield from pat_reduce_scatter(comm)
@@ -73,11 +61,7 @@ class PatAllgather(Algorithm):
     name = "pat"
     collective = Collective.ALLGATHER
     exact_on = _EXACT
-    nccl_family = NcclAlgorithm.PAT
-    nccl_kernel = True
-
-    def nccl_unsupported(self, machine: Machine) -> str | None:
-        return _one_gpu_per_host(machine)
+    nccl = NcclBinding(NcclAlgorithm.PAT, kernel=True)
 
     def program(self, comm: Comm) -> Program:
         yield from pat_allgather(comm)

@@ -53,6 +53,7 @@ from simulator.algorithms.swing import SwingAllreduce
 from simulator.algorithms.tree import TreeAllreduce, TreeBroadcast, TreeReduce
 from simulator.model.collective import Collective
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclPick
 
 _ALGORITHMS: tuple[Algorithm, ...] = (
     RingAllreduce(),
@@ -110,12 +111,23 @@ def get_algorithm(collective: Collective, name: str) -> Algorithm:
 
 
 def nccl_kernel(collective: Collective, family: NcclAlgorithm) -> Algorithm:
-    """The registered schedule NCCL's own kernels run for ``family`` (``Algorithm.nccl_kernel``);
-    KeyError if none is registered."""
+    """The registered schedule NCCL's own kernels run for ``family`` (``Algorithm.nccl``'s
+    ``kernel``); KeyError if none is registered."""
     for algorithm in REGISTRY[collective].values():
-        if algorithm.nccl_kernel and algorithm.nccl_family is family:
+        if algorithm.nccl.kernel and algorithm.nccl.family is family:
             return algorithm
     raise KeyError(f"no registered {collective.value} runs NCCL's {family.value}")
+
+
+def runs_pick(collective: Collective, pick: NcclPick) -> Algorithm:
+    """The registered algorithm whose schedule NCCL runs for ``pick`` (:meth:`NcclPick.runs_on
+    <simulator.model.nccl_point.NcclPick.runs_on>` its binding): NCCL's own kernel of the
+    tuner's family, or the algorithm whose symmetric kernels hold the one NCCL launches;
+    KeyError if none is registered."""
+    for algorithm in REGISTRY[collective].values():
+        if pick.runs_on(algorithm.nccl):
+            return algorithm
+    raise KeyError(f"no registered {collective.value} runs NCCL's {pick.label}")
 
 
 def composable_names(collective: Collective) -> list[str]:

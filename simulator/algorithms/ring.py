@@ -25,6 +25,7 @@ from simulator.algorithms.phases.ring import (
 from simulator.algorithms.phases.tree import TreeNode, edges_footprint, tree_schedule
 from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.model.collective import ROOT, Collective
+from simulator.model.nccl_point import NcclBinding
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
 """Each chunk travels its own chain of hops: with one flow per link the simulation meets the
@@ -44,7 +45,7 @@ class RingAllreduce(Algorithm):
     collective = Collective.ALLREDUCE
     exact_on = _FLAT
     composable = True
-    nccl_kernel = True
+    nccl = NcclBinding(kernel=True)
 
     def program(self, comm: Comm) -> Program:
         p = comm.size
@@ -75,7 +76,7 @@ class RingReduceScatter(Algorithm):
     name = "ring"
     collective = Collective.REDUCE_SCATTER
     exact_on = _FLAT
-    nccl_kernel = True
+    nccl = NcclBinding(kernel=True)
 
     def program(self, comm: Comm) -> Program:
         p = comm.size
@@ -105,7 +106,7 @@ class RingAllgather(Algorithm):
     name = "ring"
     collective = Collective.ALLGATHER
     exact_on = _FLAT
-    nccl_kernel = True
+    nccl = NcclBinding(kernel=True)
 
     def program(self, comm: Comm) -> Program:
         p = comm.size

@@ -34,6 +34,7 @@ from simulator.algorithms.phases.direct import all_pairs, exchange, peers
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
+from simulator.model.nccl_point import NcclBinding
 from simulator.model.nccl_symmetric import SymKernel
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
@@ -65,7 +66,7 @@ class OneShotAllreduce(Algorithm):
     name = "one_shot"
     collective = Collective.ALLREDUCE
     exact_on = _FLAT
-    nccl_symmetric = (SymKernel.ONE_SHOT, SymKernel.ONE_SHOT_MULTICAST)
+    nccl = NcclBinding(symmetric=(SymKernel.ONE_SHOT, SymKernel.ONE_SHOT_MULTICAST))
 
     def unsupported(self, machine: Machine) -> str | None:
         return _one_node(machine)
@@ -93,7 +94,7 @@ class TwoShotAllreduce(DirectAllreduce):
 
     name = "two_shot"
     composable = False
-    nccl_symmetric = (SymKernel.TWO_SHOT,)
+    nccl = NcclBinding(symmetric=(SymKernel.TWO_SHOT,))
 
     def unsupported(self, machine: Machine) -> str | None:
         return _one_node(machine)
@@ -122,7 +123,7 @@ class TwoShotMulticastAllreduce(Algorithm):
 
     name = "two_shot_multicast"
     collective = Collective.ALLREDUCE
-    nccl_symmetric = (SymKernel.TWO_SHOT_MULTICAST,)
+    nccl = NcclBinding(symmetric=(SymKernel.TWO_SHOT_MULTICAST,))
 
     def unsupported(self, machine: Machine) -> str | None:
         reason = _one_node(machine)
@@ -130,12 +131,6 @@ class TwoShotMulticastAllreduce(Algorithm):
             return ("it needs one switch with in-switch reduction (reduction: true) cabled to "
                     "every GPU, such as the NVSwitch of a single dgx_h100 node")
         return reason
-
-    def nccl_unsupported(self, machine: Machine) -> str | None:
-        if machine.ranks <= 2:
-            return (f"NCCL multicasts only among more than two GPUs (hasLsaMultimem), and the "
-                    f"node has {machine.ranks}")
-        return None
 
     def program(self, comm: Comm) -> Program:
         if comm.size == 1:

@@ -40,6 +40,7 @@ from simulator.algorithms.schedule import Group, Schedule
 from simulator.model.collective import ROOT, Collective
 from simulator.model.machine import Layout
 from simulator.model.nccl import NcclAlgorithm
+from simulator.model.nccl_point import NcclBinding
 
 _FULLY_CONNECTED = (ExactOn("fully_connected"),)
 """Every tree edge is its own cable there, its two directions carrying up and down traffic."""
@@ -148,7 +149,7 @@ class TreeAllreduce(Algorithm):
 
     name = "tree"
     collective = Collective.ALLREDUCE
-    nccl_family = NcclAlgorithm.TREE
+    nccl = NcclBinding(NcclAlgorithm.TREE)
     exact_on = _FULLY_CONNECTED
     composable = True
 
@@ -180,7 +181,7 @@ class TreeBroadcast(Algorithm):
 
     name = "tree"
     collective = Collective.BROADCAST
-    nccl_family = NcclAlgorithm.TREE
+    nccl = NcclBinding(NcclAlgorithm.TREE)
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:
@@ -204,7 +205,7 @@ class TreeReduce(Algorithm):
 
     name = "tree"
     collective = Collective.REDUCE
-    nccl_family = NcclAlgorithm.TREE
+    nccl = NcclBinding(NcclAlgorithm.TREE)
     exact_on = _FULLY_CONNECTED
 
     def program(self, comm: Comm) -> Program:

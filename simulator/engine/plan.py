@@ -15,9 +15,9 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.cost import CostInputs
 from simulator.engine.payload import Payload
 from simulator.engine.run import RunSpec
-from simulator.model.execution import NcclCharges
 from simulator.model.faults import Fault
 from simulator.model.machine import Machine
+from simulator.model.nccl_point import NcclPoint
 from simulator.settings import RunSettings
 
 
@@ -25,11 +25,12 @@ from simulator.settings import RunSettings
 class PointPlan:
     """One point, planned.
 
-    ``machine`` and ``cost`` are as the execution model times them (NCCL's plan applied, and the
-    fastest of its stream piece sizes for the closed form); ``spec`` is what the run moves
-    (payload, operator, piece size, channels, stream pieces); ``nccl`` is NCCL's plan (None on
-    the ideal wire); ``start_s`` the pipeline fill paid before the first byte where ranks talk;
-    ``model_s`` the closed form as the results row reports it (``model_time_s``), the start
+    ``machine`` and ``cost`` are as the execution model times them (NCCL's charges applied, and
+    the fastest of its stream piece sizes for the closed form); ``spec`` is what the run moves
+    (payload, operator, piece size, channels, stream pieces); ``nccl`` is NCCL's answer for the
+    point (its charges, predicted time and whether it is NCCL's pick; None on the ideal wire);
+    ``start_s`` the pipeline fill paid before the first byte where ranks talk; ``model_s`` the
+    closed form as the results row reports it (``model_time_s``), the start
     included; ``settings`` how it runs (verified or not, on which engine, the inputs' seed);
     ``source`` the scenario's file, to name in errors; ``healthy`` the machine without the
     scenario's faults where it has some (:mod:`simulator.model.faults`; ``machine`` has them),
@@ -43,7 +44,7 @@ class PointPlan:
     machine: Machine
     cost: CostInputs
     spec: RunSpec
-    nccl: NcclCharges | None
+    nccl: NcclPoint | None
     start_s: float
     model_s: float
     settings: RunSettings

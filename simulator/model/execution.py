@@ -243,7 +243,7 @@ def nccl_charges(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
                  size_bytes: int = 0, kernel: bool = True) -> NcclCharges:
     """What NCCL algorithm ``family`` with ``protocol`` charges on ``machine`` for an allreduce
     of ``size_bytes`` (0: no pipeline fill, no plateau), run by NCCL's own kernel for the
-    family (``kernel``, ``Algorithm.nccl_kernel``) or by another schedule timed as that family;
+    family (``kernel``, ``NcclBinding.kernel``) or by another schedule timed as that family;
     ValueError when the machine does not state its GPUs (compute capability and NVLink links)
     or the pair does not exist (NVLS runs Simple only). The host CPU and the network's
     transport are the machine's (:class:`~simulator.model.machine.NcclFacts`)."""

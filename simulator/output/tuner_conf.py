@@ -118,7 +118,7 @@ class TunerRow:
 def choices(results: pd.DataFrame) -> tuple[SizeChoice, ...]:
     """Per size (ascending) where a row is NCCL's pick (``nccl_pick``): the pick, and the
     fastest simulated row that NCCL could be told to run, one of NCCL's own kernels
-    (``Algorithm.nccl_kernel``) that NCCL's model rates there (``nccl_time_s`` not NaN: NCCL
+    (``NcclBinding.kernel``) that NCCL's model rates there (``nccl_time_s`` not NaN: NCCL
     runs it on this machine). Ties go to the pick, then to the row listed first."""
     collective = Collective(str(results.collective.iloc[0])) if len(results) else None
     found = []
@@ -131,10 +131,10 @@ def choices(results: pd.DataFrame) -> tuple[SizeChoice, ...]:
         candidates = []
         for order, row in enumerate(rows):
             algorithm = REGISTRY[collective].get(str(row.algorithm))
-            if (algorithm is None or not algorithm.nccl_kernel
+            if (algorithm is None or not algorithm.nccl.kernel
                     or not math.isfinite(float(row.nccl_time_s))):
                 continue
-            key = (algorithm.nccl_family, Protocol(str(row.protocol)))
+            key = (algorithm.nccl.family, Protocol(str(row.protocol)))
             candidates.append((float(row.sim_time_s), not bool(row.nccl_pick), order,
                                str(row.algorithm), key))
         pick = next(c for c in candidates if c[1] is False)

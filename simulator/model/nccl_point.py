@@ -1,0 +1,234 @@
+"""NCCL's answer for one point, on plain values: what NCCL charges a schedule at one size, what
+its model predicts for it, and whether NCCL itself would run it there.
+
+An algorithm says how NCCL would run it by its :class:`NcclBinding` (a row of a table, as an
+algorithm is in NCCL's device code): the family whose kernels' costs it is charged, whether it
+is the schedule NCCL's own kernels run for that family, and the symmetric kernels it stands
+for. From that binding, a machine, a size, a collective and the NCCL environment
+(:class:`~simulator.model.nccl_env.NcclEnv`), :func:`nccl_point` gives the point's
+:class:`NcclPoint`: the charges the execution model applies to the machine
+(:class:`~simulator.model.execution.NcclCharges`), NCCL's predicted time, and whether it is
+NCCL's pick (:func:`nccl_pick`: the symmetric kernel NCCL launches on registered buffers, else
+its tuner's family and protocol). :func:`choice_problem` says why NCCL's model cannot pick on a
+machine at all. Nothing here knows a scenario: callers name the fields of their problems.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulator.model.collective import Collective
+from simulator.model.execution import NcclCharges, nccl_charges, system_of
+from simulator.model.machine import Machine
+from simulator.model.nccl import (
+    CANDIDATES,
+    NcclAlgorithm,
+    Protocol,
+    best_protocol,
+    choose,
+    predicted_time_us,
+    protocols_of,
+)
+from simulator.model.nccl_env import NcclEnv
+from simulator.model.nccl_symmetric import (
+    SymKernel,
+    launched,
+    protocol_of,
+    symmetric_charges,
+    symmetric_pick,
+)
+from simulator.model.reduction import ReduceOp
+
+
+@dataclass(frozen=True)
+class NcclBinding:
+    """How NCCL would run an algorithm: ``family``, the NCCL algorithm whose kernels' costs
+    ``execution: nccl`` charges it (Tree for trees, NVLS for in-switch reduction, Ring, the
+    default, for point-to-point steps); ``kernel``, whether it is the schedule NCCL's own
+    kernels run for that family (ring, the double binary tree, NVLS, ...: the algorithm that
+    stands for NCCL's pick); ``symmetric``, the NCCL symmetric-memory kernels its data movement
+    is (``one_shot``: the one-shot with and without multicast stores), whose own cost model is
+    charged in place of the family's, for the one NCCL would launch among them
+    (:func:`~simulator.model.nccl_symmetric.launched`); empty for others."""
+
+    family: NcclAlgorithm = NcclAlgorithm.RING
+    kernel: bool = False
+    symmetric: tuple[SymKernel, ...] = ()
+
+    def unsupported(self, machine: Machine) -> str | None:
+        """Why NCCL would not run a schedule bound so on ``machine`` although it can run there
+        (checked under ``execution: nccl`` only), or None: PAT only with one GPU a node, and
+        kernels that all multicast only among more than two GPUs."""
+        hosts = machine.layout.host_count
+        if self.family is NcclAlgorithm.PAT and hosts != machine.ranks:
+            return ("NCCL runs PAT only with one GPU per node (src/graph/tuning.cc: PAT's "
+                    "bandwidth is 0 where nNodes != nRanks); here "
+                    f"{machine.ranks} ranks sit on {hosts} host(s)")
+        if self.symmetric and all(kernel.multicast for kernel in self.symmetric) \
+                and machine.ranks <= 2:
+            return (f"NCCL multicasts only among more than two GPUs (hasLsaMultimem), and the "
+                    f"node has {machine.ranks}")
+        return None
+
+    def leaves_a_protocol(self, env: NcclEnv, collective: Collective) -> bool:
+        """Whether NCCL runs a schedule bound so with a protocol ``env.proto`` leaves: the
+        family's (a family the model has no protocols for is left alone), the one protocol of
+        all its symmetric kernels (``one_shot`` LL, ``two_shot`` Simple), or any where
+        ``env.symmetric`` registers the buffers (NCCL_PROTO does not govern the symmetric
+        kernels NCCL then runs ahead of its tuner)."""
+        if not env.proto or (self.symmetric and env.symmetric):
+            return True
+        enabled = env.enabled(collective)
+        if self.symmetric:
+            return protocol_of(self.symmetric[0]) in enabled.protocols
+        return bool(protocols_of(self.family, enabled, collective)
+                    or not protocols_of(self.family, collective=collective))
+
+
+@dataclass(frozen=True)
+class NcclPick:
+    """What NCCL runs for one call: the ``family`` and ``protocol`` its tuner picks, or on
+    registered buffers the ``symmetric`` kernel it launches ahead of its tuner (its protocol
+    the kernel's)."""
+
+    protocol: Protocol
+    family: NcclAlgorithm | None = None
+    symmetric: SymKernel | None = None
+
+    def runs_on(self, binding: NcclBinding) -> bool:
+        """Whether a schedule bound by ``binding`` is what NCCL runs for this pick (any
+        protocol): the symmetric kernel among its kernels, else NCCL's own kernel of the
+        family."""
+        if self.symmetric is not None:
+            return self.symmetric in binding.symmetric
+        return binding.kernel and binding.family is self.family
+
+    @property
+    def label(self) -> str:
+        """``Ring/LL``, or the symmetric kernel's name (``AllReduce_AGxLL_R``)."""
+        if self.symmetric is not None:
+            return self.symmetric.value
+        assert self.family is not None
+        return f"{self.family.value}/{self.protocol.value}"
+
+
+@dataclass(frozen=True)
+class NcclPoint:
+    """NCCL's answer for one point: the ``charges`` the execution model times it with (on the
+    healthy machine), the time NCCL's own model predicts for it (``predicted_s``: its family
+    and protocol's, or the symmetric kernel's NCCL would launch; NaN where the model has none),
+    whether it is NCCL's ``pick`` at its size (the results' ``nccl_pick``), and that pick
+    (None where NCCL's model picks nothing)."""
+
+    charges: NcclCharges
+    predicted_s: float
+    picked: bool
+    pick: NcclPick | None = None
+
+    @property
+    def protocol(self) -> Protocol:
+        """The protocol the point runs with."""
+        return self.charges.protocol
+
+
+class NcclRefusal(ValueError):
+    """NCCL's model cannot time a point: ``field`` the setting at fault (``execution``,
+    ``nccl.proto`` or ``protocol``), ``message`` why."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def nccl_pick(machine: Machine, size_bytes: int, collective: Collective, env: NcclEnv, *,
+              dtype: str, op: ReduceOp) -> NcclPick | None:
+    """What NCCL runs for ``collective`` of ``size_bytes`` per rank on ``machine``, as
+    nccl-tests does with NCCL's defaults: with ``env.symmetric`` an allreduce's symmetric kernel
+    where NCCL launches one for ``dtype`` and ``op``
+    (:func:`~simulator.model.nccl_symmetric.symmetric_pick`); else the family and protocol
+    NCCL's tuner picks among those ``env`` leaves (:func:`~simulator.model.nccl.choose`). None
+    where NCCL's model picks nothing (one rank, whose buffer NCCL copies; GPUs it has no graphs
+    for)."""
+    if env.symmetric and collective is Collective.ALLREDUCE:
+        symmetric = symmetric_pick(machine, size_bytes, dtype, op)
+        if symmetric is not None:
+            return NcclPick(protocol_of(symmetric.kernel), symmetric=symmetric.kernel)
+    try:
+        choice = choose(system_of(machine), size_bytes, env.enabled(collective), collective)
+    except ValueError:  # no NCCL algorithm is modelled here
+        return None
+    return NcclPick(choice.protocol, family=choice.algorithm)
+
+
+def nccl_point(machine: Machine, binding: NcclBinding, size_bytes: int, collective: Collective,
+               env: NcclEnv, protocol: Protocol | None, *, dtype: str, op: ReduceOp) -> NcclPoint:
+    """The point of a schedule bound by ``binding`` at ``size_bytes`` on ``machine`` under
+    ``execution: nccl``: its charges (a symmetric kernel's own model, else the family's with
+    ``protocol``, or with the protocol NCCL's model picks for the family among those ``env``
+    leaves), NCCL's predicted time, and whether it is NCCL's pick (:func:`nccl_pick`, for
+    ``dtype`` and ``op``). :class:`NcclRefusal` where it cannot be timed: no symmetric kernel at
+    this size, a protocol left to none, or a pair NCCL does not run."""
+    if binding.symmetric:
+        try:
+            charges = symmetric_charges(machine, binding.symmetric, size_bytes)
+        except ValueError as error:
+            raise NcclRefusal("execution", str(error)) from None
+        kernel = launched(machine, binding.symmetric, size_bytes)
+        assert kernel is not None  # its charges were refused otherwise
+        predicted_s = kernel.time_us * 1e-6
+    else:
+        system = system_of(machine)
+        if protocol is None:
+            try:
+                protocol = best_protocol(system, binding.family, size_bytes,
+                                         env.enabled(collective), collective)
+            except ValueError as error:
+                raise NcclRefusal("nccl.proto",
+                                  f"{error}, which {env.proto!r} leaves out") from None
+        try:
+            charges = nccl_charges(machine, binding.family, protocol, size_bytes, binding.kernel)
+        except ValueError as error:
+            raise NcclRefusal("protocol", str(error)) from None
+        predicted = predicted_time_us(system, binding.family, protocol, size_bytes, collective)
+        predicted_s = math.nan if predicted is None else predicted * 1e-6
+    pick = nccl_pick(machine, size_bytes, collective, env, dtype=dtype, op=op)
+    picked = pick is not None and pick.runs_on(binding) and pick.protocol is charges.protocol
+    return NcclPoint(charges, predicted_s, picked, pick)
+
+
+def choice_problem(machine: Machine, size_bytes: int, collective: Collective, env: NcclEnv,
+                   topology: str) -> tuple[str, str] | None:
+    """(the field at fault, what was expected) unless NCCL's cost model can pick on ``machine``
+    among what ``env`` leaves it (``topology`` names the machine in the message): ``algorithms:
+    auto`` runs that pick, and a run without it would print an empty table (so would one on a
+    single rank, whose buffer NCCL copies before it picks anything). ``size_bytes``: any size
+    of the run (the model's graphs do not depend on it)."""
+    if machine.ranks == 1:
+        return "algorithms", (
+            f"expected a list of algorithms (or all): auto runs NCCL's pick, and NCCL picks "
+            f"none on one rank (it copies the buffer) on topology {topology}")
+    system = system_of(machine)
+    try:
+        choose(system, size_bytes, collective=collective)
+    except ValueError:
+        return "algorithms", (
+            f"expected a list of algorithms (or all): auto reports NCCL's pick, and NCCL's cost "
+            f"model here has no graphs for {system.arch.name.title()} GPUs (compute capability "
+            f"{machine.compute_capability}) on topology {topology}")
+    enabled = env.enabled(collective)
+    runs = [(a, p) for a, p in CANDIDATES[collective]
+            if predicted_time_us(system, a, p, size_bytes, collective) is not None]
+    algorithms = [(a, p) for a, p in runs if a in enabled.algorithms]
+    if not algorithms:
+        names = ", ".join(dict.fromkeys(a.value for a, _ in runs))
+        return "nccl.algo", (
+            f"expected a list that leaves NCCL's tuner an algorithm it can run on topology "
+            f"{topology} ({names}), got {env.algo!r}")
+    if not any(enabled.allows(a, p) for a, p in algorithms):
+        pairs = ", ".join(f"{a.value}/{p.value}" for a, p in algorithms)
+        return "nccl.proto", (
+            f"expected a list that leaves NCCL's tuner a protocol for the algorithms nccl.algo "
+            f"leaves on topology {topology} ({pairs}), got {env.proto!r}")
+    return None
