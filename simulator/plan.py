@@ -24,7 +24,7 @@ from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.registry import algorithm_names, runs_pick
 from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload
-from simulator.engine.plan import PointPlan
+from simulator.engine.plan import Labels, PointPlan
 from simulator.engine.run import RunSpec
 from simulator.errors import InputError, Problem
 from simulator.limits import (
@@ -297,8 +297,10 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
                    workspace)
     faults = tuple(scenario.faults if faults is None else faults)
     healthy = machine if faults else None
-    return PointPlan(scenario.source, algorithm, size_bytes, with_faults(machine, faults), cost,
-                     spec, nccl, start, closed + start, settings, healthy, faults)
+    labels = Labels(scenario.name, setup.topology.label, scenario.collective, scenario.dtype,
+                    scenario.reduce_op, Execution(scenario.execution))
+    return PointPlan(scenario.source, labels, algorithm, size_bytes, with_faults(machine, faults),
+                     cost, spec, nccl, start, closed + start, settings, healthy, faults)
 
 
 def vectorised(algorithm: Algorithm, engine: Engine) -> bool:

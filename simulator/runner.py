@@ -31,7 +31,6 @@ from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.model.collective import Expected
-from simulator.model.execution import Execution
 from simulator.model.faults import Fault
 from simulator.model.nccl_point import choice_problem
 from simulator.model.reduction import ReduceOp
@@ -91,27 +90,29 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     if isinstance(algorithm, str):
         algorithm = scenario.algorithm(algorithm)
     plan = plan_point(scenario, setup, algorithm, size_bytes, settings)
-    return run_plan(scenario, setup, plan, watch=watch, inputs=inputs)
+    return run_plan(plan, watch=watch, inputs=inputs)
 
 
-def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
-             watch: Watch | None = None, inputs: np.ndarray | None = None) -> Result:
-    """Simulate a planned point (:func:`~simulator.plan.plan_point` of ``scenario`` on
-    ``setup``) and check it: :func:`run_point` once the point is planned."""
-    algorithm, size_bytes, payload = plan.algorithm, plan.size_bytes, plan.payload
-    ranks = setup.machine.ranks
+def run_plan(plan: PointPlan, *, watch: Watch | None = None,
+             inputs: np.ndarray | None = None) -> Result:
+    """Simulate a planned point (:func:`~simulator.plan.plan_point`) and check it, and make its
+    results row of the plan alone: :func:`run_point` once the point is planned. ``watch`` and
+    ``inputs`` as :func:`run_point` takes them."""
+    algorithm, size_bytes, payload, labels = (plan.algorithm, plan.size_bytes, plan.payload,
+                                              plan.labels)
+    ranks, op = plan.machine.ranks, labels.op
     if inputs is None:
-        buffers = make_inputs(np.random.default_rng([plan.settings.seed, size_bytes]), ranks, payload,
-                              scenario.reduce_op)
-    elif inputs.shape != (ranks, payload.proxy_count) or inputs.dtype != scenario.dtype:
+        buffers = make_inputs(np.random.default_rng([plan.settings.seed, size_bytes]), ranks,
+                              payload, op)
+    elif inputs.shape != (ranks, payload.proxy_count) or inputs.dtype != labels.dtype:
         raise ValueError(f"inputs of {algorithm.name} at {size_bytes} bytes: expected an array "
-                         f"of shape {(ranks, payload.proxy_count)} and dtype {scenario.dtype}, "
+                         f"of shape {(ranks, payload.proxy_count)} and dtype {labels.dtype}, "
                          f"got {inputs.shape} {inputs.dtype}")
     else:
         buffers = inputs
-    collective = scenario.collective
-    summable = inputs is None and exactly_summable(scenario.dtype, scenario.reduce_op)
-    expected = (collective.expected(buffers, scenario.reduce_op, payload.owned(ranks),
+    collective = labels.collective
+    summable = inputs is None and exactly_summable(labels.dtype, op)
+    expected = (collective.expected(buffers, op, payload.owned(ranks),
                                     summable=summable,
                                     depth=algorithm.reduction_depth(plan.machine.layout))
                 if plan.settings.verify else None)
@@ -120,9 +121,9 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
                         offset_s=plan.start_s)
     timing, engine = executor.run(plan, buffers, recorder)
     if collective.reduces:
-        scenario.reduce_op.finalize(buffers, ranks)
+        op.finalize(buffers, ranks)
     check = expected.check(buffers) if expected is not None else None
-    mismatch = (where_wrong(algorithm, payload, ranks, scenario.reduce_op, expected, buffers)
+    mismatch = (where_wrong(algorithm, payload, ranks, op, expected, buffers)
                 if expected is not None and check is not None and check.verified is False
                 else "")
     time_s = timing.time_s + plan.start_s
@@ -135,15 +136,15 @@ def run_plan(scenario: Scenario, setup: Setup, plan: PointPlan, *,
     top = recorder.bottleneck()
     healthy_s = _healthy_s(plan) if plan.healthy is not None else math.nan
     return Result(
-        scenario=scenario.name, topology=setup.topology.label, ranks=ranks,
+        scenario=labels.scenario, topology=labels.topology, ranks=ranks,
         collective=collective.value, algorithm=algorithm.name, size_bytes=size_bytes,
-        dtype=scenario.dtype.name, op=scenario.reduce_op.value, sim_time_s=time_s,
+        dtype=labels.dtype.name, op=op.value, sim_time_s=time_s,
         model_time_s=plan.model_s, algbw_GBps=algbw,
         busbw_GBps=algbw * collective.busbw_factor(ranks),
         verified=check.verified if check is not None else None,
         max_abs_error=check.max_abs_error if check is not None else math.nan,
         count=payload.count, verified_elements=payload.proxy_count,
-        messages=timing.messages, events=timing.events, execution=Execution(scenario.execution).value,
+        messages=timing.messages, events=timing.events, execution=labels.execution.value,
         protocol=nccl.protocol.value if nccl is not None else "",
         nccl_time_s=nccl.predicted_s if nccl is not None else math.nan,
         nccl_pick=nccl.picked if nccl is not None else None, channels=plan.channels,
@@ -234,7 +235,7 @@ def run_points(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int
     settings = settings_of(scenario, seed, proxy_elements)
     setup = setup or checked_setup(scenario, settings)
     plans = plans if plans is not None else plan_points(scenario, setup, settings).plans
-    return (run_plan(scenario, setup, plan, watch=watch) for plan in plans)
+    return (run_plan(plan, watch=watch) for plan in plans)
 
 
 @dataclass(frozen=True)

@@ -127,7 +127,7 @@ def run_one(token: str, scenario: Scenario, algorithm: str, size_bytes: int,
             _SETUPS[token] = prepare(scenario, select=False)
         setup = _SETUPS[token]
         plan = plan_point(scenario, setup, scenario.algorithm(algorithm), size_bytes, settings)
-        return run_plan(scenario, setup, plan)
+        return run_plan(plan)
     except InputError as error:
         return Failure(scenario.name, algorithm, size_bytes,
                        "; ".join(problem.message for problem in error.problems), bad_input=True)

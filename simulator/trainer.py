@@ -184,8 +184,7 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
         except InputError:
             plan = None  # NCCL's pick cannot run here: the fastest simulated instead
         if plan is not None and plan.nccl is not None and plan.nccl.picked:
-            return run_plan(scenario, setup, plan,
-                            inputs=inputs(plan) if inputs is not None else None)
+            return run_plan(plan, inputs=inputs(plan) if inputs is not None else None)
     candidates = setup.algorithms[:1] if setup.machine.ranks == 1 else setup.algorithms
     best: Result | None = None
     refused: list[InputError] = []
@@ -198,7 +197,7 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
             refused.append(error)
             continue
         data = inputs(plan) if inputs is not None else None
-        result = run_plan(scenario, setup, plan, inputs=data)
+        result = run_plan(plan, inputs=data)
         if best is None or result.sim_time_s < best.sim_time_s:
             best = result
     if best is None:

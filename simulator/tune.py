@@ -120,9 +120,9 @@ def tune(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | Non
     if progress is not None:
         progress(0, total)
     results: list[Result] = []
-    for variant, variant_setup, plans in runs:
+    for _, _, plans in runs:
         for plan in plans:
-            results.append(run_plan(variant, variant_setup, plan))
+            results.append(run_plan(plan))
             if progress is not None:
                 progress(len(results), total)
     frame = results_frame(results)

@@ -144,10 +144,9 @@ def assert_as_static(faulty, graph):
     static = replace(plan, machine=Machine.of(graph), healthy=None)
     for engine in ENGINES:
         chosen = settings_of(replace(faulty, run=replace(faulty.run, engine=engine)))
-        faulted = run_plan(faulty, setup, replace(plan, settings=chosen))
+        faulted = run_plan(replace(plan, settings=chosen))
         assert faulted.verified
-        assert faulted.sim_time_s == run_plan(faulty, setup,
-                                              replace(static, settings=chosen)).sim_time_s
+        assert faulted.sim_time_s == run_plan(replace(static, settings=chosen)).sim_time_s
         assert faulted.sim_time_s > faulted.healthy_time_s
 
 

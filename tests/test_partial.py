@@ -75,7 +75,7 @@ def interrupt_on_call(monkeypatch, number, interrupt):
     real = simulator.runner.run_plan
 
     def run_plan(*args, **kwargs):
-        calls.append(args[2])
+        calls.append(args[0])
         if len(calls) == number:
             interrupt()
         return real(*args, **kwargs)

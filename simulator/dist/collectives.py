@@ -182,7 +182,7 @@ class Simulation:
         settings = replace(scenario.run, proxy_elements=buffers.shape[1])
         plan = plan_point(scenario, setup, scenario.algorithm(name), size_bytes, settings)
         with np.errstate(over="ignore", invalid="ignore"):  # a user's NaN or inf, as on a GPU
-            result = run_plan(scenario, setup, plan, inputs=buffers)
+            result = run_plan(plan, inputs=buffers)
         for call in calls:
             call.deliver(buffers)
         return CallRecord(index, first.name, first.collective, size_bytes, result.algorithm,
