@@ -89,11 +89,12 @@ def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario, *,
     return load_scenario(scenario, imports=imports)
 
 
-def prepare(scenario: Scenario, *, select: bool = True,
-            topology: TopologySpec | None = None) -> Setup:
+def prepare(scenario: Scenario, *, select: bool = True, topology: TopologySpec | None = None,
+            faults: Sequence[Fault] | None = None) -> Setup:
     """Build the scenario's topology (or ``topology``, such as a training sweep's), place ranks
     on its GPUs, and (unless ``select`` is False) pick its algorithms; InputError if one the
-    scenario names cannot run on it."""
+    scenario names cannot run on it, or if one of ``faults`` (None: the scenario's; ``()`` for
+    a topology the scenario's faults do not name) names what the machine does not have."""
     topology = topology or scenario.topology
     machine = Machine.of(topology.build(), scenario.gpu)
     if scenario.nccl.version is not machine.nccl.version:  # the NCCL whose tuner picks
@@ -102,7 +103,7 @@ def prepare(scenario: Scenario, *, select: bool = True,
         machine = with_view(machine, scenario.nccl.view, scenario.source,
                             f"nccl.{scenario.nccl.view_key}")
     problems = []
-    for i, fault in enumerate(scenario.faults):
+    for i, fault in enumerate(scenario.faults if faults is None else faults):
         found = fault_problem(fault, machine, Execution(scenario.execution))
         if found is not None:
             problems.append(Problem(scenario.source, f"faults[{i}].{found[0]}", found[1]))
@@ -250,16 +251,18 @@ def chunking_problem(scenario: Scenario, algorithm: Algorithm, size_bytes: int,
 
 
 def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_bytes: int,
-               settings: RunSettings, faults: Sequence[Fault] | None = None) -> PointPlan:
+               settings: RunSettings, *, protocol: Protocol | None = None,
+               faults: Sequence[Fault] | None = None) -> PointPlan:
     """The point of ``algorithm`` at ``size_bytes`` on ``setup``'s machine, planned once: its
     channels, payload, NCCL's answer under ``execution: nccl`` (:func:`~simulator.model.
-    nccl_point.nccl_point`: its charges with the scenario's protocol, or the one NCCL's model
-    picks for the algorithm's family at this size; NCCL's predicted time; whether it is NCCL's
-    pick), the machine and closed-form inputs as the execution model times them, the start paid
-    before the first byte, and the closed form. ``settings`` say whether data moves, which
-    engine runs and the inputs' seed; ``faults`` those the point suffers (None: the
-    scenario's). InputError if the algorithm cannot run on the machine or NCCL's model cannot
-    time it."""
+    nccl_point.nccl_point`: its charges with ``protocol``, or where that is None the scenario's,
+    or where that is None too the one NCCL's model picks for the algorithm's family at this
+    size; NCCL's predicted time; whether it is NCCL's pick), the machine and closed-form inputs
+    as the execution model times them, the start paid before the first byte, and the closed
+    form. ``settings`` say whether data moves, which engine runs and the inputs' seed;
+    ``faults`` those the point suffers (None: the scenario's). What to plan is said here, so
+    that no caller makes a scenario of its own to say it. InputError if the algorithm cannot
+    run on the machine or NCCL's model cannot time it."""
     reason = unsupported(scenario, algorithm, setup.machine)
     if reason:
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
@@ -275,9 +278,10 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     count = size_bytes // scenario.dtype.itemsize
     workspace = count // chunks * algorithm.workspace_chunks()
     if scenario.execution is not Execution.IDEAL:
+        protocol = scenario.protocol if protocol is None else protocol
         try:
             nccl = nccl_point(machine, algorithm.nccl, size_bytes, scenario.collective,
-                              scenario.nccl, scenario.protocol, dtype=scenario.dtype.name,
+                              scenario.nccl, protocol, dtype=scenario.dtype.name,
                               op=scenario.reduce_op)
         except NcclRefusal as refusal:
             raise InputError([Problem(scenario.source, refusal.field,

@@ -32,7 +32,7 @@ from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.model.collective import Expected
 from simulator.model.faults import Fault
-from simulator.model.nccl_point import choice_problem
+from simulator.model.nccl_point import pick_problem
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Upcoming
@@ -309,8 +309,8 @@ def checked_setup(scenario: Scenario, settings: RunSettings) -> Setup:
             "python -m simulator run"))])
     setup = prepare(scenario)
     if scenario.nccl_choice:  # auto runs NCCL's pick: its model must pick here
-        found = choice_problem(setup.machine, scenario.sizes[0], scenario.collective,
-                               scenario.nccl, scenario.topology.label)
+        found = pick_problem(setup.machine, scenario.sizes[0], scenario.collective,
+                             scenario.nccl, scenario.topology.label)
         if found is not None:
             raise InputError([Problem(scenario.source, *found)])
     # all and auto leave out a point whose schedule is too large (its plan says so, one note)

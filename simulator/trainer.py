@@ -64,10 +64,10 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | No
         say(f"step with buckets of {format_size(cap)}")
         caps.append(simulate_step(scenario, setup, timed, cap=cap, cache=cache))
     scaled = []
-    healthy = replace(scenario, faults=())  # a fault names nodes and ranks of the scenario's own
-    for topology in scenario.scaled_topologies():
+    for topology in scenario.scaled_topologies():  # healthy: a fault names the scenario's nodes
         say(f"step on {topology.ranks} GPUs")
-        scaled.append(simulate_step(healthy, prepare(healthy, topology=topology), timed))
+        scaled.append(simulate_step(scenario, prepare(scenario, topology=topology, faults=()),
+                                    timed, faults=()))
     return Training(scenario.name, spec, _policy(scenario, setup), step, tuple(caps),
                     tuple(scaled), "; ".join(fault.label() for fault in scenario.faults))
 
@@ -97,13 +97,15 @@ def _spec(scenario: Scenario) -> TrainingSpec:
 
 def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
                   cap: int | None = None,
-                  cache: dict[tuple[int, tuple[Fault, ...]], Result] | None = None) -> Step:
+                  cache: dict[tuple[int, tuple[Fault, ...]], Result] | None = None,
+                  faults: tuple[Fault, ...] | None = None) -> Step:
     """One step of the scenario's training on ``setup``'s machine (its topology), with DDP's
     bucket cap ``cap`` (None: the scenario's). With ``settings.verify``, every bucket's
     allreduce moves its own gradients and the averages are checked; without, each distinct
     bucket size (and faults it sees) is simulated once (in ``cache``, if given, across calls on
-    the same machine). The buckets' allreduces lie on one timeline: the scenario's faults,
-    timed from the backward pass's start, strike the allreduces that run when they do
+    the same machine). The buckets' allreduces lie on one timeline: the scenario's faults (or
+    ``faults``: ``()`` for a healthy step on another topology), timed from the backward pass's
+    start, strike the allreduces that run when they do
     (:func:`~simulator.model.faults.seen_by_bucket`), and the step is timed again with every
     bucket's healthy time (``healthy_step_s``)."""
     spec = _spec(scenario)
@@ -125,18 +127,18 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
     check = _Check()
     memo = cache if cache is not None else {}
     backward_start = sum(forward)
+    suffered = scenario.faults if faults is None else faults
 
     def allreduce_s(position: int, ready_s: float, start_s: float) -> float:
         bucket = buckets[position]
-        faults = seen_by_bucket(scenario.faults, start_s - backward_start,
-                                ready_s - backward_start)
+        seen = seen_by_bucket(suffered, start_s - backward_start, ready_s - backward_start)
         if settings.verify:
             runs.append(_verified_allreduce(scenario, setup, settings, bucket, tensors, check,
-                                            faults))
+                                            seen))
         else:
-            key = (bucket.nbytes, faults)
+            key = (bucket.nbytes, seen)
             if key not in memo:
-                memo[key] = _allreduce(scenario, setup, settings, bucket.nbytes, faults=faults)
+                memo[key] = _allreduce(scenario, setup, settings, bucket.nbytes, faults=seen)
             runs.append(memo[key])
         return float(runs[-1].sim_time_s)
 
@@ -146,7 +148,7 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
     healthy_s = [float(run.sim_time_s if math.isnan(run.healthy_time_s) else run.healthy_time_s)
                  for run in runs]
     healthy_step_s = step_timeline(names, forward, backward, layer_of, buckets, healthy_s, update,
-                                   overlap=spec.overlap).step_s if scenario.faults else math.nan
+                                   overlap=spec.overlap).step_s if suffered else math.nan
     bucket_runs = tuple(
         BucketRun(bucket.index, len(bucket.tensors), bucket.nbytes, ready, interval.start_s,
                   interval.end_s, run.algorithm, run.protocol, float(run.sim_time_s),
@@ -180,7 +182,7 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
             if scenario.nccl_choice and setup.machine.ranks > 1 else None)
     if pick is not None:
         try:
-            plan = plan_point(scenario, setup, pick.algorithm, nbytes, settings, faults)
+            plan = plan_point(scenario, setup, pick.algorithm, nbytes, settings, faults=faults)
         except InputError:
             plan = None  # NCCL's pick cannot run here: the fastest simulated instead
         if plan is not None and plan.nccl is not None and plan.nccl.picked:
@@ -190,7 +192,7 @@ def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: 
     refused: list[InputError] = []
     for algorithm in candidates:
         try:
-            plan = plan_point(scenario, setup, algorithm, nbytes, settings, faults)
+            plan = plan_point(scenario, setup, algorithm, nbytes, settings, faults=faults)
         except InputError as error:
             if scenario.algorithms is not None:
                 raise

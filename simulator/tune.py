@@ -8,9 +8,9 @@ The candidates are the registered schedules of NCCL's own kernels (``NcclBinding
 that run on the machine and that the scenario's ``algorithms`` list names (all of them under
 ``all`` or ``auto``); each runs with the scenario's ``protocol``, or with each protocol NCCL runs
 its family with that ``nccl.proto`` leaves. NCCL's pick at every size must be among them (it is
-the point of comparison), so a list that leaves it out is refused before anything runs. Each
-protocol is a scenario of its own (``protocol`` set, the candidates that run it as
-``algorithms``), planned, then run point by point as ``run`` runs them.
+the point of comparison), so a list that leaves it out is refused before anything runs. Every
+candidate is planned with each of its protocols at every size (``plan_point(...,
+protocol=)``), protocol by protocol, then run point by point as ``run`` runs them.
 May import: the runner, plan, output, scenario, algorithms, model, settings, version and errors.
 """
 
@@ -30,8 +30,8 @@ from simulator.model.execution import Execution, system_of
 from simulator.model.nccl import CANDIDATES, Protocol, choose, protocols_of
 from simulator.output.results import Result, results_frame
 from simulator.output.tuner_conf import SizeChoice, TunerRow, choices, tuner_rows
-from simulator.plan import Setup, as_scenario, check_memory, prepare, unsupported
-from simulator.runner import plan_points, run_plan, settings_of
+from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare, unsupported
+from simulator.runner import run_plan, settings_of
 from simulator.scenario.spec import Scenario
 from simulator.version import __version__
 
@@ -107,24 +107,21 @@ def tune(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | Non
     kernels = _kernels(scenario, setup)
     candidates = _candidates(scenario, kernels)
     _check_picks(scenario, setup, kernels, candidates)
-    runs = []
-    for protocol in Protocol:
-        names = tuple(name for name, protocols in candidates.items() if protocol in protocols)
-        if names:
-            variant = replace(scenario, algorithms=names, protocol=protocol, nccl_choice=False)
-            variant_setup = replace(setup, algorithms=tuple(kernels[name] for name in names))
-            check_memory(variant, variant_setup, settings)  # the machine is built once
-            runs.append((variant, variant_setup,
-                         plan_points(variant, variant_setup, settings).plans))
-    total = sum(len(plans) for _, _, plans in runs)
+    runs = [(protocol, names) for protocol in Protocol
+            if (names := tuple(name for name, protocols in candidates.items()
+                               if protocol in protocols))]
+    for _, names in runs:  # the machine is built once
+        check_memory(scenario, replace(setup, algorithms=tuple(kernels[n] for n in names)),
+                     settings)
+    plans = [plan_point(scenario, setup, kernels[name], size, settings, protocol=protocol)
+             for protocol, names in runs for name in names for size in scenario.sizes]
     if progress is not None:
-        progress(0, total)
+        progress(0, len(plans))
     results: list[Result] = []
-    for _, _, plans in runs:
-        for plan in plans:
-            results.append(run_plan(plan))
-            if progress is not None:
-                progress(len(results), total)
+    for plan in plans:
+        results.append(run_plan(plan))
+        if progress is not None:
+            progress(len(results), len(plans))
     frame = results_frame(results)
     chosen = choices(frame)
     rows = tuner_rows(chosen, scenario.collective, system.nodes, system.ranks)

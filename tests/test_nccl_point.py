@@ -3,6 +3,7 @@ is tests/test_nccl.py's worked example: the charges, the predicted time, NCCL's 
 refusals, and what a binding says NCCL would not run."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -15,13 +16,13 @@ from simulator.model.nccl_point import (
     NcclBinding,
     NcclPick,
     NcclRefusal,
-    choice_problem,
     nccl_pick,
     nccl_point,
+    pick_problem,
 )
 from simulator.model.nccl_symmetric import SymKernel
 from simulator.model.reduction import ReduceOp
-from simulator.plan import prepare
+from simulator.plan import plan_point, prepare
 from simulator.scenario.parse import scenario_from_dict
 
 RING, NVLS, PAT = NcclAlgorithm.RING, NcclAlgorithm.NVLS, NcclAlgorithm.PAT
@@ -146,16 +147,31 @@ def test_a_binding_runs_a_protocol_the_environment_leaves():
     assert ONE_SHOT.leaves_a_protocol(NcclEnv(proto="Simple", symmetric=True), ALLREDUCE)
 
 
-def test_the_choice_problems_name_the_field():
-    assert choice_problem(H100, 1024, ALLREDUCE, NcclEnv(), "dgx_h100") is None
+def test_the_pick_problems_name_the_field():
+    assert pick_problem(H100, 1024, ALLREDUCE, NcclEnv(), "dgx_h100") is None
     lone = machine(gpus_per_node=1)
-    assert choice_problem(lone, 1024, ALLREDUCE, NcclEnv(), "dgx_h100") == (
+    assert pick_problem(lone, 1024, ALLREDUCE, NcclEnv(), "dgx_h100") == (
         "algorithms", "expected a list of algorithms (or all): auto runs NCCL's pick, and NCCL "
                       "picks none on one rank (it copies the buffer) on topology dgx_h100")
-    assert choice_problem(H100, 1024, ALLREDUCE, NcclEnv(algo="NVLSTree"), "dgx_h100") == (
+    assert pick_problem(H100, 1024, ALLREDUCE, NcclEnv(algo="NVLSTree"), "dgx_h100") == (
         "nccl.algo", "expected a list that leaves NCCL's tuner an algorithm it can run on "
                      "topology dgx_h100 (Tree, Ring, NVLS), got 'NVLSTree'")
-    assert choice_problem(H100, 1024, ALLREDUCE, NcclEnv(algo="NVLS", proto="LL"),
+    assert pick_problem(H100, 1024, ALLREDUCE, NcclEnv(algo="NVLS", proto="LL"),
                           "dgx_h100") == (
         "nccl.proto", "expected a list that leaves NCCL's tuner a protocol for the algorithms "
                       "nccl.algo leaves on topology dgx_h100 (NVLS/Simple), got 'LL'")
+
+
+def test_plan_point_plans_the_protocol_it_is_told_as_a_scenario_forcing_it_did():
+    # tune and dist say the protocol to plan; they used to make a scenario with it forced
+    scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "algorithms": ["ring"],
+                                   "sizes": ["1MiB"]})
+    setup = prepare(scenario)
+    ring, size = setup.algorithms[0], 1 << 20
+    told = plan_point(scenario, setup, ring, size, scenario.run, protocol=LL128)
+    forced = replace(scenario, protocol=LL128)
+    assert told.nccl == plan_point(forced, setup, ring, size, forced.run).nccl
+    assert told.nccl is not None and told.nccl.protocol is LL128 and not told.nccl.picked
+    assert told.model_s == plan_point(forced, setup, ring, size, forced.run).model_s
+    own = plan_point(scenario, setup, ring, size, scenario.run).nccl  # NCCL's Ring/LL at 1 MiB
+    assert own is not None and own.protocol is LL and own.picked

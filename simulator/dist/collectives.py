@@ -177,10 +177,10 @@ class Simulation:
         setup = self._setup(buffers.dtype)
         name, protocol = self._algorithm(first.collective, size_bytes, setup)
         scenario = replace(self.scenario, collective=first.collective, sizes=(size_bytes,),
-                           dtype=buffers.dtype, reduce_op=first.op, algorithms=(name,),
-                           protocol=protocol)
+                           dtype=buffers.dtype, reduce_op=first.op, algorithms=(name,))
         settings = replace(scenario.run, proxy_elements=buffers.shape[1])
-        plan = plan_point(scenario, setup, scenario.algorithm(name), size_bytes, settings)
+        plan = plan_point(scenario, setup, scenario.algorithm(name), size_bytes, settings,
+                          protocol=protocol)
         with np.errstate(over="ignore", invalid="ignore"):  # a user's NaN or inf, as on a GPU
             result = run_plan(plan, inputs=buffers)
         for call in calls:

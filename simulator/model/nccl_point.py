@@ -9,7 +9,7 @@ for. From that binding, a machine, a size, a collective and the NCCL environment
 :class:`NcclPoint`: the charges the execution model applies to the machine
 (:class:`~simulator.model.execution.NcclCharges`), NCCL's predicted time, and whether it is
 NCCL's pick (:func:`nccl_pick`: the symmetric kernel NCCL launches on registered buffers, else
-its tuner's family and protocol). :func:`choice_problem` says why NCCL's model cannot pick on a
+its tuner's family and protocol). :func:`pick_problem` says why NCCL's model cannot pick on a
 machine at all. Nothing here knows a scenario: callers name the fields of their problems.
 """
 
@@ -198,8 +198,8 @@ def nccl_point(machine: Machine, binding: NcclBinding, size_bytes: int, collecti
     return NcclPoint(charges, predicted_s, picked, pick)
 
 
-def choice_problem(machine: Machine, size_bytes: int, collective: Collective, env: NcclEnv,
-                   topology: str) -> tuple[str, str] | None:
+def pick_problem(machine: Machine, size_bytes: int, collective: Collective, env: NcclEnv,
+                 topology: str) -> tuple[str, str] | None:
     """(the field at fault, what was expected) unless NCCL's cost model can pick on ``machine``
     among what ``env`` leaves it (``topology`` names the machine in the message): ``algorithms:
     auto`` runs that pick, and a run without it would print an empty table (so would one on a
