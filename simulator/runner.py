@@ -284,7 +284,8 @@ def plan_points(scenario: Scenario, setup: Setup, settings: RunSettings) -> Plan
 def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
     """What :func:`run_points` will simulate, before it does: every point with its closed form
     (the ``model_time_s`` its row will have), in the same order, read off its ``plans``
-    (:func:`plan_points`), where NCCL's own view differs from the assumed one, and the points
+    (:func:`plan_points`), what NCCL runs at each size (each plan's NCCL pick, under
+    ``execution: nccl``), where NCCL's own view differs from the assumed one, and the points
     left out."""
     view = scenario.nccl.view
     notes = () if view is None else tuple(
@@ -292,10 +293,14 @@ def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
         for line in differences(setup.machine, view, scenario.nccl_enabled))
     planned = tuple(Upcoming(plan.algorithm.name, plan.size_bytes, plan.model_s)
                     for plan in plans.plans)
+    picked = {plan.size_bytes: plan.nccl.pick.label for plan in plans.plans
+              if plan.nccl is not None and plan.nccl.pick is not None}
     algorithms = (len({point.algorithm for point in planned}) if scenario.nccl_choice
                   else len(setup.algorithms))
     return Outlook(scenario.name, algorithms, len(scenario.sizes), planned,
-                   notes + plans.left_out, nccl_pick=scenario.nccl_choice)
+                   notes + plans.left_out, nccl_pick=scenario.nccl_choice,
+                   picks=tuple((size, picked[size]) for size in scenario.sizes
+                               if size in picked))
 
 
 def checked_setup(scenario: Scenario, settings: RunSettings) -> Setup:

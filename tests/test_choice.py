@@ -203,6 +203,33 @@ def test_auto_at_2gib_on_one_dgx_h100_runs_nccls_pick_where_it_exited_2(tmp_path
         "2 points to simulate (NCCL's pick at each of 2 sizes); ")
 
 
+def test_the_line_before_a_run_says_what_nccl_runs_at_each_size(tmp_path, capsys):
+    # issue 37: the plans hold NCCL's pick, so it is said before anything runs; on one DGX H100
+    # NCCL's tuner runs Ring/LL up to 1 MiB and NVLS from 2 MiB (tests/test_nccl.py)
+    from simulator.cli import main
+
+    sizes = ["1KiB", "32KiB", "1MiB", "2MiB", "1GiB"]
+    _, coming = _plans({**H100, "algorithms": ["ring", "nvls"], "sizes": sizes})
+    assert coming.picks == ((1024, "Ring/LL"), (32 << 10, "Ring/LL"), (1 << 20, "Ring/LL"),
+                            (2 << 20, "NVLS/Simple"), (1 << 30, "NVLS/Simple"))
+    assert coming.describe().endswith("; NCCL picks Ring/LL from 1KiB to 1MiB, NVLS/Simple from "
+                                      "2MiB to 1GiB")
+    # registered buffers: the symmetric kernel NCCL launches ahead of its tuner
+    _, coming = _plans({**H100, "algorithms": ["one_shot"], "sizes": ["4KiB"],
+                        "nccl": {"symmetric": True}})
+    assert coming.describe().endswith("; NCCL picks AllReduce_AGxLLMC_R at 4KiB")
+    # the ideal wire has no NCCL, and says nothing of it; the command line prints the line
+    _, coming = _plans({**H100, "execution": "ideal", "algorithms": ["ring"], "sizes": ["1KiB"]})
+    assert coming.picks == () and "NCCL" not in coming.describe()
+    path = tmp_path / "two.yaml"
+    path.write_text("name: two\ntopology: {preset: dgx_h100}\nalgorithms: [ring]\n"
+                    "sizes: [1KiB, 2MiB]\n")
+    assert main(["run", str(path), "--output", str(tmp_path / "out"), "--no-plot"]) == 0
+    err = capsys.readouterr().err
+    assert err.endswith("; NCCL picks Ring/LL at 1KiB, NVLS/Simple at 2MiB\n")
+    assert err.count("\n") == 1
+
+
 def test_all_leaves_out_a_point_that_cannot_run_at_its_size_and_says_so(tmp_path, capsys):
     # an all-to-all cuts each buffer into p = 3 blocks: 16 bytes (4 float32) cannot be cut, so
     # both algorithms are left out there, one note each on stderr (even with --quiet); a list

@@ -1,10 +1,11 @@
 """What a run is about to simulate, said before it starts: its points and their closed forms.
 
 A run of many points can take long, and the closed forms cost next to nothing, so the command
-line states what is coming before the first point: how many points, and the simulated time the
-closed forms predict for them (the ``model_time_s`` of their rows). That is time *inside* the
-simulation, not how long the run takes: the simulator's own cost follows the messages and
-events of each point, which only running it counts (docs/benchmark.md).
+line states what is coming before the first point: how many points, the simulated time the
+closed forms predict for them (the ``model_time_s`` of their rows; time *inside* the simulation,
+not how long the run takes: the simulator's own cost follows the messages and events of each
+point, which only running it counts, docs/benchmark.md), and under ``execution: nccl`` what
+NCCL itself runs at each size (its pick, which each point's plan holds).
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ class Outlook:
     nccl_pick: bool = False
     """Whether the points are NCCL's pick at each size (``algorithms: auto``), one a size, rather
     than every algorithm at every size."""
+    picks: tuple[tuple[int, str], ...] = ()
+    """What NCCL runs at each size, known before the run (under ``execution: nccl``): (size,
+    its tuner's ``Ring/LL``, or the symmetric kernel it launches), in the run's size order."""
 
     def describe(self) -> str:
         """One line saying what is coming.
@@ -57,6 +61,10 @@ class Outlook:
         ...                             Upcoming("nvls", 2048, 4e-6)), nccl_pick=True)
         >>> print(picks.describe().split("; ")[0])
         2 points to simulate (NCCL's pick at 2 of 3 sizes)
+        >>> nccl = Outlook("x", 1, 3, (Upcoming("ring", 1024, 3e-6),), picks=(
+        ...     (1024, "Ring/LL"), (1 << 20, "Ring/LL"), (1 << 30, "NVLS/Simple")))
+        >>> print(nccl.describe().split("; ")[-1])
+        NCCL picks Ring/LL from 1KiB to 1MiB, NVLS/Simple at 1GiB
         """
         count = len(self.points)
         if self.nccl_pick:
@@ -73,12 +81,28 @@ class Outlook:
             longest = max(self.points, key=lambda point: point.model_time_s)
             line += (f", longest {longest.algorithm} at {format_size(longest.size_bytes)} "
                      f"({seconds(longest.model_time_s)})")
+        if self.picks:
+            line += "; NCCL picks " + ", ".join(_runs_of(self.picks))
         return line
 
     @property
     def model_time_s(self) -> float:
         """The closed forms' times of every point, summed."""
         return sum(point.model_time_s for point in self.points)
+
+
+def _runs_of(picks: tuple[tuple[int, str], ...]) -> list[str]:
+    """Each run of sizes with the same pick, said once: ``Ring/LL from 1KiB to 1MiB``, or
+    ``NVLS/Simple at 1GiB`` for a run of one size."""
+    runs: list[tuple[str, int, int]] = []
+    for size, pick in picks:
+        if runs and runs[-1][0] == pick:
+            runs[-1] = (pick, runs[-1][1], size)
+        else:
+            runs.append((pick, size, size))
+    return [f"{pick} at {format_size(first)}" if first == last else
+            f"{pick} from {format_size(first)} to {format_size(last)}"
+            for pick, first, last in runs]
 
 
 def seconds(time_s: float) -> str:
