@@ -204,7 +204,7 @@ def measure(task: Task, fast_forward: bool = True) -> Point:
     with counting_jumps() as jumped:
         start, cpu = time.perf_counter(), time.process_time()
         [plan] = plan_points(scenario, setup, settings).plans  # one size, one algorithm or pick
-        result = run_plan(scenario, setup, plan)
+        result = run_plan(plan)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     pick = f"{result.algorithm}/{result.protocol}" if result.protocol else result.algorithm
     return Point(task.sweep, task.algorithm, task.ranks, task.size_bytes, wall, result.messages,

@@ -20,7 +20,7 @@ from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 if TYPE_CHECKING:
     from simulator.engine.plan import PointPlan
-    from simulator.output.outlook import Outlook, Planned
+    from simulator.output.outlook import Outlook, Upcoming
     from simulator.output.results import Result
     from simulator.output.stream import ResultsStream
     from simulator.scenario.spec import Scenario
@@ -137,7 +137,7 @@ def _announce(quiet: bool, source: str, coming: Outlook, kept: int) -> None:
         print(f"{source}: {note}", file=sys.stderr, flush=True)
 
 
-def _keep(points: Iterator[Result], coming: Sequence[Planned], files: ResultsStream,
+def _keep(points: Iterator[Result], coming: Sequence[Upcoming], files: ResultsStream,
           quiet: bool) -> None:
     """Each point as it is simulated kept in the results files, counted on the progress bar."""
     with progress_bar(len(coming), quiet) as bar:
