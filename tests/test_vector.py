@@ -13,10 +13,11 @@ from simulator.algorithms.channels import schedule_on_channels
 from simulator.algorithms.phases.ring import ring_pass_blocks, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import ARRAYS, Blocks, Group, Schedule, Together, transfers
-from simulator.engine import vector
+from simulator.engine import flows, routes
+from simulator.engine.kernel import ranges
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
-from simulator.engine.vector import declines, ranges, run_schedule
+from simulator.engine.vector import declines, run_schedule
 from simulator.errors import AlgorithmError, InputError
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
@@ -423,7 +424,7 @@ def test_remembered_shares_give_the_times_of_shares_solved_anew(monkeypatch):
     scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [16 << 20],
                 "algorithms": ["double_binary_tree", "ring"], "engine": "vector"}
     remembered = simulate(scenario)
-    monkeypatch.setattr(vector, "SHARES_BYTES", 0)
+    monkeypatch.setattr(routes, "SHARES_BYTES", 0)
     anew = simulate(scenario)
     np.testing.assert_array_equal(remembered.sim_time_s, anew.sim_time_s)
     assert remembered.verified.all() and anew.verified.all()
@@ -435,11 +436,11 @@ def test_a_component_is_every_route_linked_to_a_changed_link():
     route_of = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4])
     dirty = np.zeros(8, dtype=bool)
     dirty[2] = True  # route 1's link: route 0 shares link 1 with it
-    assert vector._component(dirty, link_of, route_of, 5).tolist() == [
+    assert flows.component(dirty, link_of, route_of, 5).tolist() == [
         True, True, False, False, False]
     dirty[:] = False
     dirty[6] = True
-    assert vector._component(dirty, link_of, route_of, 5).tolist() == [
+    assert flows.component(dirty, link_of, route_of, 5).tolist() == [
         False, False, True, True, False]
 
 
@@ -448,7 +449,7 @@ def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monk
     scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [16 << 20],
                 "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
     touched = simulate(scenario)
-    monkeypatch.setattr(vector, "_component",
+    monkeypatch.setattr(flows, "component",
                         lambda dirty, link_of, route_of, routes: np.ones(routes, dtype=bool))
     everything = simulate(scenario)
     np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)

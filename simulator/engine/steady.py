@@ -55,7 +55,13 @@ from simulator.algorithms.schedule import NONE
 from simulator.engine.kernel import INF
 
 if TYPE_CHECKING:
-    from simulator.engine.vector import _Run
+    from simulator.engine.buffers import Buffers
+    from simulator.engine.devices import Devices
+    from simulator.engine.flows import Flows
+    from simulator.engine.kernel import CapacityStep
+    from simulator.engine.pending import Pending
+    from simulator.engine.tally import LinkTally
+    from simulator.engine.window import Held
 
 STORE_INSTANTS = 2048
 """How many of the latest instants' signatures are remembered: the longest period found."""
@@ -128,6 +134,18 @@ class Snapshot:
     arrived: np.ndarray
 
 
+@dataclass(frozen=True)
+class Jump:
+    """What a jump went over, for the run to move its state on by: ``messages`` further on
+    (every message number in progress), ``seconds`` later (every time in progress), ``instants``
+    more instants, and whether those completed receives (the run's time then moves too)."""
+
+    messages: int
+    seconds: float
+    instants: int
+    receives: bool
+
+
 class _Columns:
     """A copy of the schedule's timing columns from message ``first`` on, extended as the run
     loads blocks, and which messages repeat the one ``shift`` before them (``regular``: same
@@ -135,9 +153,9 @@ class _Columns:
     takes the GPU time; where none does, a reduction and a copy take the same time, as the
     two phases of a ring)."""
 
-    def __init__(self, run: _Run, first: int, shift: int) -> None:
+    def __init__(self, held: Held, first: int, shift: int, reductions_take_time: bool) -> None:
         self.first, self.shift = first, shift
-        self.NAMES = ("src", "dst", "nbytes", *(("reduce",) if run.reductions_take_time
+        self.NAMES = ("src", "dst", "nbytes", *(("reduce",) if reductions_take_time
                                                else ()), *POINTERS)
         self.columns: dict[str, np.ndarray] = {name: np.zeros(0, dtype=np.int64)
                                                for name in self.NAMES}
@@ -145,20 +163,20 @@ class _Columns:
         self.late = np.zeros(0, dtype=np.int64)
         self.late_pointers = np.zeros((0, len(POINTERS)), dtype=np.int64)
         """The copied messages that do not repeat theirs, and their pointers."""
-        self.extend(run)
+        self.extend(held)
 
     @property
     def stop(self) -> int:
         """One past the last message copied."""
         return self.first + len(self.regular)
 
-    def extend(self, run: _Run) -> None:
+    def extend(self, held: Held) -> None:
         """Copy the messages the run loaded since (held: nothing loaded is dropped unreceived)."""
-        start = run.window.start
-        lo, hi = self.stop - start, len(run.window)
+        start = held.window.start
+        lo, hi = self.stop - start, len(held.window)
         if hi <= lo:
             return
-        s = run.s
+        s = held.s
         fresh = {"src": s.src[lo:hi], "dst": s.dst[lo:hi],  # src and dst: the route
                  "nbytes": s.send_stop[lo:hi] - s.send_start[lo:hi],
                  "reduce": s.reduce[lo:hi].astype(np.int64),
@@ -239,22 +257,22 @@ class _Writes:
         self.gone = self.gone[~np.isin(self.gone, broken)]
         self.live = self.live[~np.isin(self.live + self.received_by, broken)]
 
-    def apply(self, run: _Run, first: int, done: int, now: float, period_s: float) -> None:
+    def apply(self, held: Held, first: int, done: int, now: float, period_s: float) -> None:
         """Write period ``done + 1``'s states: the template's first message is at window
         position ``first``; the jump started at ``now``."""
         gone = self.gone + first
         fake = now + done * period_s  # finite, and earlier than any use of it
-        run.received[gone] = True
-        run.posted[gone] = np.where(run.posted[gone] < INF, run.posted[gone], fake)
-        run.arrived[gone] = np.where(run.arrived[gone] < INF, run.arrived[gone], fake)
+        held.received[gone] = True
+        held.posted[gone] = np.where(held.posted[gone] < INF, held.posted[gone], fake)
+        held.arrived[gone] = np.where(held.arrived[gone] < INF, held.arrived[gone], fake)
         live, into = self.live, self.live + self.received_by + first
         later = (done + 1) * period_s
         posted, arrived = self.posted[live], self.arrived[live]
-        run.received[into] = (self.status[live] & DONE) != 0
-        run.posted[into] = np.where((posted >= self.floor_s) & (posted < INF), posted + later,
-                                    posted)
-        run.arrived[into] = np.where((arrived >= self.floor_s) & (arrived < INF),
-                                     arrived + later, arrived)
+        held.received[into] = (self.status[live] & DONE) != 0
+        held.posted[into] = np.where((posted >= self.floor_s) & (posted < INF), posted + later,
+                                     posted)
+        held.arrived[into] = np.where((arrived >= self.floor_s) & (arrived < INF),
+                                      arrived + later, arrived)
 
 
 @dataclass
@@ -275,13 +293,24 @@ class _Period:
 class Steady:
     """Finds a run's steady period and jumps over its repeats (see the module). The run calls
     :meth:`boundary` at the end of every instant, :meth:`record` for its data operations,
-    :meth:`elapsed` for its link tally and :meth:`loaded` for each block it loads."""
+    :meth:`elapsed` for its link tally and :meth:`loaded` for each block it loads, and moves
+    its state on by the :class:`Jump` a boundary returns.
 
-    def __init__(self) -> None:
+    It reads the run's state through :class:`_State` (the messages ``held``, the ``flows``,
+    the ``starts`` and ``completions`` pending, the ``devices``, the capacity ``steps`` still
+    to come, the next last); a jump writes the messages' states in ``held``, replays a
+    period's data operations on ``buffers`` and its link tally on ``tally``.
+    ``initial_ready``: the latest time a message posted at the start may start at."""
+
+    def __init__(self, *, held: Held, flows: Flows, starts: Pending, completions: Pending,
+                 devices: Devices, buffers: Buffers, tally: LinkTally | None,
+                 steps: list[CapacityStep], initial_ready: float) -> None:
+        self.state = _State(held, flows, starts, completions, devices, steps, initial_ready)
+        self.held, self.buffers, self.tally, self.steps = held, buffers, tally, steps
+        self.reductions_take_time = devices.reductions_take_time
         self.seen: OrderedDict[bytes, Signature] = OrderedDict()
         self.period: _Period | None = None
         self.columns: _Columns | None = None
-        self.base = 0
         self.rest_until: tuple[int, float, int] = (-1, 0.0, -1)
         """Seek no period until the base passes the first, the time reaches the second, and the
         capacity steps left are not the third: where the last jump stopped."""
@@ -291,7 +320,6 @@ class Steady:
         self.jumps = 0
         self.skipped = 0
         """Jumps made, and the instants they went over (:class:`VectorTiming`)."""
-
 
     @property
     def recording(self) -> bool:
@@ -309,78 +337,81 @@ class Steady:
         assert self.period is not None
         self.period.tally.append((np.flatnonzero(users > 0), seconds))
 
-    def loaded(self, run: _Run) -> None:
+    def loaded(self) -> None:
         """A block was loaded: copy its columns while a period is known."""
         if self.columns is not None:
-            self.columns.extend(run)
+            self.columns.extend(self.held)
 
     # -- at the end of an instant --------------------------------------------------------------
 
-    def boundary(self, run: _Run, now: float) -> float:
-        """The end of an instant at ``now``: look for a period, confirm it twice, jump over its
-        repeats. Returns the time the run goes on from (later than ``now`` after a jump)."""
+    def boundary(self, now: float, instants: int) -> Jump | None:
+        """The end of the run's ``instants``-th instant, at ``now``: look for a period, confirm
+        it twice, jump over its repeats. Returns what a jump went over (None: no jump)."""
         if self.period is None:
             self.tick += 1
-            if self.tick % self.stride or self._resting(run, now):
-                return now
-        signature = self._signature(run, now)
+            if self.tick % self.stride or self._resting(now):
+                return None
+        signature = self.state.signature(now, instants)
         if signature is None:
             self._forget()
-            return now
+            return None
         if self.period is not None:
-            return self._confirm(run, signature)
+            return self._confirm(signature)
         earlier = self.seen.get(signature.digest)
         if earlier is not None and self.stride > 1:  # a multiple of the period: find it itself
             self.stride, self.misses, earlier = 1, 0, None
         if earlier is not None and signature.base > earlier.base and signature.top > earlier.top:
             shift = signature.base - earlier.base
             if signature.top - earlier.top == shift:
-                run.load_through(signature.top + shift)
-                self.columns = _Columns(run, signature.base, shift)
-                self.period = _Period(self._snapshot(run, signature),
+                self.held.load_through(signature.top + shift)
+                self.columns = _Columns(self.held, signature.base, shift,
+                                        self.reductions_take_time)
+                self.period = _Period(self.state.snapshot(signature),
                                       signature.instant - earlier.instant,
                                       signature.now - earlier.now, shift)
-                return now
+                return None
         self.misses += 1
         if self.misses == MISSES:
             self.stride, self.misses = min(2 * self.stride, STRIDE), 0
         self.seen[signature.digest] = signature
         self.seen.move_to_end(signature.digest)
-        oldest = run.instants - STORE_INSTANTS
+        oldest = instants - STORE_INSTANTS
         while self.seen and next(iter(self.seen.values())).instant < oldest:
             self.seen.popitem(last=False)
-        return now
+        return None
 
-    def _resting(self, run: _Run, now: float) -> bool:
+    def _resting(self, now: float) -> bool:
+        """Whether to seek no period yet: where the last jump stopped is not passed."""
         base, until_s, steps = self.rest_until
-        return (now < until_s or len(run.capacity_steps) == steps
-                or (base >= 0 and self._first_unreceived(run) <= base))
+        return (now < until_s or len(self.steps) == steps
+                or (base >= 0 and self.state.first_unreceived() <= base))
 
     def _forget(self) -> None:
+        """Forget every signature and the period being confirmed."""
         self.seen.clear()
         self.period = None
         self.columns = None
 
-    def _confirm(self, run: _Run, signature: Signature) -> float:
+    def _confirm(self, signature: Signature) -> Jump | None:
         """At the end of a period being confirmed: go on to a second, or jump."""
         period, columns = self.period, self.columns
         assert period is not None and columns is not None
         start = period.start.signature
         if signature.instant - start.instant < period.instants:
-            return signature.now
-        snapshot = self._snapshot(run, signature)
+            return None
+        snapshot = self.state.snapshot(signature)
         if not self._repeats(period, snapshot, columns):
             self._forget()
-            return signature.now
+            return None
         if not period.second:
             self.period = _Period(snapshot, period.instants, period.period_s, period.shift,
                                   second=True)
-            return signature.now
+            return None
         self.period = None
-        now = self._jump(run, period, snapshot, columns)
+        jump = self._jump(period, snapshot, columns)
         self.seen.clear()
         self.columns = None
-        return now
+        return jump
 
     def _repeats(self, period: _Period, snapshot: Snapshot, columns: _Columns) -> bool:
         """Whether ``snapshot`` is the period's start one period on, bit for bit: where a
@@ -401,9 +432,11 @@ class Steady:
 
     # -- the jump ------------------------------------------------------------------------------
 
-    def _jump(self, run: _Run, period: _Period, at: Snapshot, columns: _Columns) -> float:
+    def _jump(self, period: _Period, at: Snapshot, columns: _Columns) -> Jump | None:
         """Jump from ``at`` over as many repeats of ``period`` (its template: the operations
-        and tally it recorded) as are exact; the new time."""
+        and tally it recorded) as are exact, replaying what they leave behind; what it went
+        over (None: not a period)."""
+        held = self.held
         shift, period_s = period.shift, period.period_s
         now = at.signature.now
         top_of_binade = 2.0 ** math.frexp(now)[1]
@@ -412,8 +445,8 @@ class Steady:
         repeats = math.floor((top_of_binade - at.signature.ceiling - horizon - period_s)
                              / period_s)
         capped = False
-        if run.capacity_steps:
-            step_s = run.capacity_steps[-1].at_s
+        if self.steps:
+            step_s = self.steps[-1].at_s
             before_step = math.floor((step_s - at.signature.ceiling - horizon) / period_s) - 1
             capped = before_step < repeats
             repeats = min(repeats, before_step)
@@ -429,7 +462,7 @@ class Steady:
         while done < repeats:
             offset = (done + 1) * shift
             reach = top + offset
-            run.load_through(reach)
+            held.load_through(reach)
             if columns.stop <= reach:
                 break
             fresh = columns.irregular(first + offset, reach) - offset - first
@@ -438,129 +471,147 @@ class Steady:
                 if touched[fresh].any():
                     break
                 writes.drop(fresh)
-            if not self._safe(run, columns, np.flatnonzero(broken) + first + offset,
+            if not self._safe(columns, np.flatnonzero(broken) + first + offset,
                               first + offset, reach, now + done * period_s):
                 break
             for op, messages in period.ops:
-                run.replay(op, messages + offset - run.window.start)
-            if run.tally is not None:
-                busy = run.tally.busy
+                self._replay(op, messages + offset - held.window.start)
+            if self.tally is not None:
+                busy = self.tally.busy
                 for links, seconds in period.tally:
                     busy[links] += seconds
-            writes.apply(run, first + offset - run.window.start, done, now, period_s)
+            writes.apply(held, first + offset - held.window.start, done, now, period_s)
             done += 1
-            if run.due_to_drop:
-                run.drop()
-                columns.trim(run.window.start)
+            if held.drop_due:
+                held.drop()
+                columns.trim(held.window.start)
         if done < repeats:  # the schedule's period broke
             self.rest_until = (top + done * shift, 0.0, -1)
         elif capped:
-            self.rest_until = (-1, 0.0, len(run.capacity_steps))
+            self.rest_until = (-1, 0.0, len(self.steps))
         else:
             self.rest_until = (-1, top_of_binade, -1)
         if done == 0:
-            return now
+            return None
         self.jumps += 1
         self.skipped += done * period.instants
-        return run.shift_state(done * shift, done * period_s, period.instants * done, now,
-                               any(op is Op.RECEIVE for op, _ in period.ops))
+        return Jump(done * shift, done * period_s, period.instants * done,
+                    any(op is Op.RECEIVE for op, _ in period.ops))
 
-    def _safe(self, run: _Run, columns: _Columns, broken: np.ndarray, first: int, last: int,
+    def _replay(self, op: Op, messages: np.ndarray) -> None:
+        """What posting or receiving ``messages`` (window positions) does to the data, alone:
+        the timing is the jump's."""
+        if op is Op.POST:
+            self.held.load_ahead(messages)
+            self.buffers.snapshot(messages)
+        else:
+            self.buffers.combine(messages)
+
+    def _safe(self, columns: _Columns, broken: np.ndarray, first: int, last: int,
               now: float) -> bool:
         """Whether the next period (from ``now``, on messages ``first`` to ``last``) can repeat
         the template where ``broken`` messages of its range do not repeat theirs: nothing is in
         progress on them, and no message that does not repeat its own, not yet received,
         points into the range (it could move with it where its counterpart does not)."""
-        start, held = run.window.start, len(run.window)
+        start, size = self.held.window.start, len(self.held.window)
         broken = broken[broken >= start] - start
-        if len(broken) and not self._inert_now(run, broken, now).all():
+        if len(broken) and not self.state.inert_now(broken, now).all():
             return False
         pointing = columns.pointing(first, last)
-        pointing = pointing[(pointing >= start) & (pointing < start + held)] - start
-        return not len(pointing) or bool(run.received[pointing].all())
-
-    def _inert_now(self, run: _Run, messages: np.ndarray, now: float) -> np.ndarray:
-        """:func:`inert` of ``messages`` (window positions) as the run holds them at ``now``."""
-        result: np.ndarray = run.received[messages].copy()
-        if result.all():
-            return result
-        rest = messages[~result]
-        result[~result] = inert(*self._status(run, rest, now))
-        return result
+        pointing = pointing[(pointing >= start) & (pointing < start + size)] - start
+        return not len(pointing) or bool(self.held.received[pointing].all())
 
 
+class _State:
+    """The run's state as :class:`Steady` reads it: relative to an instant's time and to the
+    first message not yet received (:class:`Signature`, :class:`Snapshot`), from the messages
+    ``held``, the ``flows``, the ``starts`` and ``completions`` pending, the ``devices`` and
+    the capacity ``steps`` still to come. ``initial_ready``: the latest time a message posted
+    at the start may start at."""
 
-    # -- the signature -------------------------------------------------------------------------
+    def __init__(self, held: Held, flows: Flows, starts: Pending, completions: Pending,
+                 devices: Devices, steps: list[CapacityStep], initial_ready: float) -> None:
+        self.held, self.flows, self.devices = held, flows, devices
+        self.starts, self.completions = starts, completions
+        self.steps = steps
+        self.initial_ready = initial_ready
+        self.base = 0
+        """The first message not yet received, as last found (:meth:`first_unreceived`)."""
 
-    def _signature(self, run: _Run, now: float) -> Signature | None:
-        """The run's state at ``now`` in relative terms, or None where no period can be exact
-        from it: nothing in progress, a rank yet to enter, or a time of the state outside the
-        binade of ``now``."""
-        if now <= 0.0 or (run.entry is not None and float(run.entry.max()) > now):
+    def signature(self, now: float, instants: int) -> Signature | None:
+        """The run's state at ``now``, after ``instants`` instants, in relative terms, or None
+        where no period can be exact from it: nothing in progress, a rank yet to enter, or a
+        time of the state outside the binade of ``now``."""
+        flows, starts, completions, devices = (self.flows, self.starts, self.completions,
+                                               self.devices)
+        if now <= 0.0 or (devices.entry is not None and float(devices.entry.max()) > now):
             return None
-        start = run.window.start
-        base = self._first_unreceived(run)
-        top = run.top
+        start = self.held.window.start
+        base = self.first_unreceived()
+        top = self.held.top
         if top < base:
             return None
-        if now <= run.initial_ready:  # a start may still depend on a post at the start
+        if now <= self.initial_ready:  # a start may still depend on a post at the start
             return None
         lo = base - start
-        times = [run.pend_at, run.ends[run.ends < INF], run.updated, run.red_at]
-        gpu = run.gpu_free[run.gpu_free > now]
-        proxy = run.proxy_free[run.proxy_free > now]
+        times = [starts.at, flows.ends[flows.ends < INF], flows.updated, completions.at]
+        gpu = devices.gpu_free[devices.gpu_free > now]
+        proxy = devices.proxy_free[devices.proxy_free > now]
         exponent = math.frexp(now)[1]
         low = min((float(t.min()) for t in times if len(t)), default=now)
         high = max([now, *(float(t.max()) for t in (*times, gpu, proxy) if len(t))])
         if low < 2.0 ** (exponent - 1) or high >= 2.0 ** exponent:
             return None
         digest = hashlib.blake2b(digest_size=16)
-        digest.update(np.array([len(run.capacity_steps), exponent, top - base, len(run.pend_ids),
-                                len(run.active), len(run.red_ids)], dtype=np.int64).tobytes())
-        for part in (run.pend_ids - lo, run.pend_at - now,
-                     run.active - lo, run.rate, run.remaining, run.ends - now,
-                     run.updated - now, run.red_ids - lo, run.red_at - now,
-                     np.maximum(run.gpu_free - now, 0.0), np.maximum(run.proxy_free - now, 0.0)):
+        digest.update(np.array([len(self.steps), exponent, top - base, len(starts.ids),
+                                len(flows.active), len(completions.ids)],
+                               dtype=np.int64).tobytes())
+        for part in (starts.ids - lo, starts.at - now,
+                     flows.active - lo, flows.rate, flows.remaining, flows.ends - now,
+                     flows.updated - now, completions.ids - lo, completions.at - now,
+                     np.maximum(devices.gpu_free - now, 0.0),
+                     np.maximum(devices.proxy_free - now, 0.0)):
             digest.update(np.ascontiguousarray(part).tobytes())
-        return Signature(run.instants, now, base, top, high, digest.digest())
+        return Signature(instants, now, base, top, high, digest.digest())
 
-    @staticmethod
-    def _since(run: _Run, messages: np.ndarray, now: float) -> np.ndarray:
+    def since(self, messages: np.ndarray, now: float) -> np.ndarray:
         """When ``messages`` (window positions, posted) were posted, relative to ``now``; -inf
         for those whose start no longer depends on it (the later of now and post + latency is
         now), whichever post time it was."""
-        posted = run.posted[messages]
-        since: np.ndarray = np.where(run.ready(messages, posted) >= now, posted - now, -INF)
+        posted = self.held.posted[messages]
+        since: np.ndarray = np.where(self.devices.ready(messages, posted) >= now, posted - now,
+                                     -INF)
         return since
 
-    def _snapshot(self, run: _Run, signature: Signature) -> Snapshot:
+    def snapshot(self, signature: Signature) -> Snapshot:
         """The statuses and times of every message from the signature's base to its top."""
-        start = run.window.start
+        held = self.held
+        start = held.window.start
         lo, hi = signature.base - start, signature.top - start + 1
-        status, since = self._status(run, np.arange(lo, hi), signature.now)
-        return Snapshot(signature, status, since, run.posted[lo:hi].copy(),
-                        run.arrived[lo:hi].copy())
+        status, since = self.status(np.arange(lo, hi), signature.now)
+        return Snapshot(signature, status, since, held.posted[lo:hi].copy(),
+                        held.arrived[lo:hi].copy())
 
-    def _status(self, run: _Run, messages: np.ndarray,
-                now: float) -> tuple[np.ndarray, np.ndarray]:
+    def status(self, messages: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
         """The status bits of ``messages`` (window positions), and when those posted and not
-        received were posted, relative to ``now`` (:meth:`_since`; inf for the others)."""
-        received, posted = run.received[messages], run.posted[messages]
+        received were posted, relative to ``now`` (:meth:`since`; inf for the others)."""
+        held = self.held
+        received, posted = held.received[messages], held.posted[messages]
         status = (received.astype(np.uint8) | ((posted < INF).astype(np.uint8) * POSTED)
-                  | ((run.arrived[messages] < INF).astype(np.uint8) * ARRIVED)
-                  | ((run.s.posted_after[messages] == NONE).astype(np.uint8) * INITIAL))
-        status[np.isin(messages, np.concatenate([run.active, run.pend_ids, run.red_ids]))] |= (
-            STARTED)
+                  | ((held.arrived[messages] < INF).astype(np.uint8) * ARRIVED)
+                  | ((held.s.posted_after[messages] == NONE).astype(np.uint8) * INITIAL))
+        started = np.concatenate([self.flows.active, self.starts.ids, self.completions.ids])
+        status[np.isin(messages, started)] |= STARTED
         since = np.full(len(messages), INF)
         live = np.flatnonzero((posted < INF) & ~received)
-        since[live] = self._since(run, messages[live], now)
+        since[live] = self.since(messages[live], now)
         return status, since
 
-    def _first_unreceived(self, run: _Run) -> int:
+    def first_unreceived(self) -> int:
         """The first message not yet received (schedule number), found from the last one."""
-        start = run.window.start
+        start = self.held.window.start
         at = max(self.base - start, 0)
-        received = run.received
+        received = self.held.received
         while at < len(received):
             chunk = received[at:at + 4096]
             if not chunk.all():
@@ -569,3 +620,12 @@ class Steady:
             at += len(chunk)
         self.base = at + start
         return self.base
+
+    def inert_now(self, messages: np.ndarray, now: float) -> np.ndarray:
+        """:func:`inert` of ``messages`` (window positions) as the run holds them at ``now``."""
+        result: np.ndarray = self.held.received[messages].copy()
+        if result.all():
+            return result
+        rest = messages[~result]
+        result[~result] = inert(*self.status(rest, now))
+        return result

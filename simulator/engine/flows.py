@@ -1,0 +1,200 @@
+"""The flows of a vectorised run: the messages moving their bytes over links, at their max-min
+fair share of every link they cross (:func:`~simulator.engine.kernel.max_min_rates`).
+
+A flow joins when its message starts and leaves when its bytes are through; the capacity
+timeline's steps change links under it, and a failed link moves it onto its pair's new route.
+The links re-share once per instant, at its end, and only the flows connected to a link whose
+flows or capacity changed (:func:`component`): the kernel gives a component alone the rates it
+gets among every flow, to the bit. A flow's remaining bytes are brought up to date only when
+its rate moves (``remaining -= rate · (now - updated)``, then ``end = now + remaining / rate``),
+with the SimPy fabric's operations.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from simulator.engine.kernel import INF, CapacityStep
+from simulator.engine.routes import Routes
+from simulator.engine.tally import LinkTally
+from simulator.engine.window import Held
+
+
+def component(dirty: np.ndarray, link_of: np.ndarray, route_of: np.ndarray,
+              routes: int) -> np.ndarray:
+    """Which of ``routes`` routes (entry k: route ``route_of[k]`` crosses link ``link_of[k]``)
+    are connected to a ``dirty`` link through links they share: grown from the dirty links
+    until no route joins, or every route once more than half have (re-sharing all is exact
+    too, and then cheaper than finding the rest)."""
+    reached = dirty.copy()
+    touched = np.zeros(routes, dtype=bool)
+    while True:
+        hit = np.zeros(routes, dtype=bool)
+        hit[route_of[reached[link_of]]] = True
+        new = hit & ~touched
+        if not new.any():
+            return touched
+        touched |= new
+        if 2 * int(touched.sum()) > routes:
+            return np.ones(routes, dtype=bool)
+        reached[link_of[new[route_of]]] = True
+
+
+class Flows:
+    """The active flows, by message (window positions of the messages ``held`` holds): bytes
+    left as of ``updated``, rate, and when each ends at that rate (inf before its first
+    share); the links whose flows or capacity changed since the last re-share."""
+
+    def __init__(self, held: Held, routes: Routes) -> None:
+        self.held, self.routes = held, routes
+        self.active = np.zeros(0, dtype=np.int64)
+        self.remaining = np.zeros(0)
+        self.rate = np.zeros(0)
+        self.updated = np.zeros(0)
+        self.ends = np.zeros(0)
+        self.dirty = np.zeros(len(routes.users), dtype=bool)
+        """Links whose flows or capacity changed since the last re-share."""
+        self.changed = False
+        """Whether a flow joined or left, or a capacity changed, since the last re-share."""
+        self.sharing_wall_s = 0.0
+        """Wall time spent re-sharing (:class:`~simulator.engine.vector.VectorTiming`)."""
+
+    def moves(self, messages: np.ndarray) -> np.ndarray:
+        """Which messages move bytes over links (the others end when they start, as in the
+        fabric: no bytes, or no link between the two ranks)."""
+        moves: np.ndarray = (self.held.nbytes(messages) > 0) & (
+            self.routes.count[self.held.pair[messages]] > 0)
+        return moves
+
+    def next(self) -> float:
+        """When the first flow ends at its rate now (inf: none does)."""
+        earliest: float = self.ends.min(initial=INF)
+        return earliest
+
+    def join(self, flows: np.ndarray, now: float) -> None:
+        """``flows`` (messages) start moving their bytes ``now``, at no rate until re-shared."""
+        routes = self.routes
+        links = routes.links_of(self.held.pair[flows])
+        routes.users += np.bincount(links, minlength=len(routes.users))
+        self.dirty[links] = True
+        self.active = np.concatenate([self.active, flows])
+        self.remaining = np.concatenate([self.remaining, self.held.nbytes(flows)])
+        self.rate = np.concatenate([self.rate, np.zeros(len(flows))])
+        self.updated = np.concatenate([self.updated, np.full(len(flows), now)])
+        self.ends = np.concatenate([self.ends, np.full(len(flows), INF)])
+        self.changed = True
+
+    def end(self, now: float) -> np.ndarray:
+        """The flows that end ``now``, no longer active."""
+        over = self.ends == now
+        ended: np.ndarray = self.active[over]
+        self._keep(~over)
+        return ended
+
+    def _keep(self, keep: np.ndarray) -> None:
+        """Only the active flows ``keep`` says stay active."""
+        if keep.all():
+            return
+        routes = self.routes
+        links = routes.links_of(self.held.pair[self.active[~keep]])
+        routes.users -= np.bincount(links, minlength=len(routes.users))
+        self.dirty[links] = True
+        self.active, self.remaining = self.active[keep], self.remaining[keep]
+        self.rate, self.updated, self.ends = self.rate[keep], self.updated[keep], self.ends[keep]
+        self.changed = True
+
+    def settle(self, now: float) -> None:
+        """The end of an instant: re-share if anything changed in it."""
+        if self.changed:
+            self._reshare(now)
+        self.changed = False
+
+    def _reshare(self, now: float) -> None:
+        """New max-min rates for the active flows connected to a link whose flows or capacity
+        changed since the last re-share (the component the instant touched: the kernel gives
+        a component alone the rates it gets among every flow, to the bit, and the others keep
+        theirs); retime those whose rate moved."""
+        dirty, self.dirty = self.dirty, np.zeros(len(self.dirty), dtype=bool)
+        if len(self.active) == 0:
+            return
+        clock = time.perf_counter()
+        routes = self.routes
+        pair = self.held.pair[self.active]
+        if routes.users.max() <= 1:  # no link shared: every flow alone on its route
+            rates = routes.alone[pair]
+        else:  # flows on one route get one rate: share each route once, with its flow count
+            copies = np.bincount(pair, minlength=len(routes.count))
+            routed = np.flatnonzero(copies)
+            whole = routes.recall(routed, copies[routed])  # this very set met before
+            touched = routed if whole is not None else routed[component(
+                dirty, routes.links_of(routed),
+                np.repeat(np.arange(len(routed)), routes.count[routed]), len(routed))]
+            which = np.full(len(copies), -1, dtype=np.int64)
+            which[touched] = np.arange(len(touched), dtype=np.int64)
+            shared = whole if whole is not None else routes.shares(touched, copies[touched])
+            mine = which[pair]
+            rates = self.rate.copy()
+            inside = mine >= 0
+            rates[inside] = shared[mine[inside]]
+        moved = rates != self.rate
+        if moved.any():
+            remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])
+            self.remaining[moved] = np.maximum(remaining, 0.0)
+            self.updated[moved] = now
+            self.rate[moved] = rates[moved]
+            with np.errstate(divide="ignore", invalid="ignore"):  # rate 0: a link carries
+                ends = now + self.remaining[moved] / rates[moved]  # nothing, the flow waits
+            self.ends[moved] = np.where(rates[moved] > 0, ends, INF)
+        self.sharing_wall_s += time.perf_counter() - clock
+
+    def step(self, step: CapacityStep, tally: LinkTally | None) -> None:
+        """Apply a step of the capacity timeline (re-shared at the end of its instant); where
+        links fail, ``tally`` keeps the bytes their pairs moved on their old routes."""
+        self.routes.set_capacity(step.links, step.capacities)
+        self.dirty[step.links] = True
+        self.changed = True
+        if step.down:
+            self._reroute(step.down, step.at_s, tally)
+
+    def _reroute(self, failed: frozenset[tuple[str, str]], now: float,
+                 tally: LinkTally | None) -> None:
+        """Links ``failed`` fail at ``now``: the pairs whose route crosses one take a new
+        route, their flows on their way moved onto it with the bytes they have left, re-shared
+        at the end of the instant (a flow's bytes are brought up to date when its rate moves,
+        as ever)."""
+        routes, held = self.routes, self.held
+        after = routes.routing.rerouted(failed)
+        after.check_reach(held.machine.placement, now, failed)
+        pairs = routes.crossing(failed)
+        pair = held.pair[self.active]
+        moving = np.isin(pair, pairs)
+        flows = np.flatnonzero(moving)
+        old = routes.links_of(pair[flows])
+        routes.users -= np.bincount(old, minlength=len(routes.users))
+        self.dirty[old] = True
+        if tally is not None:
+            left = np.maximum(self.remaining[flows] - self.rate[flows]
+                              * (now - self.updated[flows]), 0.0)
+            waiting = np.flatnonzero((held.arrived == INF) & np.isin(held.pair, pairs))
+            waiting = waiting[~np.isin(waiting, self.active)]
+            unmoved = np.bincount(np.searchsorted(pairs, held.pair[waiting]),
+                                  weights=held.nbytes(waiting), minlength=len(pairs))
+            unmoved += np.bincount(np.searchsorted(pairs, pair[flows]), weights=left,
+                                   minlength=len(pairs))
+            tally.settle(routes, pairs, unmoved)
+        routes.reroute(after, pairs)
+        new = routes.links_of(pair[flows])
+        routes.users += np.bincount(new, minlength=len(routes.users))
+        self.dirty[new] = True
+
+    def renumber(self, dropped: int) -> None:
+        """The window dropped ``dropped`` messages from its front."""
+        self.active = self.active - dropped
+
+    def shift(self, messages: int, seconds: float) -> None:
+        """A steady period's jump: each flow ``messages`` further on, its times ``seconds``
+        later (its bytes and rate as they are)."""
+        self.active = self.active + messages
+        self.ends, self.updated = self.ends + seconds, self.updated + seconds

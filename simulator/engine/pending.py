@@ -1,0 +1,43 @@
+"""Messages due at a later instant of a vectorised run: the starts of posted messages (after
+their latency, their sender's proxy and the message before them on their connection) and the
+completions of receives (when their reduction ends, or when their late rank enters).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.engine.kernel import INF
+
+
+class Pending:
+    """Messages (window positions) each due at a time, in the order they were added."""
+
+    def __init__(self) -> None:
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.at = np.zeros(0)
+
+    def add(self, messages: np.ndarray, at: np.ndarray) -> None:
+        """``messages`` are due at ``at`` (one time each), after those already pending."""
+        self.ids = np.concatenate([self.ids, messages])
+        self.at = np.concatenate([self.at, at])
+
+    def next(self) -> float:
+        """The earliest time anything is due (inf: nothing is)."""
+        earliest: float = self.at.min(initial=INF)
+        return earliest
+
+    def pop(self, now: float) -> np.ndarray:
+        """The messages due at ``now``, no longer pending."""
+        due = self.at == now
+        ids: np.ndarray = self.ids[due]
+        self.ids, self.at = self.ids[~due], self.at[~due]
+        return ids
+
+    def renumber(self, dropped: int) -> None:
+        """The window dropped ``dropped`` messages from its front."""
+        self.ids = self.ids - dropped
+
+    def shift(self, messages: int, seconds: float) -> None:
+        """A steady period's jump: each due ``messages`` further on, ``seconds`` later."""
+        self.ids, self.at = self.ids + messages, self.at + seconds

@@ -1,0 +1,193 @@
+"""The routes a vectorised run uses, and the max-min shares of the sets of flows on them.
+
+:class:`Routes` routes each (sender, receiver) pair of a schedule once, when a block first uses
+it, and keeps per pair what the engine reads per message: the route's latency, its network
+proxy time, its links (numbered as the capacity timeline numbers them) and the rate a flow
+gets alone on it. It also keeps the links' capacities now (the capacity timeline's steps and
+failed links change them: :meth:`Routes.set_capacity`, :meth:`Routes.reroute`), the flows on
+each link, and remembers the max-min rates of the sets of flows it solved
+(:meth:`Routes.shares`): a pipeline's steady state meets the same sets again and again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+
+import numpy as np
+
+from simulator.engine.kernel import (
+    INF,
+    CapacityTimeline,
+    lone_rate,
+    lone_rates,
+    max_min_rates,
+    ranges,
+)
+from simulator.model.machine import Machine
+from simulator.model.routing import Routing
+
+SHARES_BYTES = 32 << 20
+"""How much memory :meth:`Routes.shares` may keep sets of flows and their rates in (the
+latest first): a pipeline's repeating sets are small, a ``direct`` of 16,000 flows' are not."""
+
+
+def _size(key: tuple[bytes, bytes], rates: np.ndarray) -> int:
+    """Bytes a remembered set of flows and its rates hold."""
+    return len(key[0]) + len(key[1]) + rates.nbytes
+
+
+class Routes:
+    """Latency and links of every (sender, receiver) pair the messages use, each routed once,
+    when a block first uses it (pair keys kept sorted for a vectorised lookup)."""
+
+    def __init__(self, machine: Machine, timeline: CapacityTimeline) -> None:
+        self.machine = machine
+        self.routing = machine.routing
+        """The routes now (links that failed change them: :meth:`reroute`)."""
+        self.nodes: tuple[str, ...] = machine.placement
+        """The node of each endpoint: the ranks' GPUs, then any switches (:meth:`switches`)."""
+        self.number = timeline.number
+        self.capacity = timeline.at_start() if timeline else timeline.nominal
+        """Every link's capacity now (the capacity timeline's steps change it)."""
+        none = np.zeros(0, dtype=np.int64)
+        self.keys, self.ids = none, none
+        """Pair keys (sender × ranks + receiver), sorted, and the pair number of each."""
+        self.key_of = none
+        """Each pair's key, by pair number."""
+        self.latency = np.zeros(0)
+        self.proxy = np.zeros(0)
+        """Each pair's network proxy time per message (``Route.proxy_s``)."""
+        self.count, self.first, self.links = none, none, none
+        self.alone = np.zeros(0)
+        """Each pair's rate alone on its route: the smallest capacity it crosses."""
+        self.users = np.zeros(len(self.capacity), dtype=np.int64)
+        """Active flows on each link, kept as flows join and leave."""
+        self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
+        self._shares: OrderedDict[tuple[bytes, bytes], np.ndarray] = OrderedDict()
+        self._shares_bytes = 0
+
+    def recall(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray | None:
+        """The rates :meth:`shares` remembers for this set of flows, None if it does not."""
+        key = (routed.tobytes(), copies.tobytes())
+        rates = self._shares.get(key)
+        if rates is not None:
+            self._shares.move_to_end(key)
+        return rates
+
+    def shares(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray:
+        """The max-min rate of a flow on each of the ``routed`` pairs, ``copies`` flows on
+        each: solved once per set of flows and remembered (a pipeline's steady state meets the
+        same sets again and again; the rates are a function of the set and the capacities,
+        which forget every set when they change), the latest sets up to :data:`SHARES_BYTES`."""
+        rates = self.recall(routed, copies)
+        if rates is not None:
+            return rates
+        key = (routed.tobytes(), copies.tobytes())
+        flow_of = np.repeat(np.arange(len(routed)), self.count[routed])
+        rates = max_min_rates(flow_of, self.links_of(routed), len(routed), self.capacity,
+                              copies[flow_of])
+        self._shares[key] = rates
+        self._shares_bytes += _size(key, rates)
+        while self._shares_bytes > SHARES_BYTES:
+            old_key, old_rates = self._shares.popitem(last=False)
+            self._shares_bytes -= _size(old_key, old_rates)
+        return rates
+
+    def switches(self, names: tuple[str, ...]) -> None:
+        """Endpoints ``-1 - g`` are switch ``names[g]`` (before any pair is routed)."""
+        self.nodes = (*self.machine.placement, *names)
+
+    def pairs(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The pair number of each (sender, receiver), routing the pairs not met before."""
+        nodes, ranks = len(self.nodes), self.machine.ranks
+        if nodes > ranks:  # switch endpoints -1 - g are nodes ranks + g
+            src, dst = np.where(src < 0, ranks - 1 - src, src), np.where(dst < 0, ranks - 1 - dst,
+                                                                          dst)
+        key = src * nodes + dst
+        if np.array_equal(key, self._last[0]):  # blocks of whole steps repeat their pairs
+            return self._last[1]
+        at = np.searchsorted(self.keys, key)
+        found = at < len(self.keys)
+        found[found] = self.keys[at[found]] == key[found]
+        if not found.all():
+            self._add(np.unique(key[~found]))
+            at = np.searchsorted(self.keys, key)
+        pair: np.ndarray = self.ids[at]
+        self._last = (key, pair)
+        return pair
+
+    def _add(self, keys: np.ndarray) -> None:
+        """Route the pairs of ``keys`` (not met before), numbered on from the pairs known."""
+        latency: list[float] = []
+        proxy: list[float] = []
+        counts: list[int] = []
+        links: list[int] = []
+        alone: list[float] = []
+        for key in keys.tolist():
+            src, dst = divmod(key, len(self.nodes))
+            if src == dst:  # a join marker: no route, no time (Schedule.markers)
+                latency.append(0.0)
+                proxy.append(0.0)
+                alone.append(INF)
+                counts.append(0)
+                continue
+            route = self.routing.route(self.nodes[src], self.nodes[dst])
+            latency.append(route.latency_s)
+            proxy.append(route.proxy_s)
+            alone.append(lone_rate(self.capacity[self.number[link]] for link in route.links))
+            counts.append(len(route.links))
+            links.extend(self.number[link] for link in route.links)
+        ids = np.arange(len(self.latency), len(self.latency) + len(keys), dtype=np.int64)
+        self.latency = np.concatenate([self.latency, latency])
+        self.proxy = np.concatenate([self.proxy, proxy])
+        self.alone = np.concatenate([self.alone, alone])
+        self.count = np.concatenate([self.count, np.array(counts, dtype=np.int64)])
+        self.first = np.cumsum(self.count) - self.count
+        self.links = np.concatenate([self.links, np.array(links, dtype=np.int64)])
+        self.key_of = np.concatenate([self.key_of, keys])
+        keys, ids = np.concatenate([self.keys, keys]), np.concatenate([self.ids, ids])
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.ids = keys[order], ids[order]
+
+    def crossing(self, failed: frozenset[tuple[str, str]]) -> np.ndarray:
+        """The pairs whose route crosses a link of ``failed``, in pair order."""
+        down = np.array([self.number[link] for link in failed], dtype=np.int64)
+        pair_of = np.repeat(np.arange(len(self.count)), self.count)
+        return np.unique(pair_of[np.isin(self.links, down)])
+
+    def reroute(self, routing: Routing, pairs: np.ndarray) -> None:
+        """Links failed: routes from now on are ``routing``'s (which avoids them), and ``pairs``
+        (those whose route crossed one) take their new route (latency, links and lone rate)."""
+        self.routing = routing
+        count = self.count.copy()
+        fresh: list[int] = []
+        for pair in pairs.tolist():
+            src, dst = divmod(int(self.key_of[pair]), len(self.nodes))
+            route = self.routing.route(self.nodes[src], self.nodes[dst])
+            self.latency[pair], self.proxy[pair] = route.latency_s, route.proxy_s
+            count[pair] = len(route.links)
+            fresh.extend(self.number[link] for link in route.links)
+        first = np.cumsum(count) - count
+        links = np.empty(int(count.sum()), dtype=np.int64)
+        kept = np.ones(len(count), dtype=bool)
+        kept[pairs] = False
+        links[ranges(first[kept], count[kept])] = self.links[ranges(self.first[kept],
+                                                                    self.count[kept])]
+        links[ranges(first[pairs], count[pairs])] = fresh
+        self.count, self.first, self.links = count, first, links
+        self.set_capacity(np.zeros(0, dtype=np.int64), np.zeros(0))
+
+    def set_capacity(self, links: np.ndarray, capacities: np.ndarray) -> None:
+        """New capacities for ``links``; every pair's lone rate follows."""
+        self.capacity[links] = capacities
+        self._shares.clear()
+        self._shares_bytes = 0
+        pairs = len(self.count)
+        self.alone = lone_rates(np.repeat(np.arange(pairs), self.count), self.links, pairs,
+                                self.capacity)
+
+    def links_of(self, pairs: np.ndarray) -> np.ndarray:
+        """The links of each pair's route, concatenated."""
+        links: np.ndarray = self.links[ranges(self.first[pairs], self.count[pairs])]
+        return links
+
