@@ -141,13 +141,11 @@ def _same(a: _Position, b: _Position) -> bool:
 
 
 @dataclass
-class _Recording:
+class _Ops:
     """The ops of a trace as they are recorded, one entry per op in each list (op numbers are
-    creation order; :meth:`schedule` renumbers them)."""
+    creation order; :meth:`_Recording.schedule` renumbers them)."""
 
     name: str
-    machine: Machine | None = None
-    """Where a group's rounds may reduce over several switches (None: each in one switch)."""
     src: list[int] = field(default_factory=list)
     dst: list[int] = field(default_factory=list)
     send: list[Span] = field(default_factory=list)
@@ -157,31 +155,8 @@ class _Recording:
     connection_previous: list[int] = field(default_factory=list)
     receive_previous: list[int] = field(default_factory=list)
     channel: list[int] = field(default_factory=list)
-    sends: dict[_Connection, list[tuple[Span, int]]] = field(default_factory=dict)
-    """Per connection, each posted send's span and what it was posted after, in posting order."""
-    receives: dict[_Connection, list[int]] = field(default_factory=dict)
-    """Per connection, the op of each receive, in request order."""
-    channel_numbers: dict[tuple[int, ...], int] = field(default_factory=dict)
     limit: int | None = field(default_factory=_LIMIT.get)
     """The most ops it may record (:func:`limited`)."""
-    switches: dict[SwitchKey, int] = field(default_factory=dict)
-    """Each series of in-switch rounds (contributors, receivers, channel), numbered g: its
-    endpoint, or its tree's root's (:attr:`ends`)."""
-    ends: list[SwitchEnd] = field(default_factory=list)
-    """Every switch endpoint, numbered as ``-1 - g`` names it."""
-    trees: dict[int, tuple[Aggregation, dict[str, tuple[int, int]], dict[int, Aggregation]]] = \
-        field(default_factory=dict)
-    """Per series g whose rounds reduce over several switches: the tree, for each switch below
-    the root its endpoints that sum and send up and that pass the result down, and the switch
-    each rank enters by."""
-    uploads: dict[tuple[int, int], list[int]] = field(default_factory=dict)
-    """Per (group, rank), the upload op of each round, in order."""
-    results: dict[tuple[int, int], list[int]] = field(default_factory=dict)
-    """Per (group, rank), the copy-down op of each round the rank waits for, in order."""
-    direct: set[_Path] = field(default_factory=set)
-    """Threads that reduce themselves (on any rank)."""
-    branches: dict[_Path, dict[int, set[int]]] = field(default_factory=dict)
-    """Per thread, each of its parallels' branches (on any rank)."""
 
     def op(self, src: int, dst: int, send: Span, recv: Span, reduce: bool, posted_after: int,
            receive_previous: int, channel: int = 0) -> int:
@@ -214,73 +189,64 @@ class _Recording:
             position.marker = marker
         return position.marker
 
-    def thread(self, rank: int, outbox: Outbox, program: Program, start: _Position,
-               path: _Path) -> _Position:
-        """Record one thread of ``rank`` (its program, or a branch of a parallel) from
-        ``start``; returns where it ends."""
-        position = start
-        parallels = itertools.count()
-        for request in program:
-            self.posts(rank, outbox, position)
-            if isinstance(request, Parallel):
-                k = next(parallels)
-                self.branches.setdefault(path, {}).setdefault(k, set()).update(
-                    range(len(request.programs)))
-                ends: list[int] = []
-                for b, branch in enumerate(request.programs):
-                    end = self.thread(rank, outbox, branch, position, (*path, (k, b)))
-                    if not _same(end, position):
-                        ends.extend(end.ends if isinstance(end, _Join) and end.marker is None
-                                    else [self.at(end)])
-                position = (position if not ends else ends[0] if len(ends) == 1
-                            else _Join(rank, ends))
-            elif isinstance(request, Recv):
-                after = self.at(position)
-                op = self.op(request.peer, rank, request.into, request.into,
-                             request.combine is REDUCE, NONE, after,
-                             self.channel_of(request.channel))
-                self.receives.setdefault((request.peer, rank, request.channel), []).append(op)
-                position = op
-                if request.combine is REDUCE:
-                    self.direct.add(path)
-            elif isinstance(request, LocalReduce):
-                after = self.at(position)
-                position = self.op(rank, rank, request.source, request.into, True, after, after)
-                self.direct.add(path)
-            elif isinstance(request, LocalCopy):
-                after = self.at(position)
-                position = self.op(rank, rank, request.source, request.into, False, after, after)
-            elif isinstance(request, SwitchResult):
-                key = (self.switch(request.key), rank)
-                position = self.op(NONE, rank, request.into, request.into, False, NONE,
-                                   self.at(position))
-                self.results.setdefault(key, []).append(position)
-            else:
-                raise AlgorithmError(f"{self.name}: rank {rank} yielded {request!r}; expected "
-                                     "comm.recv(...), comm.wait(...), comm.reduce(...), "
-                                     "comm.copy(...), comm.switch_result(...) or "
-                                     "comm.parallel(...)")
-        self.posts(rank, outbox, position)
-        return position
+    def schedule(self, reducing_threads: int, threaded: bool,
+                 switches: tuple[SwitchEnd, ...]) -> Schedule:
+        """The ops as a schedule, in creation order (``threaded``: with their channels as
+        :attr:`Schedule.thread`)."""
 
-    def posts(self, rank: int, outbox: Outbox, position: _Position) -> None:
-        """Record what ``rank`` posted since its last request, each posted after ``position``."""
-        for post in outbox.take():
-            after = self.at(position)
-            if isinstance(post, Send):
-                self.sends.setdefault((rank, post.peer, post.channel), []).append(
-                    (post.span, after))
-                self.channel_of(post.channel)
-            else:
-                self.contribute(rank, post, after)
+        def column(values: Sequence[int | bool]) -> np.ndarray:
+            return np.array(values, dtype=np.int64)
+
+        return Schedule(
+            column(self.src), column(self.dst), column([s.start for s in self.send]),
+            column([s.stop for s in self.send]), column([s.start for s in self.recv]),
+            column([s.stop for s in self.recv]), column(self.reduce).astype(bool),
+            column(self.posted_after), column(self.connection_previous),
+            column(self.receive_previous), reducing_threads=reducing_threads,
+            thread=column(self.channel) if threaded else None, switches=switches)
+
+
+@dataclass
+class _Switches:
+    """The in-switch reductions of a trace: each series of rounds (contributors, receivers,
+    channel) numbered g, its endpoints, and per (group, rank) its uploads and the copies down
+    it waits for, as recorded in ``ops``; matched into rounds once every program ended."""
+
+    ops: _Ops
+    machine: Machine | None = None
+    """Where a group's rounds may reduce over several switches (None: each in one switch)."""
+    switches: dict[SwitchKey, int] = field(default_factory=dict)
+    """Each series of in-switch rounds (contributors, receivers, channel), numbered g: its
+    endpoint, or its tree's root's (:attr:`ends`)."""
+    ends: list[SwitchEnd] = field(default_factory=list)
+    """Every switch endpoint, numbered as ``-1 - g`` names it."""
+    trees: dict[int, tuple[Aggregation, dict[str, tuple[int, int]], dict[int, Aggregation]]] = \
+        field(default_factory=dict)
+    """Per series g whose rounds reduce over several switches: the tree, for each switch below
+    the root its endpoints that sum and send up and that pass the result down, and the switch
+    each rank enters by."""
+    uploads: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    """Per (group, rank), the upload op of each round, in order."""
+    results: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    """Per (group, rank), the copy-down op of each round the rank waits for, in order."""
+
+    @property
+    def name(self) -> str:
+        """Whose trace (in errors)."""
+        return self.ops.name
 
     def contribute(self, rank: int, post: SwitchContribution, after: int) -> None:
         """An upload of ``post.span`` to the switch of ``post.group``, behind the rank's last."""
         g = self.switch(post.key)
         mine = self.uploads.setdefault((g, rank), [])
-        op = self.op(rank, -1 - self.entry(g, rank), post.span, post.span, False, after, NONE)
-        self.connection_previous[op] = mine[-1] if mine else NONE
+        op = self.ops.op(rank, -1 - self.entry(g, rank), post.span, post.span, False, after,
+                         NONE)
+        self.ops.connection_previous[op] = mine[-1] if mine else NONE
         mine.append(op)
+
+    def result(self, g: int, rank: int, op: int) -> None:
+        """Op ``op`` of ``rank`` takes the next result of series g (:meth:`switch`)."""
+        self.results.setdefault((g, rank), []).append(op)
 
     def switch(self, key: SwitchKey) -> int:
         """The number of the in-switch reduction group of the rounds ``key`` (its endpoint, or
@@ -313,6 +279,196 @@ class _Recording:
         leaf = leaf_of[rank]
         return g if leaf is tree else below[leaf.switch.name][0]
 
+    def match(self) -> None:
+        """Round k of a group: every member's k-th upload, chained in the group's order, and
+        the copies down to its receivers, who wait for its result, posted after the last
+        upload, each behind the copy of round k-1 down the same link."""
+        ops = self.ops
+        for (group, receivers, *_), g in self.switches.items():
+            uploads = [self.uploads.get((g, rank), []) for rank in group]
+            rounds = max(len(u) for u in uploads)
+            if min(len(u) for u in uploads) < rounds:
+                raise AlgorithmError(f"{self.name}: {rounds - min(len(u) for u in uploads)} "
+                                     "in-switch reduction(s) missed contributions from some "
+                                     "ranks")
+            for k in range(rounds):
+                span = ops.send[uploads[0][k]]
+                for rank, mine in zip(group, uploads, strict=True):
+                    if ops.send[mine[k]] != span:
+                        raise AlgorithmError(f"{self.name}: rank {rank} contributed "
+                                             f"{ops.send[mine[k]]} to in-switch reduction {k}, "
+                                             f"others {span}")
+                if g not in self.trees:
+                    for before, after in itertools.pairwise(mine[k] for mine in uploads):
+                        ops.receive_previous[after] = before
+            strays = sorted({rank for h, rank in self.results if h == g} - set(receivers))
+            if strays:
+                raise AlgorithmError(f"{self.name}: deadlock: ranks {strays[:8]} wait for "
+                                     "in-switch results never sent to them")
+            for rank in receivers:
+                results = self.results.get((g, rank), [])
+                if len(results) < rounds:
+                    raise AlgorithmError(f"{self.name}: rank {rank} takes {len(results)} of the "
+                                         f"{rounds} in-switch results sent to it")
+                if len(results) > rounds:
+                    raise AlgorithmError(f"{self.name}: deadlock: ranks {[rank]} wait for "
+                                         "messages that are never sent")
+                previous = NONE
+                for k, op in enumerate(results):
+                    span = ops.send[uploads[0][k]]
+                    if span.count != ops.recv[op].count:
+                        raise AlgorithmError(f"{self.name}: rank {rank} takes in-switch result "
+                                             f"{k} of {span.count} elements into a span of "
+                                             f"{ops.recv[op].count}")
+                    ops.src[op], ops.send[op] = -1 - g, span
+                    ops.posted_after[op] = uploads[-1][k]
+                    ops.connection_previous[op] = previous
+                    previous = op
+            if g in self.trees:
+                self.through_tree(g, group, receivers, uploads, rounds)
+
+    def through_tree(self, g: int, group: tuple[int, ...], receivers: tuple[int, ...],
+                     uploads: list[list[int]], rounds: int) -> None:
+        """Round by round, a series' ops over its tree of switches, as
+        :class:`~simulator.engine.inswitch.InSwitchReductions` moves them: each switch sums
+        its children's uploads (chained in its children's order) and sends the sum up to its
+        parent's endpoint; the root sends the total down to each child switch with receivers
+        below it, which passes it on, and to its own receivers; each link down carries one
+        copy a round, behind the round before's."""
+        ops = self.ops
+        tree, below, _ = self.trees[g]
+        upload = {rank: mine for rank, mine in zip(group, uploads, strict=True)}
+        wanted = set(receivers)
+        forwards: dict[str, int] = {}  # the last forward (or copy down) over each switch link
+        downs: dict[str, int] = {}
+
+        def summed(node: Aggregation, k: int, span: Span) -> int:
+            """Round k's children's ops into ``node``, chained; returns the last."""
+            into = g if node is tree else below[node.switch.name][0]
+            chained = []
+            for child in node.children:
+                if isinstance(child, int):
+                    chained.append(upload[child][k])
+                    continue
+                last = summed(child, k, span)
+                op = ops.op(-1 - below[child.switch.name][0], -1 - into, span, span, False,
+                            last, NONE)
+                ops.connection_previous[op] = forwards.get(child.switch.name, NONE)
+                forwards[child.switch.name] = op
+                chained.append(op)
+            for before, after in itertools.pairwise(chained):
+                ops.receive_previous[after] = before
+            return chained[-1]
+
+        def passed(node: Aggregation, k: int, span: Span, source: int, after: int) -> None:
+            """Round k's result from endpoint ``source`` (posted after op ``after``) down to
+            ``node``'s receivers, through the switches below it that have some."""
+            for child in node.children:
+                if isinstance(child, int):
+                    if child in wanted:
+                        op = self.results[(g, child)][k]
+                        ops.src[op], ops.posted_after[op] = -1 - source, after
+                    continue
+                if not wanted & set(child.ranks):
+                    continue
+                down = below[child.switch.name][1]
+                op = ops.op(-1 - source, -1 - down, span, span, False, after, NONE)
+                ops.connection_previous[op] = downs.get(child.switch.name, NONE)
+                downs[child.switch.name] = op
+                passed(child, k, span, down, op)
+
+        for k in range(rounds):
+            span = ops.send[uploads[0][k]]
+            passed(tree, k, span, g, summed(tree, k, span))
+
+
+@dataclass
+class _Recording:
+    """A trace as its programs run: each thread's requests recorded as ops (:class:`_Ops`),
+    sends and receives kept per connection until they are matched, in-switch reductions
+    (:class:`_Switches`), and the threads that reduce; :meth:`schedule` turns it into the
+    schedule."""
+
+    name: str
+    machine: Machine | None = None
+    """Where a group's rounds may reduce over several switches (None: each in one switch)."""
+    ops: _Ops = field(init=False)
+    rounds: _Switches = field(init=False)
+    sends: dict[_Connection, list[tuple[Span, int]]] = field(default_factory=dict)
+    """Per connection, each posted send's span and what it was posted after, in posting order."""
+    receives: dict[_Connection, list[int]] = field(default_factory=dict)
+    """Per connection, the op of each receive, in request order."""
+    channel_numbers: dict[tuple[int, ...], int] = field(default_factory=dict)
+    direct: set[_Path] = field(default_factory=set)
+    """Threads that reduce themselves (on any rank)."""
+    branches: dict[_Path, dict[int, set[int]]] = field(default_factory=dict)
+    """Per thread, each of its parallels' branches (on any rank)."""
+
+    def __post_init__(self) -> None:
+        self.ops = _Ops(self.name)
+        self.rounds = _Switches(self.ops, self.machine)
+
+    def thread(self, rank: int, outbox: Outbox, program: Program, start: _Position,
+               path: _Path) -> _Position:
+        """Record one thread of ``rank`` (its program, or a branch of a parallel) from
+        ``start``; returns where it ends."""
+        ops = self.ops
+        position = start
+        parallels = itertools.count()
+        for request in program:
+            self.posts(rank, outbox, position)
+            if isinstance(request, Parallel):
+                k = next(parallels)
+                self.branches.setdefault(path, {}).setdefault(k, set()).update(
+                    range(len(request.programs)))
+                ends: list[int] = []
+                for b, branch in enumerate(request.programs):
+                    end = self.thread(rank, outbox, branch, position, (*path, (k, b)))
+                    if not _same(end, position):
+                        ends.extend(end.ends if isinstance(end, _Join) and end.marker is None
+                                    else [ops.at(end)])
+                position = (position if not ends else ends[0] if len(ends) == 1
+                            else _Join(rank, ends))
+            elif isinstance(request, Recv):
+                after = ops.at(position)
+                op = ops.op(request.peer, rank, request.into, request.into,
+                            request.combine is REDUCE, NONE, after,
+                            self.channel_of(request.channel))
+                self.receives.setdefault((request.peer, rank, request.channel), []).append(op)
+                position = op
+                if request.combine is REDUCE:
+                    self.direct.add(path)
+            elif isinstance(request, LocalReduce):
+                after = ops.at(position)
+                position = ops.op(rank, rank, request.source, request.into, True, after, after)
+                self.direct.add(path)
+            elif isinstance(request, LocalCopy):
+                after = ops.at(position)
+                position = ops.op(rank, rank, request.source, request.into, False, after, after)
+            elif isinstance(request, SwitchResult):
+                g = self.rounds.switch(request.key)
+                position = ops.op(NONE, rank, request.into, request.into, False, NONE,
+                                  ops.at(position))
+                self.rounds.result(g, rank, position)
+            else:
+                raise AlgorithmError(f"{self.name}: rank {rank} yielded {request!r}; expected "
+                                     "comm.recv(...), comm.wait(...), comm.reduce(...), "
+                                     "comm.copy(...), comm.switch_result(...) or "
+                                     "comm.parallel(...)")
+        self.posts(rank, outbox, position)
+        return position
+
+    def posts(self, rank: int, outbox: Outbox, position: _Position) -> None:
+        """Record what ``rank`` posted since its last request, each posted after ``position``."""
+        for post in outbox.take():
+            after = self.ops.at(position)
+            if isinstance(post, Send):
+                self.sends.setdefault((rank, post.peer, post.channel), []).append(
+                    (post.span, after))
+                self.channel_of(post.channel)
+            else:
+                self.rounds.contribute(rank, post, after)
+
     def channel_of(self, channel: tuple[int, ...]) -> int:
         """The number of a channel path (first seen first): :attr:`Schedule.thread`."""
         return self.channel_numbers.setdefault(channel, len(self.channel_numbers))
@@ -324,22 +480,12 @@ class _Recording:
         (:func:`dependency_levels`, creation order among equals); AlgorithmError (a deadlock)
         where ops wait in a circle."""
         self.match_messages()
-        self.match_rounds()
-
-        def column(values: Sequence[int | bool]) -> np.ndarray:
-            return np.array(values, dtype=np.int64)
-
-        created = Schedule(
-            column(self.src), column(self.dst), column([s.start for s in self.send]),
-            column([s.stop for s in self.send]), column([s.start for s in self.recv]),
-            column([s.stop for s in self.recv]), column(self.reduce).astype(bool),
-            column(self.posted_after), column(self.connection_previous),
-            column(self.receive_previous), reducing_threads=self.reducing_threads(),
-            thread=column(self.channel) if len(self.channel_numbers) > 1 else None,
-            switches=tuple(self.ends))
+        self.rounds.match()
+        created = self.ops.schedule(self.reducing_threads(), len(self.channel_numbers) > 1,
+                                    tuple(self.rounds.ends))
         levels, stuck_ops = dependency_levels(created)
         if stuck_ops.size:
-            stuck = sorted({self.dst[m] for m in stuck_ops.tolist() if self.dst[m] >= 0})
+            stuck = sorted({self.ops.dst[m] for m in stuck_ops.tolist() if self.ops.dst[m] >= 0})
             raise deadlock(self.name, stuck, self.first_waits(set(stuck_ops.tolist())))
         return created.renumbered(np.lexsort((np.arange(created.size), levels)))
 
@@ -347,6 +493,7 @@ class _Recording:
         """The k-th send on each connection is the k-th receive on it (MPI's non-overtaking
         rule): give each receive its sender's span and posting, and its connection's message
         before it."""
+        ops = self.ops
         unsent: list[_Connection] = []
         for connection in sorted(set(self.sends) | set(self.receives)):
             sends = self.sends.get(connection, [])
@@ -354,12 +501,12 @@ class _Recording:
             src, dst, _ = connection
             previous = NONE
             for (span, after), op in zip(sends, receives, strict=False):
-                if span.count != self.recv[op].count:
+                if span.count != ops.recv[op].count:
                     raise AlgorithmError(f"{self.name}: rank {dst} received {span.count} "
                                          f"elements from rank {src} into a span of "
-                                         f"{self.recv[op].count}")
-                self.send[op], self.posted_after[op] = span, after
-                self.connection_previous[op] = previous
+                                         f"{ops.recv[op].count}")
+                ops.send[op], ops.posted_after[op] = span, after
+                ops.connection_previous[op] = previous
                 previous = op
             if len(receives) > len(sends):
                 unsent.append(connection)
@@ -375,117 +522,17 @@ class _Recording:
             raise AlgorithmError(f"{self.name}: rank {src} sent {len(unreceived)} message(s) "
                                  f"never received (first to rank {dst})")
 
-    def match_rounds(self) -> None:
-        """Round k of a group: every member's k-th upload, chained in the group's order, and
-        the copies down to its receivers, who wait for its result, posted after the last
-        upload, each behind the copy of round k-1 down the same link."""
-        for (group, receivers, *_), g in self.switches.items():
-            uploads = [self.uploads.get((g, rank), []) for rank in group]
-            rounds = max(len(u) for u in uploads)
-            if min(len(u) for u in uploads) < rounds:
-                raise AlgorithmError(f"{self.name}: {rounds - min(len(u) for u in uploads)} "
-                                     "in-switch reduction(s) missed contributions from some "
-                                     "ranks")
-            for k in range(rounds):
-                span = self.send[uploads[0][k]]
-                for rank, mine in zip(group, uploads, strict=True):
-                    if self.send[mine[k]] != span:
-                        raise AlgorithmError(f"{self.name}: rank {rank} contributed "
-                                             f"{self.send[mine[k]]} to in-switch reduction {k}, "
-                                             f"others {span}")
-                if g not in self.trees:
-                    for before, after in itertools.pairwise(mine[k] for mine in uploads):
-                        self.receive_previous[after] = before
-            strays = sorted({rank for h, rank in self.results if h == g} - set(receivers))
-            if strays:
-                raise AlgorithmError(f"{self.name}: deadlock: ranks {strays[:8]} wait for "
-                                     "in-switch results never sent to them")
-            for rank in receivers:
-                results = self.results.get((g, rank), [])
-                if len(results) < rounds:
-                    raise AlgorithmError(f"{self.name}: rank {rank} takes {len(results)} of the "
-                                         f"{rounds} in-switch results sent to it")
-                if len(results) > rounds:
-                    raise AlgorithmError(f"{self.name}: deadlock: ranks {[rank]} wait for "
-                                         "messages that are never sent")
-                previous = NONE
-                for k, op in enumerate(results):
-                    span = self.send[uploads[0][k]]
-                    if span.count != self.recv[op].count:
-                        raise AlgorithmError(f"{self.name}: rank {rank} takes in-switch result "
-                                             f"{k} of {span.count} elements into a span of "
-                                             f"{self.recv[op].count}")
-                    self.src[op], self.send[op] = -1 - g, span
-                    self.posted_after[op] = uploads[-1][k]
-                    self.connection_previous[op] = previous
-                    previous = op
-            if g in self.trees:
-                self.through_tree(g, group, receivers, uploads, rounds)
-
-    def through_tree(self, g: int, group: tuple[int, ...], receivers: tuple[int, ...],
-                     uploads: list[list[int]], rounds: int) -> None:
-        """Round by round, a series' ops over its tree of switches, as
-        :class:`~simulator.engine.inswitch.InSwitchReductions` moves them: each switch sums
-        its children's uploads (chained in its children's order) and sends the sum up to its
-        parent's endpoint; the root sends the total down to each child switch with receivers
-        below it, which passes it on, and to its own receivers; each link down carries one
-        copy a round, behind the round before's."""
-        tree, below, _ = self.trees[g]
-        upload = {rank: mine for rank, mine in zip(group, uploads, strict=True)}
-        wanted = set(receivers)
-        forwards: dict[str, int] = {}  # the last forward (or copy down) over each switch link
-        downs: dict[str, int] = {}
-
-        def summed(node: Aggregation, k: int, span: Span) -> int:
-            """Round k's children's ops into ``node``, chained; returns the last."""
-            into = g if node is tree else below[node.switch.name][0]
-            ops = []
-            for child in node.children:
-                if isinstance(child, int):
-                    ops.append(upload[child][k])
-                    continue
-                last = summed(child, k, span)
-                op = self.op(-1 - below[child.switch.name][0], -1 - into, span, span, False,
-                             last, NONE)
-                self.connection_previous[op] = forwards.get(child.switch.name, NONE)
-                forwards[child.switch.name] = op
-                ops.append(op)
-            for before, after in itertools.pairwise(ops):
-                self.receive_previous[after] = before
-            return ops[-1]
-
-        def passed(node: Aggregation, k: int, span: Span, source: int, after: int) -> None:
-            """Round k's result from endpoint ``source`` (posted after op ``after``) down to
-            ``node``'s receivers, through the switches below it that have some."""
-            for child in node.children:
-                if isinstance(child, int):
-                    if child in wanted:
-                        op = self.results[(g, child)][k]
-                        self.src[op], self.posted_after[op] = -1 - source, after
-                    continue
-                if not wanted & set(child.ranks):
-                    continue
-                down = below[child.switch.name][1]
-                op = self.op(-1 - source, -1 - down, span, span, False, after, NONE)
-                self.connection_previous[op] = downs.get(child.switch.name, NONE)
-                downs[child.switch.name] = op
-                passed(child, k, span, down, op)
-
-        for k in range(rounds):
-            span = self.send[uploads[0][k]]
-            passed(tree, k, span, g, summed(tree, k, span))
-
     def wait(self, connection: _Connection, k: int, op: int) -> Wait:
         """What receive ``op``, the (k+1)-th on ``connection``, waits for."""
         src, dst, channel = connection
-        return Wait(dst, src, k + 1, ".".join(map(str, channel)), self.recv[op].start,
-                    self.recv[op].stop)
+        recv = self.ops.recv[op]
+        return Wait(dst, src, k + 1, ".".join(map(str, channel)), recv.start, recv.stop)
 
     def first_waits(self, stuck: set[int]) -> list[Wait]:
         """Each rank's first receive among the ``stuck`` ops: what it waits for."""
         first: dict[int, tuple[int, Wait]] = {}
-        for connection, ops in self.receives.items():
-            for k, op in enumerate(ops):
+        for connection, receives in self.receives.items():
+            for k, op in enumerate(receives):
                 if op in stuck and (connection[1] not in first or op < first[connection[1]][0]):
                     first[connection[1]] = (op, self.wait(connection, k, op))
         return [wait for _, wait in first.values()]
