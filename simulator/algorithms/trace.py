@@ -405,6 +405,7 @@ class _Recording:
     """Per thread, each of its parallels' branches (on any rank)."""
 
     def __post_init__(self) -> None:
+        """The ops, and the in-switch reductions recorded among them."""
         self.ops = _Ops(self.name)
         self.rounds = _Switches(self.ops, self.machine)
 

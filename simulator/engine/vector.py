@@ -85,7 +85,6 @@ class VectorTiming:
     instead of processing them one by one."""
 
 
-
 class _Run:
     """One schedule on one machine, advanced instant by instant: the loop that ends the flows
     due, completes receives, posts what they release and starts what is ready, over the parts

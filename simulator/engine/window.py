@@ -44,6 +44,7 @@ class Window:
         self.start = 0
 
     def __len__(self) -> int:
+        """How many messages the window holds."""
         return self.hi - self.lo
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -75,7 +76,6 @@ class Window:
         self.start += messages
 
 
-
 class Snapshots:
     """Data of posted messages not yet received: one array per posting instant."""
 
@@ -93,10 +93,12 @@ class Snapshots:
 
     @property
     def batch(self) -> np.ndarray:
+        """Each held message's posting instant (a key of :attr:`arrays`; -1: not posted)."""
         return self.window["batch"]
 
     @property
     def offset(self) -> np.ndarray:
+        """Where each held message's data starts in its posting instant's array."""
         return self.window["offset"]
 
     def keep(self, messages: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> None:
@@ -168,6 +170,7 @@ class Followers:
             self._build()
 
     def _build(self) -> None:
+        """Rebuild the CSR of the followers of every held message."""
         pointer, start = self.window[self.pointer], self.window.start
         has = pointer >= start
         targets = pointer[has] - start
