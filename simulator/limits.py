@@ -55,7 +55,7 @@ ranks): 662 (bench/memory.py). A SimPy run stops once it holds more than MEMORY_
 them (~25.6 million)."""
 
 MAX_DIST_RANKS = 16_384
-"""Ranks of ``simulator.dist.spawn``, one thread each. Measured on this machine by starting
+"""Ranks of ``simulator.distributed.spawn``, one thread each. Measured on this machine by starting
 threads that wait on an event until one fails: the 22,417th fails ("can't start new thread")
 when the process reaches the kernel's ``vm.max_map_count`` of 65,530 memory maps, each thread
 taking ~2.9 (47,829 maps at 16,384 threads); a 256 KiB stack instead of the default 8 MiB takes

@@ -1,4 +1,4 @@
-"""simulator.dist: torch.distributed's calls on simulated ranks. Results against numpy, times
+"""simulator.distributed: torch.distributed's calls on simulated ranks. Results against numpy, times
 against run_point and a hand-computed ring, and every misuse as its exact error (never a hang)."""
 
 import sys
@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 import torch
 
-from simulator import InputError, dist, run_point
-from simulator.dist import CollectiveMismatch, RankError, ReduceOp
+import simulator.distributed as dist
+from simulator import InputError, run_point
+from simulator.distributed import CollectiveMismatch, RankError, ReduceOp
 from simulator.model.collective import Collective
 from simulator.model.reduction import ReduceOp as ModelOp
 
@@ -633,7 +634,7 @@ def test_a_rank_computing_longer_than_the_timeout_is_not_stalled():
 def test_the_kernel_says_which_threads_wait():
     """What keeps a rank starved of a CPU from being called still: its state is R, as this
     thread's is while it runs; a thread waiting on an event is not."""
-    from simulator.dist.rendezvous import _runnable
+    from simulator.distributed.rendezvous import _runnable
 
     event = threading.Event()
     waiting = threading.Thread(target=event.wait)

@@ -1,4 +1,4 @@
-"""simulator.dist's point-to-point calls (issue 25, item 3): send, recv, isend, irecv, their
+"""simulator.distributed's point-to-point calls (issue 25, item 3): send, recv, isend, irecv, their
 works, P2POp and batch_isend_irecv. The data each receive gets, the matching (tags, posting
 order, any source), times against the fabric's one-message cost on the default switch (two 1 us
 hops and bytes at 25 GB/s) and against sharing where messages fly together, the ranks' clocks,
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from simulator import dist
-from simulator.dist import CollectiveMismatch, MessageMismatch, RankError, Stalled
+import simulator.distributed as dist
+from simulator.distributed import CollectiveMismatch, MessageMismatch, RankError, Stalled
 from simulator.model.collective import Collective
 
 HOP_S, BANDWIDTH = 1e-6, 25e9

@@ -37,8 +37,9 @@ ALLOWED: dict[str, set[str]] = {
     "sweep": {"errors", "limits", "output", "plan", "runner", "scenario", "settings"},
     "trainer": {"plan", "runner", "training", "scenario", "algorithms", "model", "engine",
                 "output", "units", "limits", "errors", "settings"},
-    "dist": {"plan", "runner", "scenario", "algorithms", "model", "engine", "output", "limits",
-             "errors", "settings"},
+    "distributed": {"plan", "runner", "scenario", "algorithms", "model", "engine", "output",
+                    "limits", "errors", "settings"},
+    "dist": {"distributed"},  # the package's name until issue 37, an alias of it
     "commands": {"commands", "errors", "limits", "model", "output", "runner", "scenario",
                  "calibration", "measured", "sweep", "trainer", "tune"},
     "cli": {"commands", "output", "errors", "version"},  # the parser, the exit codes

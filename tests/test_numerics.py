@@ -215,7 +215,7 @@ def test_both_engines_round_to_the_same_bits(collective, name, dtype):
 def test_dist_reduces_torch_bfloat16_tensors_in_place_in_the_ring_s_order():
     import torch  # the test extra's (its import is slow: only here)
 
-    from simulator import dist
+    import simulator.distributed as dist
 
     tensors = {}
 

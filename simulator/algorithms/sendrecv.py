@@ -1,7 +1,7 @@
 """Point-to-point as a collective: every rank sends its whole buffer to the next rank and
 receives the previous rank's (:attr:`~simulator.model.collective.Collective.SENDRECV`), the
 pattern nccl-tests' ``sendrecv_perf`` times (``src/sendrecv.cu``: an ``ncclSend`` to rank r+1 and
-an ``ncclRecv`` from rank r-1, grouped), and the one ``simulator.dist``'s ring exchanges make with
+an ``ncclRecv`` from rank r-1, grouped), and the one ``simulator.distributed``'s ring exchanges make with
 ``isend``/``irecv``. It measures what a point-to-point message gets from the fabric: every rank's
 uplink and downlink each carry one message at once.
 """

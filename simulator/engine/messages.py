@@ -2,7 +2,7 @@
 own start, on one SimPy fabric that lives as long as the run, so that every message in flight at
 the same time shares links max-min fairly with the others.
 
-What :mod:`simulator.dist`'s ``send``/``recv`` time. A message alone on its route takes the
+What :mod:`simulator.distributed`'s ``send``/``recv`` time. A message alone on its route takes the
 fabric's one-message cost, ``route.latency_s + S / route.bottleneck_Bps`` (plus the sender's
 network proxy where the route has one); messages between the same pair inject one at a time, in
 the order added, as an NCCL connection's FIFO does (:meth:`~simulator.engine.fabric.Fabric.

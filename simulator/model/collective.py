@@ -157,7 +157,7 @@ class Expected:
         and whether the ranks agree bit for bit.
 
         Where the expected or the simulated value is not finite (a NaN or an infinity among the
-        inputs, as simulator.dist's users may give), the two must be the same special value, NaN
+        inputs, as simulator.distributed's users may give), the two must be the same special value, NaN
         matching NaN: IEEE arithmetic gives it in any order of reduction, so anything else is a
         wrong result (error infinite), and no rounding tolerance applies. Checked one rank at a
         time, so the float64 temporaries stay the size of one buffer.

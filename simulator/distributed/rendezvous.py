@@ -1,8 +1,8 @@
 """The ranks' threads and how their calls meet: each rank runs on its own thread and waits in a
-call; the thread of :func:`~simulator.dist.spawn` acts whenever every rank still running waits,
-so a run never hangs on a mistake in the calls. It first matches the sends and receives posted
-(:mod:`~simulator.dist.p2p`), starts those messages and releases the ranks whose messages
-arrived; failing that, it answers the ranks polling a work; failing that, every rank being in a
+call; the thread of :func:`~simulator.distributed.spawn` acts whenever every rank still running
+waits, so a run never hangs on a mistake in the calls. It first matches the sends and receives
+posted (:mod:`~simulator.distributed.p2p`), starts those messages and releases the ranks whose
+messages arrived; failing that, it answers the ranks polling a work; failing that, every rank being in a
 collective, it checks that their calls match (else :class:`CollectiveMismatch`), has it
 simulated and releases them; failing that, it runs the messages to their next arrival; and a
 rank waiting on a message none will send stops the run with :class:`Stalled`. It also stops
@@ -29,13 +29,14 @@ from typing import Any, Protocol
 import numpy as np
 
 import simulator.limits as limits
-from simulator.dist.p2p import Mailbox, Op, whom
+from simulator.distributed.p2p import Mailbox, Op, whom
 from simulator.errors import InputError, Problem, SimulatorError
 from simulator.model.collective import ROOT, Collective
 from simulator.model.reduction import ReduceOp as ModelOp
 
 SOURCE = "dist.spawn"
-"""What error messages about :func:`~simulator.dist.spawn`'s arguments name as their source."""
+"""What error messages about :func:`~simulator.distributed.spawn`'s arguments name as their
+source."""
 
 DEFAULT_TIMEOUT_S = 60.0
 """How long every rank not in a call must sit still before the watchdog stops a run. A rank
@@ -205,8 +206,9 @@ class Work:
 
 
 class Simulator(Protocol):
-    """What simulates a world's calls (:class:`~simulator.dist.collectives.Simulation`): each
-    collective at once, and the messages on a network that runs forward as far as it is told."""
+    """What simulates a world's calls (:class:`~simulator.distributed.collectives.Simulation`):
+    each collective at once, and the messages on a network that runs forward as far as it is
+    told."""
 
     @property
     def now(self) -> float:
@@ -237,14 +239,14 @@ class Released(BaseException):
 
 def current() -> Context | None:
     """The context of the rank whose code runs on this thread; None outside
-    :func:`~simulator.dist.spawn`."""
+    :func:`~simulator.distributed.spawn`."""
     context: Context | None = getattr(_local, "context", None)
     return context
 
 
 def context(what: str) -> Context:
     """This thread's rank, for the function ``what``; RuntimeError outside
-    :func:`~simulator.dist.spawn`."""
+    :func:`~simulator.distributed.spawn`."""
     found = current()
     if found is None:
         raise RuntimeError(f"{what}() called outside simulator.dist.spawn: it works only in the "
@@ -256,13 +258,14 @@ def context(what: str) -> Context:
 class World:
     """The ranks' shared state. Rank threads post their call and wait, each on its own event (a
     rank is woken alone: one condition shared by thousands of ranks woke them all at every
-    post, 9 s a collective at 4096 ranks); the thread of :func:`~simulator.dist.spawn` acts
-    whenever every rank still running is waiting in a call: it hands the sends and receives
-    that match to the simulator to start and releases the ranks whose messages arrived, or
-    else checks that the collective calls match, hands them (in rank order) to the simulator
-    and releases them, or runs the messages to their next arrival, or stops the run. Between, it watches the ranks outside a call (``timeout`` seconds, None for
-    never). A rank posts a send or receive without waiting (:meth:`post`), and waits on it
-    apart (:meth:`wait_on`)."""
+    post, 9 s a collective at 4096 ranks); the thread of :func:`~simulator.distributed.spawn`
+    acts whenever every rank still running is waiting in a call: it hands the sends and
+    receives that match to the simulator to start and releases the ranks whose messages
+    arrived, or else checks that the collective calls match, hands them (in rank order) to the
+    simulator and releases them, or runs the messages to their next arrival, or stops the run.
+    Between, it watches the ranks outside a call (``timeout`` seconds, None for never). A rank
+    posts a send or receive without waiting (:meth:`post`), and waits on it apart
+    (:meth:`wait_on`)."""
 
     size: int
     simulator: Simulator

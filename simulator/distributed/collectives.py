@@ -15,9 +15,9 @@ import numpy as np
 
 import simulator.limits as limits
 from simulator.algorithms.registry import REGISTRY
-from simulator.dist.p2p import Op
-from simulator.dist.rendezvous import SOURCE, Call
-from simulator.dist.tensors import write
+from simulator.distributed.p2p import Op
+from simulator.distributed.rendezvous import SOURCE, Call
+from simulator.distributed.tensors import write
 from simulator.engine.messages import Message, Network
 from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective

@@ -9,7 +9,7 @@ tensors as its data (:func:`simulator.runner.run_point`), and each rank's tensor
 result, in place. Tensors are numpy arrays, or CPU ``torch.Tensor``\\s when PyTorch is installed.
 
 >>> import numpy as np
->>> from simulator import dist
+>>> import simulator.distributed as dist  # as torch.distributed is; or: from simulator import dist
 >>> def step(rank: int) -> float:
 ...     tensor = np.array([float(rank)])
 ...     dist.all_reduce(tensor)            # op=dist.ReduceOp.SUM
@@ -60,7 +60,8 @@ running waits in a call. A rank stuck on something else (a barrier of its own, a
 watchdog's: it raises :class:`Stalled`, naming who waits for whom, once every rank left waits in
 a call or has sat still for ``timeout`` seconds (docs/dist.md).
 
-The package: this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
+The package (``simulator.dist`` until issue 37, a name kept as an alias: :mod:`simulator.dist`):
+this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
 matches their calls, :mod:`.p2p` queues and matches their sends and receives, :mod:`.tensors`
 turns tensors into numpy views and writes results back in place, and :mod:`.collectives`
 simulates each matched call or set of messages and records it.
@@ -82,7 +83,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.dist.collectives import (
+from simulator.distributed.collectives import (
     DEFAULT_BANDWIDTH,
     DEFAULT_LATENCY,
     CallRecord,
@@ -91,7 +92,7 @@ from simulator.dist.collectives import (
     base_scenario,
     chosen_algorithms,
 )
-from simulator.dist.rendezvous import (
+from simulator.distributed.rendezvous import (
     DEFAULT_TIMEOUT_S,
     SOURCE,
     Call,
@@ -105,7 +106,7 @@ from simulator.dist.rendezvous import (
     context,
     current,
 )
-from simulator.dist.tensors import (
+from simulator.distributed.tensors import (
     ReduceOp,
     TensorLike,
     as_model_op,
