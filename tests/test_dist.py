@@ -634,7 +634,7 @@ def test_a_rank_computing_longer_than_the_timeout_is_not_stalled():
 def test_the_kernel_says_which_threads_wait():
     """What keeps a rank starved of a CPU from being called still: its state is R, as this
     thread's is while it runs; a thread waiting on an event is not."""
-    from simulator.distributed.rendezvous import _runnable
+    from simulator.distributed.watchdog import _runnable
 
     event = threading.Event()
     waiting = threading.Thread(target=event.wait)

@@ -62,9 +62,11 @@ a call or has sat still for ``timeout`` seconds (docs/dist.md).
 
 The package (``simulator.dist`` until issue 37, a name kept as an alias: :mod:`simulator.dist`):
 this module is the API a rank calls; :mod:`.rendezvous` runs the ranks' threads and
-matches their calls, :mod:`.p2p` queues and matches their sends and receives, :mod:`.tensors`
-turns tensors into numpy views and writes results back in place, and :mod:`.collectives`
-simulates each matched call or set of messages and records it.
+holds their calls, :mod:`.coordinator` acts on them when every rank waits (matches, simulates,
+releases), :mod:`.watchdog` watches the ranks outside a call, :mod:`.stops` says why a run
+stops (its errors, naming who waits for whom), :mod:`.p2p` queues and matches their sends and
+receives, :mod:`.tensors` turns tensors into numpy views and writes results back in place, and
+:mod:`.collectives` simulates each matched call or set of messages and records it.
 
 May import: :mod:`simulator.plan`, :mod:`simulator.runner`, :mod:`simulator.scenario`,
 :mod:`simulator.algorithms`, :mod:`simulator.model`, :mod:`simulator.engine`,
@@ -93,19 +95,15 @@ from simulator.distributed.collectives import (
     chosen_algorithms,
 )
 from simulator.distributed.rendezvous import (
-    DEFAULT_TIMEOUT_S,
     SOURCE,
     Call,
-    CollectiveMismatch,
-    MessageMismatch,
-    RankError,
-    Stalled,
     Work,
     World,
     as_timeout,
     context,
     current,
 )
+from simulator.distributed.stops import CollectiveMismatch, MessageMismatch, RankError, Stalled
 from simulator.distributed.tensors import (
     ReduceOp,
     TensorLike,
@@ -122,6 +120,7 @@ from simulator.distributed.tensors import (
     write,
     write_each,
 )
+from simulator.distributed.watchdog import DEFAULT_TIMEOUT_S
 from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution

@@ -3,8 +3,8 @@ which wait on one) posts an :class:`Op` to the :class:`Mailbox`, and the mailbox
 with receives as MPI and ``torch.distributed`` do: per (sender, receiver, tag), in the order each
 rank posted them (non-overtaking), a receive from any source taking the earliest-posted (in
 simulated time, then the lowest rank) of the senders' next sends. The matching runs only when no
-rank can move (:class:`~simulator.distributed.rendezvous.World`), so which send a receive from any
-source gets never depends on how the threads ran."""
+rank can move (:class:`~simulator.distributed.coordinator.Coordinator`), so which send a receive
+from any source gets never depends on how the threads ran."""
 
 from __future__ import annotations
 
