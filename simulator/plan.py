@@ -6,7 +6,7 @@ picks the algorithms, decides a point's channels, payload and NCCL's answer for 
 NCCL's predicted time, whether it is NCCL's pick: :mod:`simulator.model.nccl_point`), and
 computes its closed form, all without running an engine. :func:`simulator.runner.run_plan` runs
 a plan, :func:`simulator.runner.outlook` reads the plans before a run, and the trainer and
-:mod:`simulator.dist` plan their own points. May import the scenario, the algorithms, the model,
+:mod:`simulator.distributed` plan their own points. May import the scenario, the algorithms, the model,
 the engine's value types and the settings.
 """
 
@@ -142,7 +142,7 @@ def nccl_runs(scenario: Scenario, machine: Machine, size_bytes: int) -> Point | 
     NCCL's pick runs on (:func:`runs_pick`: the one whose binding holds the symmetric kernel,
     or NCCL's own kernel of the family), with the scenario's options. None where NCCL's model
     picks nothing (one rank, whose buffer NCCL copies; GPUs it has no graphs for). The one rule
-    for ``algorithms: auto``, a training step's ``auto`` and :mod:`simulator.dist`'s calls; a
+    for ``algorithms: auto``, a training step's ``auto`` and :mod:`simulator.distributed`'s calls; a
     point's own ``nccl_pick`` (:func:`~simulator.model.nccl_point.nccl_point`) follows it."""
     pick = nccl_pick(machine, size_bytes, scenario.collective, scenario.nccl,
                      dtype=scenario.dtype.name, op=scenario.reduce_op)

@@ -81,7 +81,7 @@ def run_point(scenario: str | Path | Mapping[str, Any] | Scenario, algorithm: Al
     (link usage, and the timeline if it traces the point, which then runs on SimPy).
     ``inputs`` gives the ranks' data instead of the seeded draw: an array of shape
     ``(ranks, proxy)`` (the plan's payload tells the proxy's length) that the run reduces in
-    place, so it ends holding every rank's result (how :mod:`simulator.dist` and training steps
+    place, so it ends holding every rank's result (how :mod:`simulator.distributed` and training steps
     move their own tensors).
     """
     scenario = as_scenario(scenario)

@@ -3,7 +3,7 @@ simulated.
 
 :func:`simulator.plan.plan_point` makes it once per point from a scenario; the engines
 (:mod:`simulator.engine.executor`), :func:`simulator.runner.run_plan` (which makes the point's
-results row of it alone), the outlook printed before a run, the trainer and :mod:`simulator.dist`
+results row of it alone), the outlook printed before a run, the trainer and :mod:`simulator.distributed`
 all read this one value instead of deriving its parts again. A plain frozen value of the
 engine's own types, so that nothing past the plan needs the scenario.
 """
