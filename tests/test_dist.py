@@ -14,7 +14,7 @@ import torch
 
 import simulator.distributed as dist
 from simulator import InputError, run_point
-from simulator.distributed import CollectiveMismatch, RankError, ReduceOp
+from simulator.distributed import CollectiveMismatch, RankError, ReduceOp, watchdog
 from simulator.model.collective import Collective
 from simulator.model.reduction import ReduceOp as ModelOp
 
@@ -610,25 +610,59 @@ def test_a_rank_blocked_in_c_is_named_at_its_own_line():
         finish(held.release)
 
 
-def test_a_rank_computing_longer_than_the_timeout_is_not_stalled():
-    """The watchdog fires only when nothing moves: rank 1 busy for 3 timeouts in Python, then
-    waiting (still) on a thread of its own that computes for as long, while the others wait in
-    a barrier, is waited for."""
-    def busy(seconds: float) -> None:
-        clock = time.thread_time()
-        while time.thread_time() - clock < seconds:  # CPU time: busy however loaded the machine
-            pass
+def busy(seconds: float) -> None:
+    """Compute for ``seconds`` of this thread's CPU time: as much work however loaded the
+    machine."""
+    clock = time.thread_time()
+    while time.thread_time() - clock < seconds:
+        pass
+
+
+class Lockstep:
+    """The watchdog's clock in place of ``watchdog.watch_clock``: time passes only by steps of
+    work. Each time the watchdog reads it, one :meth:`step` runs whole (``cpu_s`` of CPU time on
+    the thread that waits for its turn there), and only then does the clock move on by
+    ``step_s``: between any two looks a step ran, so whether the watchdog fires depends on what
+    the ranks did, never on how a loaded machine schedules them. After ``steps`` steps the clock
+    stands still."""
+
+    def __init__(self, steps: int, step_s: float, cpu_s: float) -> None:
+        self.now, self.left, self.step_s, self.cpu_s = 0.0, steps, step_s, cpu_s
+        self.turn, self.done = threading.Semaphore(0), threading.Semaphore(0)
+
+    def __call__(self) -> float:
+        if self.left:
+            self.left -= 1
+            self.turn.release()
+            assert self.done.acquire(timeout=60), "no step came"  # a broken test, never a race
+            self.now += self.step_s
+        return self.now
+
+    def step(self) -> None:
+        assert self.turn.acquire(timeout=60), "the watchdog stopped reading its clock"
+        busy(self.cpu_s)
+        self.done.release()
+
+
+def test_a_rank_computing_longer_than_the_timeout_is_not_stalled(monkeypatch):
+    """The watchdog fires only when nothing moves: a rank busy for 3 timeouts in Python, then
+    waiting (still) on a thread of its own that computes for as long, is waited for. Its clock
+    moves half a timeout for each 10 ms of CPU time they spend (Lockstep): on the machine's
+    clock, a loaded machine that gave them no CPU for 0.1 s made the rank look still."""
+    clock = Lockstep(steps=12, step_s=0.05, cpu_s=0.01)
+    monkeypatch.setattr(watchdog, "watch_clock", clock)
 
     def step(rank: int) -> int:
-        if rank == 1:
-            busy(0.3)
-            helper = threading.Thread(target=busy, args=(0.3,))
-            helper.start()
-            helper.join()
+        for _ in range(6):
+            clock.step()
+        helper = threading.Thread(target=lambda: [clock.step() for _ in range(6)])
+        helper.start()
+        helper.join()
         dist.barrier()
         return rank
 
-    assert dist.spawn(step, 3, timeout=0.1).returns == (0, 1, 2)
+    assert dist.spawn(step, 1, timeout=0.1).returns == (0,)
+    assert (clock.left, clock.now) == (0, pytest.approx(0.6))  # 6 timeouts went by
 
 
 def test_the_kernel_says_which_threads_wait():

@@ -11,10 +11,10 @@ call. Everything here runs under the world's lock, the one thread that waits on 
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from simulator.distributed import watchdog
 from simulator.distributed.stops import (
     MessageMismatch,
     RankError,
@@ -46,7 +46,7 @@ class Coordinator:
         """Act whenever every rank still running waits in a call, watch the ranks between, and
         end as the world's ``stop`` says (None: every rank returned and every message arrived)."""
         world, period = self.world, self.watchdog.period
-        look = time.monotonic()
+        look = watchdog.watch_clock()
         with world.lock:
             while world.stop is None and len(world.returned) < world.size:
                 if world.failed:
@@ -57,7 +57,7 @@ class Coordinator:
                     self._meet()
                 elif period is None:
                     world.lock.wait()
-                elif (now := time.monotonic()) >= look:
+                elif (now := watchdog.watch_clock()) >= look:
                     look = now + period
                     world.stop = self.watchdog.look(world, now)
                 else:

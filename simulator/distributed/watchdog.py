@@ -43,6 +43,13 @@ when that is shorter): a look reads every running rank's CPU clock and Python fr
 here at a median of 14 ms for 4,096 ranks and 60 ms for 16,384, so a look a second costs at
 most 6 % of the thread that waits."""
 
+def watch_clock() -> float:
+    """The watchdog's clock (s): :func:`time.monotonic`, read before each look. Named apart so
+    that a test can put a clock of its own in its place and say when time passes, rather than
+    race the machine's (tests/test_dist.py)."""
+    return time.monotonic()
+
+
 MIN_WATCH_PERIOD_S = 0.01
 """The shortest time between two looks, so that a tiny timeout does not make the watchdog spin."""
 
