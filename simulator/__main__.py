@@ -1,7 +1,22 @@
-"""``python -m simulator``: see :mod:`simulator.cli`."""
+"""``python -m simulator``: see :mod:`simulator.cli`.
+
+A Ctrl-C that comes before the command line's own handling begins (while the package imports,
+or its arguments are parsed) ends the run as one after it does, with one line and exit 130
+(docs/design.md §3), rather than a traceback and death by SIGINT.
+"""
 
 import sys
 
-from simulator.cli import main
+EXIT_INTERRUPTED = 130
+"""The command line's exit code on Ctrl-C (``simulator.cli.EXIT_INTERRUPTED``), stated here
+since the interrupt may come before that module is imported."""
 
-sys.exit(main())
+try:
+    from simulator.cli import main
+
+    code = main()
+except KeyboardInterrupt:  # main handles its own; this one came before it could
+    print("python -m simulator: interrupted; files already written are complete",
+          file=sys.stderr)
+    code = EXIT_INTERRUPTED
+sys.exit(code)

@@ -3,7 +3,6 @@ kept as each point finishes, Ctrl-C, Parquet, and the Python API's frame against
 
 import io
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -125,8 +124,7 @@ def test_ctrl_c_during_a_write_is_held_until_every_results_file_has_the_point(sm
     def write_parquet(results, scenario, run, where):
         writes.append(len(results))
         if len(writes) == 2:
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)  # the handler runs in here, between two bytecodes
+            signal.raise_signal(signal.SIGINT)  # its handler has run when this returns
         real.results(results, scenario, run, where)
 
     monkeypatch.setitem(WRITERS, "parquet", replace(real, results=write_parquet))
@@ -151,8 +149,7 @@ def test_sigint_stops_a_run_with_one_line_and_keeps_the_finished_points(tmp_path
     proc = subprocess.Popen([sys.executable, "-m", "simulator", "run", str(scenario), "--output",
                              str(out)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, preexec_fn=heeds_ctrl_c)
-    deadline = time.monotonic() + 60
-    while not (out / "slow.csv").exists() and proc.poll() is None and time.monotonic() < deadline:
+    while not (out / "slow.csv").exists() and proc.poll() is None:  # the first point written
         time.sleep(0.01)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
@@ -164,6 +161,31 @@ def test_sigint_stops_a_run_with_one_line_and_keeps_the_finished_points(tmp_path
     assert stdout == ""
     assert list(pd.read_csv(out / "slow.csv").size_bytes) == [1024]
     assert sorted(p.name for p in out.iterdir()) == ["slow.csv", "slow.json"]
+
+
+def test_ctrl_c_while_the_command_line_imports_is_one_line_and_130(monkeypatch, capsys):
+    # a SIGINT landing before main can catch it, while `python -m simulator` still imports the
+    # command line (a second or more on a loaded machine), was death by SIGINT after a
+    # traceback (exit -2); it ends as any other Ctrl-C: one line, 130
+    import importlib.abc
+    import runpy
+
+    class Interrupts(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):
+            if name == "simulator.cli":
+                raise KeyboardInterrupt  # where Python raises it for a signal in an import
+            return None
+
+    monkeypatch.delitem(sys.modules, "simulator.cli")
+    monkeypatch.setattr(sys, "meta_path", [Interrupts(), *sys.meta_path])
+    exited: BaseException | None = None
+    try:
+        runpy.run_module("simulator", run_name="__main__")
+    except BaseException as error:  # not pytest.raises: an interrupt let out would stop pytest
+        exited = error
+    assert isinstance(exited, SystemExit) and exited.code == 130, exited
+    assert capsys.readouterr().err == ("python -m simulator: interrupted; files already written "
+                                       "are complete\n")
 
 
 def test_the_line_before_a_run_counts_the_points_and_sums_their_closed_forms(small, capsys):
