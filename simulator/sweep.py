@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from simulator.errors import InputError, Problem, SimulatorError
+from simulator.output.files import interrupts_held
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, plan_point, prepare
 from simulator.runner import checked_setup, plan_points, run_plan, settings_of
@@ -219,7 +220,23 @@ class _Taken:
 def _local(dask: _Dask, workers: int) -> tuple[Any, Any]:
     """A local cluster of ``workers`` single-threaded worker processes and its client, its
     scheduler giving a point up after :data:`ALLOWED_FAILURES` + 1 worker deaths; ClusterError,
-    one line, where it does not start."""
+    one line, where it does not start.
+
+    A Ctrl-C while it starts (seconds) is held until it is up, then the cluster is closed and
+    the interrupt raised: one interrupted part way is left to Dask's own close at exit, which
+    fails on its workers still starting and prints a traceback after the sweep's one line."""
+    cluster = client = None
+    try:
+        with interrupts_held():
+            cluster, client = _started(dask, workers)
+    except KeyboardInterrupt:
+        _close(client, cluster)
+        raise
+    return cluster, client
+
+
+def _started(dask: _Dask, workers: int) -> tuple[Any, Any]:
+    """:func:`_local`'s cluster and client, started."""
     with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
         try:
             cluster = dask.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
