@@ -1,7 +1,9 @@
-"""Shared test helpers: build scenarios in code and run single points."""
+"""Shared test helpers: build scenarios in code and run single points; count what ``all`` runs;
+the marks of registry-derived and golden tests."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -96,10 +98,42 @@ def inter_options(name: str) -> dict[str, Any]:
     return {"hierarchical": HierarchicalOptions(inter=get_algorithm(Collective.ALLREDUCE, name))}
 
 
+def runs_all(scenario: Scenario | Mapping[str, Any] | str | Path) -> list[str]:
+    """The algorithms ``algorithms: all`` runs for ``scenario`` (a Scenario, a mapping, or a
+    file under the repository), in the registry's order: the registered ones of its collective
+    that apply on its machine, as the runner picks them. Tests count points and rows with it, so
+    that they follow the registry rather than pin it (docs/writing-an-algorithm.md)."""
+    from simulator.scenario import load_scenario, scenario_from_dict
+
+    if isinstance(scenario, (str, Path)):
+        scenario = load_scenario(REPO / scenario)
+    elif not isinstance(scenario, Scenario):
+        scenario = scenario_from_dict({**scenario, "algorithms": "all"})
+    return [algorithm.name for algorithm in prepare(replace(scenario, algorithms=None)).algorithms]
+
+
 def run_one(scenario: Scenario, size_bytes: int, seed: int = 0) -> Result:
     """Run the scenario's first algorithm at one size."""
     setup = prepare(scenario)
     return run_point(scenario, setup.algorithms[0], size_bytes, seed=seed, setup=setup)
+
+
+MARKS = {
+    "registry": "expectations derived from the algorithm registry (counts of points and rows, "
+                "the algorithms `all` runs, those with a builder) rather than parametrised over "
+                "it",
+    "golden": "pins the golden run's output, which a new algorithm that `all` runs on one DGX "
+              "H100 changes: regenerate it (docs/writing-an-algorithm.md)",
+}
+"""The marks tests/test_authoring.py selects by, beside the tests parametrised with an
+algorithm's name: on a tree with the guide's example added, every ``registry`` test passes and
+every ``golden`` one fails, as the guide says."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Declare :data:`MARKS`."""
+    for mark, meaning in MARKS.items():
+        config.addinivalue_line("markers", f"{mark}: {meaning}")
 
 
 @pytest.fixture
@@ -108,5 +142,6 @@ def repo() -> Path:
     return REPO
 
 
-__all__ = ["CODE", "REPO", "applicable_scenario", "dgx_topology", "flat_scenario",
-           "flat_topology", "grid_dims", "inter_options", "prepare_machine", "run_one"]
+__all__ = ["CODE", "MARKS", "REPO", "applicable_scenario", "dgx_topology", "flat_scenario",
+           "flat_topology", "grid_dims", "inter_options", "prepare_machine", "run_one",
+           "runs_all"]

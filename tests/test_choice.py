@@ -11,15 +11,15 @@ import pytest
 
 from simulator import InputError, format_table, nccl_choice_per_size, simulate
 from simulator.scenario import scenario_from_dict
+from tests.conftest import runs_all
 
 H100 = {"topology": {"preset": "dgx_h100"}, "execution": "nccl"}
 
 
+@pytest.mark.registry
 def test_every_row_carries_nccl_model_time_and_the_pick_is_marked():
     frame = simulate({**H100, "algorithms": "all", "sizes": ["32KiB", "8MiB"]})
-    assert set(frame.algorithm) == {"ring", "direct", "one_shot", "two_shot", "two_shot_multicast",
-                                    "halving_doubling", "recursive_doubling", "swing", "bine",
-                                    "binomial_tree", "tree", "double_binary_tree", "nvls"}
+    assert list(frame.algorithm.unique()) == runs_all({**H100, "sizes": ["32KiB", "8MiB"]})
     picks = frame[frame.nccl_pick.astype(bool)]
     assert list(zip(picks.size_bytes, picks.algorithm, picks.protocol, strict=True)) == [
         (32768, "ring", "LL"), (8388608, "nvls", "Simple")]
@@ -145,6 +145,7 @@ def test_auto_where_nccls_model_cannot_pick_is_an_error_that_says_why(tmp_path, 
 EIGHT = {"topology": {"preset": "dgx_h100", "nodes": 8}}
 
 
+@pytest.mark.registry
 def test_auto_on_eight_dgx_h100_runs_one_point_a_size_the_row_all_gives_it():
     # 64 H100s: NCCL's tuner picks the double binary tree (LL) at 4 KiB and NVLSTree at 16 MiB;
     # auto simulates those two points only, rows in all's order (by algorithm, then size)
@@ -154,7 +155,8 @@ def test_auto_on_eight_dgx_h100_runs_one_point_a_size_the_row_all_gives_it():
     assert list(zip(auto.algorithm, auto.size_bytes, auto.protocol, strict=True)) == [
         ("nvls_tree", 16 << 20, "Simple"), ("double_binary_tree", 4096, "LL")]
     assert auto.nccl_pick.tolist() == [True, True] and auto.verified.all()
-    assert len(every) == 22 and every.nccl_pick.sum() == 2  # 11 algorithms apply there
+    assert len(every) == 2 * len(runs_all({**EIGHT, "sizes": sizes}))  # every one that applies
+    assert every.nccl_pick.sum() == 2
     pd.testing.assert_frame_equal(auto, every[every.nccl_pick.astype(bool)].reset_index(drop=True))
 
 
@@ -173,6 +175,7 @@ ONE_SHOT_AT_2GIB = (
     "bytes, the others below 68719476736, the size in whole 1024-byte cells)")
 
 
+@pytest.mark.registry
 def test_auto_at_2gib_on_one_dgx_h100_runs_nccls_pick_where_it_exited_2(tmp_path, capsys):
     # it ran every algorithm, one_shot too, whose LL kernels NCCL never runs from 2 GiB: exit 2
     from simulator.cli import main
@@ -193,8 +196,9 @@ def test_auto_at_2gib_on_one_dgx_h100_runs_nccls_pick_where_it_exited_2(tmp_path
     assert coming.notes == plans.left_out == (ONE_SHOT_AT_2GIB,)
     assert [(p.algorithm.name, p.size_bytes) for p in plans.plans
             if p.algorithm.name == "one_shot"] == [("one_shot", 1024)]
-    assert coming.describe().startswith("25 points to simulate (13 algorithms × 2 sizes, 1 left "
-                                        "out); ")
+    applying = len(runs_all({**H100, "sizes": ["1KiB", "2GiB"]}))
+    assert coming.describe().startswith(f"{2 * applying - 1} points to simulate ({applying} "
+                                        "algorithms × 2 sizes, 1 left out); ")
     # auto, planned: one point a size, said so
     plans, coming = _plans({**H100, "algorithms": "auto", "sizes": ["1KiB", "2GiB"]})
     assert [(p.algorithm.name, p.size_bytes) for p in plans.plans] == [

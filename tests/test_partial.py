@@ -20,7 +20,7 @@ from simulator.output.results import Result
 from simulator.output.writers import WRITERS
 from simulator.runner import checked_setup, outlook, plan_points
 from simulator.scenario import load_scenario
-from tests.conftest import REPO
+from tests.conftest import REPO, runs_all
 
 GOLDEN = "tests/data/dgx_small.yaml"
 
@@ -282,9 +282,12 @@ def test_the_api_frame_is_the_csv_the_command_line_writes(tmp_path):
     pd.testing.assert_frame_equal(simulate(mapping), frame)  # ... or a mapping: one frame
 
 
+@pytest.mark.registry
 def test_run_points_streams_the_rows_of_simulate():
     points = simulator.runner.run_points(GOLDEN)
     first = next(points)
     assert isinstance(first, Result) and (first.algorithm, first.size_bytes) == ("ring", 1024)
     rest = list(points)
-    assert len(rest) == 38  # 13 algorithms × 3 sizes, but the first
+    # every algorithm that applies, by algorithm then size: 13 × 3 when it was written
+    assert [(row.algorithm, row.size_bytes) for row in [first, *rest]] == [
+        (name, size) for name in runs_all(GOLDEN) for size in (1 << 10, 1 << 20, 64 << 20)]

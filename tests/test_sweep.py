@@ -8,10 +8,12 @@ from simulator import simulate
 from simulator.cli import main
 from simulator.scenario import scenario_from_dict
 from simulator.sweep import QUIET, Failure, sweep
+from tests.conftest import runs_all
 
 SWITCH = {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}
 
 
+@pytest.mark.registry
 def test_a_sweep_gives_the_rows_of_serial_runs_in_their_order():
     scenarios = [
         scenario_from_dict({"name": "flat", "topology": SWITCH, "sizes": [4096, 1 << 20],
@@ -24,7 +26,7 @@ def test_a_sweep_gives_the_rows_of_serial_runs_in_their_order():
     assert done.failures == ()
     for scenario, frame in zip(scenarios, done.frames, strict=True):
         pd.testing.assert_frame_equal(frame, simulate(scenario))
-    assert len(done.frames[0]) == 2 * 11  # every allreduce but hierarchical and nvls, 2 sizes
+    assert len(done.frames[0]) == 2 * len(runs_all(scenarios[0]))  # all that apply, 2 sizes
 
 
 def test_a_sweep_runs_the_points_run_runs_auto_picks_and_all_left_out_with_notes():

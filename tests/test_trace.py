@@ -40,16 +40,29 @@ def assert_same(built, traced):
             assert got[name] == value, name
 
 
-TRACED = ("nvls", "pat", "collnet_direct", "collnet_chain", "swing", "bine", "pairwise",
-          "one_shot", "two_shot_multicast")
-"""The algorithms that run on their program's trace alone (one_shot and two_shot_multicast: one
-node, no scale to build for)."""
+HAND_BUILT = {
+    Collective.ALLREDUCE: {"ring", "hierarchical", "nvls_tree", "direct", "two_shot",
+                           "halving_doubling", "recursive_doubling", "binomial_tree", "tree",
+                           "double_binary_tree", "bucket"},
+    Collective.REDUCE_SCATTER: {"ring", "direct", "halving_doubling"},
+    Collective.ALLGATHER: {"ring", "direct", "recursive_doubling"},
+    Collective.BROADCAST: {"ring", "direct", "binomial_tree", "tree"},
+    Collective.REDUCE: {"ring", "direct", "binomial_tree", "tree"},
+    Collective.ALLTOALL: {"direct"},
+    Collective.SENDRECV: {"direct"},
+}
+"""The algorithms with a hand-written builder: none may lose it unnoticed (a subclass that
+rewrites its program loses its parent's, Algorithm.has_builder), which would leave it on the
+SimPy engine under ``engine: auto``. The others run on their program's trace, as a new
+algorithm may (docs/writing-an-algorithm.md): today nvls, pat, the CollNet ones, swing, bine,
+pairwise, one_shot and two_shot_multicast (one node: no scale to build for)."""
 
 
-def test_every_algorithm_but_the_traced_ones_has_a_builder():
+@pytest.mark.registry
+def test_no_algorithm_loses_its_builder():
     for collective in Collective:
-        assert [name for c, name in BUILT if c is collective] == [
-            name for name in REGISTRY[collective] if name not in TRACED]
+        built = {name for c, name in BUILT if c is collective}
+        assert HAND_BUILT.get(collective, set()) <= built, collective
 
 
 FLAT = [(collective, name) for collective, name in BUILT
