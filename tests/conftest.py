@@ -1,8 +1,10 @@
 """Shared test helpers: build scenarios in code and run single points; count what ``all`` runs;
-the marks of registry-derived and golden tests."""
+add the guide's example algorithm to a copy of the package; the marks of registry-derived and
+golden tests."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -118,6 +120,30 @@ def run_one(scenario: Scenario, size_bytes: int, seed: int = 0) -> Result:
     return run_point(scenario, setup.algorithms[0], size_bytes, seed=seed, setup=setup)
 
 
+GUIDE = REPO / "docs" / "writing-an-algorithm.md"
+"""The guide to writing an algorithm, whose one ```python block is its worked example."""
+
+GUIDE_EXAMPLE = ("star", "StarAllreduce")
+"""The worked example's registry name and class."""
+
+
+def add_the_guide_example(package: Path) -> None:
+    """Add the guide's worked example to the copy of the package at ``package`` as the guide
+    says: saved as ``algorithms/star.py``, and its class added to ``_ALGORITHMS`` in
+    ``algorithms/registry.py`` with its import."""
+    name, cls = GUIDE_EXAMPLE
+    [source] = re.findall(r"^```python\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.M | re.S)
+    (package / "algorithms" / f"{name}.py").write_text(source, encoding="utf-8")
+    registry = package / "algorithms" / "registry.py"
+    text = registry.read_text(encoding="utf-8")
+    edited = text.replace("from simulator.algorithms.tree import",
+                          f"from simulator.algorithms.{name} import {cls}\n"
+                          "from simulator.algorithms.tree import", 1)
+    edited = edited.replace("    BucketAllreduce(),\n)", f"    BucketAllreduce(),\n    {cls}(),\n)", 1)
+    assert edited.count(cls) == 2, "the registry's shape changed; update this helper"
+    registry.write_text(edited, encoding="utf-8")
+
+
 MARKS = {
     "registry": "expectations derived from the algorithm registry (counts of points and rows, "
                 "the algorithms `all` runs, those with a builder) rather than parametrised over "
@@ -142,6 +168,6 @@ def repo() -> Path:
     return REPO
 
 
-__all__ = ["CODE", "MARKS", "REPO", "applicable_scenario", "dgx_topology", "flat_scenario",
-           "flat_topology", "grid_dims", "inter_options", "prepare_machine", "run_one",
-           "runs_all"]
+__all__ = ["CODE", "GUIDE", "GUIDE_EXAMPLE", "MARKS", "REPO", "add_the_guide_example",
+           "applicable_scenario", "dgx_topology", "flat_scenario", "flat_topology", "grid_dims",
+           "inter_options", "prepare_machine", "run_one", "runs_all"]

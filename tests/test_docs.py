@@ -15,9 +15,8 @@ import yaml
 from simulator import scenario_from_dict, simulate
 from simulator.algorithms import REGISTRY, Algorithm
 from simulator.model.reduction import ReduceOp
+from tests.conftest import GUIDE, REPO, add_the_guide_example
 
-REPO = Path(__file__).resolve().parent.parent
-GUIDE = REPO / "docs" / "writing-an-algorithm.md"
 README = REPO / "README.md"
 PAGES = [README, *sorted((REPO / "docs").rglob("*.md"))]
 
@@ -131,16 +130,7 @@ def test_worked_example_saved_in_the_package_and_registered_as_the_guide_says(tm
     # circular ImportError). The copy keeps the tree itself untouched by the test.
     package = tmp_path / "simulator"
     shutil.copytree(REPO / "simulator", package, ignore=shutil.ignore_patterns("__pycache__"))
-    [example_source] = blocks(GUIDE, "python")
-    (package / "algorithms" / "star.py").write_text(example_source, encoding="utf-8")
-    registry = package / "algorithms" / "registry.py"
-    text = registry.read_text(encoding="utf-8")
-    edited = text.replace("from simulator.algorithms.tree import",
-                          "from simulator.algorithms.star import StarAllreduce\n"
-                          "from simulator.algorithms.tree import", 1)
-    edited = edited.replace("    BucketAllreduce(),\n)", "    BucketAllreduce(),\n    StarAllreduce(),\n)", 1)
-    assert edited.count("StarAllreduce") == 2, "the registry's shape changed; update this test"
-    registry.write_text(edited, encoding="utf-8")
+    add_the_guide_example(package)
     proc = subprocess.run([sys.executable, "-c", SAVED_AND_REGISTERED, str(package)],
                           cwd=tmp_path, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
