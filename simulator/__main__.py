@@ -8,8 +8,8 @@ or its arguments are parsed) ends the run as one after it does, with one line an
 import sys
 
 EXIT_INTERRUPTED = 130
-"""The command line's exit code on Ctrl-C (``simulator.cli.EXIT_INTERRUPTED``), stated here
-since the interrupt may come before that module is imported."""
+"""The command line's exit code on Ctrl-C (its ``EXIT_INTERRUPTED``), stated here since the
+interrupt may come before the command line is imported."""
 
 try:
     from simulator.cli import main
