@@ -133,9 +133,11 @@ def add_the_guide_example(package: Path) -> None:
     ``algorithms/registry.py`` with its import."""
     name, cls = GUIDE_EXAMPLE
     [source] = re.findall(r"^```python\n(.*?)^```", GUIDE.read_text(encoding="utf-8"), re.M | re.S)
-    (package / "algorithms" / f"{name}.py").write_text(source, encoding="utf-8")
     registry = package / "algorithms" / "registry.py"
     text = registry.read_text(encoding="utf-8")
+    assert cls not in text, (f"{cls} is registered in the tree: {name!r} is the guide's example's "
+                             "name; name yours otherwise (docs/writing-an-algorithm.md)")
+    (package / "algorithms" / f"{name}.py").write_text(source, encoding="utf-8")
     edited = text.replace("from simulator.algorithms.tree import",
                           f"from simulator.algorithms.{name} import {cls}\n"
                           "from simulator.algorithms.tree import", 1)

@@ -56,7 +56,9 @@ def example() -> type[Algorithm]:
 def registered(example, monkeypatch) -> Algorithm:
     """The example registered for the duration of one test, as one line in the registry would."""
     algorithm = example()
-    assert algorithm.name not in REGISTRY[algorithm.collective]
+    assert algorithm.name not in REGISTRY[algorithm.collective], (
+        f"{algorithm.name!r} is registered in the tree: the name is the guide's example's, which "
+        "these tests register themselves; name yours otherwise (docs/writing-an-algorithm.md)")
     monkeypatch.setitem(REGISTRY[algorithm.collective], algorithm.name, algorithm)
     return algorithm
 
