@@ -302,7 +302,13 @@ def test_ctrl_c_while_the_local_cluster_starts_is_taken_once_it_is_up(monkeypatc
 
     monkeypatch.setattr(module, "_dask", dask)
     scenario = scenario_from_dict({"topology": SWITCH, "sizes": [4096]})
-    with pytest.raises(KeyboardInterrupt):
-        sweep([scenario], workers=1, progress=False)
-    assert [cluster.status.name for cluster in started] == ["closed"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    # Python's own handler, as in a terminal: a shell that starts the tests in the background
+    # (nohup, `make test &`) has SIGINT ignored, and the sweep holds only a handler it knows
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep([scenario], workers=1, progress=False)
+        assert [cluster.status.name for cluster in started] == ["closed"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+    finally:
+        signal.signal(signal.SIGINT, before)
