@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from simulator.algorithms import REGISTRY
-from simulator.algorithms.host_tree import double_host_tree
-from simulator.algorithms.schedule import Group, Op
+from simulator.algorithms.host_tree import double_host_tree, host_depth
+from simulator.algorithms.nvls_tree import window
+from simulator.algorithms.schedule import NONE, Group, Op
 from simulator.model.collective import Collective
 from simulator.model.execution import (
     NVLINK_GBPS_PER_LINK,
@@ -43,7 +44,7 @@ def test_it_runs_across_hosts_that_reduce_in_their_switches():
     assert NVLS_TREE.unsupported(machine_of({"preset": "dgx_h100", "nodes": 2})) is None
 
 
-@pytest.mark.parametrize("hosts", [2, 3, 5, 6])
+@pytest.mark.parametrize("hosts", [2, 3, 5, 6, 16, 64, 128])
 def test_the_heads_tree_is_ncclGetDtree_over_each_rank_of_the_hosts(hosts):
     # connectNvls: head h of a host (here its h-th GPU) sends up to head h of its parent host in
     # the tree of its channel and down to head h of its children, nothing else crosses hosts
@@ -58,6 +59,49 @@ def test_the_heads_tree_is_ncclGetDtree_over_each_rank_of_the_hosts(hosts):
              for node in double_host_tree(host, hosts) if (parent := node.parent) is not None
              for h in range(local)}
     assert across == edges | {(b, a) for a, b in edges}
+
+
+@pytest.mark.parametrize("hosts", [16, 64, 128])
+def test_the_heads_trees_at_scale_are_ncclGetBtree_and_its_mirror(hosts):
+    # trees.cc, for a power of two: the root 0 has one child, hosts/2; any other host h, whose
+    # lowest set bit is b, has the children h - b/2 and h + b/2 (none where b = 1) and the
+    # parent h - b where h has bit 2b set or h + b is no host, else h + b; ncclGetDtree's second tree is the
+    # first mirrored, h -> hosts - 1 - h (an even count). Every head (the h-th GPU of every
+    # host) takes its host's place (connectNvls), which the test above checks on the schedule.
+    def first(h: int) -> tuple[int | None, tuple[int, ...]]:
+        if h == 0:
+            return None, (hosts // 2,)
+        b = h & -h
+        up = h - b if h & (2 * b) or h + b >= hosts else h + b
+        return up, ((h - b // 2, h + b // 2) if b > 1 else ())
+
+    def mirror(h: int) -> int:
+        return hosts - 1 - h
+
+    for h in range(hosts):
+        one, two = double_host_tree(h, hosts)
+        parent, children = first(h)
+        assert (one.parent, one.children) == (parent, children)
+        parent, children = first(mirror(h))
+        assert two.parent == (None if parent is None else mirror(parent))
+        assert two.children == tuple(mirror(c) for c in children)
+    depths = [max(host_depth(h, hosts, t) for h in range(hosts)) for t in range(2)]
+    assert depths == [hosts.bit_length() - 1] * 2  # log2: 4, 6 and 7 edges deep
+
+
+def test_a_scatter_runs_a_window_of_nccl_steps_a_connection_ahead_of_its_gather():
+    # all_reduce.h: the scatter, reduce, broadcast and gather warps wait on one another only
+    # through their connections' NCCL_STEPS = 8 slots; between a GPU's scatter and its gather
+    # a piece crosses the scatter's, d up, d down and the multicast's: 8(2d + 2) pieces
+    assert [window(d) for d in range(5)] == [16, 32, 48, 64, 80]
+    # two hosts of two GPUs, 64 KiB pieces of 4 MiB halves: 32 a head's chunk, 64 a GPU's per
+    # tree. The root host (depth 0) posts its first 17 rows of uploads at the start, the other
+    # (depth 1) 33, each row a piece for each of the 2 heads; the mirror tree swaps them.
+    machine = machine_of(SMALL)
+    schedule = NVLS_TREE.scheduled(Group.whole(machine, 2 << 20, 4, piece_bytes=64 << 10))
+    at_start = [int(((schedule.src == rank) & (schedule.dst < 0)
+                     & (schedule.posted_after == NONE)).sum()) for rank in range(4)]
+    assert at_start == [(17 + 32) * 2] * 4  # a chunk's 32 pieces cap the deeper host's 33
 
 
 @pytest.mark.parametrize("topology, size, execution, channels", [

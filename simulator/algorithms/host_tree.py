@@ -86,3 +86,16 @@ def double_host_tree(host: int, hosts: int) -> tuple[HostNode, HostNode]:
             return None if h is None else hosts - 1 - h
         base = binary_host_tree(hosts - 1 - host, hosts)
     return first, HostNode(back(base.parent), back(base.down0), back(base.down1), base.child_slot)
+
+
+def host_depth(host: int, hosts: int, tree: int) -> int:
+    """How many edges lie between ``host`` and the root of NCCL's inter-host tree ``tree`` (0 or
+    1, :func:`double_host_tree`'s), walked up parent by parent.
+
+    >>> [host_depth(h, 16, 0) for h in (0, 8, 4, 2, 1)]
+    [0, 1, 2, 3, 4]
+    """
+    depth, parent = 0, double_host_tree(host, hosts)[tree].parent
+    while parent is not None:
+        depth, parent = depth + 1, double_host_tree(parent, hosts)[tree].parent
+    return depth

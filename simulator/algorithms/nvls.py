@@ -85,7 +85,7 @@ def _across_hosts(comm: Comm) -> Program:
     chunks = comm.chunks(len(host))
     intra, across = comm.subgroup(host, comm.buffer), comm.subgroup(rail, chunks[head])
     pieces = [comm.pieces(chunk, PIPELINE_BYTES) for chunk in chunks]
-    yield comm.parallel(switch_scatter_gather(intra, pieces),
+    yield comm.parallel(switch_scatter_gather(intra, pieces, WINDOW),
                         _host_sum_up(intra, across, pieces[head]),
                         _total_down(intra, across, pieces[head]))
 

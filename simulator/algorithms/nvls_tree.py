@@ -21,7 +21,8 @@ owns chunk h of the half, which moves in pipeline pieces. Every GPU uploads each
 chunk to its host's switch for its head alone (``comm.switch_reduce(to=h)``); the head reduces
 its children's pieces into the host's sum, sends it up, gets the total down and multicasts it
 (``comm.switch_multicast``), which every GPU takes. Each GPU's scatter runs at most
-:data:`WINDOW` pieces ahead of its gather, as NCCL's connections hold ``NCCL_STEPS`` slots.
+:func:`window` pieces ahead of its gather: ``NCCL_STEPS`` slots on every connection a piece
+crosses between the two, so more on a host deeper in its tree.
 
 The vectorised engine runs it on a schedule built with numpy (:func:`nvls_tree_schedule`), not
 traced from the program: the trace array for array, numbered as the trace numbers its ops
@@ -40,7 +41,7 @@ from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.footprint import Footprint
-from simulator.algorithms.host_tree import HostNode, double_host_tree
+from simulator.algorithms.host_tree import HostNode, double_host_tree, host_depth
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.schedule import (
     NONE,
@@ -53,14 +54,31 @@ from simulator.algorithms.schedule import (
 from simulator.algorithms.trace import dependency_levels
 from simulator.errors import AlgorithmError
 from simulator.model.collective import Collective
+from simulator.model.execution import NCCL_STEPS
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import NcclAlgorithm
 from simulator.model.nccl_point import NcclBinding
 from simulator.model.span import Span
 
-WINDOW = 8
-"""How many pieces a GPU's scatter may run ahead of its gather: ``NCCL_STEPS`` (8 slots per
-connection, src/include/device.h), a piece a slot."""
+
+def window(depth: int) -> int:
+    """How many pieces a GPU's scatter may run ahead of its gather on a host ``depth`` edges
+    below its tree's root: ``NCCL_STEPS`` on every connection a piece crosses between them,
+    NCCL_STEPS·(2·depth + 2).
+
+    In NCCL's kernel (src/device/all_reduce.h, ``RunWorkColl<AllReduce, NVLS_TREE, SIMPLE>``,
+    v2.30.7) the scatter, reduce, broadcast and gather warps are four groups of ``Primitives``,
+    each on its own connections, and none waits for another but through those connections'
+    slots: the scatter for the head's reduce warps to free its slots in the switch, the reduce
+    warps for the parent's to free theirs up each edge to the root, the root's and the
+    broadcast warps for the children's down each edge, and the multicast for the gather. A
+    piece's way from a GPU's scatter to its gather crosses the scatter's connection, ``depth``
+    up, ``depth`` down and the multicast's, so that many windows of ``NCCL_STEPS`` pieces can
+    be in flight between them, not one (a single window of 8 from scatter to gather held a
+    16-host tree to the round trip of its deepest host: 253 GB/s busbw at 2 GiB on 16 DGX H100
+    where this gives 349).
+    """
+    return NCCL_STEPS * (2 * depth + 2)  # a piece a slot
 
 
 class NvlsTree(Algorithm):
@@ -71,7 +89,7 @@ class NvlsTree(Algorithm):
 
     Closed form, for k pieces of c bytes per head and tree (see :meth:`model_s`):
 
-        T = delay + chain + (k - 1)·max(step, (delay + chain) / (WINDOW + 1)),
+        T = delay + chain + (k - 1)·max(step, (delay + chain) / (window(d) + 1)),
 
     delay the latencies one piece meets (upload, the switch's reduction latency, copy down,
     2d network hops of the deeper tree, the multicast up and down), chain its transfers (its
@@ -79,7 +97,9 @@ class NvlsTree(Algorithm):
     busiest link carries per piece of every head of both trees: a GPU's NVLink 2(L+1)·c each
     way (the scatter of both halves and its own multicasts), a NIC c per tree edge it serves.
     The simulation shares the links max-min among dozens of flows a GPU, so this is an estimate
-    (exact nowhere: ``exact_on`` is empty); tests/test_nvls_tree.py bounds the gap.
+    (exact nowhere: ``exact_on`` is empty); tests/test_nvls_tree.py bounds the gap. The window of
+the deepest host (:func:`window` of the depth d) bounds the pipeline where a piece's round trip
+outlasts that many steps.
     """
 
     name = "nvls_tree"
@@ -140,7 +160,8 @@ class NvlsTree(Algorithm):
                  if n.parent is not None]
         net_alpha = cost.alpha(edges + [(b, a) for a, b in edges])
         net_beta = cost.beta(edges + [(b, a) for a, b in edges])
-        depth = max(_depth(nodes, t, h) for t in range(2) for h in range(hosts))
+        depth = max(_depth([pair[t] for pair in nodes], h) for t in range(2)
+                    for h in range(hosts))
         per_nic = max(sum(len(pair[t].children) + (pair[t].parent is not None)
                           for t in range(2)) for pair in nodes)
         half = math.ceil(count / 2)
@@ -150,7 +171,7 @@ class NvlsTree(Algorithm):
                  + 2 * depth * net_alpha)
         chain = (local + 3) * c * nvlink + 2 * depth * c * net_beta
         step = max(2 * (local + 1) * c * nvlink, per_nic * c * net_beta)
-        return delay + chain + (k - 1) * max(step, (delay + chain) / (WINDOW + 1))
+        return delay + chain + (k - 1) * max(step, (delay + chain) / (window(depth) + 1))
 
 
 def _tree_half(comm: Comm, tree: int, half: Span) -> Program:
@@ -161,22 +182,24 @@ def _tree_half(comm: Comm, tree: int, half: Span) -> Program:
     intra, across = comm.subgroup(host, half), comm.subgroup(rail, half)
     node = double_host_tree(rail.index(me), len(rail))[tree]
     chunks = [comm.pieces(chunk, PIPELINE_BYTES) for chunk in half.split(len(host))]
-    threads = [switch_scatter_gather(intra, chunks), _reduce_up(intra, across, node, chunks[head])]
+    ahead = window(host_depth(rail.index(me), len(rail), tree))
+    threads = [switch_scatter_gather(intra, chunks, ahead),
+               _reduce_up(intra, across, node, chunks[head])]
     if node.parent is not None:
         threads.append(_broadcast_down(intra, across.on_channel(1), node, chunks[head]))
     yield comm.parallel(*threads)
 
 
-def switch_scatter_gather(intra: Comm, chunks: list[list[Span]]) -> Program:
+def switch_scatter_gather(intra: Comm, chunks: list[list[Span]], ahead: int) -> Program:
     """Every head's pieces up to the switch for that head alone (NCCL's scatter warps), each
-    piece j posted once piece j - WINDOW - 1 of every head has come back (the gather warps)."""
-    for j in range(max(len(pieces) for pieces in chunks) + WINDOW):
+    piece j posted once piece j - ahead - 1 of every head has come back (the gather warps)."""
+    for j in range(max(len(pieces) for pieces in chunks) + ahead):
         for h, pieces in enumerate(chunks):
             if j < len(pieces):
                 intra.switch_reduce(pieces[j], "scatter", to=h)
         for h, pieces in enumerate(chunks):
-            if 0 <= j - WINDOW < len(pieces):
-                yield intra.switch_result(pieces[j - WINDOW], "gather", multicast_from=h)
+            if 0 <= j - ahead < len(pieces):
+                yield intra.switch_result(pieces[j - ahead], "gather", multicast_from=h)
 
 
 def _reduce_up(intra: Comm, across: Comm, node: HostNode, pieces: list[Span]) -> Program:
@@ -316,6 +339,9 @@ class _Half:
         self.nodes = [double_host_tree(n, count)[tree] for n in range(count)]
         self.below = [n for n, node in enumerate(self.nodes) if node.parent is not None]
         self.edge = {n: e for e, n in enumerate(self.below)}
+        self.windows = np.array([window(_depth(self.nodes, n)) for n in range(count)],
+                                dtype=np.int64)
+        """Each host's :func:`window` in this tree."""
         self.width = width = len(pieces.heads)
         self.f = np.arange(width, dtype=np.int64)
         self.uploads = base
@@ -374,21 +400,23 @@ class _Half:
 
     def _uploads(self) -> dict[str, np.ndarray]:
         """Every rank's piece f up to its host's switch for head ``heads[f]``: posted at the
-        start for each chunk's first WINDOW + 1 pieces, later once the gather of the row
-        WINDOW + 1 back is done; behind its upload of the piece before to that head; in each
-        round after the upload of the host's GPU before it (the switch sums in host order)."""
+        start for each chunk's first W + 1 pieces, later once the gather of the row W + 1 back
+        is done (W the :func:`window` of the rank's host in this tree); behind its upload of
+        the piece before to that head; in each round after the upload of the host's GPU before
+        it (the switch sums in host order)."""
         local = self.hosts.shape[1]
         rows = np.arange(self.hosts.size, dtype=np.int64)[:, None]
         mine = self.uploads + rows * self.width
         index = self.pieces.index
-        back = index - WINDOW - 1
+        ahead = self.windows[rows // local]
+        back = index - ahead - 1
         gathered = self._row_ends()[np.maximum(back, 0)]
         return self._ops(
             self.group.members[self.hosts.ravel()][:, None],
             self._switch(rows // local, multicast=False), False,
             np.where(back >= 0, self.gathers + rows * self.width + gathered, NONE),
             self._piece_before(mine), np.where(rows % local > 0, mine - self.width + self.f, NONE),
-            self.hosts.ravel()[:, None], _SCATTER_GATHER, np.maximum(index - WINDOW, 0),
+            self.hosts.ravel()[:, None], _SCATTER_GATHER, np.maximum(index - ahead, 0),
             within=index * local + self.pieces.heads)
 
     def _gather_order(self) -> Index:
@@ -398,7 +426,7 @@ class _Half:
 
     def _row_ends(self) -> Index:
         """For each row i of the scatter-gather, its last gather (piece i of the last chunk
-        that has one), which the uploads of row i + WINDOW + 1 are posted after."""
+        that has one), which the uploads of row i + W + 1 are posted after."""
         order = self._gather_order()
         index = self.pieces.index[order]
         last: Index = order[np.searchsorted(index, np.arange(int(index[-1]) + 1), "right") - 1]
@@ -514,9 +542,11 @@ def _shape(layout: Layout) -> tuple[int, int]:
     return layout.host_count, next(iter(layout.ranks_per_host))
 
 
-def _depth(nodes: list[tuple[HostNode, HostNode]], tree: int, host: int) -> int:
-    """How many edges lie between ``host`` and the root of tree ``tree``."""
-    depth, parent = 0, nodes[host][tree].parent
+def _depth(nodes: list[HostNode], host: int) -> int:
+    """How many edges lie between ``host`` and the root of the tree of ``nodes`` (every host's
+    node in one tree; :func:`~simulator.algorithms.host_tree.host_depth` without building
+    them again)."""
+    depth, parent = 0, nodes[host].parent
     while parent is not None:
-        depth, parent = depth + 1, nodes[parent][tree].parent
+        depth, parent = depth + 1, nodes[parent].parent
     return depth
