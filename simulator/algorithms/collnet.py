@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs, InSwitchCosts
+from simulator.algorithms.nvls_tree import window
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.machine import Machine
@@ -36,9 +37,15 @@ from simulator.model.nccl import NcclAlgorithm
 from simulator.model.nccl_point import NcclBinding
 from simulator.model.span import Span
 
-WINDOW = 8
-"""How many pieces a GPU's scatter may run ahead of its gather: ``NCCL_STEPS`` (8 slots per
-connection, src/include/device.h), a piece a slot (as :data:`nvls_tree.WINDOW`)."""
+WINDOW = window(1)
+"""How many pieces a GPU's scatter may run ahead of its gather, 32: ``NCCL_STEPS`` (8 slots,
+src/include/device.h) on each of the four connections a piece crosses between the two (the
+scatter's to its head, the head's up to the network's switch and back down, the head's
+broadcast), as :func:`~simulator.algorithms.nvls_tree.window` gives a host one edge below its
+tree's root: the switch's reduction is the one level of this tree. NCCL's CollNet and NVLS
+kernels run their scatter, reduce and broadcast warps on their own connections
+(src/device/all_reduce.h, ``RunWorkColl<AllReduce, COLLNET_DIRECT | NVLS, SIMPLE>``), each
+waiting for another only through those connections' slots (8 before issue 38)."""
 
 
 def sharp_costs(cost: CostInputs, local: int) -> InSwitchCosts:
