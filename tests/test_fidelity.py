@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.fidelity import NodeRow, Row, geomean_error
+from bench.fidelity import NodeRow, Row, ScaleRow, geomean_error, scale_table
 from simulator.calibration import derived, modelled_us
 from simulator.measured.nccl_tests import load_measurements
 from simulator.model.machine import Machine
@@ -30,6 +30,22 @@ def test_a_multi_node_row_has_its_busbw_and_time_errors_each_way():
     row = NodeRow(8, NcclAlgorithm.TREE, "LL", 25.2, 25.0, 20.0, 1.875)
     assert row.busbw_error() == pytest.approx(0.25, rel=1e-12)
     assert row.time_error() == pytest.approx(-0.2, rel=1e-12)
+
+
+def test_the_scale_check_holds_the_simulation_to_nccls_own_model():
+    # 1 GiB on 64 GPUs (busbw factor 2·63/64): 6,000 µs in NCCL's model is 352.3 GB/s of busbw,
+    # 6,600 simulated 320.3, a gap of 6000/6600 − 1 = −9.1 %. On 128 GPUs the model's 6,047.6 µs
+    # keeps 352.3 GB/s; 7,500 simulated is 284.1 GB/s, a gap of 6047.6/7500 − 1 = −19.4 % and
+    # 284.1/320.3 − 1 = −11.3 % from 8 nodes where the model falls 0 %: both targets fail
+    rows = [ScaleRow(8, 1 << 30, "NVLSTree/Simple", 6000.0, 6600.0, 2 * 63 / 64),
+            ScaleRow(16, 1 << 30, "NVLSTree/Simple", 6000.0 * 127 / 128 * 64 / 63, 7500.0,
+                     2 * 127 / 128)]
+    assert rows[0].busbw_GBps(6000.0) == pytest.approx(352.3, abs=0.05)
+    assert rows[0].gap() == pytest.approx(6000 / 6600 - 1, rel=1e-12)
+    text = scale_table(rows)
+    assert "- worst gap to NCCL's model: **19.4 %** (target ≤ 10 %: not met);" in text
+    assert "- 16 nodes against 8: simulated busbw -11.3 %, NCCL's model +0.0 % (not met)." in text
+    assert "| 16 | 128 | NVLSTree/Simple |" in text
 
 
 def test_the_h100_picks_are_the_reported_ones():
