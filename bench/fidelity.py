@@ -182,7 +182,7 @@ MULTI_NODE = (
         "model, so the shortfall lies outside NCCL's model and NVLSTree's pipeline (one queue "
         "pair a connection on its fabric is a candidate; not modelled, not fitted). Before "
         "issue 38 the simulation matched it by a window that made NVLSTree fall with the node "
-        "count (−8 % here, 253 GB/s on 16 nodes)."),
+        "count (−8 % here, 253 GB/s at 2 GiB on 16 nodes)."),
 )
 
 SMALL = 64 << 10
