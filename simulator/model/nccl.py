@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from simulator.model.collective import Collective
 from simulator.model.nccl_terms import NVLS_ARCHS, caps_column
@@ -39,6 +40,7 @@ _T, _R, _N, _NT = NcclAlgorithm.TREE, NcclAlgorithm.RING, NcclAlgorithm.NVLS, Nc
 _P = NcclAlgorithm.PAT
 _CD, _CC = NcclAlgorithm.COLLNET_DIRECT, NcclAlgorithm.COLLNET_CHAIN
 _LL, _LL128, _S = Protocol.LL, Protocol.LL128, Protocol.SIMPLE
+_Item = TypeVar("_Item")
 
 
 @dataclass(frozen=True)
@@ -182,7 +184,7 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     if algorithm is _P:
         if system.nodes != system.ranks:
             return 0.0
-        bw = graph.bw_intra_GBps if system.nodes <= 2 else graph.bw_inter_GBps
+        bw = tuning.channel_bw(algorithm, graph, system.nodes)
         return graph.channels * bw * tuning.pat_bandwidth_share
     if algorithm in (_N, _NT):
         if not _nvls_enabled(system, algorithm, graph):
@@ -194,8 +196,7 @@ def bandwidth_GBps(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
     if protocol is _LL128 and not system.ll128:
         return 0.0
     column, arch, channels = system._column(), system.arch, graph.channels
-    bw = graph.bw_intra_GBps if system.nodes <= 2 else graph.bw_inter_GBps
-    bus = channels * bw
+    bus = channels * tuning.channel_bw(algorithm, graph, system.nodes)
     ll_max = tuning.ll_max_bw_gbps[arch if system.nodes == 1 else system.cpu][column]
     if algorithm is _R and protocol is _LL:
         bus = min(ll_max, 0.5 * bus)
@@ -235,14 +236,19 @@ def latency_us(system: System, algorithm: NcclAlgorithm, protocol: Protocol,
                collective: Collective = Collective.ALLREDUCE) -> float:
     """The latency NCCL's model charges ``collective``, per nccl-model.md §1.4: a ring's
     nsteps (nNodes-1 of them across nodes for ReduceScatter and AllGather), PAT's
-    baseLat + log2i(nNodes)·interLat/3.5 + 2.8·nRanks."""
+    baseLat + log2i(nNodes)·interLat/3.5 + 2.8·nRanks. A network step costs the NIC's
+    latencyInter once more for Simple's flush (PAT's only where the version's
+    :attr:`~simulator.model.nccl_versions.Tuning.pat_flushes` says), and Tree's ``hwLat`` with
+    one GPU per node where the version substitutes it
+    (:attr:`~simulator.model.nccl_versions.Tuning.ppn_one_tree_network`)."""
     graph = _graph(system, algorithm)
     assert graph is not None, algorithm
     tuning = system.tuning
     intra = tuning.hw_latency_us[graph.intra, algorithm, protocol]
-    net_algorithm = _T if system.per_node == 1 and algorithm in (_T, _R, _P, _CD, _CC) else algorithm
+    exposed = tuning.ppn_one_tree_network and system.per_node == 1
+    net_algorithm = _T if exposed and algorithm in (_T, _R, _P, _CD, _CC) else algorithm
     inter = tuning.hw_latency_us[Hardware.NET, net_algorithm, protocol] + graph.latency_inter_us
-    if protocol is _S:
+    if protocol is _S and (algorithm is not _P or tuning.pat_flushes > 1):
         inter += graph.latency_inter_us  # the flush
     base = tuning.base_latency_us[algorithm, protocol]
     levels = system.nodes.bit_length() - 1  # log2i: floor of log2
@@ -299,10 +305,11 @@ def choose(system: System, size_bytes: int, enabled: Enabled = EVERYTHING,
            collective: Collective = Collective.ALLREDUCE) -> Choice:
     """The (algorithm, protocol) with the lowest predicted time for ``collective`` among those
     ``enabled``, as NCCL picks it; ties go to the earlier pair in tuning.cc's order (Tree before
-    Ring before PAT, LL before Simple). ValueError when no enabled pair is available on
-    ``system``."""
+    Ring before PAT, LL before Simple), or from 2.31 the later
+    (:attr:`~simulator.model.nccl_versions.Tuning.ties_to_later`). ValueError when no enabled
+    pair is available on ``system``."""
     best: Choice | None = None
-    for algorithm, protocol in CANDIDATES.get(collective, ()):
+    for algorithm, protocol in _in_rank_order(system, CANDIDATES.get(collective, ())):
         if not enabled.allows(algorithm, protocol):
             continue
         time = predicted_time_us(system, algorithm, protocol, size_bytes, collective)
@@ -337,8 +344,16 @@ def best_protocol(system: System, algorithm: NcclAlgorithm, size_bytes: int,
              for protocol in protocols}
     known = {protocol: time for protocol, time in times.items() if time is not None}
     if known:
-        return min(known, key=lambda protocol: known[protocol])
+        return min(_in_rank_order(system, tuple(known)), key=lambda protocol: known[protocol])
     return _S if _S in protocols else protocols[0]
+
+
+def _in_rank_order(system: System, items: tuple[_Item, ...]) -> tuple[_Item, ...]:
+    """``items`` (in tuning.cc's order) in the order the version's argmin meets them, so that a
+    strict ``<`` keeps the pair it breaks ties for: as given, or reversed where ties go to the
+    later (NCCL 2.31's list, pushed to the front as it is built: dev src/tuning/tuning.cc:32-38
+    and 153-166)."""
+    return items[::-1] if system.tuning.ties_to_later else items
 
 
 def _nvls_enabled(system: System, algorithm: NcclAlgorithm, graph: Graph) -> bool:

@@ -148,17 +148,29 @@ def nccl_pick(machine: Machine, size_bytes: int, collective: Collective, env: Nc
     nccl-tests does with NCCL's defaults: with ``env.symmetric`` an allreduce's symmetric kernel
     where NCCL launches one for ``dtype`` and ``op``
     (:func:`~simulator.model.nccl_symmetric.symmetric_pick`); else the family and protocol
-    NCCL's tuner picks among those ``env`` leaves (:func:`~simulator.model.nccl.choose`). None
-    where NCCL's model picks nothing (one rank, whose buffer NCCL copies; GPUs it has no graphs
-    for)."""
+    NCCL's tuner picks among those ``env`` leaves (:func:`~simulator.model.nccl.choose`), but
+    for NCCL 2.31, which runs its best one-shot LL symmetric kernel on unregistered buffers
+    where the tuner picks LL (dev src/tuning/tuning.cc:265-283;
+    :attr:`~simulator.model.nccl_versions.Tuning.symmetric_ll_unregistered`) unless NCCL_ALGO
+    is set (it disables every symmetric kernel: cost_model.cc:315-318). One process per GPU, as
+    nccl-tests under MPI runs: tuning.cc:255 and 269 would keep a process driving several GPUs
+    on the symmetric kernel too, which its comment (lines 260-261) says cannot run, a slip a
+    release would not ship, so the model does not ask. None where NCCL's model picks nothing
+    (one rank, whose buffer NCCL copies; GPUs it has no graphs for)."""
     if env.symmetric and collective is Collective.ALLREDUCE:
         symmetric = symmetric_pick(machine, size_bytes, dtype, op)
         if symmetric is not None:
             return NcclPick(protocol_of(symmetric.kernel), symmetric=symmetric.kernel)
+    system = system_of(machine)
     try:
-        choice = choose(system_of(machine), size_bytes, env.enabled(collective), collective)
+        choice = choose(system, size_bytes, env.enabled(collective), collective)
     except ValueError:  # no NCCL algorithm is modelled here
         return None
+    if (choice.protocol is Protocol.LL and collective is Collective.ALLREDUCE and not env.algo
+            and system.tuning.symmetric_ll_unregistered):
+        symmetric = symmetric_pick(machine, size_bytes, dtype, op, registered=False)
+        if symmetric is not None:
+            return NcclPick(Protocol.LL, symmetric=symmetric.kernel)
     return NcclPick(choice.protocol, family=choice.algorithm)
 
 

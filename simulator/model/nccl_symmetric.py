@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from simulator.model.execution import NcclCharges
 from simulator.model.machine import Machine
-from simulator.model.nccl import Hardware, Protocol
+from simulator.model.nccl import Hardware, Protocol, Version
 from simulator.model.reduction import ReduceOp
 from simulator.model.topology import NVLINK
 
@@ -316,20 +316,28 @@ SYMMETRIC_DTYPES = ("float32", "float16", "bfloat16")
 """The element types NCCL's symmetric allreduce kernels reduce (``ncclSymkImplemented``: floats
 but float64; the float8 types it also takes are not among the simulator's dtypes)."""
 
+SYMMETRIC_VERSIONS = (Version.V2_30, Version.V2_31)
+"""The NCCL versions whose symmetric kernels this model is: 2.30.7's sym_kernels.cc, whose
+queryModel_lsa 2.31's src/tuning/sym_model.cc:181-275 keeps line for line (2.26 has others)."""
+
 SYMMETRIC_OPS = (ReduceOp.SUM, ReduceOp.AVG)
 """The operators they reduce with: sum, and average as a sum divided after
 (``ncclDevSumPostDiv``, symmetric_sched.cc ``symkRedOp``)."""
 
 
-def symmetric_pick(machine: Machine, size_bytes: int, dtype: str, op: ReduceOp) -> SymPick | None:
+def symmetric_pick(machine: Machine, size_bytes: int, dtype: str, op: ReduceOp, *,
+                   registered: bool = True) -> SymPick | None:
     """The symmetric kernel NCCL launches for an allreduce of ``size_bytes`` per rank on
     ``machine`` whose buffers are registered as symmetric windows, ahead of its tuner
     (symmetric_sched.cc: with both buffers registered it never falls back once a kernel is
-    available): the best of all four (:func:`launched`). None where NCCL has none for it (more
-    than one NVLink domain, another dtype or operator, 64 GiB or more), so that its tuner picks
-    as without registration."""
+    available): the best of all four (:func:`launched`); on buffers not ``registered``, the
+    best of the LL kernels, the only ones NCCL runs there (NCCL 2.31 dev
+    src/tuning/sym_model.cc:300-313). None where NCCL has none for it (more than one NVLink
+    domain, another dtype or operator, 64 GiB or more), so that its tuner picks as without
+    registration."""
     if symmetric_path(machine) is not None or dtype not in SYMMETRIC_DTYPES:
         return None
     if op not in SYMMETRIC_OPS:
         return None
-    return launched(machine, tuple(SymKernel), size_bytes)
+    kernels = tuple(kernel for kernel in SymKernel if registered or kernel.ll)
+    return launched(machine, kernels, size_bytes)

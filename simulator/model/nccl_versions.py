@@ -8,6 +8,12 @@ its constants, the record holds that formula as a small named rule (:data:`NvlsR
 :data:`CorrectionRule`): the formulas of :mod:`simulator.model.nccl` never ask which version
 they run.
 
+NCCL 2.31 moved the tuner into ``src/tuning/`` (one file per algorithm family: ``ring.cc``,
+``tree.cc``, ``nvls.cc``, ``pat.cc``, ``collnet.cc``, ``sym_model.cc``, with the tables in
+``cost_model.cc`` and the argmin in ``tuning.cc``). Its record, :data:`NCCL_2_31`, reads the
+``dev`` branch at 2.31.0a7 (commit 86fa684d): the release 2.31.2 source is not on this machine,
+so where the snapshot differs from what a release would ship the record says which it follows.
+
 Adding a version: a :class:`Version` member, a record (a ``replace`` of the one it changed,
 naming the tables and rules that differ, each with its source line), its line in
 :data:`TUNINGS`, and a new rule only where a formula really changed. ``tests/test_nccl.py``
@@ -42,6 +48,8 @@ class Version(Enum):
       Ampere the tuner is the same from 2.28.9; Blackwell's caps and correction moved between
       2.28.9 and 2.30.3, and 2.28.3-2.28.7 (nvlsEfficiency with the 14 µs step) match neither
       version here.
+    - ``2.31``: NCCL 2.31 as its ``dev`` branch has it at 2.31.0a7 (``src/tuning/``):
+      :data:`NCCL_2_31`. The 2.31.2 release is not on this machine.
 
     Only the tuner (NCCL's pick, its protocol, the time it predicts) follows the version; the
     execution model's costs are the latest (2.30.7's), the best estimate of what the kernels do.
@@ -49,10 +57,13 @@ class Version(Enum):
 
     V2_26 = "2.26"
     V2_30 = "2.30"
+    V2_31 = "2.31"
 
 
 LATEST = Version.V2_30
-"""The tuner modelled unless a scenario says otherwise (``nccl: {version: ...}``)."""
+"""The tuner modelled unless a scenario says otherwise (``nccl: {version: ...}``): 2.30, the
+newest release whose source is on this machine (2.31's record reads a dev snapshot), and the
+version the execution model's costs are."""
 
 _T, _R, _N, _NT = NcclAlgorithm.TREE, NcclAlgorithm.RING, NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE
 _P = NcclAlgorithm.PAT
@@ -64,6 +75,10 @@ NvlsRule = Callable[["Tuning", NcclAlgorithm, Graph, int, int, int, Arch], float
 """How a version rates NVLS and NVLSTree: (its record, the algorithm, its graph, nodes, ranks,
 the collective's nsteps, the GPUs) to the algorithm bandwidth in GB/s, once NVLS is known to run
 there (two channels or more, a GPU with NVLS)."""
+
+ChannelRule = Callable[[NcclAlgorithm, Graph, int], float]
+"""How a version takes Ring's, Tree's and PAT's bandwidth per channel from their graph's bwIntra
+and bwInter on this many nodes (GB/s)."""
 
 CorrectionRule = Callable[[NcclAlgorithm, Arch, CpuVendor], int]
 """How many leading entries of a version's tree correction apply to an algorithm's AllReduce on
@@ -124,6 +139,23 @@ class Tuning:
     correction: CorrectionRule
     """Which algorithms :attr:`tree_correction` corrects (:func:`tree_corrected`,
     :func:`tree_and_blackwell_nvls_tree_corrected`)."""
+    channel_bw: ChannelRule
+    """How Ring, Tree and PAT rate a channel (:func:`intra_up_to_two_nodes`,
+    :func:`ring_inter_tree_least`)."""
+    ppn_one_tree_network: bool
+    """Whether, with one GPU per node, a network step of Ring, PAT and CollNet costs Tree's
+    ``hwLat`` ("With ppn=1 latencies are fully exposed, use the Tree network latency"), or each
+    algorithm's own row."""
+    pat_flushes: int
+    """How many times PAT's network step pays the NIC's ``latencyInter``: once for the step,
+    once more for the flush of Simple (2), or once (1)."""
+    ties_to_later: bool
+    """Whether two pairs the model times alike go to the later in tuning.cc's order (True) or
+    the earlier (False)."""
+    symmetric_ll_unregistered: bool
+    """Whether, on buffers not registered as symmetric windows, an allreduce NCCL can run a
+    symmetric kernel for runs its best one-shot LL kernel wherever the tuner picks LL
+    (:func:`simulator.model.nccl_point.nccl_pick`), or always falls back to the tuner's pick."""
 
     def nvls_GBps(self, algorithm: NcclAlgorithm, graph: Graph, nodes: int, ranks: int,
                   nsteps: int, arch: Arch) -> float:
@@ -160,6 +192,23 @@ def nvls_by_efficiency(tuning: Tuning, algorithm: NcclAlgorithm, graph: Graph, n
            else math.inf)
     bus = channels * min(intra, inter, cap)
     return bus * ranks / nsteps
+
+
+def intra_up_to_two_nodes(algorithm: NcclAlgorithm, graph: Graph, nodes: int) -> float:
+    """Ring, Tree and PAT as NCCL 2.26-2.30 rate a channel: bwIntra on one or two nodes, bwInter
+    from three (v2.30.7 tuning.cc:306, v2.26.2 tuning.cc:250: ``nNodes <= 2 ? bwIntra :
+    bwInter``)."""
+    return graph.bw_intra_GBps if nodes <= 2 else graph.bw_inter_GBps
+
+
+def ring_inter_tree_least(algorithm: NcclAlgorithm, graph: Graph, nodes: int) -> float:
+    """Ring, Tree and PAT as NCCL 2.31 rates a channel: Ring bwInter on several nodes and bwIntra
+    on one (dev src/tuning/ring.cc:35-36: ``nNodes > 1 ? bwInter : bwIntra``); Tree and PAT
+    the least of bwIntra and bwInter at any node count (tree.cc:28, pat.cc:41: ``std::min(
+    bwInter, bwIntra)``), so two nodes' Tree is no longer rated at bwIntra alone."""
+    if algorithm is _R:
+        return graph.bw_inter_GBps if nodes > 1 else graph.bw_intra_GBps
+    return min(graph.bw_intra_GBps, graph.bw_inter_GBps)
 
 
 def tree_corrected(algorithm: NcclAlgorithm, arch: Arch, cpu: CpuVendor) -> int:
@@ -253,6 +302,11 @@ NCCL_2_30 = Tuning(
     pat_per_rank_us=2.8,  # tuning.cc:433: "nRanks * 2.8"
     nvls=nvls_by_efficiency,
     correction=tree_and_blackwell_nvls_tree_corrected,
+    channel_bw=intra_up_to_two_nodes,  # tuning.cc:306
+    ppn_one_tree_network=True,  # tuning.cc:386-388
+    pat_flushes=2,  # tuning.cc:389-391: latencyInter, and again for Simple's flush
+    ties_to_later=False,  # enqueue.cc:2032-2041: a later pair must be strictly faster
+    symmetric_ll_unregistered=False,  # symmetric_sched.cc:158-172
 )
 """NCCL 2.30.x's tuner (v2.30.7; from 2.28.9 on Hopper and Ampere): docs/reference/nccl-model.md
 §1.1-§1.5 summarises the file, and its CSV files hold the tables this record is checked
@@ -285,5 +339,49 @@ at its line of v2.26.2's tuning.cc; llMaxBws, the other caps and latencies, the 
 the plateau, CollNet's and PAT's terms are the same there."""
 
 
-TUNINGS: Mapping[Version, Tuning] = {Version.V2_26: NCCL_2_26, Version.V2_30: NCCL_2_30}
+NCCL_2_31 = replace(
+    NCCL_2_30,
+    source="NVIDIA/nccl dev 2.31.0a7 (commit 86fa684d) src/tuning/*.cc",
+    # Ring bwInter on several nodes; Tree and PAT min(bwIntra, bwInter): ring.cc:35-36,
+    # tree.cc:28, pat.cc:41
+    channel_bw=ring_inter_tree_least,
+    # ring.cc:51-53, tree.cc:46-48, collnet.cc:99-101: "With ppn=1 latencies are fully exposed,
+    # use the Tree network latency" above interLat = hwLatencies[interHw][algo][proto], each
+    # algorithm's own row: the comment survives, the substitution does not; the record follows
+    # the code (Ring's LL and LL128 network steps at ppn 1 cost 2.7 and 4 µs, not Tree's 5 and
+    # 8.5)
+    ppn_one_tree_network=False,
+    pat_flushes=1,  # pat.cc:47-48: interLat += latencyInter for Simple only, once
+    # tuning.cc:32-38 pushes each result to the front of the list, tuning.cc:153-166 keeps the
+    # first strictly faster one walking from the front: ties go to the highest tuning id
+    ties_to_later=True,
+    # tuning.cc:265-283: an LL symmetric kernel on unregistered buffers falls back to the
+    # general tuner's pick only where that pick is not LL (2.30.7 fell back always:
+    # symmetric_sched.cc:158-172 asked the tuner only with NCCL_SYM_NOWIN_ENABLE); the
+    # symmetric scheduler ranks the symmetric kernels alone (symmetric_sched.cc:144,
+    # NCCL_TUNING_MASK_SYM_KERNELS) and enqueue.cc:2007 the general ones alone, so the two are
+    # never in one argmin: NCCL_TUNING_MASK_ALL (tuning.h:19) is used nowhere
+    symmetric_ll_unregistered=True,
+)
+"""NCCL 2.31's tuner, from the ``dev`` branch at 2.31.0a7 (commit 86fa684d, src/tuning/); the
+2.31.2 release's source is not on this machine. 2.30's but for the rules named. Unchanged, each
+checked against its 2.31 line: every table (cost_model.cc:141-226 are tuning.cc:148-211 and
+623-627 of v2.30.7), NVLS and NVLSTree (nvls.cc:63-74 and 104 are tuning.cc:311-324 and 379),
+the corrections (tree.cc:75, nvls.cc:154-155), the ring plateau (ring.cc:97-100), the network
+overhead (ring.cc:14-19), the latencies' formulas, and the symmetric kernels' model
+(sym_model.cc:181-275 is v2.30.7 sym_kernels.cc:338-432, queryModel_lsa).
+
+Where the snapshot looks unfinished, the record follows 2.30.7, as a release would that fixed
+it: CollNet's AllReduce bandwidth (collnet.cc:35-57) starts from ``busBw = 0.0`` (line 35) and
+never reads the graph for AllReduce, so it divides the value the ReduceScatter iteration of the
+same loop left (``ppn × min(bwIntra, 0.9 bwInter)``, line 50, or -1 without the plugin's
+``ireducescatter``, lines 65-67, which disables CollNet AllReduce altogether); its SM90 share
+tests ``compCapIndex >= 90`` (line 56), an index of 0-3, so it never applies; the GPU/NIC factor
+(lines 53-55) no longer asks for CollNetDirect. 2.30.7's formula (tuning.cc:306, 324, 340-349)
+stands for all three. Not in the snapshot at all: PAT across nodes with NVLS inside each node
+(NCCL 2.31.2's, aws/aws-ofi-nccl#1394): pat.cc:17 still runs PAT only with one GPU per node."""
+
+
+TUNINGS: Mapping[Version, Tuning] = {Version.V2_26: NCCL_2_26, Version.V2_30: NCCL_2_30,
+                                     Version.V2_31: NCCL_2_31}
 """Each version's record, which ``System.version`` selects."""

@@ -25,6 +25,7 @@ from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import LATEST, Protocol
 from simulator.model.nccl_env import VERSIONS, NcclEnv, version_of
+from simulator.model.nccl_symmetric import SYMMETRIC_VERSIONS
 from simulator.model.nccl_view import NcclView, read_graph_dump, read_log
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
@@ -354,7 +355,7 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
     if version is None:
         reader.problem("nccl.version", (
             f"expected the NCCL whose tuner picks: {VERSIONS} (2.26: NCCL 2.26-2.27; 2.30: "
-            f"2.30.x), got {spec['version']!r}"))
+            f"2.30.x; 2.31: the 2.31.0a7 dev source), got {spec['version']!r}"))
         problems.append(("nccl.version", ""))
     if view is not None and view[0] is None:
         problems.append(("nccl", ""))
@@ -369,10 +370,11 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
             "symmetric allgather and reduce-scatter kernels, which are not modelled (the "
             "allreduce's are)"))
         problems.append(("nccl.symmetric", ""))
-    elif symmetric and version is not None and version is not LATEST:
+    elif symmetric and version is not None and version not in SYMMETRIC_VERSIONS:
+        named = " or ".join(v.value for v in SYMMETRIC_VERSIONS)
         reader.problem("nccl.symmetric", (
-            f"expected nccl.version {LATEST.value} with symmetric: true: the symmetric kernels "
-            f"modelled are NCCL {LATEST.value}'s (src/sym_kernels.cc), got version "
+            f"expected nccl.version {named} with symmetric: true: the symmetric kernels "
+            f"modelled are NCCL {named}'s (src/sym_kernels.cc), got version "
             f"{version.value}"))
         problems.append(("nccl.symmetric", ""))
     if problems:
