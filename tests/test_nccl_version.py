@@ -167,5 +167,5 @@ def test_an_unknown_version_is_a_one_line_error():
     with pytest.raises(InputError) as error:
         scenario_from_dict(scenario(version="2.27"), source="s.yaml")
     assert [str(p) for p in error.value.problems] == [
-        "s.yaml: nccl.version: expected the NCCL whose tuner picks: 2.26, 2.30 (2.26: NCCL "
-        "2.26-2.27; 2.30: 2.30.x), got '2.27'"]
+        "s.yaml: nccl.version: expected the NCCL whose tuner picks: 2.26, 2.30, 2.31 (2.26: "
+        "NCCL 2.26-2.27; 2.30: 2.30.x; 2.31: the 2.31.0a7 dev source), got '2.27'"]

@@ -294,8 +294,9 @@ def test_nccl_symmetric_needs_the_version_it_models():
     with pytest.raises(InputError) as error:
         scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [1024],
                             "nccl": {"symmetric": True, "version": "2.26"}})
-    assert ("nccl.symmetric: expected nccl.version 2.30 with symmetric: true: the symmetric "
-            "kernels modelled are NCCL 2.30's (src/sym_kernels.cc), got version 2.26"
+    assert ("nccl.symmetric: expected nccl.version 2.30 or 2.31 with symmetric: true: the "
+            "symmetric kernels modelled are those of NCCL 2.30 or 2.31 (src/sym_kernels.cc), got "
+            "version 2.26"
             in str(error.value))
 
 

@@ -16,7 +16,14 @@ from simulator.algorithms.double_binary_tree import trees_of
 from simulator.model.collective import Collective
 from simulator.model.execution import system_of
 from simulator.model.machine import Layout, Machine
-from simulator.model.nccl import EVERYTHING, Enabled, Graph, NcclAlgorithm, choose
+from simulator.model.nccl import (
+    EVERYTHING,
+    Enabled,
+    Graph,
+    NcclAlgorithm,
+    choose,
+    predicted_time_us,
+)
 from simulator.model.nccl_view import NcclView
 
 
@@ -31,7 +38,7 @@ def differences(machine: Machine, view: NcclView,
              *_rings(machine.layout), *_trees(machine.layout, view)]
     if not lines:
         lines.append("NCCL's graphs, rings and trees are those assumed")
-    return (*lines, *_picks(machine, view, enabled))
+    return (*lines, *_picks(machine, view, enabled), *_predicted(machine, view))
 
 
 COLLECTIVES = {"AllReduce": Collective.ALLREDUCE, "AllGather": Collective.ALLGATHER,
@@ -67,6 +74,33 @@ def _picks(machine: Machine, view: NcclView, enabled: Enabled) -> list[str]:
     shown = "; ".join(differ[:3]) + ("; ..." if len(differ) > 3 else "")
     return [f"picks: the model picks otherwise than NCCL ran at {len(differ)} of {compared} "
             f"calls logged: {shown}"]
+
+
+def _predicted(machine: Machine, view: NcclView) -> list[str]:
+    """A line comparing the times NCCL 2.31's own cost model predicted (its ``Best tuning``
+    lines, for the general kernels it picked) with this model's time for the same pair and
+    size on ``machine``: the largest difference, where the log has such lines."""
+    system = system_of(machine)
+    worst: tuple[float, str] | None = None
+    compared = 0
+    for tuned in view.tunings:
+        collective = COLLECTIVES.get(tuned.collective)
+        if collective is None or tuned.algorithm is None or tuned.protocol is None:
+            continue
+        mine = predicted_time_us(system, tuned.algorithm, tuned.protocol, tuned.size_bytes,
+                                 collective)
+        if mine is None or tuned.time_us <= 0:
+            continue
+        compared += 1
+        off = mine / tuned.time_us - 1
+        if worst is None or abs(off) > abs(worst[0]):
+            worst = (off, f"{tuned.collective} {tuned.size_bytes} B {tuned.algorithm.value}/"
+                          f"{tuned.protocol.value}: NCCL {tuned.time_us:g} us, the model "
+                          f"{mine:.6g} us")
+    if worst is None:
+        return []
+    return [f"predicted times: the model is within {abs(worst[0]):.1%} of NCCL's own at the "
+            f"{compared} calls its Best tuning lines rate (the farthest: {worst[1]})"]
 
 
 def _said(graph: Graph | None) -> str:

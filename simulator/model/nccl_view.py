@@ -13,7 +13,9 @@ where it does; the tuner rates NVLS and NVLSTree on the NVLS graph and PAT on th
 (src/graph/tuning.cc, ``graphs[]``). A log prints every rank's lines; the first process's are
 read, and the ring lines of the rank that prints them (rank 0), else every rank's ``Ring NN :
 prev -> rank -> next`` chained; with ``NCCL_DEBUG_SUBSYS`` including TUNING, rank 0's line per
-call says what NCCL ran (src/enqueue.cc), which the run compares with its model's pick.
+call says what NCCL ran (src/enqueue.cc), which the run compares with its model's pick, and
+NCCL 2.31's ``Input``/``Best tuning`` lines what its cost model predicted
+(:mod:`simulator.model.nccl_tuning_log`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,13 @@ from simulator.errors import InputError, Problem
 from simulator.inputs import read_text
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import Graph, Hardware, NcclAlgorithm, Protocol
+from simulator.model.nccl_tuning_log import (
+    TUNING_ALGORITHMS,
+    TUNING_PROTOCOLS,
+    TuningLineError,
+    TuningLines,
+)
+from simulator.model.nccl_tuning_log import Tuned as Tuned
 from simulator.xmlsafe import XmlElement, read_xml
 
 GRAPH_IDS = {0: (NcclAlgorithm.RING,), 1: (NcclAlgorithm.TREE,),
@@ -66,16 +75,6 @@ class SearchedGraph:
                      plain_tree=self.id == 1 and self.pattern == PLAIN_TREE)
 
 
-TUNING_ALGORITHMS = {"TREE": NcclAlgorithm.TREE, "RING": NcclAlgorithm.RING,
-                     "COLLNET_DIRECT": NcclAlgorithm.COLLNET_DIRECT,
-                     "COLLNET_CHAIN": NcclAlgorithm.COLLNET_CHAIN, "NVLS": NcclAlgorithm.NVLS,
-                     "NVLS_TREE": NcclAlgorithm.NVLS_TREE, "PAT": NcclAlgorithm.PAT}
-"""The names a ``TUNING`` line gives NCCL's algorithms (src/collectives.cc ``ncclAlgoToString``)."""
-
-TUNING_PROTOCOLS = {"LL": Protocol.LL, "LL128": Protocol.LL128, "SIMPLE": Protocol.SIMPLE}
-"""... and its protocols (``ncclProtoToString``)."""
-
-
 @dataclass(frozen=True)
 class Pick:
     """What NCCL ran for one collective call, as rank 0's ``NCCL_DEBUG_SUBSYS=TUNING`` line says
@@ -102,6 +101,9 @@ class NcclView:
     """Per channel, (rank, parent) pairs as the log's ``Trees`` lines give them."""
     picks: tuple[Pick, ...] = ()
     """What NCCL ran per call, where the log has ``TUNING`` lines (rank 0's)."""
+    tunings: tuple[Tuned, ...] = ()
+    """What NCCL 2.31's cost model said per call (its ``Best tuning {`` lines, the first
+    process's; :mod:`simulator.model.nccl_tuning_log`)."""
 
     def by_algorithm(self) -> dict[NcclAlgorithm, Graph]:
         """The cost model's graph per algorithm, for every graph with channels."""
@@ -136,10 +138,16 @@ def read_log(path: Path) -> NcclView:
     parents: dict[int, dict[int, int]] = {}
     following: dict[int, dict[int, int]] = {}  # per channel, each rank's next (Ring lines)
     picks: list[Pick] = []
+    tuning = TuningLines([])
     for number, line in enumerate(lines, 1):
         if "NCCL INFO" not in line:
             continue
         text = line.strip()
+        try:
+            if tuning.take(text):
+                continue
+        except TuningLineError as error:
+            raise _error(source, number, str(error)) from None
         if (found := _PICK.match(text)) is not None:
             algorithm = TUNING_ALGORITHMS.get(found["algo"])
             protocol = TUNING_PROTOCOLS.get(found["proto"])
@@ -168,7 +176,7 @@ def read_log(path: Path) -> NcclView:
     if not rings and following:  # no rank 0 lines: every rank's Ring line, chained
         ring_count = len(following)
         rings = {c: _chained(source, c, following[c]) for c in following}
-    if not searched and not rings and not picks:
+    if not searched and not rings and not picks and not tuning.tuned:
         raise _error(source, 0, "expected NCCL_DEBUG=INFO lines: 'Pattern ...' graphs, "
                                 "'Channel NN/MM :' rings or TUNING picks; found none (was "
                                 "NCCL_DEBUG=INFO set?)")
@@ -179,7 +187,7 @@ def read_log(path: Path) -> NcclView:
     graphs = _identified(source, searched)
     trees = tuple(tuple(sorted(parents[c].items())) for c in sorted(parents))
     return NcclView(source, graphs, tuple(rings[c] for c in range(ring_count)), trees,
-                    tuple(picks))
+                    tuple(picks), tuple(tuning.tuned))
 
 
 def _chained(source: str, channel: int, following: dict[int, int]) -> tuple[int, ...]:

@@ -374,7 +374,7 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
         named = " or ".join(v.value for v in SYMMETRIC_VERSIONS)
         reader.problem("nccl.symmetric", (
             f"expected nccl.version {named} with symmetric: true: the symmetric kernels "
-            f"modelled are NCCL {named}'s (src/sym_kernels.cc), got version "
+            f"modelled are those of NCCL {named} (src/sym_kernels.cc), got version "
             f"{version.value}"))
         problems.append(("nccl.symmetric", ""))
     if problems:
