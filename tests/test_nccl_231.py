@@ -27,7 +27,7 @@ from simulator.model.nccl import (
     latency_us,
     predicted_time_us,
 )
-from simulator.model.nccl_tuning_log import TuningLines, Tuned
+from simulator.model.nccl_tuning_log import Tuned, TuningLines
 from simulator.model.nccl_versions import (
     NCCL_2_30,
     NCCL_2_31,
