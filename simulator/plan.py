@@ -38,6 +38,7 @@ from simulator.model.execution import Execution, apply, stream_choices
 from simulator.model.faults import Fault, fault_problem, with_faults
 from simulator.model.machine import Machine
 from simulator.model.nccl import Protocol
+from simulator.model.nccl_env import NVLS_FAMILIES
 from simulator.model.nccl_point import NcclRefusal, nccl_pick, nccl_point
 from simulator.model.nccl_view import with_view
 from simulator.scenario.parse import load_scenario, scenario_from_dict
@@ -185,10 +186,14 @@ def _runs_a_protocol_left(scenario: Scenario, algorithm: Algorithm) -> bool:
 
 def unsupported(scenario: Scenario, algorithm: Algorithm, machine: Machine) -> str | None:
     """Why ``algorithm`` cannot run on ``machine`` in ``scenario``: where it cannot run at all,
-    or, under ``execution: nccl``, where NCCL would not run it (None when it can)."""
+    or, under ``execution: nccl``, where NCCL would not run it, NVLS and NVLSTree included with
+    ``nccl.nvls: false`` (None when it can)."""
     reason = algorithm.unsupported(machine)
     if reason is None and scenario.execution is Execution.NCCL:
         reason = algorithm.nccl.unsupported(machine)
+        if reason is None and not scenario.nccl.nvls and algorithm.nccl.family in NVLS_FAMILIES:
+            reason = ("NCCL runs no NVLS or NVLSTree with nccl.nvls: false (NCCL_NVLS_ENABLE=0 "
+                      "creates no multicast objects)")
     return reason
 
 

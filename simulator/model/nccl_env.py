@@ -1,6 +1,7 @@
 """``NCCL_ALGO`` and ``NCCL_PROTO`` as a scenario sets them (``nccl: {algo: ..., proto: ...}``):
 NCCL's list syntax and what a list leaves its tuner to choose from; and which NCCL's tuner is
-modelled (``nccl: {version: ...}``).
+modelled (``nccl: {version: ...}``), and whether NVLink SHARP is on (``nccl: {nvls: false}`` as
+``NCCL_NVLS_ENABLE=0``).
 
 The syntax is ``parseList``'s (src/graph/tuning.cc, v2.30.7): names separated by commas, matched
 without regard to case; a leading ``^`` enables every name but those listed. Entries separated
@@ -80,6 +81,10 @@ def _hint(word: str, names: Mapping[str, object]) -> str:
     return f"; did you mean {str(spelt.value if isinstance(spelt, Enum) else spelt)!r}?"
 
 
+NVLS_FAMILIES = frozenset((NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE))
+"""The algorithms ``NCCL_NVLS_ENABLE=0`` turns off: both run on NVLink SHARP's multicast objects,
+which NCCL then never creates (src/transport/nvls.cc:159-262, v2.30.7)."""
+
 VERSIONS = ", ".join(f"{v.value}" for v in Version)
 """The tuner versions a scenario may name, for its messages."""
 
@@ -95,7 +100,11 @@ def version_of(value: object) -> Version | None:
 class NcclEnv:
     """The NCCL environment a scenario sets: ``algo`` as ``NCCL_ALGO`` and ``proto`` as
     ``NCCL_PROTO`` (empty: unset), which restrict what NCCL's tuner picks from, and the
-    ``version`` whose tuner picks (:class:`~simulator.model.nccl.Version`); whether the
+    ``version`` whose tuner picks (:class:`~simulator.model.nccl.Version`); whether NVLink SHARP
+    is on (``nvls``: False as ``NCCL_NVLS_ENABLE=0``, which leaves NCCL no NVLS or NVLSTree:
+    ``ncclNvlsInit`` then leaves ``nvlsSupport`` 0, src/transport/nvls.cc:249-262 at v2.30.7,
+    so init.cc:1214 searches no NVLS graph and the tuner has no channels to rate them on);
+    whether the
     buffers are registered as symmetric windows (``symmetric``: NCCL then runs its symmetric
     allreduce kernels ahead of the tuner, :mod:`simulator.model.nccl_symmetric`); and NCCL's own
     view of the machine where a graph dump or log is given (``view``, read from ``view_key``:
@@ -105,14 +114,18 @@ class NcclEnv:
     proto: str = ""
     version: Version = LATEST
     symmetric: bool = False
+    nvls: bool = True
     view: NcclView | None = None
     view_key: str = ""
     view_file: str = ""
 
     def enabled(self, collective: Collective) -> Enabled:
-        """What the two lists leave the tuner for ``collective``; ValueError if one is bad."""
-        return Enabled(enabled_by(self.algo, tuple(NcclAlgorithm), collective, "algorithm"),
-                       enabled_by(self.proto, tuple(Protocol), collective, "protocol"))
+        """What the two lists (and ``nvls``) leave the tuner for ``collective``; ValueError if
+        a list is bad."""
+        algorithms = enabled_by(self.algo, tuple(NcclAlgorithm), collective, "algorithm")
+        if not self.nvls:
+            algorithms -= NVLS_FAMILIES
+        return Enabled(algorithms, enabled_by(self.proto, tuple(Protocol), collective, "protocol"))
 
     def problems(self, collective: Collective) -> list[tuple[str, str]]:
         """Each bad list as (field, what was expected), fields named as in a scenario file
@@ -139,8 +152,8 @@ class NcclEnv:
         return problems
 
     def __bool__(self) -> bool:
-        """Whether either variable is set."""
-        return bool(self.algo or self.proto)
+        """Whether either variable is set, or NVLS turned off."""
+        return bool(self.algo or self.proto or not self.nvls)
 
     @property
     def is_default(self) -> bool:

@@ -66,6 +66,8 @@ def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -
                                                            ("proto", scenario.nccl.proto)) if value}
         if scenario.nccl.version is not LATEST:
             described["nccl"]["version"] = scenario.nccl.version.value
+        if not scenario.nccl.nvls:
+            described["nccl"]["nvls"] = False
         if scenario.nccl.view is not None:
             described["nccl"][scenario.nccl.view_key] = scenario.nccl.view_file
     if scenario.faults:

@@ -336,15 +336,17 @@ def _factor(value: object) -> int:
 
 
 def _nccl(reader: FieldReader, value: object, collective: Collective, source: str) -> NcclEnv:
-    """``nccl: {algo: LIST, proto: LIST, version: V, symmetric: BOOL, graph: FILE | log: FILE}``,
-    NCCL_ALGO and NCCL_PROTO in NCCL's list syntax (:mod:`simulator.model.nccl_env`), the NCCL
-    whose tuner picks, whether the buffers are registered as symmetric windows, and NCCL's own
+    """``nccl: {algo: LIST, proto: LIST, version: V, symmetric: BOOL, nvls: BOOL, graph: FILE |
+    log: FILE}``, NCCL_ALGO and NCCL_PROTO in NCCL's list syntax (:mod:`simulator.model.nccl_env`),
+    the NCCL whose tuner picks, whether the buffers are registered as symmetric windows, whether
+    NVLink SHARP is on (``nvls: false`` as NCCL_NVLS_ENABLE=0), and NCCL's own
     view of the machine from its graph dump or INFO log (a file named relative to the scenario,
     :mod:`simulator.model.nccl_view`); unset where a problem was recorded."""
     spec = reader.mapping("nccl", value)
     if spec is None:
         return NcclEnv()
-    reader.check_keys(spec, "nccl", ("algo", "proto", "version", "symmetric", "graph", "log"))
+    reader.check_keys(spec, "nccl", ("algo", "proto", "version", "symmetric", "nvls", "graph",
+                                     "log"))
     view = _nccl_view(reader, spec, source)
     given: dict[str, Any] = {key: spec[key] for key in ("algo", "proto") if key in spec}
     env = NcclEnv(**given)
@@ -377,9 +379,19 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
             f"modelled are those of NCCL {named} (src/sym_kernels.cc), got version "
             f"{version.value}"))
         problems.append(("nccl.symmetric", ""))
+    nvls = spec.get("nvls", True)
+    if not isinstance(nvls, bool):
+        reader.problem("nccl.nvls", "expected true (NCCL's default) or false (as "
+                                    f"NCCL_NVLS_ENABLE=0: no NVLS or NVLSTree), got {nvls!r}")
+        problems.append(("nccl.nvls", ""))
+    elif not nvls and symmetric is True:
+        reader.problem("nccl.nvls", (
+            "expected true with symmetric: true: the symmetric kernels modelled multicast on "
+            "NVLS's objects, which NCCL_NVLS_ENABLE=0 never creates"))
+        problems.append(("nccl.nvls", ""))
     if problems:
         return NcclEnv()
-    env = replace(env, version=version or LATEST, symmetric=symmetric is True)
+    env = replace(env, version=version or LATEST, symmetric=symmetric is True, nvls=nvls is True)
     return env if view is None else replace(env, view=view[0], view_key=view[1],
                                             view_file=view[2])
 

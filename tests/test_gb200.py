@@ -1,0 +1,105 @@
+"""GB200 NVL72 racks: ``nccl: {nvls: false}`` as NCCL_NVLS_ENABLE=0 (its one-line errors and
+the picks it changes)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from simulator import InputError, simulate
+from simulator.model.execution import system_of
+from simulator.model.machine import Machine
+from simulator.model.nccl import NcclAlgorithm, choose
+from simulator.output.writers import write_settings
+from simulator.plan import prepare
+from simulator.scenario.parse import scenario_from_dict
+from simulator.scenario.spec import Scenario
+from simulator.settings import RunSettings
+
+
+def scenario(preset: str = "gb200_nvl72", nodes: int = 1, algorithms: Any = "auto",
+             **nccl: Any) -> dict[str, Any]:
+    """A scenario dict on ``preset`` with ``nodes`` racks and ``nccl`` as given."""
+    data: dict[str, Any] = {"topology": {"preset": preset, "nodes": nodes},
+                            "algorithms": algorithms, "sizes": [1 << 20, 1 << 30]}
+    if nccl:
+        data["nccl"] = nccl
+    return data
+
+
+def machine_of(parsed: Scenario) -> Machine:
+    """The scenario's machine, as the runner builds it."""
+    return prepare(parsed, select=False).machine
+
+
+def picks(parsed: Scenario) -> list[str]:
+    """NCCL's pick at each size of ``parsed`` among what its ``nccl`` leaves."""
+    system = system_of(machine_of(parsed))
+    return [f"{(c := choose(system, size, parsed.nccl_enabled)).algorithm.value}/"
+            f"{c.protocol.value}" for size in parsed.sizes]
+
+
+def test_nvls_false_takes_nvls_and_nvlstree_from_ncclss_pick():
+    # one rack: NVLS from 8 B with NVLS on (a 72-GPU ring's 142 steps cost more than NVLS's
+    # 25 µs); without it the 2.26 tuner rates Ring lowest, LL at 1 MiB and Simple at 1 GiB
+    rack = scenario(version="2.26")
+    assert picks(scenario_from_dict(rack)) == ["NVLS/Simple", "NVLS/Simple"]
+    assert picks(scenario_from_dict(scenario(version="2.26", nvls=False))) == [
+        "Ring/LL", "Ring/Simple"]
+    # two racks: NVLSTree with NVLS on; NCCL's Tree across the racks without it
+    assert picks(scenario_from_dict(scenario(nodes=2, version="2.26"))) == [
+        "NVLSTree/Simple", "NVLSTree/Simple"]
+    assert picks(scenario_from_dict(scenario(nodes=2, version="2.26", nvls=False))) == [
+        "Tree/LL", "Tree/LL128"]
+
+
+def test_nvls_false_is_the_same_as_leaving_both_out_of_nccl_algo():
+    off = scenario_from_dict(scenario(nvls=False)).nccl_enabled
+    listed = scenario_from_dict(scenario(algo="^NVLS,NVLSTree")).nccl_enabled
+    assert off == listed
+    assert NcclAlgorithm.NVLS not in off.algorithms
+    assert NcclAlgorithm.NVLS_TREE not in off.algorithms
+    assert NcclAlgorithm.RING in off.algorithms
+
+
+@pytest.mark.parametrize("value", ["off", 0, "false", None])
+def test_a_bad_nvls_is_a_one_line_error(value: object):
+    with pytest.raises(InputError) as error:
+        scenario_from_dict(scenario(nvls=value), source="s.yaml")
+    assert [str(p) for p in error.value.problems] == [
+        f"s.yaml: nccl.nvls: expected true (NCCL's default) or false (as NCCL_NVLS_ENABLE=0: "
+        f"no NVLS or NVLSTree), got {value!r}"]
+
+
+def test_nvls_false_with_symmetric_buffers_is_a_one_line_error():
+    with pytest.raises(InputError) as error:
+        scenario_from_dict(scenario(nvls=False, symmetric=True), source="s.yaml")
+    assert [str(p) for p in error.value.problems] == [
+        "s.yaml: nccl.nvls: expected true with symmetric: true: the symmetric kernels modelled "
+        "multicast on NVLS's objects, which NCCL_NVLS_ENABLE=0 never creates"]
+
+
+def test_nvls_false_refuses_nvls_by_name_and_all_leaves_it_out():
+    named = scenario_from_dict(scenario("dgx_h100", algorithms=["ring", "nvls"], nvls=False),
+                               source="s.yaml")
+    with pytest.raises(InputError) as error:
+        prepare(named)
+    assert [str(p) for p in error.value.problems] == [
+        "s.yaml: algorithms[1]: 'nvls' cannot run on topology dgx_h100: NCCL runs no NVLS or "
+        "NVLSTree with nccl.nvls: false (NCCL_NVLS_ENABLE=0 creates no multicast objects)"]
+    every = prepare(scenario_from_dict(scenario("dgx_h100", nodes=2, algorithms="all",
+                                                nvls=False)))
+    names = {algorithm.name for algorithm in every.algorithms}
+    assert "ring" in names and "nvls" not in names and "nvls_tree" not in names
+
+
+def test_nvls_false_is_said_in_the_settings_and_read_back(tmp_path: Path):
+    parsed = scenario_from_dict({**scenario("dgx_h100", algorithms=["ring"], nvls=False),
+                                 "sizes": [1 << 20]})
+    write_settings(simulate(parsed), parsed, RunSettings(), tmp_path / "s.json")
+    described = json.loads((tmp_path / "s.json").read_text())["scenario"]
+    assert described["nccl"] == {"nvls": False}
+    assert scenario_from_dict(described).nccl == parsed.nccl
