@@ -1,5 +1,5 @@
 """GB200 NVL72 racks: ``nccl: {nvls: false}`` as NCCL_NVLS_ENABLE=0 (its one-line errors and
-the picks it changes)."""
+the picks it changes), and the NVLink rate fitted on a GB200 rack."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from simulator import InputError, simulate
-from simulator.model.execution import system_of
+from simulator.model.execution import nccl_charges, system_of
 from simulator.model.machine import Machine
-from simulator.model.nccl import NcclAlgorithm, choose
+from simulator.model.nccl import NcclAlgorithm, Protocol, choose
+from simulator.model.topology import NVLINK
 from simulator.output.writers import write_settings
 from simulator.plan import prepare
 from simulator.scenario.parse import scenario_from_dict
@@ -103,3 +104,14 @@ def test_nvls_false_is_said_in_the_settings_and_read_back(tmp_path: Path):
     described = json.loads((tmp_path / "s.json").read_text())["scenario"]
     assert described["nccl"] == {"nvls": False}
     assert scenario_from_dict(described).nccl == parsed.nccl
+
+
+def test_a_gb200_racks_ring_moves_the_fitted_nvlink_rate():
+    # 870 GB/s, fitted to the rack's Ring/Simple (docs/reference/nccl-tests-gb200-nvl72-1rack.csv),
+    # in place of NCCL's 18 x 40.1 = 721.8 GB/s; LL128 would move 0.92 x 870 = 800.4 GB/s but
+    # is capped at perChMaxRingLL128Bws' 40 GB/s (Blackwell, tuning.cc:189) x 16 channels
+    machine = machine_of(scenario_from_dict(scenario(algorithms=["ring"])))
+    simple = nccl_charges(machine, NcclAlgorithm.RING, Protocol.SIMPLE, 1 << 30)
+    ll128 = nccl_charges(machine, NcclAlgorithm.RING, Protocol.LL128, 512 << 20)
+    assert simple.link_rate_Bps[NVLINK] == 870e9
+    assert ll128.link_rate_Bps[NVLINK] == pytest.approx(640e9)
