@@ -1,19 +1,21 @@
-"""GB200 NVL72 racks: ``nccl: {nvls: false}`` as NCCL_NVLS_ENABLE=0 (its one-line errors and
-the picks it changes), and the NVLink rate fitted on a GB200 rack."""
+"""GB200 and GB300 NVL72 racks: ``nccl: {nvls: false}`` as NCCL_NVLS_ENABLE=0 (its one-line
+errors and the picks it changes), the gb300_nvl72 preset's links and rates as NVIDIA's GB300
+NVL72 page states them, and the NVLink rate fitted on a GB200 rack."""
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from simulator import InputError, simulate
-from simulator.model.execution import nccl_charges, system_of
+from simulator.model.execution import arch_of, nccl_charges, system_of
 from simulator.model.machine import Machine
-from simulator.model.nccl import NcclAlgorithm, Protocol, choose
-from simulator.model.topology import NVLINK
+from simulator.model.nccl import Arch, CpuVendor, NcclAlgorithm, Protocol, choose
+from simulator.model.topology import NET_LINK, NVLINK, PCIE
 from simulator.output.writers import write_settings
 from simulator.plan import prepare
 from simulator.scenario.parse import scenario_from_dict
@@ -104,6 +106,23 @@ def test_nvls_false_is_said_in_the_settings_and_read_back(tmp_path: Path):
     described = json.loads((tmp_path / "s.json").read_text())["scenario"]
     assert described["nccl"] == {"nvls": False}
     assert scenario_from_dict(described).nccl == parsed.nccl
+
+
+def test_gb300_nvl72_is_gb200s_rack_with_800g_nics():
+    # NVIDIA's GB300 NVL72 page: 72 Blackwell Ultra GPUs on NVLink 5 (1.8 TB/s a GPU, 900 GB/s
+    # each way), one ConnectX-8 at 800 Gb/s (100 GB/s) per GPU over two PCIe 5.0 x16 (126 GB/s)
+    machine = machine_of(scenario_from_dict(scenario("gb300_nvl72", nodes=2,
+                                                     algorithms=["ring"])))
+    routing = machine.routing
+    rates = Counter((routing.link_kind(link), routing.capacity_Bps(link))
+                    for link in routing.capacities())
+    assert machine.ranks == 144
+    assert rates == {(NVLINK, 900e9): 2 * 2 * 72, (PCIE, 126e9): 2 * 2 * 2 * 72,
+                     (NET_LINK, 100e9): rates[NET_LINK, 100e9]}
+    assert (machine.compute_capability, machine.nvlinks) == (103, 18)
+    assert arch_of(machine.compute_capability) is Arch.BLACKWELL
+    assert machine.nccl.cpu is CpuVendor.ARM
+    assert machine.nccl.nvlink_Bps == 870e9  # fitted on GB200, the same NVLink 5 trays
 
 
 def test_a_gb200_racks_ring_moves_the_fitted_nvlink_rate():
