@@ -101,9 +101,10 @@ def nvls_share(arch: Arch) -> float:
     """The share of the NVLink rate NVLS moves on ``arch``: :data:`NVLS_SHARE`, fitted on Hopper,
     times NCCL's own ratio of in-switch efficiency between ``arch`` and Hopper (tuning.cc
     ``nvlsEfficiency``: 0.74 on Blackwell against 0.85, so 0.645 there). Derived, not fitted: no
-    Blackwell measurement went into it (docs/fidelity.md compares a GB200 NVL72 rack's). Where
-    NCCL runs no NVLS (Volta, Ampere: efficiency 0) the share is Hopper's, a rate nothing uses
-    but a calibration's starting point."""
+    Blackwell measurement went into it, and none checks it (the GB200 NVL72 rack sweep once
+    compared with it ran with NVLS off: docs/model.md). Where NCCL runs no NVLS (Volta, Ampere:
+    efficiency 0) the share is Hopper's, a rate nothing uses but a calibration's starting
+    point."""
     efficiency = KERNELS.nvls_efficiency
     if efficiency[arch] <= 0:
         return NVLS_SHARE
