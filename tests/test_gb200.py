@@ -134,3 +134,12 @@ def test_a_gb200_racks_ring_moves_the_fitted_nvlink_rate():
     ll128 = nccl_charges(machine, NcclAlgorithm.RING, Protocol.LL128, 512 << 20)
     assert simple.link_rate_Bps[NVLINK] == 870e9
     assert ll128.link_rate_Bps[NVLINK] == pytest.approx(640e9)
+
+
+def test_an_algo_list_of_nvls_alone_with_nvls_false_leaves_nothing():
+    parsed = scenario_from_dict(scenario("dgx_h100", algo="NVLS", nvls=False), source="s.yaml")
+    with pytest.raises(InputError) as error:
+        simulate(parsed)
+    assert [str(p) for p in error.value.problems] == [
+        "s.yaml: nccl.algo: expected a list that leaves NCCL's tuner an algorithm it can run on "
+        "topology dgx_h100 with nccl.nvls: false (Tree, Ring), got 'NVLS'"]

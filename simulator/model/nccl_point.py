@@ -30,7 +30,7 @@ from simulator.model.nccl import (
     predicted_time_us,
     protocols_of,
 )
-from simulator.model.nccl_env import NcclEnv
+from simulator.model.nccl_env import NVLS_FAMILIES, NcclEnv
 from simulator.model.nccl_symmetric import (
     SymKernel,
     launched,
@@ -216,7 +216,8 @@ def pick_problem(machine: Machine, size_bytes: int, collective: Collective, env:
     among what ``env`` leaves it (``topology`` names the machine in the message): ``algorithms:
     auto`` runs that pick, and a run without it would print an empty table (so would one on a
     single rank, whose buffer NCCL copies before it picks anything). ``size_bytes``: any size
-    of the run (the model's graphs do not depend on it)."""
+    of the run (the model's graphs do not depend on it). With ``nccl.nvls: false`` NVLS and
+    NVLSTree are not among what it can run."""
     if machine.ranks == 1:
         return "algorithms", (
             f"expected a list of algorithms (or all): auto runs NCCL's pick, and NCCL picks "
@@ -231,13 +232,15 @@ def pick_problem(machine: Machine, size_bytes: int, collective: Collective, env:
             f"{machine.compute_capability}) on topology {topology}")
     enabled = env.enabled(collective)
     runs = [(a, p) for a, p in CANDIDATES[collective]
-            if predicted_time_us(system, a, p, size_bytes, collective) is not None]
+            if predicted_time_us(system, a, p, size_bytes, collective) is not None
+            and (env.nvls or a not in NVLS_FAMILIES)]
     algorithms = [(a, p) for a, p in runs if a in enabled.algorithms]
     if not algorithms:
         names = ", ".join(dict.fromkeys(a.value for a, _ in runs))
         return "nccl.algo", (
             f"expected a list that leaves NCCL's tuner an algorithm it can run on topology "
-            f"{topology} ({names}), got {env.algo!r}")
+            f"{topology}{'' if env.nvls else ' with nccl.nvls: false'} ({names}), got "
+            f"{env.algo!r}")
     if not any(enabled.allows(a, p) for a, p in algorithms):
         pairs = ", ".join(f"{a.value}/{p.value}" for a, p in algorithms)
         return "nccl.proto", (
