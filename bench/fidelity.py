@@ -53,6 +53,9 @@ class Dataset:
     preset: str
     reduce_bandwidth: str
     note: str
+    gpus_per_thread: int = 1
+    """GPUs one thread drove (nccl-tests' ``-g``), the scenario's ``nccl.gpus_per_thread`` under
+    ``execution: nccl`` (``ideal`` has no launch)."""
 
 
 DATASETS = (
@@ -63,8 +66,14 @@ DATASETS = (
     Dataset(
         "8 × A100-SXM4-40GB, one node (the DGX A100 fabric: NVLink 3, second-generation NVSwitch)",
         "docs/reference/nccl-tests-a100.log", "dgx_a100", "680GB/s",
-        "NCCL version not stated, default selection, one process driving 8 GPUs (its ~35 µs "
-        "floor is not a per-GPU process's latency)."),
+        "NCCL version not stated, default selection, one thread driving 8 GPUs (`-g 8`: "
+        "`nccl: {gpus_per_thread: 8}` under `nccl`, 7 launches of 2.86 µs before the last GPU "
+        "starts, fitted to the log's sizes below 32 KiB; simulator/model/launch.py). The "
+        "measured plateau of 201-202 GB/s at 64-128 MiB is the Ring/LL128 ceiling of the NCCL "
+        "of that time (2.9.9's `ll128MaxBwPerCh` 16.9 GB/s for AllReduce × 12 channels = 202.8, "
+        "src/graph/tuning.cc:78), 222-235 GB/s from 256 MiB Simple's (its 235 GB/s cap on "
+        "SM80, tuning.cc:121): the ramp is a protocol switch in that NCCL, whose version the log "
+        "does not state, so the 2.30 tuner's pick (Simple from 32 MiB) is kept.", 8),
 )
 
 
@@ -95,7 +104,9 @@ def compare(dataset: Dataset) -> list[Row]:
         scenario = scenario_from_dict({
             "name": f"fidelity-{dataset.preset}", "topology": {"preset": dataset.preset},
             "sizes": [m.size_bytes for m in measured], "algorithms": [kernel(f) for f in FAMILIES],
-            "gpu": {"reduce_bandwidth": dataset.reduce_bandwidth}, "execution": execution},
+            "gpu": {"reduce_bandwidth": dataset.reduce_bandwidth}, "execution": execution,
+            **({"nccl": {"gpus_per_thread": dataset.gpus_per_thread}}
+               if execution == "nccl" and dataset.gpus_per_thread != 1 else {})},
             source=dataset.measured)
         setup = prepare(scenario, select=False)
         system = system_of(setup.machine)

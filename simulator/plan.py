@@ -104,6 +104,12 @@ def prepare(scenario: Scenario, *, select: bool = True, topology: TopologySpec |
         machine = with_view(machine, scenario.nccl.view, scenario.source,
                             f"nccl.{scenario.nccl.view_key}")
     problems = []
+    per_thread = scenario.nccl.gpus_per_thread
+    if per_thread != 1:  # one thread launching on several GPUs (nccl-tests' -g)
+        problem = _thread_problem(per_thread, machine)
+        if problem:
+            problems.append(Problem(scenario.source, "nccl.gpus_per_thread", problem))
+        machine = replace(machine, nccl=replace(machine.nccl, gpus_per_thread=per_thread))
     for i, fault in enumerate(scenario.faults if faults is None else faults):
         found = fault_problem(fault, machine, Execution(scenario.execution))
         if found is not None:
@@ -112,6 +118,17 @@ def prepare(scenario: Scenario, *, select: bool = True, topology: TopologySpec |
         raise InputError(problems)
     cost = CostInputs(machine, itemsize=scenario.dtype.itemsize, piece_bytes=scenario.piece_bytes)
     return Setup(topology, machine, cost, _select(scenario, machine) if select else ())
+
+
+def _thread_problem(gpus_per_thread: int, machine: Machine) -> str:
+    """What is wrong with one thread launching on ``gpus_per_thread`` GPUs of ``machine``
+    (empty: nothing): a thread drives GPUs of its own host, and every thread as many (nccl-tests
+    runs nProcs × nThreads × nGpus ranks, src/common.cu), so the count divides each host's."""
+    hosts = sorted(set(machine.layout.ranks_per_host))
+    if all(count % gpus_per_thread == 0 for count in hosts):
+        return ""
+    return (f"expected a divisor of the GPUs of a host ({', '.join(map(str, hosts))}): one "
+            f"thread drives GPUs of its own host, every thread as many, got {gpus_per_thread}")
 
 
 def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:

@@ -5,7 +5,9 @@ is what NCCL's kernels achieve on that wire, applied in one place, as a transfor
 :class:`~simulator.model.machine.Machine` (:func:`apply`), so the engine and every closed form
 get it without a special case:
 
-- a collective starts after NCCL's base latency for its algorithm and protocol (``baseLat``);
+- a collective starts after NCCL's base latency for its algorithm and protocol (``baseLat``),
+  and, where one thread launches it on several GPUs (nccl-tests' ``-g``), after the launches of
+  the GPUs before the last (:mod:`~simulator.model.launch`);
 - a message between two ranks pays the step latency of the slowest kind of path it crosses
   (``hwLat``: NVLink, PCI or NET), in place of the graph's wire latencies; a network step also
   pays the transport's latency (``latencyInter``, twice for Simple: the flush;
@@ -37,6 +39,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from simulator.model.launch import thread_skew_s
 from simulator.model.machine import GpuSpec, Machine
 from simulator.model.nccl import (
     DEFAULT_GRAPHS,
@@ -284,7 +287,8 @@ def nccl_charges(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     base, steps = latencies(machine, family, protocol, size_bytes, kernel)
     proxy_s = KERNELS.net_overhead_us[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
         if nodes > 1 else 0.0  # getNetOverhead, ×3 for Simple (tuning.cc:405-408)
-    return NcclCharges(protocol, base + facts.launch_s, steps, rates,
+    start = base + facts.launch_s + thread_skew_s(facts.gpus_per_thread)
+    return NcclCharges(protocol, start, steps, rates,
                 fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s,
                 net_share)
 

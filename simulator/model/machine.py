@@ -272,7 +272,7 @@ class NcclFacts:
     network's transport and the host CPU's vendor (its network overhead, its LL cap); and, as
     fitted to a multi-node log, the rate NCCL achieves per NIC and a latency per network step
     beyond NCCL's and the transport's (0: derive, none); and which NCCL's tuner picks (a
-    scenario's ``nccl.version``)."""
+    scenario's ``nccl.version``); and how many GPUs one thread launches it on."""
 
     nvlink_Bps: float = 0.0
     nvls_Bps: float = 0.0
@@ -286,6 +286,10 @@ class NcclFacts:
     """The graphs NCCL's search found here, where its graph dump or log says
     (:mod:`simulator.model.nccl_view`); empty: those :data:`~simulator.model.nccl.DEFAULT_GRAPHS`
     assumes."""
+    gpus_per_thread: int = 1
+    """How many GPUs one thread launches the collective on (a scenario's
+    ``nccl.gpus_per_thread``, nccl-tests' ``-g``): each beyond the first delays its end by a
+    launch (:mod:`simulator.model.launch`)."""
 
 
 @dataclass(frozen=True)

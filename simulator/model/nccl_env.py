@@ -1,7 +1,7 @@
 """``NCCL_ALGO`` and ``NCCL_PROTO`` as a scenario sets them (``nccl: {algo: ..., proto: ...}``):
-NCCL's list syntax and what a list leaves its tuner to choose from; and which NCCL's tuner is
-modelled (``nccl: {version: ...}``), and whether NVLink SHARP is on (``nccl: {nvls: false}`` as
-``NCCL_NVLS_ENABLE=0``).
+NCCL's list syntax and what a list leaves its tuner to choose from; which NCCL's tuner is
+modelled (``nccl: {version: ...}``); whether NVLink SHARP is on (``nccl: {nvls: false}`` as
+``NCCL_NVLS_ENABLE=0``); and how many GPUs a thread launches on (``nccl: {gpus_per_thread: N}``).
 
 The syntax is ``parseList``'s (src/graph/tuning.cc, v2.30.7): names separated by commas, matched
 without regard to case; a leading ``^`` enables every name but those listed. Entries separated
@@ -108,7 +108,9 @@ class NcclEnv:
     buffers are registered as symmetric windows (``symmetric``: NCCL then runs its symmetric
     allreduce kernels ahead of the tuner, :mod:`simulator.model.nccl_symmetric`); and NCCL's own
     view of the machine where a graph dump or log is given (``view``, read from ``view_key``:
-    ``graph`` or ``log``, the file as the scenario names it, :mod:`simulator.model.nccl_view`)."""
+    ``graph`` or ``log``, the file as the scenario names it, :mod:`simulator.model.nccl_view`);
+    and how many GPUs one thread launches each collective on (``gpus_per_thread``, nccl-tests'
+    ``-g``; issue 38, :mod:`simulator.model.launch`)."""
 
     algo: str = ""
     proto: str = ""
@@ -116,6 +118,7 @@ class NcclEnv:
     symmetric: bool = False
     nvls: bool = True
     view: NcclView | None = None
+    gpus_per_thread: int = 1
     view_key: str = ""
     view_file: str = ""
 
@@ -157,5 +160,6 @@ class NcclEnv:
 
     @property
     def is_default(self) -> bool:
-        """Whether nothing is set: no list, the latest tuner."""
-        return not self and self.version is LATEST and self.view is None
+        """Whether nothing is set: no list, the latest tuner, a thread per GPU."""
+        return (not self and self.version is LATEST and self.view is None
+                and self.gpus_per_thread == 1)

@@ -70,6 +70,8 @@ def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -
             described["nccl"]["nvls"] = False
         if scenario.nccl.view is not None:
             described["nccl"][scenario.nccl.view_key] = scenario.nccl.view_file
+        if scenario.nccl.gpus_per_thread != 1:
+            described["nccl"]["gpus_per_thread"] = scenario.nccl.gpus_per_thread
     if scenario.faults:
         described["faults"] = [fault.settings() for fault in scenario.faults]
     if scenario.training is not None:

@@ -337,16 +337,18 @@ def _factor(value: object) -> int:
 
 def _nccl(reader: FieldReader, value: object, collective: Collective, source: str) -> NcclEnv:
     """``nccl: {algo: LIST, proto: LIST, version: V, symmetric: BOOL, nvls: BOOL, graph: FILE |
-    log: FILE}``, NCCL_ALGO and NCCL_PROTO in NCCL's list syntax (:mod:`simulator.model.nccl_env`),
-    the NCCL whose tuner picks, whether the buffers are registered as symmetric windows, whether
-    NVLink SHARP is on (``nvls: false`` as NCCL_NVLS_ENABLE=0), and NCCL's own
-    view of the machine from its graph dump or INFO log (a file named relative to the scenario,
-    :mod:`simulator.model.nccl_view`); unset where a problem was recorded."""
+    log: FILE, gpus_per_thread: N}``, NCCL_ALGO and NCCL_PROTO in NCCL's list syntax
+    (:mod:`simulator.model.nccl_env`), the NCCL whose tuner picks, whether the buffers are
+    registered as symmetric windows, whether NVLink SHARP is on (``nvls: false`` as
+    NCCL_NVLS_ENABLE=0), NCCL's own view of the machine from its graph dump or INFO log (a file
+    named relative to the scenario, :mod:`simulator.model.nccl_view`), and how many GPUs one
+    thread launches on (nccl-tests' ``-g``, :mod:`simulator.model.launch`); unset where a
+    problem was recorded."""
     spec = reader.mapping("nccl", value)
     if spec is None:
         return NcclEnv()
     reader.check_keys(spec, "nccl", ("algo", "proto", "version", "symmetric", "nvls", "graph",
-                                     "log"))
+                                     "log", "gpus_per_thread"))
     view = _nccl_view(reader, spec, source)
     given: dict[str, Any] = {key: spec[key] for key in ("algo", "proto") if key in spec}
     env = NcclEnv(**given)
@@ -389,9 +391,18 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
             "expected true with symmetric: true: the symmetric kernels modelled multicast on "
             "NVLS's objects, which NCCL_NVLS_ENABLE=0 never creates"))
         problems.append(("nccl.nvls", ""))
+    gpus_per_thread = spec.get("gpus_per_thread", 1)
+    if not isinstance(gpus_per_thread, int) or isinstance(gpus_per_thread, bool) \
+            or gpus_per_thread < 1:
+        gpus_per_thread = 1
+        reader.problem("nccl.gpus_per_thread", (
+            "expected how many GPUs one thread launches each collective on (nccl-tests' -g), "
+            f"a whole number from 1, got {spec['gpus_per_thread']!r}"))
+        problems.append(("nccl.gpus_per_thread", ""))
     if problems:
         return NcclEnv()
-    env = replace(env, version=version or LATEST, symmetric=symmetric is True, nvls=nvls is True)
+    env = replace(env, version=version or LATEST, symmetric=symmetric is True, nvls=nvls is True,
+                  gpus_per_thread=gpus_per_thread)
     return env if view is None else replace(env, view=view[0], view_key=view[1],
                                             view_file=view[2])
 
