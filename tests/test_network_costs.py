@@ -44,7 +44,7 @@ def test_the_presets_state_their_transport_and_cpu():
 
 
 @pytest.mark.parametrize(("field", "value", "expected"), [
-    ("transport", "udp", "expected a transport: ib, roce, tcp or tcpxo, got 'udp'"),
+    ("transport", "udp", "expected a transport: ib, roce, tcp, tcpxo or efa, got 'udp'"),
     ("cpu", "power", "expected a host CPU: intel, amd or arm, got 'power'")])
 def test_a_bad_transport_or_cpu_is_one_line_naming_the_field(field, value, expected):
     with pytest.raises(InputError) as error:

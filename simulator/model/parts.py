@@ -45,7 +45,7 @@ class Param(Enum):
     RATIO = "a ratio ≥ 1 like 3 or '3:1'"
     SEED = "a whole number ≥ 0"
     FILE = "a file path"
-    TRANSPORT = "a transport: ib, roce, tcp or tcpxo"
+    TRANSPORT = "a transport: ib, roce, tcp, tcpxo or efa"
     CPU = "a host CPU: intel, amd or arm"
 
     def parse(self, value: object) -> ParamValue:

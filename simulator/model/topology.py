@@ -225,8 +225,8 @@ def dgx(
     of the GPUs (graph attributes of the same names; 0: not stated). The ``nccl_*`` parameters
     override what that model derives (0: derive): the NVLink rate NCCL achieves per GPU, the
     rate of NVLS, and a launch latency added to NCCL's base latency; ``python -m simulator
-    calibrate`` fits them to measurements. ``transport`` (``ib``, ``roce``, ``tcp``, ``tcpxo``)
-    and ``cpu`` (``intel``, ``amd``) are the network's transport and the hosts' CPU vendor,
+    calibrate`` fits them to measurements. ``transport`` (``ib``, ``roce``, ``tcp``, ``tcpxo``,
+    ``efa``) and ``cpu`` (``intel``, ``amd``) are the network's transport and the hosts' CPU vendor,
     which set the network's per-message costs under ``execution: nccl`` (graph attributes of the
     same names; :mod:`~simulator.model.transport`); ``nccl_net_bandwidth`` (the rate NCCL
     achieves per NIC, 0: derived) and ``nccl_net_latency`` (a latency per network step beyond

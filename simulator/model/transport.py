@@ -32,10 +32,14 @@ class Transport(Enum):
     """NCCL's socket transport (src/transport/net_socket.cc): TCP through host memory."""
     TCPXO = "tcpxo"
     """GCP's GPUDirect-TCPXO plugin (A3 Mega): TCP with payloads straight to GPU memory."""
+    EFA = "efa"
+    """AWS's Elastic Fabric Adapter through the aws-ofi-nccl plugin (libfabric's ``efa``
+    provider, SRD), as on p4d and p5 instances."""
 
 
 LATENCY_US: Mapping[Transport, float] = {
     Transport.IB: 0.0, Transport.ROCE: 0.0, Transport.TCP: 0.0, Transport.TCPXO: 50.0,
+    Transport.EFA: 75.0,
 }
 """The plugin's advertised latency per network step (``latencyInter``, µs).
 
@@ -50,6 +54,14 @@ LATENCY_US: Mapping[Transport, float] = {
   step; checked against the same sweep's 1 MiB point (docs/fidelity.md). TCPXO's plugin is
   closed source; its receive path (header split into GPU bounce buffers, then NCCL's device
   unpack, ``NCCL_NET_DEVICE_UNPACK``) is where such a cost would come from.
+- EFA: 75, what aws-ofi-nccl advertises on p4d.24xlarge, p4de and p5 (``.latency = 75.0`` in
+  ``platform_data_map``, src/platform-aws.cpp:87, copied into ``props->latency`` by
+  ``ofi_nccl_net_latency``, src/platform-aws.cpp:771-786 and
+  src/nccl_ofi_interface_nvidia.cpp:126; aws/aws-ofi-nccl at commit 2daf7d30). The plugin
+  chose it by measurement ("Our experiments showed that a value below 75µs is slightly better
+  for large deployments, but makes NCCL choose the wrong algorithm for the 2 nodes case",
+  commit d87d61e0, 2023-05-31); before that commit it advertised 150 on every platform. Newer
+  instances (p5en, p6) advertise 35 (platform-aws.cpp:154); this figure is p4d's and p5's.
 """
 
 
