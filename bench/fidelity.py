@@ -68,12 +68,14 @@ DATASETS = (
         "docs/reference/nccl-tests-a100.log", "dgx_a100", "680GB/s",
         "NCCL version not stated, default selection, one thread driving 8 GPUs (`-g 8`: "
         "`nccl: {gpus_per_thread: 8}` under `nccl`, 7 launches of 2.86 µs before the last GPU "
-        "starts, fitted to the log's sizes below 32 KiB; simulator/model/launch.py). The "
-        "measured plateau of 201-202 GB/s at 64-128 MiB is the Ring/LL128 ceiling of the NCCL "
-        "of that time (2.9.9's `ll128MaxBwPerCh` 16.9 GB/s for AllReduce × 12 channels = 202.8, "
-        "src/graph/tuning.cc:78), 222-235 GB/s from 256 MiB Simple's (its 235 GB/s cap on "
-        "SM80, tuning.cc:121): the ramp is a protocol switch in that NCCL, whose version the log "
-        "does not state, so the 2.30 tuner's pick (Simple from 32 MiB) is kept.", 8),
+        "starts, fitted to the log's sizes below 32 KiB; simulator/model/launch.py). The ramp "
+        "from 202 GB/s at 128 MiB to 222 at 256 MiB is the ring's loop: NCCL's Ring/Simple chunk "
+        "is 2 MiB (`calcCollChunking`, src/enqueue.cc), a loop 12 channels × 8 ranks × 2 MiB = "
+        "192 MiB, and a smaller buffer runs chunks of S / 96 (`runRing`, "
+        "src/device/all_reduce.h); the pipeline's fill, a chunk a channel, is then a fixed "
+        "share of the time below 192 MiB and shrinks above it (the model's fill, "
+        "simulator/model/execution.py `fill_s`). The measured step (−9 %) is steeper than the "
+        "model's (−5 %).", 8),
 )
 
 
