@@ -68,8 +68,8 @@ BAD = [
      "sizes[0]: expected a positive multiple of the float32 element size (4 bytes), got 1001"),
     ("topology: {preset: dgx_z100}\nsizes: [1KiB]\n",
      "topology.preset: no preset 'dgx_z100'; expected one of dgx1_v100, dgx_a100, dgx_a100_superpod, "
-     "dgx_b200, dgx_b200_superpod, dgx_h100, dgx_h100_superpod, gb200_nvl72, gb300_nvl72 or a "
-     ".yaml file"),
+     "dgx_b200, dgx_b200_superpod, dgx_h100, dgx_h100_superpod, gb200_nvl72, gb300_nvl72, p4d or "
+     "a .yaml file"),
     ("topology: {preset: nothere.yaml}\nsizes: [1KiB]\n",
      "topology.preset: no such preset file 'nothere.yaml'"),
     ("topology: {kind: switch, ranks: 0, bandwidth: 25GB/s, latency: 500ns}\nsizes: [1KiB]\n",
