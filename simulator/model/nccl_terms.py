@@ -42,12 +42,36 @@ class Hardware(Enum):
 
 
 class Arch(Enum):
-    """GPU generation (compute capability), which selects rows of the caps."""
+    """GPU generation (compute capability), which selects rows of the caps. ``CDNA3`` is AMD's
+    MI300 series (``gfx942``, AMD's gcnArchName, stated as compute capability 942): NCCL's
+    tables have no row for it, RCCL's tuner (:mod:`simulator.model.rccl`) times it."""
 
     VOLTA = 70
     AMPERE = 80
     HOPPER = 90
     BLACKWELL = 100
+    CDNA3 = 942
+
+
+class Library(Enum):
+    """The collective library a machine's GPUs run: NCCL on NVIDIA GPUs, RCCL (ROCm's fork of
+    NCCL) on AMD Instinct; a scenario's ``nccl.library`` names it (issue 38)."""
+
+    NCCL = "nccl"
+    RCCL = "rccl"
+
+
+AMD_ARCHS = frozenset({Arch.CDNA3})
+"""The AMD GPU generations, which run RCCL."""
+
+
+def library_of(arch: Arch) -> Library:
+    """The library ``arch``'s GPUs run.
+
+    >>> library_of(Arch.HOPPER).value, library_of(Arch.CDNA3).value
+    ('nccl', 'rccl')
+    """
+    return Library.RCCL if arch in AMD_ARCHS else Library.NCCL
 
 
 class CpuVendor(Enum):
