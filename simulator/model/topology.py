@@ -67,6 +67,7 @@ from simulator.model.parts import (
     Time,
     cable,
 )
+from simulator.model.xgmi import xgmi, xgmi_problems
 
 __all__ = [
     "BUILDERS",
@@ -469,6 +470,7 @@ BUILDERS: dict[str, Builder] = {
         Builder("fat_tree", fat_tree, _fat_tree_ranks, problems=fat_tree_problems),
         Builder("dragonfly", dragonfly, _dragonfly_ranks),
         Builder("cluster", cluster, _host_ranks, problems=cluster_problems),
+        Builder("xgmi", xgmi, _host_ranks, problems=xgmi_problems),
         Builder("graph", graph, graph_ranks, problems=graph_problems),
         Builder("nccl_xml", nccl_xml, nccl_xml_ranks, problems=nccl_xml_problems),
     )
