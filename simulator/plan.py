@@ -40,7 +40,9 @@ from simulator.model.machine import Machine
 from simulator.model.nccl import Protocol
 from simulator.model.nccl_env import NVLS_FAMILIES
 from simulator.model.nccl_point import NcclRefusal, nccl_pick, nccl_point
+from simulator.model.nccl_terms import Library, NcclAlgorithm
 from simulator.model.nccl_view import with_view
+from simulator.model.rccl_execution import ring_channels, with_rings
 from simulator.scenario.parse import load_scenario, scenario_from_dict
 from simulator.scenario.spec import Scenario, TopologySpec
 from simulator.scenario.training import Imports
@@ -103,6 +105,12 @@ def prepare(scenario: Scenario, *, select: bool = True, topology: TopologySpec |
     if scenario.nccl.view is not None:  # NCCL's own graphs and rings, from its dump or log
         machine = with_view(machine, scenario.nccl.view, scenario.source,
                             f"nccl.{scenario.nccl.view_key}")
+    library = scenario.nccl.library
+    if library is not None and library is not machine.library:
+        raise InputError([Problem(scenario.source, "nccl.library", _library_mismatch(
+            library, machine, topology.label))])
+    if machine.library is Library.RCCL and scenario.execution is Execution.NCCL:
+        machine = with_rings(machine)  # RCCL's rings as its channels' orders
     problems = []
     per_thread = scenario.nccl.gpus_per_thread
     if per_thread != 1:  # one thread launching on several GPUs (nccl-tests' -g)
@@ -129,6 +137,15 @@ def _thread_problem(gpus_per_thread: int, machine: Machine) -> str:
         return ""
     return (f"expected a divisor of the GPUs of a host ({', '.join(map(str, hosts))}): one "
             f"thread drives GPUs of its own host, every thread as many, got {gpus_per_thread}")
+
+
+def _library_mismatch(library: Library, machine: Machine, topology: str) -> str:
+    """What ``nccl.library`` should have said on ``machine`` (issue 38)."""
+    gpus = ("AMD Instinct GPUs (compute capability 942, gfx942)"
+            if machine.library is Library.RCCL else
+            f"NVIDIA GPUs (compute capability {machine.compute_capability or 'not stated'})")
+    return (f"expected {machine.library.value} on topology {topology}, whose {gpus} run "
+            f"{machine.library.value.upper()}, got {library.value}")
 
 
 def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
@@ -238,6 +255,9 @@ def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
         several = machine.layout.host_count > 1 and len(per_host) == 1
         nccl = scenario.execution is Execution.NCCL
         wanted = next(iter(per_host)) if several and nccl else 1
+        if (nccl and not several and machine.library is Library.RCCL and machine.layout.rings
+                and algorithm.nccl.kernel and algorithm.nccl.family is NcclAlgorithm.RING):
+            wanted = ring_channels(machine)  # RCCL's ring: 56 channels on its 28 rings
     count = size_bytes // scenario.dtype.itemsize
     return max(1, min(wanted, count // machine.ranks))
 

@@ -38,6 +38,8 @@ from simulator.algorithms.phases.direct import (
 )
 from simulator.algorithms.schedule import Group, Schedule, transfers
 from simulator.model.collective import ROOT, Collective
+from simulator.model.nccl_point import NcclBinding
+from simulator.model.rccl import MSCCL_ALGORITHM
 
 _FLAT = (ExactOn("switch"), ExactOn("fully_connected"))
 """Flows share every link evenly there: none on ``fully_connected``, p-1 per up- and downlink
@@ -61,6 +63,7 @@ class DirectAllreduce(Algorithm):
     collective = Collective.ALLREDUCE
     exact_on = _FLAT
     composable = True
+    nccl = NcclBinding(msccl=MSCCL_ALGORITHM)  # RCCL's MSCCL allreduce_pairs (model/rccl.py)
 
     def program(self, comm: Comm) -> Program:
         chunks = comm.chunks(comm.size)

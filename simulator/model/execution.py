@@ -257,6 +257,8 @@ def nccl_charges(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     if (family, protocol) not in KERNELS.base_latency_us:
         raise ValueError(f"NCCL runs {family.value} with the Simple protocol only")
     arch = arch_of(machine.compute_capability)
+    if arch not in NVLINK_GBPS_PER_LINK:  # AMD: simulator.model.rccl_execution.rccl_charges
+        raise ValueError(f"NCCL does not run on {arch.name} GPUs: RCCL's model times them")
     nodes = machine.layout.host_count
     facts = machine.nccl
     cpu = facts.cpu

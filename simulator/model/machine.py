@@ -24,6 +24,7 @@ import numpy as np
 
 from simulator.errors import AlgorithmError
 from simulator.model.nccl import LATEST, CpuVendor, Graph, NcclAlgorithm, Version
+from simulator.model.nccl_terms import AMD_ARCHS, Library
 from simulator.model.routing import Route, Routing
 from simulator.model.topology import GPU, SWITCH, torus_coords
 from simulator.model.transport import Transport
@@ -438,6 +439,13 @@ class Machine:
     def ranks(self) -> int:
         """How many ranks take part."""
         return len(self.placement)
+
+    @property
+    def library(self) -> Library:
+        """The collective library the GPUs run: RCCL on AMD Instinct (compute capability 942,
+        gfx942), NCCL on any other (issue 38)."""
+        amd = {arch.value for arch in AMD_ARCHS}
+        return Library.RCCL if self.compute_capability in amd else Library.NCCL
 
     def gpu_of(self, rank: int) -> GpuSpec:
         """Rank ``rank``'s GPU."""

@@ -24,6 +24,7 @@ from typing import TypeVar
 
 from simulator.model.collective import Collective
 from simulator.model.nccl import LATEST, Enabled, NcclAlgorithm, Protocol, Version
+from simulator.model.nccl_terms import Library
 from simulator.model.nccl_view import NcclView
 
 FUNCTIONS: Mapping[Collective, str] = {
@@ -109,8 +110,10 @@ class NcclEnv:
     allreduce kernels ahead of the tuner, :mod:`simulator.model.nccl_symmetric`); and NCCL's own
     view of the machine where a graph dump or log is given (``view``, read from ``view_key``:
     ``graph`` or ``log``, the file as the scenario names it, :mod:`simulator.model.nccl_view`);
-    and how many GPUs one thread launches each collective on (``gpus_per_thread``, nccl-tests'
-    ``-g``; issue 38, :mod:`simulator.model.launch`)."""
+    how many GPUs one thread launches each collective on (``gpus_per_thread``, nccl-tests'
+    ``-g``; issue 38, :mod:`simulator.model.launch`); and the ``library`` the scenario names
+    (issue 38: ``rccl`` on AMD Instinct; None: the one the GPUs run,
+    :attr:`~simulator.model.machine.Machine.library`)."""
 
     algo: str = ""
     proto: str = ""
@@ -121,6 +124,7 @@ class NcclEnv:
     gpus_per_thread: int = 1
     view_key: str = ""
     view_file: str = ""
+    library: Library | None = None
 
     def enabled(self, collective: Collective) -> Enabled:
         """What the two lists (and ``nvls``) leave the tuner for ``collective``; ValueError if
@@ -163,3 +167,31 @@ class NcclEnv:
         """Whether nothing is set: no list, the latest tuner, a thread per GPU."""
         return (not self and self.version is LATEST and self.view is None
                 and self.gpus_per_thread == 1)
+
+
+LIBRARIES = ", ".join(library.value for library in Library)
+"""The libraries ``nccl.library`` names, as a scenario spells them."""
+
+RCCL_ALGORITHMS = frozenset({NcclAlgorithm.RING, NcclAlgorithm.TREE})
+"""The algorithms RCCL runs on AMD Instinct: NCCL's Ring and Tree, no NVLS (no in-switch
+reduction), no CollNet or PAT here (ROCm/rccl 0cbce2a7 src/graph/tuning.cc: NVLS's hwLat and
+bwRatio are 0 in every tuning model, tuning.cc:67-252)."""
+
+
+def library_of(value: object) -> Library | None:
+    """The library a scenario's ``nccl.library`` names (``nccl`` or ``rccl``), None if none."""
+    return next((library for library in Library if library.value == value), None)
+
+
+def rccl_problem(algo: str) -> str | None:
+    """Why ``nccl.algo`` asks RCCL for an algorithm it does not have (NVLS, NVLSTree,
+    CollNet, PAT: named in the list, not excluded by a leading ``^``), or None."""
+    if not algo or algo.lstrip().startswith("^"):
+        return None
+    named = {word.strip().lower() for part in algo.split(";")
+             for word in part.split(":")[-1].split(",")}
+    absent = [a.value for a in NcclAlgorithm if a not in RCCL_ALGORITHMS and a.value.lower() in named]
+    if not absent:
+        return None
+    return (f"expected Ring or Tree with library rccl: RCCL has no {', '.join(absent)} (no "
+            f"in-switch reduction on AMD Instinct), got {algo!r}")

@@ -38,6 +38,11 @@ from simulator.model.nccl_symmetric import (
     symmetric_charges,
     symmetric_pick,
 )
+from simulator.model.nccl_terms import Library
+from simulator.model.rccl import CANDIDATES as RCCL_CANDIDATES
+from simulator.model.rccl import predicted_time_us as rccl_time_us
+from simulator.model.rccl import rccl_pick
+from simulator.model.rccl_execution import rccl_charges, rccl_system, ring_channels
 from simulator.model.reduction import ReduceOp
 
 
@@ -55,12 +60,19 @@ class NcclBinding:
     family: NcclAlgorithm = NcclAlgorithm.RING
     kernel: bool = False
     symmetric: tuple[SymKernel, ...] = ()
+    msccl: str = ""
+    """The MSCCL schedule RCCL ships that this schedule is (``allreduce_pairs``: ``direct``),
+    which RCCL runs ahead of its tuner (:mod:`simulator.model.rccl`); empty for others."""
 
     def unsupported(self, machine: Machine) -> str | None:
         """Why NCCL would not run a schedule bound so on ``machine`` although it can run there
         (checked under ``execution: nccl`` only), or None: PAT only with one GPU a node, and
         kernels that all multicast only among more than two GPUs."""
         hosts = machine.layout.host_count
+        if machine.library is Library.RCCL and self.family not in (NcclAlgorithm.RING,
+                                                                   NcclAlgorithm.TREE):
+            return (f"RCCL runs Ring and Tree only (no {self.family.value}: no in-switch "
+                    "reduction on AMD Instinct, src/graph/tuning.cc bwRatio 0)")
         if self.family is NcclAlgorithm.PAT and hosts != machine.ranks:
             return ("NCCL runs PAT only with one GPU per node (src/graph/tuning.cc: PAT's "
                     "bandwidth is 0 where nNodes != nRanks); here "
@@ -95,20 +107,27 @@ class NcclPick:
     protocol: Protocol
     family: NcclAlgorithm | None = None
     symmetric: SymKernel | None = None
+    msccl: str = ""
+    """RCCL's MSCCL schedule, where RCCL runs one ahead of its tuner (empty: none)."""
 
     def runs_on(self, binding: NcclBinding) -> bool:
         """Whether a schedule bound by ``binding`` is what NCCL runs for this pick (any
-        protocol): the symmetric kernel among its kernels, else NCCL's own kernel of the
-        family."""
+        protocol): the symmetric kernel among its kernels, RCCL's MSCCL schedule, else NCCL's
+        own kernel of the family."""
         if self.symmetric is not None:
             return self.symmetric in binding.symmetric
+        if self.msccl:
+            return binding.msccl == self.msccl
         return binding.kernel and binding.family is self.family
 
     @property
     def label(self) -> str:
-        """``Ring/LL``, or the symmetric kernel's name (``AllReduce_AGxLL_R``)."""
+        """``Ring/LL``, the symmetric kernel's name (``AllReduce_AGxLL_R``), or RCCL's MSCCL
+        schedule's (``MSCCL allreduce_pairs/LL``)."""
         if self.symmetric is not None:
             return self.symmetric.value
+        if self.msccl:
+            return f"MSCCL {self.msccl}/{self.protocol.value}"
         assert self.family is not None
         return f"{self.family.value}/{self.protocol.value}"
 
@@ -156,7 +175,10 @@ def nccl_pick(machine: Machine, size_bytes: int, collective: Collective, env: Nc
     nccl-tests under MPI runs: tuning.cc:255 and 269 would keep a process driving several GPUs
     on the symmetric kernel too, which its comment (lines 260-261) says cannot run, a slip a
     release would not ship, so the model does not ask. None where NCCL's model picks nothing
-    (one rank, whose buffer NCCL copies; GPUs it has no graphs for)."""
+    (one rank, whose buffer NCCL copies; GPUs it has no graphs for). RCCL's GPUs:
+    :func:`rccl_pick_of`."""
+    if machine.library is Library.RCCL:
+        return rccl_pick_of(machine, size_bytes, collective, env, dtype=dtype, op=op)
     if env.symmetric and collective is Collective.ALLREDUCE:
         symmetric = symmetric_pick(machine, size_bytes, dtype, op)
         if symmetric is not None:
@@ -181,7 +203,11 @@ def nccl_point(machine: Machine, binding: NcclBinding, size_bytes: int, collecti
     ``protocol``, or with the protocol NCCL's model picks for the family among those ``env``
     leaves), NCCL's predicted time, and whether it is NCCL's pick (:func:`nccl_pick`, for
     ``dtype`` and ``op``). :class:`NcclRefusal` where it cannot be timed: no symmetric kernel at
-    this size, a protocol left to none, or a pair NCCL does not run."""
+    this size, a protocol left to none, or a pair NCCL does not run. RCCL's GPUs:
+    :func:`rccl_point`."""
+    if machine.library is Library.RCCL:
+        return rccl_point(machine, binding, size_bytes, collective, env, protocol, dtype=dtype,
+                          op=op)
     if binding.symmetric:
         try:
             charges = symmetric_charges(machine, binding.symmetric, size_bytes)
@@ -222,6 +248,8 @@ def pick_problem(machine: Machine, size_bytes: int, collective: Collective, env:
         return "algorithms", (
             f"expected a list of algorithms (or all): auto runs NCCL's pick, and NCCL picks "
             f"none on one rank (it copies the buffer) on topology {topology}")
+    if machine.library is Library.RCCL:
+        return _rccl_problem(machine, size_bytes, collective, env, topology)
     system = system_of(machine)
     try:
         choose(system, size_bytes, collective=collective)
@@ -246,4 +274,82 @@ def pick_problem(machine: Machine, size_bytes: int, collective: Collective, env:
         return "nccl.proto", (
             f"expected a list that leaves NCCL's tuner a protocol for the algorithms nccl.algo "
             f"leaves on topology {topology} ({pairs}), got {env.proto!r}")
+    return None
+
+
+def _allowed(env: NcclEnv, collective: Collective) -> frozenset[tuple[NcclAlgorithm, Protocol]]:
+    """The pairs of RCCL's tuner that NCCL_ALGO and NCCL_PROTO (``env``) leave it."""
+    enabled = env.enabled(collective)
+    return frozenset(pair for pair in RCCL_CANDIDATES if enabled.allows(*pair))
+
+
+def rccl_pick_of(machine: Machine, size_bytes: int, collective: Collective, env: NcclEnv, *,
+                 dtype: str, op: ReduceOp) -> NcclPick | None:
+    """What RCCL runs for an allreduce of ``size_bytes`` on ``machine``
+    (:func:`~simulator.model.rccl.rccl_pick`: its MSCCL all-pairs schedule where one takes the
+    buffer, else its tuner's Ring or Tree); None for another collective (RCCL's model here
+    covers allreduce) or where nothing is left."""
+    if collective is not Collective.ALLREDUCE:
+        return None
+    try:
+        choice = rccl_pick(rccl_system(machine), size_bytes, _itemsize(dtype),
+                           op is ReduceOp.AVG, _allowed(env, collective))
+    except ValueError:
+        return None
+    return NcclPick(choice.protocol, family=choice.algorithm, msccl=choice.msccl)
+
+
+def _itemsize(dtype: str) -> int:
+    """Bytes an element of ``dtype`` (``float32``: 4), as MSCCL counts a buffer's elements."""
+    digits = "".join(c for c in dtype if c.isdigit())
+    return int(digits) // 8 if digits else 1
+
+
+def rccl_point(machine: Machine, binding: NcclBinding, size_bytes: int, collective: Collective,
+               env: NcclEnv, protocol: Protocol | None, *, dtype: str,
+               op: ReduceOp) -> NcclPoint:
+    """:func:`nccl_point` on RCCL's GPUs: RCCL's charges (:func:`~simulator.model.
+    rccl_execution.rccl_charges`; its ring on RCCL's channels), the time RCCL's tuner predicts
+    (NaN for an MSCCL schedule, which it does not rate), and whether it is RCCL's pick. The
+    protocol, unless given: an MSCCL schedule's where RCCL runs one for this schedule, else the
+    one RCCL's tuner rates fastest for the family among those ``env`` leaves."""
+    system = rccl_system(machine)
+    pick = rccl_pick_of(machine, size_bytes, collective, env, dtype=dtype, op=op)
+    if protocol is None:
+        if pick is not None and pick.msccl and pick.runs_on(binding):
+            protocol = pick.protocol
+        else:
+            times = {p: rccl_time_us(system, binding.family, p, size_bytes, collective)
+                     for a, p in _allowed(env, collective) if a is binding.family}
+            known = {p: t for p, t in times.items() if t is not None}
+            if not known:
+                raise NcclRefusal("nccl.proto", f"RCCL runs {binding.family.value} with no "
+                                                f"protocol {env.proto or 'left'} here")
+            protocol = min(known, key=lambda p: (known[p], list(Protocol).index(p)))
+    channels = (ring_channels(machine) if binding.kernel and binding.family is NcclAlgorithm.RING
+                and machine.layout.host_count == 1 else 1)
+    try:
+        charges = rccl_charges(machine, binding.family, protocol, size_bytes, channels)
+    except ValueError as error:
+        raise NcclRefusal("protocol", str(error)) from None
+    predicted = None if binding.msccl else rccl_time_us(system, binding.family, protocol,
+                                                        size_bytes, collective)
+    predicted_s = math.nan if predicted is None else predicted * 1e-6
+    picked = pick is not None and pick.runs_on(binding) and pick.protocol is charges.protocol
+    return NcclPoint(charges, predicted_s, picked, pick)
+
+
+def _rccl_problem(machine: Machine, size_bytes: int, collective: Collective, env: NcclEnv,
+                  topology: str) -> tuple[str, str] | None:
+    """:func:`pick_problem` on RCCL's GPUs: an allreduce only, and a pair of Ring or Tree
+    left by ``nccl.algo`` and ``nccl.proto``."""
+    if collective is not Collective.ALLREDUCE:
+        return "algorithms", (
+            f"expected a list of algorithms (or all): auto reports RCCL's pick, and the RCCL "
+            f"model covers allreduce only, got {collective.value} on topology {topology}")
+    if rccl_pick_of(machine, size_bytes, collective, env, dtype="float32",
+                    op=ReduceOp.SUM) is None:
+        return "nccl.algo", (
+            f"expected a list that leaves RCCL's tuner Ring or Tree with LL or Simple on "
+            f"topology {topology}, got algo {env.algo!r} and proto {env.proto!r}")
     return None

@@ -24,8 +24,16 @@ from simulator.model.collective import Collective
 from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
 from simulator.model.nccl import LATEST, Protocol
-from simulator.model.nccl_env import VERSIONS, NcclEnv, version_of
+from simulator.model.nccl_env import (
+    LIBRARIES,
+    VERSIONS,
+    NcclEnv,
+    library_of,
+    rccl_problem,
+    version_of,
+)
 from simulator.model.nccl_symmetric import SYMMETRIC_VERSIONS
+from simulator.model.nccl_terms import Library
 from simulator.model.nccl_view import NcclView, read_graph_dump, read_log
 from simulator.model.reduction import DTYPES, ReduceOp
 from simulator.model.topology import BUILDERS, Param, ParamValue
@@ -337,18 +345,19 @@ def _factor(value: object) -> int:
 
 def _nccl(reader: FieldReader, value: object, collective: Collective, source: str) -> NcclEnv:
     """``nccl: {algo: LIST, proto: LIST, version: V, symmetric: BOOL, nvls: BOOL, graph: FILE |
-    log: FILE, gpus_per_thread: N}``, NCCL_ALGO and NCCL_PROTO in NCCL's list syntax
-    (:mod:`simulator.model.nccl_env`), the NCCL whose tuner picks, whether the buffers are
-    registered as symmetric windows, whether NVLink SHARP is on (``nvls: false`` as
+    log: FILE, gpus_per_thread: N, library: nccl | rccl}``, NCCL_ALGO and NCCL_PROTO in NCCL's
+    list syntax (:mod:`simulator.model.nccl_env`), the NCCL whose tuner picks, whether the
+    buffers are registered as symmetric windows, whether NVLink SHARP is on (``nvls: false`` as
     NCCL_NVLS_ENABLE=0), NCCL's own view of the machine from its graph dump or INFO log (a file
-    named relative to the scenario, :mod:`simulator.model.nccl_view`), and how many GPUs one
-    thread launches on (nccl-tests' ``-g``, :mod:`simulator.model.launch`); unset where a
-    problem was recorded."""
+    named relative to the scenario, :mod:`simulator.model.nccl_view`), how many GPUs one thread
+    launches on (nccl-tests' ``-g``, :mod:`simulator.model.launch`), and the library the GPUs
+    run (issue 38: RCCL on AMD Instinct, checked against the topology when it is built); unset
+    where a problem was recorded."""
     spec = reader.mapping("nccl", value)
     if spec is None:
         return NcclEnv()
     reader.check_keys(spec, "nccl", ("algo", "proto", "version", "symmetric", "nvls", "graph",
-                                     "log", "gpus_per_thread"))
+                                     "log", "gpus_per_thread", "library"))
     view = _nccl_view(reader, spec, source)
     given: dict[str, Any] = {key: spec[key] for key in ("algo", "proto") if key in spec}
     env = NcclEnv(**given)
@@ -363,6 +372,14 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
         problems.append(("nccl.version", ""))
     if view is not None and view[0] is None:
         problems.append(("nccl", ""))
+    library = library_of(spec.get("library", Library.NCCL.value))
+    if library is None:
+        reader.problem("nccl.library", f"expected the collective library: {LIBRARIES} (rccl on "
+                                       f"AMD Instinct GPUs), got {spec['library']!r}")
+        problems.append(("nccl.library", ""))
+    elif library is Library.RCCL and isinstance(env.algo, str) and rccl_problem(env.algo):
+        reader.problem("nccl.algo", rccl_problem(env.algo) or "")
+        problems.append(("nccl.algo", ""))
     symmetric = spec.get("symmetric", False)
     if not isinstance(symmetric, bool):
         reader.problem("nccl.symmetric", "expected true (the buffers are registered as "
@@ -373,6 +390,10 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
             f"expected false for {collective.value}: on registered buffers NCCL runs its "
             "symmetric allgather and reduce-scatter kernels, which are not modelled (the "
             "allreduce's are)"))
+        problems.append(("nccl.symmetric", ""))
+    elif symmetric and library is Library.RCCL:
+        reader.problem("nccl.symmetric", "expected false with library rccl: the symmetric "
+                                         "kernels modelled are NCCL's (src/sym_kernels.cc)")
         problems.append(("nccl.symmetric", ""))
     elif symmetric and version is not None and version not in SYMMETRIC_VERSIONS:
         named = " or ".join(v.value for v in SYMMETRIC_VERSIONS)
@@ -402,7 +423,7 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
     if problems:
         return NcclEnv()
     env = replace(env, version=version or LATEST, symmetric=symmetric is True, nvls=nvls is True,
-                  gpus_per_thread=gpus_per_thread)
+                  gpus_per_thread=gpus_per_thread, library=library if "library" in spec else None)
     return env if view is None else replace(env, view=view[0], view_key=view[1],
                                             view_file=view[2])
 
