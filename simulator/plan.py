@@ -243,8 +243,10 @@ def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
     ``auto`` one per GPU of a host where the ranks span several hosts under ``execution: nccl``
     (each GPU's NIC then carries one channel's crossing, as NCCL's rings use every rail) and one
     otherwise (on one host, on the ideal wire, or for a schedule that spreads over the rails
-    itself). Never more than leave each channel an element per rank: NCCL too runs fewer
-    channels on small buffers."""
+    itself); RCCL's ring on one host runs on RCCL's channels, each on its own ring order
+    (:func:`~simulator.model.rccl_execution.ring_channels`: 56 on an MI300X node). Never more
+    than leave each channel an element per rank: NCCL too runs fewer channels on small
+    buffers."""
     if scenario.collective is not Collective.ALLREDUCE:
         return 1
     wanted = scenario.channels

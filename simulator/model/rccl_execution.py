@@ -12,7 +12,12 @@ What differs from NCCL's execution on an all-xGMI node (MI300X, MI325X):
   crossing every directed link twice: :data:`~simulator.model.rccl.GFX942` ``rings``, doubled
   by ``ncclTopoPostset``: ``nc = 2`` for 8 ranks, src/init.cc:1471, src/graph/connect.cc:
   640-643), so the ring's load spreads evenly over the 7 links of every GPU;
-- latencies are RCCL's ``baseLat`` and its tuning model's ``hwLat``; Ring Simple's pipeline
+- latencies are RCCL's ``baseLat`` and its tuning model's ``hwLat`` on xGMI and PCIe; a network
+  step is NCCL's (``hwLat`` NET of :data:`~simulator.model.execution.KERNELS`, plus the
+  transport's), as RCCL's network transport and proxy are NCCL's (src/transport/net_ib.cc,
+  src/proxy.cc), while model 5's NET row is a weight its tuner was fitted with (Ring/Simple
+  320 µs a step, tuning.cc:231), not a latency the kernels pay: no multi-node RCCL measurement
+  went into this; Ring Simple's pipeline
   fills as NCCL's (the same 2 MiB chunk: ``ALLREDUCE_CHUNKSTEPS`` = NCCL_STEPS/2 = 4 steps of
   4 MiB / 8, src/include/collectives.h:16, src/include/device.h:32, src/init.cc:839).
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from simulator.model.execution import (
+    KERNELS,
     NET_SHARE,
     PROTOCOL_SHARE,
     NcclCharges,
@@ -101,7 +107,10 @@ def rccl_charges(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     nodes = machine.layout.host_count
     simple = protocol is Protocol.SIMPLE
     steps_us = {hw: tuning.hw_latency_us[hw, family, protocol] for hw in Hardware}
-    steps_us[Hardware.NET] += network_latency_us(machine) * (2 if simple else 1)
+    exposed = nodes > 1 and max(machine.layout.ranks_per_host) == 1
+    steps_us[Hardware.NET] = (KERNELS.hw_latency_us[Hardware.NET, NcclAlgorithm.TREE if exposed
+                                                    else family, protocol]
+                              + network_latency_us(machine) * (2 if simple else 1))
     link = tuning.xgmi_link_GBps * 1e9 * PROTOCOL_SHARE[protocol]
     rates: dict[str, float | None] = {NVLINK: link, PCIE: None, NET_LINK: None}
     gpus = max(machine.layout.ranks_per_host)
