@@ -68,8 +68,8 @@ BAD = [
      "sizes[0]: expected a positive multiple of the float32 element size (4 bytes), got 1001"),
     ("topology: {preset: dgx_z100}\nsizes: [1KiB]\n",
      "topology.preset: no preset 'dgx_z100'; expected one of dgx1_v100, dgx_a100, dgx_a100_superpod, "
-     "dgx_b200, dgx_b200_superpod, dgx_h100, dgx_h100_superpod, gb200_nvl72, gb300_nvl72, p4d or "
-     "a .yaml file"),
+     "dgx_b200, dgx_b200_superpod, dgx_h100, dgx_h100_superpod, gb200_nvl72, gb300_nvl72, "
+     "mi300x, mi300x_cluster, mi325x, p4d or a .yaml file"),
     ("topology: {preset: nothere.yaml}\nsizes: [1KiB]\n",
      "topology.preset: no such preset file 'nothere.yaml'"),
     ("topology: {kind: switch, ranks: 0, bandwidth: 25GB/s, latency: 500ns}\nsizes: [1KiB]\n",
@@ -92,7 +92,7 @@ BAD = [
      "alltoall, sendrecv), got 'gather'; did you mean 'allgather'?"),
     ("topology: {kind: moebius, ranks: 4}\nsizes: [1KiB]\n",
      "topology.kind: expected a topology kind (switch, ring, fully_connected, dgx, dgx1, torus, "
-     "mesh, leaf_spine, fat_tree, dragonfly, cluster, graph, nccl_xml), got 'moebius'"),
+     "mesh, leaf_spine, fat_tree, dragonfly, cluster, xgmi, graph, nccl_xml), got 'moebius'"),
     ("topology: {kind: switch, ranks: 4, bandwidth: 25GB/s}\nsizes: [1KiB]\n",
      "topology.latency: required but missing"),
     ("topology: {preset: dgx_h100, nvlink_bandwith: 1GB/s}\nsizes: [1KiB]\n",
