@@ -41,6 +41,7 @@ from simulator.model.execution import (
 )
 from simulator.model.machine import Machine, NcclFacts
 from simulator.model.nccl import choose
+from simulator.model.nccl_terms import Library
 from simulator.scenario.parse import load_preset
 from simulator.scenario.spec import TopologySpec
 
@@ -254,6 +255,10 @@ def _machine(preset: str, source: str, nodes: int = 1) -> Machine:
     if not (machine.compute_capability and machine.nvlinks):
         raise InputError([Problem(source, "--preset", f"{preset!r} states no compute_capability "
                                                       "and nvlinks, which execution: nccl needs")])
+    if machine.library is not Library.NCCL:
+        raise InputError([Problem(source, "--preset", (
+            f"expected a preset of NVIDIA GPUs: calibrate fits NCCL's execution model, and "
+            f"{preset!r} runs {machine.library.value.upper()}, whose fit is not modelled"))])
     return machine
 
 

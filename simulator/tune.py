@@ -28,6 +28,7 @@ from simulator.algorithms.registry import REGISTRY
 from simulator.errors import InputError, Problem
 from simulator.model.execution import Execution, system_of
 from simulator.model.nccl import CANDIDATES, Protocol, choose, protocols_of
+from simulator.model.nccl_terms import Library
 from simulator.output.results import Result, results_frame
 from simulator.output.tuner_conf import SizeChoice, TunerRow, choices, tuner_rows
 from simulator.plan import Setup, as_scenario, check_memory, plan_point, prepare, unsupported
@@ -100,6 +101,11 @@ def tune(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | Non
     _check(scenario)
     settings = settings_of(scenario, seed, proxy_elements)
     setup = prepare(scenario, select=False)
+    if setup.machine.library is not Library.NCCL:
+        raise InputError([Problem(scenario.source, "nccl.library", (
+            f"expected a machine that runs NCCL: tune writes NCCL's tuner plugin file, and "
+            f"topology {scenario.topology.label} runs {setup.machine.library.value.upper()}, "
+            f"whose tuning is not modelled here"))])
     if setup.machine.ranks < 2:
         raise InputError([Problem(scenario.source, "topology", "expected 2 ranks or more: one "
                                                                "rank moves nothing")])

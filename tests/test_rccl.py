@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from simulator import simulate
+from simulator.calibration import calibrate
 from simulator.errors import InputError
+from simulator.measured.nccl_tests import load_measurements
 from simulator.model.machine import Machine
 from simulator.model.nccl_terms import CpuVendor, Hardware, Library
 from simulator.model.nccl_terms import NcclAlgorithm as A
@@ -27,6 +30,7 @@ from simulator.model.rccl import (
 )
 from simulator.runner import prepare
 from simulator.scenario.parse import load_preset, scenario_from_dict
+from simulator.tune import tune
 
 
 def one_node(nodes: int = 1) -> RcclSystem:
@@ -172,3 +176,21 @@ def test_nvls_cannot_run_under_rccl() -> None:
         "s.yaml: algorithms[0]: 'nvls' cannot run on topology mi300x: it needs one switch with "
         "in-switch reduction (reduction: true) cabled to every GPU, such as the NVSwitch of a "
         "single dgx_h100 node"]
+
+
+def test_tune_and_calibrate_refuse_rccl_machines_in_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(Path(__file__).resolve().parent.parent)
+    with pytest.raises(InputError) as error:
+        tune(scenario_from_dict({"topology": {"preset": "mi300x"}, "sizes": [1024],
+                                 "algorithms": "auto"}, source="s.yaml"))
+    assert [str(p) for p in error.value.problems] == [
+        "s.yaml: nccl.library: expected a machine that runs NCCL: tune writes NCCL's tuner "
+        "plugin file, and topology mi300x runs RCCL, whose tuning is not modelled here"]
+    series = load_measurements("docs/reference/rccl-tests-mi300x-1node.csv")
+    with pytest.raises(InputError) as error:
+        calibrate(series, "mi300x")
+    assert [str(p) for p in error.value.problems] == [
+        "docs/reference/rccl-tests-mi300x-1node.csv: --preset: expected a preset of NVIDIA "
+        "GPUs: calibrate fits NCCL's execution model, and 'mi300x' runs RCCL, whose fit is not "
+        "modelled"]
