@@ -79,7 +79,8 @@ def test_presets_carry_spec_sheet_numbers(preset, nvlink, pcie, nic):
 
 def test_every_builder_is_registered_with_its_parameters():
     assert list(BUILDERS) == ["switch", "ring", "fully_connected", "dgx", "dgx1", "torus", "mesh",
-                              "leaf_spine", "fat_tree", "dragonfly", "cluster", "graph", "nccl_xml"]
+                              "leaf_spine", "fat_tree", "dragonfly", "cluster", "xgmi", "graph",
+                              "nccl_xml"]
     assert list(BUILDERS["switch"].params) == ["ranks", "bandwidth", "latency"]
     assert list(BUILDERS["torus"].params) == ["dims", "bandwidth", "latency"]
 
