@@ -18,7 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from simulator.algorithms.algorithm import Algorithm
-from simulator.algorithms.channels import footprint_on_channels, on_channels_s
+from simulator.algorithms.channels import (
+    channels_bound_s,
+    footprint_on_channels,
+    on_channels_s,
+)
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.phases.pieces import PIPELINE_BYTES
 from simulator.algorithms.registry import algorithm_names, runs_pick
@@ -340,6 +344,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
                              cost.stream_bytes)
     else:
         closed = on_channels_s(algorithm, cost, count, channels)
+    closed = channels_bound_s(algorithm, cost, count, channels, closed)  # stream chosen alone
     start = nccl.charges.start_s if nccl is not None and ranks > 1 else 0.0
     spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes,
                    workspace)

@@ -157,7 +157,7 @@ def run_plan(plan: PointPlan, *, watch: Watch | None = None,
         max_ulp_error=check.max_ulp_error if check is not None else math.nan,
         mean_ulp_error=check.mean_ulp_error if check is not None else math.nan,
         ranks_identical=check.ranks_identical if check is not None else None,
-        mismatch=mismatch,
+        mismatch=mismatch, model_kind=algorithm.model_kind.value,
     )
 
 

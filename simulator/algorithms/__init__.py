@@ -13,6 +13,7 @@ from simulator.algorithms.algorithm import (
     Algorithm,
     ExactOn,
     Inner,
+    ModelKind,
     NoOptions,
     RankCounts,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "CostInputs",
     "ExactOn",
     "Inner",
+    "ModelKind",
     "NoOptions",
     "Program",
     "RankCounts",

@@ -25,6 +25,20 @@ from simulator.model.nccl_point import NcclBinding
 from simulator.model.reduction import ReduceOp
 
 
+class ModelKind(Enum):
+    """What an algorithm's closed form (a results row's ``model_time_s``, its ``model_kind``)
+    claims, a contract of issue 38 (docs/design.md §3).
+
+    ``BOUND``: exact where :attr:`Algorithm.exact_on` says, elsewhere a bound on the simulated
+    time its docstring names, and never below the fabric's floor
+    (:func:`simulator.model.floor.floor_s`: the collective's bytes over the bottleneck links'
+    capacity), which tests/test_bounds.py checks on every preset. ``ESTIMATE``: an
+    approximation (documented "exact nowhere"), which may fall below the floor."""
+
+    BOUND = "bound"
+    ESTIMATE = "estimate"
+
+
 class RankCounts(Enum):
     """Which rank counts an :class:`ExactOn` claim covers."""
 
@@ -84,6 +98,9 @@ class Algorithm(ABC):
     are some)."""
     exact_on: ClassVar[tuple[ExactOn, ...]] = ()
     """Where the closed form equals the simulation (checked by tests/test_contract.py)."""
+    model_kind: ClassVar[ModelKind] = ModelKind.BOUND
+    """Whether the closed form is a bound, never below the fabric's floor, or an estimate
+    (:class:`ModelKind`; the results' ``model_kind``)."""
     composable: ClassVar[bool] = False
     """Whether another algorithm may run this one on any subgroup (no topology needs of its own)."""
     nccl: ClassVar[NcclBinding] = NcclBinding()

@@ -22,6 +22,7 @@ from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.footprint import Footprint
 from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace_program
+from simulator.model.floor import floor_s
 from simulator.model.machine import Layout
 
 
@@ -41,9 +42,29 @@ def on_channels_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: 
 
     Exact with one channel, and wherever the channels share no link; where they do (every GPU's
     link inside a host carries all of them), a lower bound, as each channel is charged the
-    whole of each link it crosses.
+    whole of each link it crosses, but one that can fall below what the links carry:
+    :func:`channels_bound_s` adds what the channels share.
     """
     return algorithm.model_s(cost, math.ceil(count / channels))
+
+
+def channels_bound_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: int,
+                     alone_s: float) -> float:
+    """The closed form on ``channels`` channels, given one channel's alone (``alone_s``,
+    :func:`on_channels_s`): that, and on several never less than the fabric's floor for the
+    whole buffer (:func:`~simulator.model.floor.floor_s`).
+
+    One channel alone is charged the whole of each link it crosses, as if the others were not
+    there. Where the channels share links (every GPU's NVLink in a host; 72 channels of a
+    GB200 rack on its NICs; 32 channels of a ring on 8 NICs a host) that falls below what the
+    links can carry (issue 38: a 32-channel ring's closed form on 1,024 H100 at 1,412 GB/s
+    busbw, against a 403 GB/s host cut). The channels together move the whole buffer over the
+    same links, so a run takes at least the floor too: the larger of the two lower bounds is
+    one. With one channel the closed form is the algorithm's own, unchanged.
+    """
+    if channels == 1:
+        return alone_s
+    return max(alone_s, floor_s(cost.machine, algorithm.collective, cost.nbytes(count)))
 
 
 def blocks_on_channels(algorithm: Algorithm, group: Group, layout: Layout,

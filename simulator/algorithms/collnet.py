@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.algorithm import Algorithm, ModelKind
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs, InSwitchCosts
 from simulator.algorithms.nvls_tree import window
@@ -108,6 +108,7 @@ class CollNetDirect(Algorithm):
     collective = Collective.ALLREDUCE
     nccl = NcclBinding(NcclAlgorithm.COLLNET_DIRECT, kernel=True)
     rail_aware = True  # every GPU of a host is a head, on its own NIC
+    model_kind = ModelKind.ESTIMATE  # exact nowhere: the closed form is an estimate
     trace_vectorised = True
 
     def unsupported(self, machine: Machine) -> str | None:
@@ -190,6 +191,7 @@ class CollNetChain(Algorithm):
     collective = Collective.ALLREDUCE
     nccl = NcclBinding(NcclAlgorithm.COLLNET_CHAIN, kernel=True)
     rail_aware = True  # one channel a GPU and its NIC: the program opens its own channels
+    model_kind = ModelKind.ESTIMATE  # exact nowhere: the closed form is an estimate
     trace_vectorised = True
 
     def unsupported(self, machine: Machine) -> str | None:

@@ -17,7 +17,7 @@ network switch of its rail, and multicasts the total through the NVSwitch to eve
 
 from __future__ import annotations
 
-from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.algorithm import Algorithm, ModelKind
 from simulator.algorithms.collnet import WINDOW, sharp_costs
 from simulator.algorithms.comm import Comm, Program
 from simulator.algorithms.cost import CostInputs, proportionate_pipeline_s
@@ -42,6 +42,7 @@ class Nvls(Algorithm):
     collective = Collective.ALLREDUCE
     nccl = NcclBinding(NcclAlgorithm.NVLS, kernel=True)
     rail_aware = True  # across hosts every GPU is a head on its own NIC: channels add nothing
+    model_kind = ModelKind.ESTIMATE  # across hosts exact nowhere: an estimate
 
     def unsupported(self, machine: Machine) -> str | None:
         if machine.layout.host_count > 1:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.algorithms.algorithm import Algorithm
+from simulator.algorithms.algorithm import Algorithm, ModelKind
 from simulator.algorithms.comm import COPY, REDUCE, Comm, Program
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.footprint import Footprint
@@ -106,6 +106,7 @@ outlasts that many steps.
     collective = Collective.ALLREDUCE
     nccl = NcclBinding(NcclAlgorithm.NVLS_TREE, kernel=True)
     rail_aware = True  # every GPU of a host is a head, on its own NIC: channels add nothing
+    model_kind = ModelKind.ESTIMATE  # exact nowhere: the closed form is an estimate
 
     def unsupported(self, machine: Machine) -> str | None:
         layout = machine.layout

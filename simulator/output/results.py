@@ -37,6 +37,9 @@ class Result:
     whether every rank holds the same bits (docs/numerics.md); all three empty when not verified.
     Where verification failed, ``mismatch`` says where first: the rank and chunk, and what the
     chunk holds where the algorithm can tell (``Algorithm.explain``); empty otherwise.
+    ``model_kind`` says what ``model_time_s`` is (issue 38): ``bound``, a closed form never
+    below the fabric's floor, or ``estimate``, one that may be
+    (:class:`~simulator.algorithms.algorithm.ModelKind`).
     """
 
     scenario: str
@@ -72,6 +75,7 @@ class Result:
     mean_ulp_error: float = math.nan
     ranks_identical: bool | None = None
     mismatch: str = ""
+    model_kind: str = "bound"
 
 
 RESULT_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(Result))
