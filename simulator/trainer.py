@@ -153,7 +153,7 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
         BucketRun(bucket.index, len(bucket.tensors), bucket.nbytes, ready, interval.start_s,
                   interval.end_s, run.algorithm, run.protocol, float(run.sim_time_s),
                   float(run.model_time_s), run.verified, run.faults,
-                  float(run.healthy_time_s))
+                  float(run.healthy_time_s), run.model_kind)
         for bucket, ready, interval, run in zip(buckets, timeline.ready_s,
                                                 timeline.communication, runs, strict=True))
     verified = check.verified and all(run.verified for run in runs) if settings.verify else None

@@ -17,9 +17,11 @@ from simulator.model.collective import Collective
 from simulator.model.floor import floor, floor_s, host_domains
 from simulator.model.machine import Machine
 from simulator.model.topology import switch
+from simulator.output.training import buckets_frame
 from simulator.plan import plan_point, prepare
 from simulator.runner import run_point, settings_of
 from simulator.scenario import scenario_from_dict
+from simulator.trainer import train
 
 TOPOLOGIES = Path(__file__).resolve().parent.parent / "topologies"
 PRESETS = sorted(path.stem for path in TOPOLOGIES.glob("*.yaml"))
@@ -30,6 +32,9 @@ TIMED = [(preset, execution) for preset in PRESETS for execution in ("ideal", "n
 GIB = 1 << 30
 SIZES = (1 << 20, GIB)
 ESTIMATES = {"nvls", "nvls_tree", "collnet_direct", "collnet_chain"}
+MLP = {"name": "mlp", "layers": [
+    {"name": "fc1", "params": {"fc1.weight": [256, 128]}, "backward": "1ms"},
+    {"name": "fc2", "params": {"fc2.weight": [10, 256]}, "backward": "1ms"}]}
 
 
 def busbw(collective: Collective, ranks: int, size: float, seconds: float) -> float:
@@ -163,3 +168,14 @@ def test_results_rows_say_what_their_closed_form_is():
                                    "algorithms": ["ring", "nvls"], "sizes": ["1MiB"]})
     assert run_point(scenario, "ring", 1 << 20).model_kind == "bound"
     assert run_point(scenario, "nvls", 1 << 20).model_kind == "estimate"
+
+
+def test_training_buckets_say_what_their_closed_form_is():
+    """A training step's buckets carry the column too: a ring's allreduce is a bound."""
+    training = train({"topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                                   "latency": "1us"},
+                      "algorithms": ["ring"],
+                      "training": {"model": MLP, "batch": 8, "optimizer": "1ms"}})
+    frame = buckets_frame(training)
+    assert list(frame.columns)[-1] == "model_kind"
+    assert len(frame) >= 1 and set(frame.model_kind) == {"bound"}

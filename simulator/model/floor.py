@@ -11,14 +11,17 @@ The argument is a count of transfers across a cut, at two levels of the machine:
 
 For each element of the buffer, N domains each holding an input, an allreduce needs at least
 N − 1 transfers between domains to combine the N inputs anywhere and N − 1 more to give every
-domain the result: 2(N − 1) one-way transfers, the minimum of one-way gossip (Hedetniemi,
-Hedetniemi & Liestman, "A survey of gossiping and broadcasting in communication networks",
-Networks 18, 1988, §2). Over S bytes the domains together send 2(N − 1)·S bytes, so the time
-is at least 2(N − 1)·S over the sum of their capacities: with N equal domains of capacity B,
-2(N − 1)/N · S / B, Patarasuk & Yuan's lower bound ("Bandwidth optimal all-reduce algorithms
-for clusters of workstations", J. Parallel Distrib. Comput. 69(2), 2009, §3), which is why
-nccl-tests' busbw factor is 2(p − 1)/p (doc/PERFORMANCE.md). On 8 DGX H100 (8 × 50 GB/s NICs a
-host) the host cut holds busbw to 400 · (2·63/64) / (2·7/8) = 450 GB/s.
+domain the result: 2(N − 1) one-way transfers, the minimum of one-way gossip (Harary &
+Schwenk, "The communication problem on graphs and digraphs", J. Franklin Inst. 297, 1974;
+surveyed by Hedetniemi, Hedetniemi & Liestman, Networks 18, 1988). A transfer's value (an
+input, a partial sum, the result) is an element's size whatever it holds, and the algorithms
+here are data-oblivious (they move the same bytes for any values and operator). Over S bytes
+the domains together send 2(N − 1)·S bytes, so the time is at least that over the sum of
+their capacities: with N equal domains of capacity B, 2(N − 1)/N · S / B, Patarasuk & Yuan's
+lower bound ("Bandwidth optimal all-reduce algorithms for clusters of workstations",
+J. Parallel Distrib. Comput. 69(2), 2009, §3), which is why nccl-tests' busbw factor is
+2(p − 1)/p (doc/PERFORMANCE.md). On 8 DGX H100 (8 × 50 GB/s NICs a host) the host cut holds
+busbw to 400 · (2·63/64) / (2·7/8) = 450 GB/s.
 
 Where a switch outside the domains reduces (an NVSwitch's NVLink SHARP for the GPU level,
 InfiniBand SHARP for the host level) or multicasts, the count falls to what each domain must

@@ -24,10 +24,10 @@ STEP_COLUMNS = ("scenario", "sweep", "topology", "ranks", "model", "batch", "buc
 step, ``bucket_cap`` or ``topology`` for a sweep's); the last two empty without faults."""
 BUCKET_COLUMNS = ("scenario", "sweep", "ranks", "bucket_cap_bytes", "bucket", "tensors",
                   "size_bytes", "ready_s", "start_s", "end_s", "algorithm", "protocol",
-                  "time_s", "model_time_s", "verified", "faults", "healthy_time_s")
+                  "time_s", "model_time_s", "verified", "faults", "healthy_time_s", "model_kind")
 """Columns of ``<name>-buckets.csv``: one row per bucket of every step; ``faults`` and
 ``healthy_time_s`` say what struck a bucket's allreduce and its time without (empty
-without faults)."""
+without faults); ``model_kind`` what ``model_time_s`` is, as the results' column says."""
 
 
 def labelled_steps(training: Training) -> list[tuple[str, Step]]:
@@ -70,7 +70,7 @@ def buckets_frame(training: Training) -> pd.DataFrame:
         "size_bytes": b.nbytes, "ready_s": b.ready_s, "start_s": b.start_s, "end_s": b.end_s,
         "algorithm": b.algorithm, "protocol": b.protocol, "time_s": b.time_s,
         "model_time_s": b.model_time_s, "verified": b.verified, "faults": b.faults,
-        "healthy_time_s": b.healthy_time_s,
+        "healthy_time_s": b.healthy_time_s, "model_kind": b.model_kind,
     } for sweep, step in labelled_steps(training) for b in step.buckets]
     return pd.DataFrame(rows, columns=list(BUCKET_COLUMNS))
 

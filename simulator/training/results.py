@@ -31,6 +31,8 @@ class BucketRun:
     verified: bool | None
     faults: str = ""
     healthy_time_s: float = math.nan
+    model_kind: str = "bound"
+    """What ``model_time_s`` is, as the results' ``model_kind`` says (issue 38)."""
 
 
 @dataclass(frozen=True)
