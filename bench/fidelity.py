@@ -651,6 +651,7 @@ def p4d() -> str:
         lines.append(f"| {point.nodes} | {ranks} | {point.algorithm} | {point.why} | "
                      f"{point.measured_us:.1f} | {busbw:.2f} | " + " | ".join(cells) + " |")
     lines.append("")
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
