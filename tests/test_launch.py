@@ -86,3 +86,15 @@ def test_the_settings_file_says_gpus_per_thread():
     assert written["nccl"] == {"gpus_per_thread": 4}
     assert scenario_from_dict(written).nccl.gpus_per_thread == 4
     assert "nccl" not in settings(a100(), a100().run)["scenario"]
+
+
+def test_the_settings_file_says_symmetric_and_library():
+    # registered buffers and a named library change what runs, so the settings file, which
+    # --resume and a rerun read back, states them (before, is_default overlooked both)
+    h100 = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": [1 << 20],
+                               "algorithms": ["ring"],
+                               "nccl": {"symmetric": True, "library": "nccl"}}, source="s.yaml")
+    written = settings(h100, h100.run)["scenario"]
+    assert written["nccl"] == {"symmetric": True, "library": "nccl"}
+    read = scenario_from_dict(written)
+    assert read.nccl.symmetric is True and read.nccl.library is h100.nccl.library

@@ -164,9 +164,10 @@ class NcclEnv:
 
     @property
     def is_default(self) -> bool:
-        """Whether nothing is set: no list, the latest tuner, a thread per GPU."""
+        """Whether nothing is set: no list, the latest tuner, unregistered buffers, a thread
+        per GPU, the GPUs' own library."""
         return (not self and self.version is LATEST and self.view is None
-                and self.gpus_per_thread == 1)
+                and not self.symmetric and self.gpus_per_thread == 1 and self.library is None)
 
 
 LIBRARIES = ", ".join(library.value for library in Library)

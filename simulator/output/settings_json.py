@@ -66,8 +66,12 @@ def settings(scenario: Scenario, run: RunSettings, output: Path | None = None) -
                                                            ("proto", scenario.nccl.proto)) if value}
         if scenario.nccl.version is not LATEST:
             described["nccl"]["version"] = scenario.nccl.version.value
+        if scenario.nccl.symmetric:
+            described["nccl"]["symmetric"] = True
         if not scenario.nccl.nvls:
             described["nccl"]["nvls"] = False
+        if scenario.nccl.library is not None:
+            described["nccl"]["library"] = scenario.nccl.library.value
         if scenario.nccl.view is not None:
             described["nccl"][scenario.nccl.view_key] = scenario.nccl.view_file
         if scenario.nccl.gpus_per_thread != 1:
