@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from simulator.model.collective import Collective
 from simulator.model.execution import NcclCharges, nccl_charges, system_of
 from simulator.model.machine import Machine
@@ -292,17 +294,11 @@ def rccl_pick_of(machine: Machine, size_bytes: int, collective: Collective, env:
     if collective is not Collective.ALLREDUCE:
         return None
     try:
-        choice = rccl_pick(rccl_system(machine), size_bytes, _itemsize(dtype),
+        choice = rccl_pick(rccl_system(machine), size_bytes, np.dtype(dtype).itemsize,
                            op is ReduceOp.AVG, _allowed(env, collective))
     except ValueError:
         return None
     return NcclPick(choice.protocol, family=choice.algorithm, msccl=choice.msccl)
-
-
-def _itemsize(dtype: str) -> int:
-    """Bytes an element of ``dtype`` (``float32``: 4), as MSCCL counts a buffer's elements."""
-    digits = "".join(c for c in dtype if c.isdigit())
-    return int(digits) // 8 if digits else 1
 
 
 def rccl_point(machine: Machine, binding: NcclBinding, size_bytes: int, collective: Collective,
