@@ -28,7 +28,6 @@ from simulator.algorithms.phases.ring import (
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import Blocks, Group, Schedule, Together
 from simulator.model.collective import Collective
-from simulator.model.floor import floor_s
 from simulator.model.machine import Machine
 from simulator.model.span import Span, piece_sizes
 
@@ -234,11 +233,9 @@ class Hierarchical(Algorithm):
                     if 0 <= piece < k else 0.0)
 
         # the rails' inter-host allreduces are charged as one rail's, each on its own path;
-        # where rails share a NIC (p4d: two GPUs a NIC) that is below what the NICs carry, and
-        # all rails together move the whole buffer across the hosts: the fabric's floor holds
-        # too, and the larger of two lower bounds is one (issue 38)
-        return max(sum(max(intra_s(t), inter_s(t - 1)) for t in range(k + 2)),
-                   floor_s(cost.machine, self.collective, cost.nbytes(count)))
+        # where rails share a NIC (p4d: two GPUs a NIC) that is below what the NICs carry: the
+        # plan holds every bound to the fabric's floor (channels.channels_bound_s)
+        return sum(max(intra_s(t), inter_s(t - 1)) for t in range(k + 2))
 
 
 def _hosts_and_rails(group: Group) -> tuple[list[np.ndarray], list[np.ndarray]]:
