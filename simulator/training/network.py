@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simulator.training.transformer import Transformer
+
 BACKWARD_PER_FORWARD = 2.0
 """Backward FLOPs per forward FLOP (Kaplan et al. 2020, §2.1: 4N of the 6N per token)."""
 
@@ -53,12 +55,14 @@ class Layer:
 @dataclass(frozen=True)
 class Network:
     """A model: its layers in registration (forward) order, what one sample is, and where its
-    shapes come from."""
+    shapes come from; a decoder transformer also gives its ``shape``, which model parallelism
+    (tensor, pipeline, expert) needs to split it (None: data parallelism only)."""
 
     name: str
     layers: tuple[Layer, ...]
     sample: str
     source: str
+    shape: Transformer | None = None
 
     @property
     def tensors(self) -> tuple[Tensor, ...]:
