@@ -28,12 +28,13 @@ from simulator.model.faults import Fault, seen_by_bucket
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
 from simulator.output.results import Result
-from simulator.plan import Setup, as_scenario, check_memory, nccl_runs, plan_point, prepare
-from simulator.runner import run_plan, settings_of
+from simulator.plan import Setup, as_scenario, check_memory, prepare
+from simulator.runner import settings_of
 from simulator.scenario.spec import Scenario
 from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
 from simulator.training.buckets import Bucket, assign_buckets
+from simulator.training.collective_run import collective_run
 from simulator.training.compute import backward_s, forward_s, optimizer_s
 from simulator.training.network import Tensor
 from simulator.training.results import BucketRun, Step, Training
@@ -73,7 +74,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | No
 
 
 def _policy(scenario: Scenario, setup: Setup) -> str:
-    """How each bucket's allreduce is chosen, in words (:func:`_allreduce` does it)."""
+    """How each bucket's allreduce is chosen, in words
+    (:func:`~simulator.training.collective_run.collective_run` does it)."""
     names = [algorithm.name for algorithm in setup.algorithms]
     if setup.machine.ranks == 1:
         return "none (one GPU)"
@@ -138,7 +140,7 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
         else:
             key = (bucket.nbytes, seen)
             if key not in memo:
-                memo[key] = _allreduce(scenario, setup, settings, bucket.nbytes, faults=seen)
+                memo[key] = collective_run(scenario, setup, settings, bucket.nbytes, faults=seen)
             runs.append(memo[key])
         return float(runs[-1].sim_time_s)
 
@@ -167,44 +169,6 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
         else None, max_abs_error=check.error if settings.verify else math.nan,
         checked_tensors=check.tensors, whole=check.whole if settings.verify else None,
         healthy_step_s=healthy_step_s)
-
-
-def _allreduce(scenario: Scenario, setup: Setup, settings: RunSettings, nbytes: int,
-               inputs: Callable[[PointPlan], np.ndarray] | None = None, *,
-               faults: tuple[Fault, ...] = ()) -> Result:
-    """The allreduce a bucket of ``nbytes`` gets, suffering ``faults``: with ``algorithms:
-    auto``, the point NCCL runs (:func:`~simulator.plan.nccl_runs`, as a run of sizes has it:
-    its symmetric kernel on registered buffers, else its tuner's family at the protocol it
-    picks); else, or where that point cannot be simulated, the scenario's one algorithm, or
-    the fastest simulated of its algorithms (as a tuned library would choose, knowing the
-    faults), passing over one that cannot run at this size under ``all`` or ``auto``."""
-    pick = (nccl_runs(scenario, setup.machine, nbytes)
-            if scenario.nccl_choice and setup.machine.ranks > 1 else None)
-    if pick is not None:
-        try:
-            plan = plan_point(scenario, setup, pick.algorithm, nbytes, settings, faults=faults)
-        except InputError:
-            plan = None  # NCCL's pick cannot run here: the fastest simulated instead
-        if plan is not None and plan.nccl is not None and plan.nccl.picked:
-            return run_plan(plan, inputs=inputs(plan) if inputs is not None else None)
-    candidates = setup.algorithms[:1] if setup.machine.ranks == 1 else setup.algorithms
-    best: Result | None = None
-    refused: list[InputError] = []
-    for algorithm in candidates:
-        try:
-            plan = plan_point(scenario, setup, algorithm, nbytes, settings, faults=faults)
-        except InputError as error:
-            if scenario.algorithms is not None:
-                raise
-            refused.append(error)
-            continue
-        data = inputs(plan) if inputs is not None else None
-        result = run_plan(plan, inputs=data)
-        if best is None or result.sim_time_s < best.sim_time_s:
-            best = result
-    if best is None:
-        raise refused[0]  # not one algorithm of all or auto runs a bucket of this size
-    return best
 
 
 class _Check:
@@ -250,7 +214,7 @@ def _verified_allreduce(scenario: Scenario, setup: Setup, settings: RunSettings,
             held[name] = (payload, gradients, gradients / scenario.dtype.type(ranks))
         return held[name][2]
 
-    result = _allreduce(scenario, setup, settings, bucket.nbytes, inputs, faults=faults)
+    result = collective_run(scenario, setup, settings, bucket.nbytes, inputs, faults=faults)
     payload, gradients, averaged = held[result.algorithm]
     offsets = np.cumsum([0, *(tensors[t].numel for t in bucket.tensors)])
     views = [payload.view(Span(int(a), int(b))) for a, b in itertools.pairwise(offsets)]
