@@ -152,6 +152,12 @@ def _library_mismatch(library: Library, machine: Machine, topology: str) -> str:
             f"{machine.library.value.upper()}, got {library.value}")
 
 
+def select_algorithms(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
+    """The algorithms the scenario runs on ``machine``: those it names (InputError if one
+    cannot run there), else every registered one of its collective that applies."""
+    return _select(scenario, machine)
+
+
 def _select(scenario: Scenario, machine: Machine) -> tuple[Algorithm, ...]:
     if scenario.algorithms is None:
         registered = [scenario.algorithm(name) for name in algorithm_names(scenario.collective)]

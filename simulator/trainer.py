@@ -30,16 +30,20 @@ from simulator.model.span import Span
 from simulator.output.results import Result
 from simulator.plan import Setup, as_scenario, check_memory, prepare
 from simulator.runner import settings_of
+from simulator.scenario.parallelism import REST, resolve
 from simulator.scenario.spec import Scenario
 from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
 from simulator.training.buckets import Bucket, assign_buckets
 from simulator.training.collective_run import collective_run
 from simulator.training.compute import backward_s, forward_s, optimizer_s
+from simulator.training.layout import Parallelism, layout_problems
 from simulator.training.network import Tensor
+from simulator.training.parallel import simulate_parallel_step
 from simulator.training.results import BucketRun, Step, Training
 from simulator.training.spec import TrainingSpec
 from simulator.training.timeline import step_timeline
+from simulator.training.traffic import model_problems
 from simulator.units import format_size
 
 
@@ -57,6 +61,8 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | No
     setup = prepare(scenario)
     say = progress or (lambda _: None)
     say(f"step on {setup.machine.ranks} GPUs")
+    if spec.parallelism is not None:
+        return _train_parallel(scenario, spec, setup, settings, say)
     step = simulate_step(scenario, setup, settings)
     timed = replace(settings, verify=False)
     cache: dict[tuple[int, tuple[Fault, ...]], Result] = {}
@@ -71,6 +77,46 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | No
                                     timed, faults=()))
     return Training(scenario.name, spec, _policy(scenario, setup), step, tuple(caps),
                     tuple(scaled), "; ".join(fault.label() for fault in scenario.faults))
+
+
+def _train_parallel(scenario: Scenario, spec: TrainingSpec, setup: Setup,
+                    settings: RunSettings, say: Callable[[str], None]) -> Training:
+    """The scenario's step under its layout, and its sweeps (bucket caps; GPU counts, DP taking
+    the GPUs TP and PP leave), each distinct collective simulated once per step."""
+    assert spec.parallelism is not None
+    layout = parallel_layout(scenario, spec, setup, spec.parallelism)
+    step = simulate_parallel_step(scenario, setup, settings, spec, layout, scenario.faults)
+    timed = replace(settings, verify=False)
+    caps = []
+    for cap in spec.sweep_caps:
+        say(f"step with buckets of {format_size(cap)}")
+        caps.append(simulate_parallel_step(scenario, setup, timed, replace(spec, bucket_cap=cap),
+                                           layout, scenario.faults))
+    scaled = []
+    for topology in scenario.scaled_topologies():
+        other = prepare(scenario, topology=topology, faults=())
+        say(f"step on {other.machine.ranks} GPUs")
+        scaled.append(simulate_parallel_step(
+            scenario, other, timed, spec,
+            parallel_layout(scenario, spec, other, replace(layout, dp=REST)), ()))
+    return Training(scenario.name, spec, _policy(scenario, setup), step, tuple(caps),
+                    tuple(scaled), "; ".join(fault.label() for fault in scenario.faults))
+
+
+def parallel_layout(scenario: Scenario, spec: TrainingSpec, setup: Setup,
+                    layout: Parallelism) -> Parallelism:
+    """``layout`` on ``setup``'s machine (``dp`` left out: the GPUs TP and PP leave), or an
+    InputError naming each field that does not fit the machine or the model."""
+    machine = setup.machine
+    layout = resolve(layout, machine.ranks)
+    per_node = max(len(ranks) for ranks in machine.layout.host_groups)
+    assert spec.network.shape is not None
+    found = [*layout_problems(layout, machine.ranks, per_node),
+             *model_problems(spec.network.shape, layout, spec.batch)]
+    if found:
+        raise InputError([Problem(scenario.source, f"training.parallelism.{field}".rstrip("."),
+                                  expected) for field, expected in found])
+    return layout
 
 
 def _policy(scenario: Scenario, setup: Setup) -> str:

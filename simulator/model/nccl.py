@@ -359,7 +359,9 @@ def _in_rank_order(system: System, items: tuple[_Item, ...]) -> tuple[_Item, ...
 def _nvls_enabled(system: System, algorithm: NcclAlgorithm, graph: Graph) -> bool:
     """NVLS needs GPUs with NVLink SHARP (:data:`~simulator.model.nccl_terms.NVLS_ARCHS`) and
     two channels; NVLSTree is off on one node, and NVLS across nodes needs CollNet (tuning.cc:
-    disabled "if collnet is not supported")."""
-    if system.arch not in NVLS_ARCHS or graph.channels < 2:
+    disabled "if collnet is not supported"). A communicator with one GPU on each node has no
+    NVLS at all (``ncclNvlsInit`` returns with ``gpuCount < 2``, src/transport/nvls.cc:262 of
+    v2.30.7): a data-parallel group of one GPU per node, under model parallelism."""
+    if system.arch not in NVLS_ARCHS or graph.channels < 2 or system.per_node < 2:
         return False
     return system.nodes > 1 if algorithm is _NT else system.nodes == 1 or system.collnet

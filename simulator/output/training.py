@@ -12,16 +12,22 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from simulator.training.results import Step, Training
+from simulator.training.parallel import peak_flops
+from simulator.training.results import Breakdown, Step, Training
 from simulator.units import format_size
 
 STEP_COLUMNS = ("scenario", "sweep", "topology", "ranks", "model", "batch", "bucket_cap_bytes",
                 "first_bucket_bytes", "overlap", "buckets", "forward_s", "backward_s",
                 "optimizer_s", "compute_s", "communication_s", "exposed_s", "step_s",
                 "efficiency", "allreduces", "verified", "identical", "max_abs_error",
-                "checked_tensors", "whole", "healthy_step_s", "fault_slowdown")
+                "checked_tensors", "whole", "healthy_step_s", "fault_slowdown", "tp", "pp", "dp",
+                "ep", "zero", "bubble_ms", "exposed_tp_ms", "exposed_pp_ms", "exposed_dp_ms",
+                "exposed_ep_ms", "mfu")
 """Columns of ``<name>-steps.csv``: one row per step (``sweep``: empty for the scenario's own
-step, ``bucket_cap`` or ``topology`` for a sweep's); the last two empty without faults."""
+step, ``bucket_cap`` or ``topology`` for a sweep's); ``healthy_step_s`` and
+``fault_slowdown`` empty without faults; from ``tp`` on (issue 39), the layout and where the
+step's time went on its busiest rank (a DDP step: ``dp`` its GPUs, all its exposed time DP's)
+and its model FLOP utilisation (:class:`~simulator.training.results.Breakdown`)."""
 BUCKET_COLUMNS = ("scenario", "sweep", "ranks", "bucket_cap_bytes", "bucket", "tensors",
                   "size_bytes", "ready_s", "start_s", "end_s", "algorithm", "protocol",
                   "time_s", "model_time_s", "verified", "faults", "healthy_time_s", "model_kind")
@@ -58,8 +64,29 @@ def steps_frame(training: Training) -> pd.DataFrame:
         "max_abs_error": step.max_abs_error, "checked_tensors": step.checked_tensors,
         "whole": step.whole, "healthy_step_s": step.healthy_step_s,
         "fault_slowdown": step.step_s / step.healthy_step_s,
+        **_layout_columns(training, step),
     } for sweep, step in labelled_steps(training)]
     return pd.DataFrame(rows, columns=list(STEP_COLUMNS))
+
+
+def _layout_columns(training: Training, step: Step) -> dict[str, float | int]:
+    """A step's layout and breakdown columns (ms), its MFU (DDP: 3 × the network's forward
+    FLOPs per sample × batch per GPU over step × peak)."""
+    layout = step.parallel.layout if step.parallel is not None else None
+    breakdown = step.breakdown
+    if breakdown is None:
+        spec = training.spec
+        peak = peak_flops(spec)
+        mfu = (3.0 * spec.network.flops * spec.batch / (step.step_s * peak)
+               if step.step_s > 0 and not math.isinf(peak) else math.nan)
+        breakdown = Breakdown(step.compute_s, 0.0, 0.0, step.exposed_s, 0.0, 0.0, mfu)
+    return {"tp": layout.tp if layout else 1, "pp": layout.pp if layout else 1,
+            "dp": layout.dp if layout else step.ranks, "ep": layout.ep if layout else 1,
+            "zero": layout.zero if layout else 0, "bubble_ms": breakdown.bubble_s * 1e3,
+            "exposed_tp_ms": breakdown.exposed_tp_s * 1e3,
+            "exposed_pp_ms": breakdown.exposed_pp_s * 1e3,
+            "exposed_dp_ms": breakdown.exposed_dp_s * 1e3,
+            "exposed_ep_ms": breakdown.exposed_ep_s * 1e3, "mfu": breakdown.mfu}
 
 
 def buckets_frame(training: Training) -> pd.DataFrame:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from simulator.errors import UnitError
 from simulator.scenario.fields import FieldReader
+from simulator.scenario.parallelism import read_parallelism
 from simulator.training.compute import ACCELERATORS, Optimizer, Precision
 from simulator.training.factory import network_from_factory
 from simulator.training.network import BACKWARD_PER_FORWARD, Layer, Network, Tensor
@@ -29,7 +30,7 @@ from simulator.units import (
 )
 
 KEYS = ("model", "batch", "gpu", "precision", "optimizer", "bucket_cap", "first_bucket",
-        "overlap", "sweep")
+        "overlap", "parallelism", "sweep")
 _TARGET = re.compile(r"(?!\d)\w+(?:\.(?!\d)\w+)*:(?!\d)\w+")
 """``package.module:factory``: dotted Python names, a colon and a name; nothing else can be
 imported and called, so anything else is refused before any import is tried."""
@@ -73,14 +74,23 @@ def read_training(reader: FieldReader, value: object,
     first_limit: int | Literal["cap"] | None = "cap" if first == "cap" else None if first is None \
         else reader.parse("training.first_bucket", first, _size_or_cap)
     overlap = reader.parse("training.overlap", section.get("overlap", True), parse_flag)
-    caps, topology = _sweep(reader, section.get("sweep", {}))
+    caps, topology, layouts = _sweep(reader, section.get("sweep", {}))
+    parallelism = (read_parallelism(reader, section["parallelism"])
+                   if "parallelism" in section else None)
+    if (parallelism is not None or layouts) and network is not None and network.shape is None:
+        reader.problem("training.parallelism" if parallelism is not None
+                       else "training.sweep.parallelism",
+                       f"a transformer model to split (a preset with a shape: "
+                       f"{', '.join(n for n, build in NETWORKS.items() if _shaped(build))}), "
+                       f"got {network.name}")
     if len(reader.problems) > before or network is None or compute is None:
         return None
     assert batch is not None and overlap is not None and precision
     return TrainingSpec(network=network, batch=batch, compute=compute,
                         precision=Precision(precision), optimizer=optimizer,
                         optimizer_s=optimizer_s, bucket_cap=cap, first_bucket=first_limit,
-                        overlap=overlap, sweep_caps=caps, sweep_topology=topology)
+                        overlap=overlap, sweep_caps=caps, sweep_topology=topology,
+                        parallelism=parallelism, sweep_layouts=layouts)
 
 
 def _size_or_cap(value: object) -> int:
@@ -276,13 +286,24 @@ def _optimizer(reader: FieldReader, value: object) -> tuple[Optimizer, float | N
         return Optimizer.ADAM, None
 
 
-def _sweep(reader: FieldReader, value: object) -> tuple[tuple[int, ...], TopologySweep | None]:
-    """``{bucket_cap: [SIZES], topology: {PARAM: [VALUES]}}``, both optional."""
+def _shaped(build: object) -> bool:
+    """Whether a preset's network carries a transformer shape (model parallelism splits it)."""
+    return callable(build) and build().shape is not None
+
+
+def _sweep(reader: FieldReader, value: object
+           ) -> tuple[tuple[int, ...], TopologySweep | None, bool]:
+    """``{bucket_cap: [SIZES], topology: {PARAM: [VALUES]}, parallelism: auto}``, each
+    optional."""
     field = "training.sweep"
     spec = reader.mapping(field, value)
     if spec is None:
-        return (), None
-    reader.check_keys(spec, field, ["bucket_cap", "topology"])
+        return (), None, False
+    reader.check_keys(spec, field, ["bucket_cap", "topology", "parallelism"])
+    layouts = False
+    if "parallelism" in spec:
+        layouts = reader.choice(f"{field}.parallelism", spec["parallelism"], ["auto"],
+                                "a layout sweep") == "auto"
     caps: tuple[int, ...] = ()
     if "bucket_cap" in spec:
         caps = _sizes(reader, f"{field}.bucket_cap", spec["bucket_cap"])
@@ -297,7 +318,7 @@ def _sweep(reader: FieldReader, value: object) -> tuple[tuple[int, ...], Topolog
             [(param, values)] = scaled.items()
             counts = reader.parse(f"{field}.topology.{param}", values, parse_counts)
             topology = TopologySweep(str(param), counts) if counts else None
-    return caps, topology
+    return caps, topology, layouts
 
 
 def _sizes(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:

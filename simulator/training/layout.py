@@ -42,8 +42,10 @@ class Parallelism:
     ``schedule`` (``chunks`` model chunks per rank when interleaved), Megatron's
     ``sequence_parallel`` (TP's allreduces become reduce-scatters and all-gathers), full
     activation ``recompute``, ``placement`` (innermost dimension first), whether TP may span
-    nodes, and the token-routing ``imbalance`` of the experts' all-to-all (the busiest rank's
-    tokens over the mean: 1 is perfectly balanced)."""
+    nodes, the token-routing ``imbalance`` of the experts' all-to-all (the busiest rank's
+    tokens over the mean: 1 is perfectly balanced), and whether a running NCCL kernel slows
+    the compute beside it by the SMs it holds (``sm_contention``,
+    :mod:`simulator.training.execute`)."""
 
     tp: int = 1
     pp: int = 1
@@ -58,6 +60,7 @@ class Parallelism:
     placement: tuple[str, ...] = DIMENSIONS
     tp_across_nodes: bool = False
     imbalance: float = 1.0
+    sm_contention: bool = True
 
     @property
     def gpus(self) -> int:

@@ -7,6 +7,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from simulator.training.execute import Execution
+from simulator.training.graph import StepGraph
+from simulator.training.layout import Parallelism
 from simulator.training.spec import TrainingSpec
 from simulator.training.timeline import Timeline
 
@@ -33,6 +36,36 @@ class BucketRun:
     healthy_time_s: float = math.nan
     model_kind: str = "bound"
     """What ``model_time_s`` is, as the results' ``model_kind`` says (issue 38)."""
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Where a step's time goes on its busiest rank (the one computing longest): computing,
+    waiting on each parallelism's communication with nothing computing (``exposed``: TP, PP,
+    DP, EP, in that order where several run at once), and idle in the pipeline's bubble, which
+    add up to the step's time; and the model FLOP utilisation, the model's FLOPs per step
+    (3 × forward, recomputation not counted) over the step's time × GPUs × peak FLOP/s."""
+
+    compute_s: float
+    exposed_tp_s: float
+    exposed_pp_s: float
+    exposed_dp_s: float
+    exposed_ep_s: float
+    bubble_s: float
+    mfu: float
+
+
+@dataclass(frozen=True)
+class ParallelRun:
+    """A parallel step's own: its layout, the graph it ran and how it ran (every rank's spans,
+    or every stage's when folded), and each distinct collective simulated (kind, bytes, the
+    communicator it stood for, algorithm, protocol, time, check)."""
+
+    layout: Parallelism
+    graph: StepGraph
+    execution: Execution
+    unit_ranks: tuple[int, ...]
+    collectives: tuple[tuple[str, int, str, str, str, float, bool | None], ...]
 
 
 @dataclass(frozen=True)
@@ -69,6 +102,10 @@ class Step:
     whole: bool | None
     healthy_step_s: float = math.nan
     """The step's time with every bucket's healthy time (NaN: the scenario has no faults)."""
+    breakdown: Breakdown | None = None
+    """Where the step's time goes (None: not computed, a step without a model's FLOPs)."""
+    parallel: ParallelRun | None = None
+    """The layout's run, for a step under ``parallelism`` (None: DDP's step)."""
 
     @property
     def compute_s(self) -> float:

@@ -9,6 +9,7 @@ from typing import Literal
 
 from simulator.training.buckets import BUCKET_CAP_BYTES, FIRST_BUCKET_BYTES
 from simulator.training.compute import Optimizer, Precision
+from simulator.training.layout import Parallelism
 from simulator.training.network import Network
 
 
@@ -58,6 +59,10 @@ class TrainingSpec:
     overlap: bool = True
     sweep_caps: tuple[int, ...] = ()
     sweep_topology: TopologySweep | None = None
+    parallelism: Parallelism | None = None
+    """The layout (None: DDP over every GPU, the step of :mod:`simulator.trainer`)."""
+    sweep_layouts: bool = False
+    """``sweep: {parallelism: auto}``: rank every layout that runs on the machine."""
 
     @property
     def cap(self) -> int:

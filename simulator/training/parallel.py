@@ -1,0 +1,155 @@
+"""A training step under a parallel layout, simulated as one run: the layout's graph
+(:mod:`simulator.training.traffic`), each distinct collective simulated with its data on its
+communicator's machine (:mod:`simulator.training.costs`), and every rank's operations run
+together on the one fabric (:mod:`simulator.training.execute`); then where the step's time went
+(:class:`~simulator.training.results.Breakdown`).
+
+Faults: a straggler's rank starts the step ``delay`` late (the step is then run rank by rank,
+not folded, since its ranks no longer run alike); a slow GPU reduces slowly in every collective
+it is a member of; a link fault strikes the collectives running when it does, timed from the
+step's start as a DDP step times them (:func:`~simulator.model.faults.seen_by_bucket`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+from simulator.model.faults import Fault, Straggler, seen_by_bucket
+from simulator.plan import Setup
+from simulator.scenario.spec import Scenario
+from simulator.settings import RunSettings
+from simulator.training.compute import ACCELERATORS, Precision
+from simulator.training.costs import StepCosts
+from simulator.training.execute import Demand, Execution, Span, execute
+from simulator.training.graph import Op, OpKind, Program, StepGraph
+from simulator.training.layout import Parallelism
+from simulator.training.results import Breakdown, ParallelRun, Step
+from simulator.training.spec import TrainingSpec
+from simulator.training.timeline import Interval, Timeline
+from simulator.training.traffic import StepInputs, step_plan
+
+EXPOSED = ("tp", "pp", "dp", "ep")
+"""The communication streams a breakdown charges, in the order it charges overlapping ones."""
+
+
+def peak_flops(spec: TrainingSpec) -> float:
+    """The GPU's peak FLOP/s for the step's precision (a preset's data-sheet peak; a GPU given by
+    its rate: that rate, so MFU is then against it; infinite when compute is free)."""
+    preset = ACCELERATORS.get(spec.compute.name)
+    if preset is None:
+        return spec.compute.flops
+    return preset.mixed_flops if spec.precision is Precision.MIXED else preset.fp32_flops
+
+
+def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettings,
+                           spec: TrainingSpec, layout: Parallelism,
+                           faults: tuple[Fault, ...]) -> Step:
+    """One step of ``spec``'s model under ``layout`` on ``setup``'s machine, with ``faults``."""
+    shape = spec.network.shape
+    assert shape is not None  # the reader refuses model parallelism without a shape
+    inputs = StepInputs(shape, spec.batch, spec.compute.flops, spec.compute.memory_bandwidth,
+                        spec.optimizer, scenario.dtype.itemsize, spec.cap)
+    late = {f.rank: f.delay_s for f in faults if isinstance(f, Straggler)}
+    plan = step_plan(inputs, layout, folded=not late)
+    if late:
+        plan = replace(plan, graph=_late(plan.graph, late))
+    costs = StepCosts(scenario, setup, settings, gpu=spec.compute.name,
+                      sm_share=layout.sm_contention)
+    others = tuple(f for f in faults if not isinstance(f, Straggler))
+
+    def demand(op: Op, units: tuple[int, ...], start_s: float) -> Demand:
+        if op.kind is OpKind.COLLECTIVE:
+            ranks = plan.members(op.group)
+        else:
+            ranks = tuple(plan.unit_ranks[unit] for unit in units)
+        seen = seen_by_bucket(others, start_s, start_s) if others else ()
+        return costs.demand(op, ranks, plan.copies(ranks), seen)
+
+    execution = execute(plan.graph, costs.capacity, demand)
+    unit = _busiest(execution, plan.graph.ranks)
+    breakdown = _breakdown(execution, unit, _mfu(spec, layout, execution.step_s))
+    mine = [span for span in execution.spans if span.rank == unit]
+    compute = [Interval(s.name, s.start_s, s.end_s) for s in mine if s.kind is OpKind.COMPUTE]
+    talk = [Interval(s.name, s.start_s, s.end_s) for s in mine if s.kind is not OpKind.COMPUTE]
+    runs = costs.runs
+    verified = (all(run.result.verified for run in runs) if settings.verify and runs else None)
+    return Step(
+        scenario=scenario.name, topology=setup.topology.label, ranks=setup.machine.ranks,
+        model=spec.network.name, batch=spec.batch, bucket_cap=spec.cap,
+        first_bucket=spec.cap, overlap=spec.overlap,
+        forward_s=_sum(mine, "F"), backward_s=_sum(mine, "B"),
+        optimizer_s=_sum(mine, "optimizer"),
+        communication_s=sum(i.duration_s for i in talk), exposed_s=execution.step_s
+        - breakdown.compute_s, step_s=execution.step_s, buckets=(),
+        timeline=Timeline(tuple(compute), tuple(talk), ()), verified=verified,
+        identical=(all(bool(run.result.ranks_identical) for run in runs)
+                   if verified is not None else None),
+        max_abs_error=max((run.result.max_abs_error for run in runs), default=math.nan),
+        checked_tensors=0, whole=None, breakdown=breakdown,
+        parallel=ParallelRun(layout, plan.graph, execution, plan.unit_ranks, tuple(
+            (run.collective.value, run.nbytes, run.group, run.result.algorithm,
+             run.result.protocol, float(run.result.sim_time_s), run.result.verified)
+            for run in runs)))
+
+
+def _late(graph: StepGraph, late: dict[int, float]) -> StepGraph:
+    """``graph`` (one unit per rank) with each late rank's first operations waiting for a
+    compute of its delay: the rank enters the step that late."""
+    programs = []
+    for program in graph.programs:
+        delay = late.get(program.rank)
+        if delay is None:
+            programs.append(program)
+            continue
+        start = max((op.id for op in program.ops), default=-1) + 1
+        wait = Op(start, "late start", OpKind.COMPUTE, duration_s=delay, stream="late")
+        ops = [wait] + [replace(op, deps=op.deps or (start,)) for op in program.ops]
+        programs.append(Program(program.rank, tuple(ops)))
+    return StepGraph(tuple(programs), graph.groups)
+
+
+def _sum(spans: Sequence[Span], prefix: str) -> float:
+    """Summed time of the computes whose name starts with ``prefix``."""
+    return sum(s.end_s - s.start_s for s in spans
+               if s.kind is OpKind.COMPUTE and s.name.startswith(prefix))
+
+
+def _busiest(execution: Execution, units: int) -> int:
+    """The unit computing longest (the lowest on a tie)."""
+    busy = [0.0] * units
+    for span in execution.spans:
+        if span.kind is OpKind.COMPUTE and span.stream != "late":
+            busy[span.rank] += span.end_s - span.start_s
+    return max(range(units), key=lambda unit: (busy[unit], -unit))
+
+
+def _breakdown(execution: Execution, unit: int, mfu: float) -> Breakdown:
+    """Unit ``unit``'s step cut at every span's edge: each piece is compute if a compute runs,
+    else the first of :data:`EXPOSED` whose communication runs, else bubble."""
+    spans = [s for s in execution.spans if s.rank == unit and s.end_s > s.start_s]
+    edges = sorted({0.0, execution.step_s, *(s.start_s for s in spans),
+                    *(s.end_s for s in spans)})
+    charged = dict.fromkeys(("compute", *EXPOSED, "bubble"), 0.0)
+    for a, b in itertools.pairwise(edges):
+        running = {s.stream if s.kind is not OpKind.COMPUTE or s.stream == "late" else "compute"
+                   for s in spans if s.start_s <= a and s.end_s >= b}
+        what = ("compute" if "compute" in running else
+                next((stream for stream in EXPOSED if stream in running), "bubble"))
+        charged[what] += b - a
+    return Breakdown(charged["compute"], charged["tp"], charged["pp"], charged["dp"],
+                     charged["ep"], charged["bubble"], mfu)
+
+
+def _mfu(spec: TrainingSpec, layout: Parallelism, step_s: float) -> float:
+    """Model FLOPs per step (3 × forward: forward and backward, recomputation not counted,
+    the convention of Chowdhery et al. 2022 (PaLM) App. B) over step × GPUs × peak."""
+    shape = spec.network.shape
+    peak = peak_flops(spec)
+    if shape is None or math.isinf(peak) or step_s <= 0:
+        return math.nan
+    tokens = spec.batch * layout.dp * shape.sequence
+    return 3.0 * shape.flops_per_token * tokens / (step_s * layout.gpus * peak)
+

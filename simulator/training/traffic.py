@@ -1,0 +1,390 @@
+"""A parallel layout's training step as an execution graph: each stage's compute per micro-batch
+and the traffic of every parallelism, from the model's own shapes (docs/training.md).
+
+Per stage and micro-batch of ``tokens = micro-batch × sequence`` tokens:
+
+- **compute**: a layer's forward FLOPs (:class:`~simulator.training.transformer.Transformer`)
+  over TP, at the GPU's sustained rate; backward twice that (Kaplan et al. 2020, §2.1), plus one
+  more forward under full recomputation; the output projection on the last stage;
+- **TP** (Megatron, Shoeybi et al. 2019 §3): two allreduces of ``tokens × hidden`` bf16 per layer
+  forward and two backward (two more with recomputation, which reruns the forward), one after
+  the embedding; with sequence parallelism (Korthikanti et al. 2022 §4.2.2) each becomes a
+  reduce-scatter and an all-gather of the same buffer. They block the compute (Megatron runs them
+  on the compute stream), so each pass's are one batched operation after its compute;
+- **EP**: a dispatch and a combine all-to-all of ``tokens × top_k × hidden`` bf16 (÷ TP with
+  sequence parallelism) × the routing ``imbalance`` per MoE layer forward, two more backward;
+- **PP**: the pass's output activation (``tokens × hidden`` bf16 ÷ TP: Megatron's scatter/gather
+  optimisation, Narayanan et al. 2021 §4.1) sent to the next virtual stage, its gradient back,
+  in the order of :func:`~simulator.training.pipeline.stage_order`;
+- **DP**: the stage's gradients (the scenario's dtype) in buckets of the bucket cap, filled last
+  layer first during the last micro-batch's backward (run layer by layer so that they overlap it,
+  as DDP and Megatron's ``overlap_grad_reduce`` do); ZeRO 0: allreduced, then the optimizer;
+  ZeRO 1-2 (Megatron's distributed optimizer): reduce-scattered, the optimizer on 1/DP of the
+  states, then the bf16 parameters all-gathered; ZeRO 3 (FSDP): every layer's parameters
+  all-gathered before its forward and its backward (the next prefetched while one computes) and
+  its gradients reduce-scattered after its backward, every micro-batch. Expert parameters
+  average over their expert-data-parallel group, the others over the dense one.
+
+The graph's units are ranks; under :attr:`StepPlan.folded` every stage has one unit, standing
+for its TP ranks and DP replicas, which run alike: each communication then stands for all its
+copies (:meth:`StepPlan.copies`), whose links the execution shares.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from simulator.model.collective import Collective
+from simulator.training.buckets import assign_buckets
+from simulator.training.compute import Optimizer
+from simulator.training.graph import Group, Op, OpKind, Program, StepGraph
+from simulator.training.layout import Parallelism, coordinates, groups, rank_of
+from simulator.training.pipeline import Pass, stage_order
+from simulator.training.transformer import BF16, Transformer
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    """What the step's graph needs besides the layout: the model's shape, samples per data-
+    parallel replica per step (``batch``), the sustained FLOP/s and memory bandwidth of a GPU
+    (infinite: free), the optimizer, the gradients' bytes per element and DDP's bucket cap."""
+
+    shape: Transformer
+    batch: int
+    flops: float
+    memory_bandwidth: float
+    optimizer: Optimizer
+    grad_bytes: int
+    bucket_cap: int
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """A step's graph and what maps it onto the machine: the global rank of each unit, the
+    layout's communicators (global ranks), and whether units stand for their TP ranks and DP
+    replicas (``folded``)."""
+
+    graph: StepGraph
+    unit_ranks: tuple[int, ...]
+    layout: Parallelism
+    communicators: tuple[Group, ...]
+    folded: bool
+
+    def members(self, name: str) -> tuple[int, ...]:
+        """The global ranks of communicator ``name``."""
+        return next(group.ranks for group in self.communicators if group.name == name)
+
+    def copies(self, ranks: Sequence[int]) -> tuple[tuple[int, ...], ...]:
+        """Every copy of a communication over global ``ranks`` that runs alongside it: itself
+        when not folded, else its images over every TP rank and DP replica (distinct sets)."""
+        if not self.folded:
+            return (tuple(ranks),)
+        layout, places = self.layout, [coordinates(self.layout, rank) for rank in ranks]
+        seen: dict[frozenset[int], tuple[int, ...]] = {}
+        for t, d in itertools.product(range(layout.tp), range(layout.dp)):
+            image = tuple(rank_of(layout, tp=(p.tp + t) % layout.tp, pp=p.pp,
+                                  ep=(p.dp + d) % layout.dp % layout.ep,
+                                  outer=(p.dp + d) % layout.dp // layout.ep) for p in places)
+            seen.setdefault(frozenset(image), image)
+        return tuple(seen.values())
+
+
+def model_problems(shape: Transformer, layout: Parallelism, batch: int) -> list[tuple[str, str]]:
+    """What in the model does not divide over ``layout``, as (field, expected) pairs under
+    ``training.parallelism``: layers over the virtual stages, heads and key/value heads and the
+    MLP over TP (Megatron splits them by column), experts over EP, the batch over micro-batches."""
+    problems = []
+    stages = layout.pp * layout.chunks
+    if shape.layers % stages:
+        problems.append(("pp", f"a split of the model's {shape.layers} layers: pp × chunks = "
+                               f"{stages} does not divide them"))
+    for what, count in (("heads", shape.heads), ("key/value heads", shape.kv_heads),
+                        ("MLP width", shape.ffn)):
+        if count % layout.tp:
+            problems.append(("tp", f"a divisor of the model's {count} {what}, got {layout.tp}"))
+    if layout.ep > 1 and shape.experts % layout.ep:
+        problems.append(("ep", f"a divisor of the model's {shape.experts} experts, got "
+                               f"{layout.ep}"))
+    if layout.ep > 1 and not shape.moe:
+        problems.append(("ep", f"1 for a dense model (no experts to spread), got {layout.ep}"))
+    if batch % layout.microbatches:
+        problems.append(("microbatches", f"a divisor of the batch of {batch} samples per "
+                                         f"replica, got {layout.microbatches}"))
+    return problems
+
+
+def step_plan(inputs: StepInputs, layout: Parallelism, *, folded: bool = True) -> StepPlan:
+    """The step of ``layout`` (module docstring), every rank a unit unless ``folded``."""
+    communicators = groups(layout)
+    if folded:
+        units = tuple(rank_of(layout, tp=0, pp=s, ep=0, outer=0) for s in range(layout.pp))
+    else:
+        units = tuple(range(layout.gpus))
+    index = {rank: unit for unit, rank in enumerate(units)}
+    names = frozenset(group.name for group in communicators)
+    programs = tuple(_Stage(inputs, layout, coordinates(layout, rank).pp, unit, units, index,
+                            names).program() for unit, rank in enumerate(units))
+    graph_groups = tuple(Group(g.name, tuple(index[r] for r in g.ranks if r in index))
+                         for g in communicators if any(r in index for r in g.ranks))
+    return StepPlan(StepGraph(programs, graph_groups), units, layout, communicators, folded)
+
+
+class _Stage:
+    """One unit's program: its stage's passes in schedule order, then its gradients' sync and
+    the optimizer."""
+
+    def __init__(self, inputs: StepInputs, layout: Parallelism, stage: int, unit: int,
+                 units: tuple[int, ...], index: dict[int, int], names: frozenset[str]) -> None:
+        self.inputs, self.layout, self.stage, self.unit = inputs, layout, stage, unit
+        self.names = names
+        self.shape = inputs.shape
+        place = coordinates(layout, units[unit])
+        self.place, self.units, self.index = place, units, index
+        self.ops: list[Op] = []
+        self.head: int | None = None
+        self.streams: dict[str, int] = {}
+        self.tokens = inputs.batch // layout.microbatches * self.shape.sequence
+        self.per_chunk = self.shape.layers // (layout.pp * layout.chunks)
+        self.last_virtual = layout.pp * layout.chunks - 1
+
+    # --- primitives -----------------------------------------------------------------------------
+
+    def _add(self, op: Op, *, blocking: bool, stream_key: str | None = None,
+             after: Sequence[int] = ()) -> int:
+        """Append ``op`` (its id set here) after ``after``, after the compute chain's head if
+        ``blocking`` (and become the head), after the last op of ``stream_key`` if given."""
+        deps = list(after)
+        if blocking and self.head is not None:
+            deps.append(self.head)
+        if stream_key is not None and stream_key in self.streams:
+            deps.append(self.streams[stream_key])
+        ident = len(self.ops)
+        self.ops.append(Op(ident, op.name, op.kind, tuple(dict.fromkeys(deps)), op.duration_s,
+                           op.collective, op.group, op.nbytes, op.count, op.peer, op.tag,
+                           op.stream))
+        if blocking:
+            self.head = ident
+        if stream_key is not None:
+            self.streams[stream_key] = ident
+        return ident
+
+    def compute(self, name: str, seconds: float, after: Sequence[int] = ()) -> int:
+        """A compute on the chain."""
+        return self._add(Op(0, name, OpKind.COMPUTE, duration_s=seconds), blocking=True,
+                         after=after)
+
+    def collective(self, name: str, collective: Collective, group: str, nbytes: int,
+                   count: int = 1, *, blocking: bool, stream: str, key: str | None = None,
+                   after: Sequence[int] = ()) -> int | None:
+        """A collective on communicator ``group`` (None: the group has one rank, nothing to do),
+        blocking the compute chain, or queued behind the last op of ``key`` (default: its
+        stream)."""
+        if group not in self.names or count == 0:
+            return None
+        op = Op(0, name, OpKind.COLLECTIVE, collective=collective, group=group, nbytes=nbytes,
+                count=count, stream=stream)
+        return self._add(op, blocking=blocking,
+                         stream_key=None if blocking else key or stream, after=after)
+
+    def message(self, kind: OpKind, name: str, peer_stage: int, nbytes: int, tag: int,
+                after: Sequence[int] = ()) -> int:
+        """A send to (or receive from) the same place on stage ``peer_stage``."""
+        place = self.place
+        peer = rank_of(self.layout, tp=place.tp, pp=peer_stage, ep=place.ep, outer=place.outer)
+        op = Op(0, name, kind, nbytes=nbytes, peer=self.index[peer], tag=tag, stream="pp")
+        return self._add(op, blocking=kind is OpKind.RECV, after=after)
+
+    # --- the names of this unit's communicators --------------------------------------------------
+
+    @property
+    def tp_group(self) -> str:
+        return f"tp:{self.stage}:{self.place.dp}"
+
+    @property
+    def dp_group(self) -> str:
+        return f"dp:{self.stage}:{self.place.tp}"
+
+    @property
+    def ep_group(self) -> str:
+        return f"ep:{self.stage}:{self.place.tp}:{self.place.outer}"
+
+    @property
+    def edp_group(self) -> str:
+        return f"edp:{self.stage}:{self.place.tp}:{self.place.ep}"
+
+    # --- sizes and times -------------------------------------------------------------------------
+
+    def _seconds(self, flops: float) -> float:
+        return flops / self.inputs.flops if self.inputs.flops != float("inf") else 0.0
+
+    def layer_forward_s(self) -> float:
+        """One layer's forward on this rank's share (÷ TP) of one micro-batch."""
+        return self._seconds(self.shape.layer_flops * self.tokens / self.layout.tp)
+
+    def head_forward_s(self) -> float:
+        """The output projection's forward on this rank's share of one micro-batch."""
+        return self._seconds(self.shape.head_flops * self.tokens / self.layout.tp)
+
+    @property
+    def activation(self) -> int:
+        """Bytes of one micro-batch's activation (tokens × hidden, bf16)."""
+        return self.shape.activation_bytes(self.tokens)
+
+    # --- the passes ------------------------------------------------------------------------------
+
+    def program(self) -> Program:
+        """This unit's ops: every pass in schedule order, then the gradients and the optimizer."""
+        order = stage_order(self.stage, self.layout.pp, self.layout.microbatches,
+                            self.layout.chunks)
+        last = {chunk: max(p.micro for p in order if p.chunk == chunk)
+                for chunk in range(self.layout.chunks)}
+        ready: list[tuple[int, int]] = []  # (layer, op id) of each layer's last backward
+        for each in order:
+            if each.forward:
+                self.forward(each)
+            else:
+                ready += self.backward(each, by_layer=each.micro == last[each.chunk])
+        self.synchronise(ready)
+        return Program(self.unit, tuple(self.ops))
+
+    def _layers(self, each: Pass) -> range:
+        first = each.virtual(self.stage, self.layout.pp) * self.per_chunk
+        return range(first, first + self.per_chunk)
+
+    def _tp(self, name: str, layers: int, *, after: Sequence[int] = ()) -> None:
+        """The TP collectives of ``layers`` allreduce pairs, blocking (module docstring)."""
+        if self.layout.tp == 1 or layers == 0:
+            return
+        nbytes = self.activation
+        if self.layout.sequence_parallel:
+            self.collective(f"{name} tp reduce-scatter", Collective.REDUCE_SCATTER, self.tp_group,
+                            nbytes, layers, blocking=True, stream="tp", after=after)
+            self.collective(f"{name} tp all-gather", Collective.ALLGATHER, self.tp_group,
+                            nbytes, layers, blocking=True, stream="tp")
+        else:
+            self.collective(f"{name} tp allreduce", Collective.ALLREDUCE, self.tp_group, nbytes,
+                            layers, blocking=True, stream="tp", after=after)
+
+    def _ep(self, name: str, count: int) -> None:
+        """The experts' all-to-alls of ``count`` dispatches and combines, blocking."""
+        if self.layout.ep == 1 or not self.shape.moe or count == 0:
+            return
+        nbytes = self.shape.top_k * self.activation * self.layout.imbalance
+        if self.layout.sequence_parallel:
+            nbytes /= self.layout.tp
+        self.collective(f"{name} ep all-to-all", Collective.ALLTOALL, self.ep_group,
+                        int(nbytes), 2 * count, blocking=True, stream="ep")
+
+    def _tag(self, each: Pass, forward: bool) -> int:
+        return (each.micro * self.layout.chunks + each.chunk) * 2 + (0 if forward else 1)
+
+    def forward(self, each: Pass) -> None:
+        """A forward pass: receive, compute, TP, EP, send."""
+        layout, virtual = self.layout, each.virtual(self.stage, self.layout.pp)
+        name = f"F{each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
+        if virtual > 0:
+            self.message(OpKind.RECV, f"{name} recv", (virtual - 1) % layout.pp,
+                         self.activation // layout.tp, self._tag(each, True))
+        seconds = self.per_chunk * self.layer_forward_s()
+        if virtual == self.last_virtual:
+            seconds += self.head_forward_s()
+        self.compute(name, seconds)
+        self._tp(name, 2 * self.per_chunk + (1 if virtual == 0 else 0))
+        self._ep(name, self.per_chunk)
+        if virtual < self.last_virtual:
+            self.message(OpKind.SEND, f"{name} send", (virtual + 1) % layout.pp,
+                         self.activation // layout.tp, self._tag(each, True), after=[self.head]
+                         if self.head is not None else [])
+
+    def backward(self, each: Pass, *, by_layer: bool) -> list[tuple[int, int]]:
+        """A backward pass: receive, compute, TP, EP (layer by layer when ``by_layer``, the
+        last of its chunk, whose gradients DP synchronises), send; (layer, op) of each layer's
+        end when by layer."""
+        layout, virtual = self.layout, each.virtual(self.stage, self.layout.pp)
+        name = f"B{each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
+        if virtual < self.last_virtual:
+            self.message(OpKind.RECV, f"{name} recv", (virtual + 1) % layout.pp,
+                         self.activation // layout.tp, self._tag(each, False))
+        factor = 3.0 if layout.recompute else 2.0
+        tp_per_layer = 4 if layout.recompute else 2
+        ep_per_layer = 2 if layout.recompute else 1
+        ends: list[tuple[int, int]] = []
+        if virtual == self.last_virtual:
+            self.compute(f"{name} head", 2.0 * self.head_forward_s())
+        if by_layer:
+            for layer in reversed(self._layers(each)):
+                self.compute(f"{name} layer {layer}", factor * self.layer_forward_s())
+                self._tp(f"{name} layer {layer}", tp_per_layer)
+                self._ep(f"{name} layer {layer}", ep_per_layer)
+                assert self.head is not None
+                ends.append((layer, self.head))
+        else:
+            self.compute(name, self.per_chunk * factor * self.layer_forward_s())
+            self._tp(name, tp_per_layer * self.per_chunk)
+            self._ep(name, ep_per_layer * self.per_chunk)
+        if virtual > 0:
+            self.message(OpKind.SEND, f"{name} send", (virtual - 1) % layout.pp,
+                         self.activation // layout.tp, self._tag(each, False),
+                         after=[self.head] if self.head is not None else [])
+        return ends
+
+    # --- gradients and the optimizer -------------------------------------------------------------
+
+    def _layer_grad_bytes(self) -> tuple[int, int]:
+        """One layer's gradient bytes on this rank: the dense part, the experts' part."""
+        shape, layout, itemsize = self.shape, self.layout, self.inputs.grad_bytes
+        expert = shape.experts * shape.expert_params if shape.moe else 0
+        dense = shape.layer_params - expert
+        if layout.ep == 1:
+            return (dense + expert) // layout.tp * itemsize, 0
+        return dense // layout.tp * itemsize, expert // (layout.tp * layout.ep) * itemsize
+
+    def synchronise(self, ready: list[tuple[int, int]]) -> None:
+        """DP's buckets as their layers' gradients are ready (last layer first), the optimizer,
+        and ZeRO 1-2's parameter all-gather (module docstring)."""
+        layout = self.layout
+        dense, expert = self._layer_grad_bytes()
+        ends = [op for _, op in sorted(ready)]
+        reduce = Collective.ALLREDUCE if layout.zero == 0 else Collective.REDUCE_SCATTER
+        synced: list[int] = []
+        for group, per_layer in ((self.dp_group, dense), (self.edp_group, expert)):
+            if per_layer == 0:
+                continue
+            buckets = assign_buckets([per_layer] * len(ends), cap=self.inputs.bucket_cap,
+                                     first=self.inputs.bucket_cap)
+            for bucket in buckets:
+                op = self.collective(f"grads {group} bucket {bucket.index}", reduce, group,
+                                     bucket.nbytes, blocking=False, stream="dp",
+                                     after=[ends[min(bucket.tensors)]])
+                if op is not None:
+                    synced.append(op)
+        params = self.stage_params()
+        states = params // layout.dp if layout.zero else params
+        seconds = (0.0 if self.inputs.memory_bandwidth == float("inf") else
+                   states * self.inputs.optimizer.bytes_per_parameter
+                   / self.inputs.memory_bandwidth)
+        update = self.compute("optimizer", seconds, after=synced)
+        if layout.zero in (1, 2):
+            gather = params * BF16
+            for part in assign_buckets([gather], cap=self.inputs.bucket_cap,
+                                       first=self.inputs.bucket_cap):
+                self.collective(f"params {self.dp_group} bucket {part.index}",
+                                Collective.ALLGATHER, self.dp_group, part.nbytes,
+                                blocking=False, stream="dp", after=[update])
+
+    def stage_params(self) -> int:
+        """Parameters this rank holds: its layers' (dense ÷ TP, experts ÷ TP·EP) and, on the
+        first and last stage, the embedding and output projection ÷ TP."""
+        shape, layout = self.shape, self.layout
+        layers = self.per_chunk * layout.chunks
+        expert = shape.experts * shape.expert_params if shape.moe else 0
+        params = layers * ((shape.layer_params - expert) // layout.tp
+                           + expert // (layout.tp * layout.ep))
+        vocab = shape.vocab * shape.hidden // layout.tp
+        if self.stage == 0:
+            params += vocab
+        if self.stage == layout.pp - 1 and not shape.tied:
+            params += vocab
+        return params
