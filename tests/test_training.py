@@ -265,7 +265,7 @@ def test_files_and_figures_hold_the_steps_values(tmp_path):
 @pytest.mark.parametrize(("training", "message"), [
     ({"model": "resnet", "batch": 1},
      "x.yaml: training.model: expected a model preset (resnet50, bert_large, gpt2_xl, "
-     "llama_7b), got 'resnet'; did you mean 'resnet50'?"),
+     "llama_7b, llama2_70b, gpt3_175b, mixtral_8x7b), got 'resnet'; did you mean 'resnet50'?"),
     ({"model": "resnet50", "batch": 0}, "x.yaml: training.batch: expected a whole number ≥ 1, got 0"),
     ({"model": "resnet50"}, "x.yaml: training.batch: required but missing"),
     ({"model": "resnet50", "batch": 1, "gpu": "k80"},

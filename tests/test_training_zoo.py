@@ -12,6 +12,7 @@ from torch import nn
 
 from simulator.training.network import Layer, Network
 from simulator.training.torchnet import network_from_module
+from simulator.training.transformer import Transformer
 from simulator.training.zoo import (
     NETWORKS,
     bert_large,
@@ -21,6 +22,7 @@ from simulator.training.zoo import (
     network_names,
     resnet50,
 )
+from simulator.training.zoo_llm import gpt3_175b, llama2_70b, megatron_gpt, mixtral_8x7b
 
 
 def pairs(net: Network) -> list[tuple[str, tuple[int, ...]]]:
@@ -46,11 +48,16 @@ TOTALS = {
     "bert_large": 336_226_108,  # BertForPreTraining
     "gpt2_xl": 1_557_611_200,
     "llama_7b": 6_738_415_616,
+    # Worked by hand from the cited shapes, see the tests below.
+    "llama2_70b": 68_976_648_192,
+    "gpt3_175b": 174_615_846_912,
+    "mixtral_8x7b": 46_702_792_704,
 }
 
 
 def test_registry_lists_the_presets_in_order():
-    assert network_names() == ("resnet50", "bert_large", "gpt2_xl", "llama_7b")
+    assert network_names() == ("resnet50", "bert_large", "gpt2_xl", "llama_7b", "llama2_70b",
+                               "gpt3_175b", "mixtral_8x7b")
     assert list(NETWORKS) == list(TOTALS)
 
 
@@ -361,3 +368,114 @@ def test_forward_that_fails_on_the_sample_is_a_value_error():
     with pytest.raises(ValueError, match=r"^mlp: the forward pass on an input \(1, 5\) failed: RuntimeError"):
         network_from_module(model, name="mlp", sample_input=torch.randn(1, 5))
     assert model.training
+
+
+# --- the model-parallel presets and their shapes ----------------------------------------------------
+
+
+@pytest.mark.parametrize("name", network_names())
+def test_a_transformers_shape_counts_exactly_what_its_network_holds(name):
+    net = NETWORKS[name]()
+    if name in ("resnet50", "bert_large"):  # not decoders: data parallelism only
+        assert net.shape is None
+        return
+    assert net.shape is not None
+    assert net.numel == net.shape.params
+    # The zoo counts FLOPs as Transformer does (every term a whole number below 2^53: exact).
+    assert net.flops == net.shape.flops_per_token * net.shape.sequence
+
+
+def test_shapes_leave_the_existing_presets_as_they_were():
+    xl, llama = gpt2_xl(sequence=512), llama_7b()
+    assert (xl.shape.sequence, xl.shape.positions, xl.shape.tied, xl.shape.bias, xl.shape.gated) == (
+        512, 1024, True, True, False)
+    assert xl.numel == 1_557_611_200  # the 1024-row position table whatever the sequence
+    assert (llama.shape.ffn, llama.shape.kv_heads, llama.shape.positions) == (11008, 32, 0)
+
+
+def test_llama2_70b_by_hand():
+    net, d, kv, ffn = llama2_70b(), 8192, 8 * 128, 28672
+    block = 2 * d * d + 2 * d * kv + 3 * d * ffn + 2 * d
+    assert block == 855_654_400
+    assert net.numel == 80 * block + 2 * 32000 * d + d == 68_976_648_192
+    assert pairs(net)[1:8] == [
+        ("model.layers.0.self_attn.q_proj.weight", (8192, 8192)),
+        ("model.layers.0.self_attn.k_proj.weight", (1024, 8192)),  # 8 key/value heads of 128
+        ("model.layers.0.self_attn.v_proj.weight", (1024, 8192)),
+        ("model.layers.0.self_attn.o_proj.weight", (8192, 8192)),
+        ("model.layers.0.mlp.gate_proj.weight", (28672, 8192)),
+        ("model.layers.0.mlp.up_proj.weight", (28672, 8192)),
+        ("model.layers.0.mlp.down_proj.weight", (8192, 28672)),
+    ]
+    assert pairs(net)[-1] == ("lm_head.weight", (32000, 8192))
+    s = 4096
+    assert layer(net, "model.layers.0.self_attn.k_proj").flops == 2 * d * kv * s
+    # GQA: every query head still scores all s keys, 2·2·s²·d per layer.
+    assert layer(net, "model.layers.0.self_attn.o_proj").flops == 2 * d * d * s + 4 * s * s * d
+
+
+def test_mixtral_8x7b_by_hand_every_expert_held_two_run():
+    net, d, kv, ffn, s = mixtral_8x7b(), 4096, 8 * 128, 14336, 4096
+    block = 2 * d * d + 2 * d * kv + d * 8 + 8 * 3 * d * ffn + 2 * d
+    assert block == 1_451_270_144
+    assert net.numel == 32 * block + 2 * 32000 * d + d == 46_702_792_704
+    names = layer_names(net, "model.layers.3.")
+    assert names[:6] == ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                         "self_attn.o_proj", "block_sparse_moe.gate", "block_sparse_moe.experts.0.w1"]
+    assert names[-5:] == ["block_sparse_moe.experts.7.w1", "block_sparse_moe.experts.7.w2",
+                          "block_sparse_moe.experts.7.w3", "input_layernorm", "post_attention_layernorm"]
+    assert len(names) == 4 + 1 + 8 * 3 + 2
+    assert layer(net, "model.layers.3.block_sparse_moe.gate").tensors[0].shape == (8, 4096)
+    assert layer(net, "model.layers.3.block_sparse_moe.experts.5.w2").tensors[0].shape == (4096, 14336)
+    # Each expert sees 2/8 of the tokens; the layer's MLP costs the 2 experts a token runs.
+    assert layer(net, "model.layers.3.block_sparse_moe.experts.5.w1").flops == 2 * d * ffn * s / 4
+    experts = sum(item.flops for item in net.layers if ".experts." in item.name)
+    assert experts == 32 * 2 * (3 * 2 * d * ffn * s)
+    assert layer(net, "model.layers.3.block_sparse_moe.gate").flops == 2 * d * 8 * s
+
+
+def test_gpt3_175b_against_brown_and_narayanan():
+    net, layers, h, v, s = gpt3_175b(), 96, 12288, 51200, 2048
+    # Narayanan et al. 2021, §5.1: P = 12·l·h²·(1 + 13/12h + (V + s)/12lh), plus the final
+    # LayerNorm (2h) the formula leaves out.
+    assert 12 * layers * h * h + 13 * layers * h + (v + s) * h + 2 * h == net.numel == 174_615_846_912
+    # Narayanan's forward FLOPs, 24·s·l·h²·(1 + s/6h) + 2·s·h·V, multiplied out (exact).
+    assert net.flops == 24 * s * layers * h * h + 4 * s * s * layers * h + 2 * s * h * v
+    assert pairs(net)[:10] == [
+        ("embedding.word_embeddings.weight", (51200, 12288)),
+        ("embedding.position_embeddings.weight", (2048, 12288)),
+        ("decoder.layers.0.input_layernorm.weight", (12288,)),
+        ("decoder.layers.0.input_layernorm.bias", (12288,)),
+        ("decoder.layers.0.self_attention.linear_proj.weight", (12288, 12288)),
+        ("decoder.layers.0.self_attention.linear_proj.bias", (12288,)),
+        ("decoder.layers.0.self_attention.linear_qkv.weight", (36864, 12288)),
+        ("decoder.layers.0.self_attention.linear_qkv.bias", (36864,)),
+        ("decoder.layers.0.pre_mlp_layernorm.weight", (12288,)),
+        ("decoder.layers.0.pre_mlp_layernorm.bias", (12288,)),
+    ]
+    assert pairs(net)[-4:] == [
+        ("decoder.layers.95.mlp.linear_fc2.weight", (12288, 49152)),
+        ("decoder.layers.95.mlp.linear_fc2.bias", (12288,)),
+        ("decoder.final_layernorm.weight", (12288,)), ("decoder.final_layernorm.bias", (12288,)),
+    ]
+    head = net.layers[-1]
+    assert (head.name, head.tensors, head.flops) == ("output_layer", (), 2 * h * v * s)  # tied
+    with pytest.raises(ValueError, match=r"sequence 2049 out of range \(1\.\.2048 tokens\)"):
+        gpt3_175b(sequence=2049)
+
+
+def test_megatron_naming_of_a_gated_gqa_mixture():
+    shape = Transformer(layers=2, hidden=64, heads=4, kv_heads=2, ffn=96, vocab=100, sequence=16,
+                        gated=True, bias=True, experts=4, top_k=2)
+    net = megatron_gpt("small", shape, source="hand")
+    assert net.numel == shape.params and net.flops == shape.flops_per_token * 16
+    assert layer_names(net, "decoder.layers.1.")[:6] == [
+        "input_layernorm", "self_attention.linear_proj", "self_attention.linear_qkv",
+        "pre_mlp_layernorm", "mlp.router", "mlp.experts.local_experts.0.linear_fc1"]
+    assert layer(net, "decoder.layers.1.self_attention.linear_qkv").tensors[0].shape == (64 + 2 * 32, 64)
+    fc1 = layer(net, "decoder.layers.1.mlp.experts.local_experts.3.linear_fc1")
+    assert [t.shape for t in fc1.tensors] == [(192, 64), (192,)]  # gate and up fused: 2·ffn rows
+    assert fc1.flops == 2 * 64 * 192 * 16 * 2 / 4
+    assert [t.shape for t in layer(net, "decoder.layers.1.mlp.router").tensors] == [(4, 64)]
+    assert pairs(net)[-1] == ("output_layer.weight", (100, 64))  # untied
+    assert "embedding.position_embeddings" not in [item.name for item in net.layers]  # rotary

@@ -26,7 +26,8 @@ class Transformer:
     matrices when ``gated``), ``experts`` MLPs per block of which ``top_k`` run per token (1 and
     1: a dense model), linear layers with biases when ``bias``, a ``vocab``-row embedding
     (shared with the output projection when ``tied``), trained on sequences of ``sequence``
-    tokens."""
+    tokens; ``positions`` rows of learned position embeddings (GPT's; 0 with rotary positions,
+    which have no parameters)."""
 
     layers: int
     hidden: int
@@ -40,6 +41,7 @@ class Transformer:
     tied: bool = False
     experts: int = 1
     top_k: int = 1
+    positions: int = 0
 
     @property
     def head_dim(self) -> int:
@@ -82,9 +84,11 @@ class Transformer:
 
     @property
     def embedding_params(self) -> int:
-        """The token embedding, the final norm, and the output projection unless tied."""
+        """The token embedding, the learned position embeddings (if any), the final norm, and the
+        output projection unless tied."""
         final_norm = self.hidden * (2 if self.bias else 1)
-        return self.vocab * self.hidden * (1 if self.tied else 2) + final_norm
+        tables = self.vocab * (1 if self.tied else 2) + self.positions
+        return tables * self.hidden + final_norm
 
     @property
     def params(self) -> int:

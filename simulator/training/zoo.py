@@ -12,75 +12,26 @@ embedding lookups. Attention's two parameterless products (scores Q·Kᵀ and co
 projection.
 
 >>> [round(NETWORKS[name]().numel / 1e6, 1) for name in network_names()]
-[25.6, 336.2, 1557.6, 6738.4]
+[25.6, 336.2, 1557.6, 6738.4, 68976.6, 174615.8, 46702.8]
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
+from simulator.training.modules import (
+    attention,
+    check_sequence,
+    conv1d,
+    conv2d,
+    embedding,
+    linear,
+    norm,
+    tied_head,
+)
 from simulator.training.network import Layer, Network, Tensor
-
-# --- layers: shapes and FLOPs of torch.nn modules ---------------------------------------------------
-
-
-def linear(name: str, d_in: int, d_out: int, tokens: int, *, bias: bool = True,
-           extra_flops: float = 0.0) -> Layer:
-    """``torch.nn.Linear(d_in, d_out)``: weight (d_out, d_in) then bias (d_out,); 2·d_in·d_out FLOPs
-    per token, ``extra_flops`` (parameterless work folded in) on top."""
-    tensors = [Tensor(f"{name}.weight", (d_out, d_in))]
-    if bias:
-        tensors.append(Tensor(f"{name}.bias", (d_out,)))
-    return Layer(name, tuple(tensors), 2.0 * d_in * d_out * tokens + extra_flops)
-
-
-def conv1d(name: str, d_in: int, d_out: int, tokens: int, *, extra_flops: float = 0.0) -> Layer:
-    """Hugging Face's ``Conv1D`` (GPT-2): a linear layer whose weight is stored (d_in, d_out)."""
-    tensors = (Tensor(f"{name}.weight", (d_in, d_out)), Tensor(f"{name}.bias", (d_out,)))
-    return Layer(name, tensors, 2.0 * d_in * d_out * tokens + extra_flops)
-
-
-def conv2d(name: str, c_in: int, c_out: int, kernel: int, out_size: int) -> Layer:
-    """``torch.nn.Conv2d(c_in, c_out, kernel, bias=False)`` (torchvision's ResNet convolutions have no
-    bias) with a square output of ``out_size``²: 2·k²·c_in·c_out FLOPs per output pixel."""
-    weight = Tensor(f"{name}.weight", (c_out, c_in, kernel, kernel))
-    return Layer(name, (weight,), 2.0 * kernel * kernel * c_in * c_out * out_size * out_size)
-
-
-def norm(name: str, width: int, *, bias: bool = True) -> Layer:
-    """BatchNorm2d, LayerNorm (weight then bias) or RMSNorm (``bias=False``): its affine parameters;
-    running statistics are buffers, not parameters. FLOPs counted 0 (module docstring)."""
-    tensors = [Tensor(f"{name}.weight", (width,))]
-    if bias:
-        tensors.append(Tensor(f"{name}.bias", (width,)))
-    return Layer(name, tuple(tensors), 0.0)
-
-
-def embedding(name: str, rows: int, width: int) -> Layer:
-    """``torch.nn.Embedding(rows, width)``: a lookup, 0 FLOPs."""
-    return Layer(name, (Tensor(f"{name}.weight", (rows, width)),), 0.0)
-
-
-def tied_head(name: str, width: int, vocab: int, tokens: int) -> Layer:
-    """An output projection whose weight is the word embedding's (counted there, so no tensors
-    here): only its 2·width·vocab FLOPs per token."""
-    return Layer(name, (), 2.0 * width * vocab * tokens)
-
-
-def attention(sequence: int, width: int, heads: int) -> float:
-    """Forward FLOPs of one block's scores and context products: per head two (seq × d_head) by
-    (d_head × seq)-sized products of 2·seq²·d_head FLOPs each."""
-    if width % heads:
-        raise ValueError(f"width {width} is not a multiple of {heads} heads")
-    return heads * 2 * (2.0 * sequence * sequence * (width // heads))
-
-
-def _check_sequence(sequence: int, positions: int | None) -> None:
-    """A sequence the model can take: at least one token, and no more than its position table."""
-    if sequence < 1 or (positions is not None and sequence > positions):
-        limit = f"1..{positions}" if positions is not None else ">= 1"
-        raise ValueError(f"sequence {sequence} out of range ({limit} tokens)")
-
+from simulator.training.transformer import Transformer
+from simulator.training.zoo_llm import gpt3_175b, hf_llama, llama2_70b, mixtral_8x7b
 
 # --- ResNet-50 --------------------------------------------------------------------------------------
 
@@ -181,7 +132,7 @@ def bert_large(sequence: int = BERT_POSITIONS) -> Network:
     ``cls.predictions.bias``), so the decoder is a parameterless layer with its FLOPs, over every
     position as Hugging Face computes it. The pooler and the next-sentence classifier see one
     token (``[CLS]``)."""
-    _check_sequence(sequence, BERT_POSITIONS)
+    check_sequence(sequence, BERT_POSITIONS)
     d = BERT_WIDTH
     layers = [
         embedding("bert.embeddings.word_embeddings", BERT_VOCAB, d),
@@ -238,14 +189,17 @@ def gpt2_xl(sequence: int = GPT2_CONTEXT) -> Network:
     Hugging Face's ``GPT2LMHeadModel`` registers it: 1,557,611,200 parameters. ``lm_head`` is tied
     to ``transformer.wte``, so it is a parameterless layer at the end (it runs last in forward)
     carrying its FLOPs."""
-    _check_sequence(sequence, GPT2_CONTEXT)
+    check_sequence(sequence, GPT2_CONTEXT)
     d = GPT2_WIDTH
     layers = [embedding("transformer.wte", GPT2_VOCAB, d), embedding("transformer.wpe", GPT2_CONTEXT, d)]
     for index in range(GPT2_LAYERS):
         layers += _gpt2_block(f"transformer.h.{index}", sequence)
     layers += [norm("transformer.ln_f", d), tied_head("lm_head", d, GPT2_VOCAB, sequence)]
+    shape = Transformer(layers=GPT2_LAYERS, hidden=d, heads=GPT2_HEADS, kv_heads=GPT2_HEADS,
+                        ffn=GPT2_FFN, vocab=GPT2_VOCAB, sequence=sequence, gated=False,
+                        bias=True, tied=True, positions=GPT2_CONTEXT)
     return Network("gpt2_xl", tuple(layers), sample=f"one sequence of {sequence} tokens",
-                   source="Radford et al. 2019, Table 2; transformers GPT2LMHeadModel")
+                   source="Radford et al. 2019, Table 2; transformers GPT2LMHeadModel", shape=shape)
 
 
 # --- LLaMA-7B ---------------------------------------------------------------------------------------
@@ -274,36 +228,16 @@ def llama_ffn(width: int) -> int:
     return LLAMA_FFN_MULTIPLE * -(-hidden // LLAMA_FFN_MULTIPLE)
 
 
-def _llama_block(name: str, sequence: int) -> list[Layer]:
-    """``LlamaDecoderLayer`` in registration order: attention projections, MLP (gate, up, down), then
-    its two RMSNorms (in forward each runs before its sublayer); no biases."""
-    d, ffn = LLAMA_WIDTH, llama_ffn(LLAMA_WIDTH)
-    return [
-        linear(f"{name}.self_attn.q_proj", d, d, sequence, bias=False),
-        linear(f"{name}.self_attn.k_proj", d, d, sequence, bias=False),
-        linear(f"{name}.self_attn.v_proj", d, d, sequence, bias=False),
-        linear(f"{name}.self_attn.o_proj", d, d, sequence, bias=False,
-               extra_flops=attention(sequence, d, LLAMA_HEADS)),
-        linear(f"{name}.mlp.gate_proj", d, ffn, sequence, bias=False),
-        linear(f"{name}.mlp.up_proj", d, ffn, sequence, bias=False),
-        linear(f"{name}.mlp.down_proj", ffn, d, sequence, bias=False),
-        norm(f"{name}.input_layernorm", d, bias=False),
-        norm(f"{name}.post_attention_layernorm", d, bias=False),
-    ]
-
-
 def llama_7b(sequence: int = LLAMA_CONTEXT) -> Network:
     """LLaMA-7B (Touvron et al. 2023, "LLaMA: Open and Efficient Foundation Language Models") as
-    Hugging Face's ``LlamaForCausalLM`` registers it: 6,738,415,616 parameters, ``lm_head`` its own
-    (untied) weight."""
-    _check_sequence(sequence, None)
-    d = LLAMA_WIDTH
-    layers = [embedding("model.embed_tokens", LLAMA_VOCAB, d)]
-    for index in range(LLAMA_LAYERS):
-        layers += _llama_block(f"model.layers.{index}", sequence)
-    layers += [norm("model.norm", d, bias=False), linear("lm_head", d, LLAMA_VOCAB, sequence, bias=False)]
-    return Network("llama_7b", tuple(layers), sample=f"one sequence of {sequence} tokens",
-                   source="Touvron et al. 2023, Table 2; transformers LlamaForCausalLM")
+    Hugging Face's ``LlamaForCausalLM`` registers it (:func:`~simulator.training.zoo_llm.hf_llama`):
+    6,738,415,616 parameters, ``lm_head`` its own (untied) weight."""
+    check_sequence(sequence, None)
+    shape = Transformer(layers=LLAMA_LAYERS, hidden=LLAMA_WIDTH, heads=LLAMA_HEADS,
+                        kv_heads=LLAMA_HEADS, ffn=llama_ffn(LLAMA_WIDTH), vocab=LLAMA_VOCAB,
+                        sequence=sequence)
+    return hf_llama("llama_7b", shape,
+                    source="Touvron et al. 2023, Table 2; transformers LlamaForCausalLM")
 
 
 # --- registry ---------------------------------------------------------------------------------------
@@ -313,6 +247,9 @@ NETWORKS: dict[str, Callable[..., Network]] = {
     "bert_large": bert_large,
     "gpt2_xl": gpt2_xl,
     "llama_7b": llama_7b,
+    "llama2_70b": llama2_70b,
+    "gpt3_175b": gpt3_175b,
+    "mixtral_8x7b": mixtral_8x7b,
 }
 """The presets by name; the language models take ``sequence`` (tokens per sample)."""
 
