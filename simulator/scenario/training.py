@@ -18,13 +18,16 @@ from simulator.training.compute import ACCELERATORS, Optimizer, Precision
 from simulator.training.factory import network_from_factory
 from simulator.training.network import BACKWARD_PER_FORWARD, Layer, Network, Tensor
 from simulator.training.spec import Compute, TopologySweep, TrainingSpec
+from simulator.training.transformer import Transformer
 from simulator.training.zoo import NETWORKS
+from simulator.training.zoo_llm import megatron_gpt, shape_problems
 from simulator.units import (
     parse_bandwidth,
     parse_count,
     parse_counts,
     parse_flag,
     parse_flops,
+    parse_seed,
     parse_size,
     parse_time,
 )
@@ -34,6 +37,12 @@ KEYS = ("model", "batch", "gpu", "precision", "optimizer", "bucket_cap", "first_
 _TARGET = re.compile(r"(?!\d)\w+(?:\.(?!\d)\w+)*:(?!\d)\w+")
 """``package.module:factory``: dotted Python names, a colon and a name; nothing else can be
 imported and called, so anything else is refused before any import is tried."""
+SHAPE_COUNTS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "sequence", "experts",
+                "top_k")
+SHAPE_FLAGS = ("gated", "bias", "tied")
+SHAPE_REQUIRED = ("layers", "hidden", "heads", "vocab", "sequence")
+"""A ``model: {transformer: ...}``'s fields (:class:`~simulator.training.transformer.Transformer`'s,
+``positions`` besides) and the ones without a default."""
 FREE = "free"
 """``gpu: free``: compute costs nothing, the step is its communication alone."""
 
@@ -111,8 +120,8 @@ def _positive_size(value: object) -> int:
 
 
 def _model(reader: FieldReader, value: object, imports: Imports) -> Network | None:
-    """A preset name, ``{preset: NAME, sequence: N}``, ``{torch: MODULE:FACTORY, input: SHAPE}``
-    or ``{name: NAME, layers: [...]}``."""
+    """A preset name, ``{preset: NAME, sequence: N}``, ``{torch: MODULE:FACTORY, input: SHAPE}``,
+    ``{transformer: SHAPE, name: NAME}`` or ``{name: NAME, layers: [...]}``."""
     field = "training.model"
     if isinstance(value, str):
         value = {"preset": value}
@@ -123,10 +132,13 @@ def _model(reader: FieldReader, value: object, imports: Imports) -> Network | No
         return _preset(reader, spec)
     if "torch" in spec:
         return _torch(reader, spec, imports)
+    if "transformer" in spec:
+        return _transformer(reader, spec)
     if "layers" in spec:
         return _layers(reader, spec)
-    reader.problem(field, f"expected a preset ({', '.join(NETWORKS)}), {{torch: MODULE:FACTORY}} "
-                          f"or {{name: NAME, layers: [...]}}, got {dict(spec)!r}")
+    reader.problem(field, f"expected a preset ({', '.join(NETWORKS)}), {{torch: MODULE:FACTORY}}, "
+                          f"{{transformer: {{...}}}} or {{name: NAME, layers: [...]}}, got "
+                          f"{dict(spec)!r}")
     return None
 
 
@@ -182,6 +194,44 @@ def _torch(reader: FieldReader, spec: Mapping[str, object], imports: Imports) ->
     except ValueError as error:
         reader.problem(f"{field}.torch", str(error))
         return None
+
+
+def _transformer(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
+    """A decoder given by its shape, ``{transformer: {layers, hidden, heads, vocab, sequence,
+    ...}, name: NAME}``: ``kv_heads`` defaults to ``heads``, ``ffn`` to 4·hidden, ``gated``,
+    ``bias`` and ``tied`` to false, ``experts`` and ``top_k`` to 1, ``positions`` (learned
+    position rows) to 0; built with Megatron-Core's names (:func:`megatron_gpt`)."""
+    field = "training.model"
+    reader.check_keys(spec, field, ["transformer", "name", "source"])
+    prefix = f"{field}.transformer"
+    given = reader.mapping(prefix, spec["transformer"])
+    if given is None:
+        return None
+    before = len(reader.problems)
+    reader.check_keys(given, prefix, [*SHAPE_COUNTS, *SHAPE_FLAGS, "positions"],
+                      required=SHAPE_REQUIRED)
+    counts = {key: reader.parse(f"{prefix}.{key}", given[key], parse_count)
+              for key in SHAPE_COUNTS if key in given}
+    flags = {key: reader.parse(f"{prefix}.{key}", given[key], parse_flag)
+             for key in SHAPE_FLAGS if key in given}
+    positions = reader.parse(f"{prefix}.positions", given.get("positions", 0), parse_seed)
+    if len(reader.problems) > before:
+        return None
+    number = {key: value for key, value in counts.items() if value is not None}
+    flag = {key: value for key, value in flags.items() if value is not None}
+    assert positions is not None
+    shape = Transformer(
+        layers=number["layers"], hidden=number["hidden"], heads=number["heads"],
+        kv_heads=number.get("kv_heads", number["heads"]), ffn=number.get("ffn", 4 * number["hidden"]),
+        vocab=number["vocab"], sequence=number["sequence"], gated=flag.get("gated", False),
+        bias=flag.get("bias", False), tied=flag.get("tied", False),
+        experts=number.get("experts", 1), top_k=number.get("top_k", 1), positions=positions)
+    for key, expected in shape_problems(shape):
+        reader.problem(f"{prefix}.{key}", expected)
+    if len(reader.problems) > before:
+        return None
+    return megatron_gpt(str(spec.get("name", "transformer")), shape,
+                        source=str(spec.get("source", "a transformer's shape, as given")))
 
 
 def _layers(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
@@ -251,7 +301,8 @@ def _layer(reader: FieldReader, field: str, item: object) -> Layer | None:
 
 
 def _compute(reader: FieldReader, value: object, precision: Precision) -> Compute | None:
-    """A GPU preset, ``free``, or ``{flops: RATE, memory_bandwidth: RATE}``."""
+    """A GPU preset, ``free``, or ``{flops: RATE, memory_bandwidth: RATE, memory: SIZE}`` (the
+    memory's capacity optional: without it, whether a layout fits is not checked)."""
     field = "training.gpu"
     if value == FREE:
         return Compute(FREE, math.inf, math.inf)
@@ -260,17 +311,20 @@ def _compute(reader: FieldReader, value: object, precision: Precision) -> Comput
         if name is None:
             return None
         accelerator = ACCELERATORS[name]
-        return Compute(name, accelerator.flops(precision), accelerator.memory_bandwidth)
+        return Compute(name, accelerator.flops(precision), accelerator.memory_bandwidth,
+                       accelerator.memory_capacity)
     spec = reader.mapping(field, value)
     if spec is None:
         return None
-    reader.check_keys(spec, field, ["flops", "memory_bandwidth"], required=("flops",))
+    reader.check_keys(spec, field, ["flops", "memory_bandwidth", "memory"], required=("flops",))
     flops = reader.parse(f"{field}.flops", spec.get("flops", 1), parse_flops)
     bandwidth = reader.parse(f"{field}.memory_bandwidth",
                              spec.get("memory_bandwidth", "2TB/s"), parse_bandwidth)
-    if flops is None or bandwidth is None:
+    memory = (reader.parse(f"{field}.memory", spec["memory"], _positive_size)
+              if "memory" in spec else None)
+    if flops is None or bandwidth is None or ("memory" in spec and memory is None):
         return None
-    return Compute("custom", flops, bandwidth)
+    return Compute("custom", flops, bandwidth, memory)
 
 
 def _optimizer(reader: FieldReader, value: object) -> tuple[Optimizer, float | None]:

@@ -18,11 +18,13 @@ class Compute:
     """The GPU as the step's compute sees it: its name (a preset of
     :data:`~simulator.training.compute.ACCELERATORS`, ``custom``, or ``free``), the sustained
     FLOP/s of the matrix products and the memory bandwidth the optimizer streams at (both
-    infinite when compute is ``free``)."""
+    infinite when compute is ``free``), and its memory's capacity in bytes (None: unknown, so
+    whether a layout fits is not checked)."""
 
     name: str
     flops: float
     memory_bandwidth: float
+    memory: int | None = None
 
     @property
     def free(self) -> bool:

@@ -222,3 +222,25 @@ def gpt3_175b(sequence: int = GPT3_CONTEXT) -> Network:
     return megatron_gpt("gpt3_175b", shape,
                         source="Brown et al. 2020, Table 2.1; Megatron-Core GPTModel "
                                "(vocabulary padded to 51,200)")
+
+
+# --- a user's shape ---------------------------------------------------------------------------------
+
+
+def shape_problems(shape: Transformer) -> list[tuple[str, str]]:
+    """What makes ``shape`` no transformer, as (field, expected) pairs (empty: it is one):
+    heads that do not split the width, key/value heads that do not group the query heads
+    evenly, more experts per token than there are, a sequence longer than a learned position
+    table."""
+    problems = []
+    if shape.hidden % shape.heads:
+        problems.append(("heads", f"expected a divisor of hidden {shape.hidden}, got {shape.heads}"))
+    if shape.heads % shape.kv_heads:
+        problems.append(("kv_heads", f"expected a divisor of heads {shape.heads} (query heads share "
+                                     f"each key/value head evenly), got {shape.kv_heads}"))
+    if shape.top_k > shape.experts:
+        problems.append(("top_k", f"expected at most experts {shape.experts}, got {shape.top_k}"))
+    if shape.positions and shape.sequence > shape.positions:
+        problems.append(("sequence", f"expected at most positions {shape.positions} (the rows of "
+                                     f"the learned position table), got {shape.sequence}"))
+    return problems
