@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "settings": {"limits", "errors"},
     "model": {"model", "units", "limits", "errors", "inputs", "xmlsafe"},
     "algorithms": {"algorithms", "model", "units", "errors"},
-    "training": {"training", "units", "errors"},
+    "training": {"training", "model", "units", "errors"},
     "scenario": {"scenario", "training", "algorithms", "model", "units", "limits", "errors",
                  "settings", "inputs", "xmlsafe"},
     "engine": {"engine", "algorithms", "model", "limits", "errors", "settings"},

@@ -12,7 +12,6 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from simulator.training.parallel import peak_flops
 from simulator.training.results import Breakdown, Step, Training
 from simulator.units import format_size
 
@@ -70,15 +69,12 @@ def steps_frame(training: Training) -> pd.DataFrame:
 
 
 def _layout_columns(training: Training, step: Step) -> dict[str, float | int]:
-    """A step's layout and breakdown columns (ms), its MFU (DDP: 3 × the network's forward
-    FLOPs per sample × batch per GPU over step × peak)."""
+    """A step's layout and breakdown columns (ms) and its MFU
+    (:meth:`~simulator.training.spec.TrainingSpec.mfu`)."""
     layout = step.parallel.layout if step.parallel is not None else None
     breakdown = step.breakdown
     if breakdown is None:
-        spec = training.spec
-        peak = peak_flops(spec)
-        mfu = (3.0 * spec.network.flops * spec.batch / (step.step_s * peak)
-               if step.step_s > 0 and not math.isinf(peak) else math.nan)
+        mfu = training.spec.mfu(step.ranks, step.ranks, step.step_s)
         breakdown = Breakdown(step.compute_s, 0.0, 0.0, step.exposed_s, 0.0, 0.0, mfu)
     return {"tp": layout.tp if layout else 1, "pp": layout.pp if layout else 1,
             "dp": layout.dp if layout else step.ranks, "ep": layout.ep if layout else 1,

@@ -86,7 +86,8 @@ def read_training(reader: FieldReader, value: object,
     caps, topology, layouts = _sweep(reader, section.get("sweep", {}))
     parallelism = (read_parallelism(reader, section["parallelism"])
                    if "parallelism" in section else None)
-    if (parallelism is not None or layouts) and network is not None and network.shape is None:
+    split = layouts or (parallelism is not None and not parallelism.plain)
+    if split and network is not None and network.shape is None:
         reader.problem("training.parallelism" if parallelism is not None
                        else "training.sweep.parallelism",
                        f"a transformer model to split (a preset with a shape: "

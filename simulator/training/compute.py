@@ -124,3 +124,13 @@ def optimizer_s(parameters: int, optimizer: Optimizer, memory_bandwidth: float) 
     if math.isinf(memory_bandwidth):
         return 0.0
     return parameters * optimizer.bytes_per_parameter / memory_bandwidth
+
+
+def peak_flops(name: str, precision: Precision, flops: float) -> float:
+    """GPU ``name``'s peak FLOP/s at ``precision`` (a preset's data-sheet peak; a GPU given by
+    its sustained rate ``flops``: that rate, so MFU is then against it; infinite when compute
+    is free)."""
+    preset = ACCELERATORS.get(name)
+    if preset is None:
+        return flops
+    return preset.mixed_flops if precision is Precision.MIXED else preset.fp32_flops

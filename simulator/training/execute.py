@@ -3,7 +3,7 @@ for has ended, and the communications of every communicator that overlap in time
 they cross.
 
 Each communication comes with its **isolated** time (what it takes alone on the fabric, from the
-event simulation of its own program and data, :mod:`simulator.training.costs`) and its
+event simulation of its own program and data, :mod:`simulator.trainer.costs`) and its
 **demand**: the bytes per second it needs on each link to keep that pace. While several run at
 once, their pace is shared by **max-min fairness over the links** (Bertsekas & Gallager, *Data
 Networks*, §6.5.2, the rule of :func:`simulator.engine.kernel.max_min_rates`, here weighted by
@@ -16,7 +16,7 @@ it take twice their transfer time, as the network kernel shares one link between
 **The kernels' SMs.** An NCCL kernel holds one thread block per channel while it runs (its grid
 is the plan's channel count: ``src/enqueue.cc``, ``ncclLaunchKernel``), so a compute running
 beside it on that GPU runs at ``1 − Σ share`` of its rate, each running kernel's ``share`` being
-its channels over the GPU's SMs (:mod:`simulator.training.costs`), held at least at
+its channels over the GPU's SMs (:mod:`simulator.trainer.costs`), held at least at
 :data:`MIN_COMPUTE_RATE`.
 
 Everything else is the graph's: an operation starts when its dependencies on its rank have

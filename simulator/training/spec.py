@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from simulator.training.buckets import BUCKET_CAP_BYTES, FIRST_BUCKET_BYTES
-from simulator.training.compute import Optimizer, Precision
+from simulator.training.compute import Optimizer, Precision, peak_flops
 from simulator.training.layout import Parallelism
 from simulator.training.network import Network
 
@@ -83,3 +83,14 @@ class TrainingSpec:
         if self.first_bucket is not None:
             return self.first_bucket
         return cap if given else FIRST_BUCKET_BYTES
+
+    def mfu(self, replicas: int, gpus: int, step_s: float) -> float:
+        """Model FLOP utilisation of a step of ``step_s`` on ``gpus`` GPUs training ``replicas``
+        data-parallel replicas of ``batch`` samples each: the model's FLOPs (3 × forward per
+        sample: forward and backward, recomputation not counted, as Chowdhery et al. 2022,
+        PaLM, App. B, count them) over step × GPUs × the GPU's peak (NaN when compute is
+        free or the step takes no time)."""
+        peak = peak_flops(self.compute.name, self.precision, self.compute.flops)
+        if math.isinf(peak) or step_s <= 0:
+            return math.nan
+        return 3.0 * self.network.flops * self.batch * replicas / (step_s * gpus * peak)

@@ -39,9 +39,10 @@ from dataclasses import dataclass
 from simulator.model.collective import Collective
 from simulator.training.buckets import assign_buckets
 from simulator.training.compute import Optimizer
-from simulator.training.graph import Group, Op, OpKind, Program, StepGraph
+from simulator.training.graph import Group, OpKind, Program, StepGraph
 from simulator.training.layout import Parallelism, coordinates, groups, rank_of
 from simulator.training.pipeline import Pass, stage_order
+from simulator.training.program import ProgramBuilder
 from simulator.training.transformer import BF16, Transformer
 
 
@@ -138,63 +139,20 @@ class _Stage:
     def __init__(self, inputs: StepInputs, layout: Parallelism, stage: int, unit: int,
                  units: tuple[int, ...], index: dict[int, int], names: frozenset[str]) -> None:
         self.inputs, self.layout, self.stage, self.unit = inputs, layout, stage, unit
-        self.names = names
+        self.out = ProgramBuilder(unit, names)
         self.shape = inputs.shape
         place = coordinates(layout, units[unit])
         self.place, self.units, self.index = place, units, index
-        self.ops: list[Op] = []
-        self.head: int | None = None
-        self.streams: dict[str, int] = {}
         self.tokens = inputs.batch // layout.microbatches * self.shape.sequence
         self.per_chunk = self.shape.layers // (layout.pp * layout.chunks)
         self.last_virtual = layout.pp * layout.chunks - 1
-
-    # --- primitives -----------------------------------------------------------------------------
-
-    def _add(self, op: Op, *, blocking: bool, stream_key: str | None = None,
-             after: Sequence[int] = ()) -> int:
-        """Append ``op`` (its id set here) after ``after``, after the compute chain's head if
-        ``blocking`` (and become the head), after the last op of ``stream_key`` if given."""
-        deps = list(after)
-        if blocking and self.head is not None:
-            deps.append(self.head)
-        if stream_key is not None and stream_key in self.streams:
-            deps.append(self.streams[stream_key])
-        ident = len(self.ops)
-        self.ops.append(Op(ident, op.name, op.kind, tuple(dict.fromkeys(deps)), op.duration_s,
-                           op.collective, op.group, op.nbytes, op.count, op.peer, op.tag,
-                           op.stream))
-        if blocking:
-            self.head = ident
-        if stream_key is not None:
-            self.streams[stream_key] = ident
-        return ident
-
-    def compute(self, name: str, seconds: float, after: Sequence[int] = ()) -> int:
-        """A compute on the chain."""
-        return self._add(Op(0, name, OpKind.COMPUTE, duration_s=seconds), blocking=True,
-                         after=after)
-
-    def collective(self, name: str, collective: Collective, group: str, nbytes: int,
-                   count: int = 1, *, blocking: bool, stream: str, key: str | None = None,
-                   after: Sequence[int] = ()) -> int | None:
-        """A collective on communicator ``group`` (None: the group has one rank, nothing to do),
-        blocking the compute chain, or queued behind the last op of ``key`` (default: its
-        stream)."""
-        if group not in self.names or count == 0:
-            return None
-        op = Op(0, name, OpKind.COLLECTIVE, collective=collective, group=group, nbytes=nbytes,
-                count=count, stream=stream)
-        return self._add(op, blocking=blocking,
-                         stream_key=None if blocking else key or stream, after=after)
 
     def message(self, kind: OpKind, name: str, peer_stage: int, nbytes: int, tag: int,
                 after: Sequence[int] = ()) -> int:
         """A send to (or receive from) the same place on stage ``peer_stage``."""
         place = self.place
         peer = rank_of(self.layout, tp=place.tp, pp=peer_stage, ep=place.ep, outer=place.outer)
-        op = Op(0, name, kind, nbytes=nbytes, peer=self.index[peer], tag=tag, stream="pp")
-        return self._add(op, blocking=kind is OpKind.RECV, after=after)
+        return self.out.message(kind, name, self.index[peer], nbytes, tag, after)
 
     # --- the names of this unit's communicators --------------------------------------------------
 
@@ -247,7 +205,7 @@ class _Stage:
             else:
                 ready += self.backward(each, by_layer=each.micro == last[each.chunk])
         self.synchronise(ready)
-        return Program(self.unit, tuple(self.ops))
+        return self.out.program()
 
     def _layers(self, each: Pass) -> range:
         first = each.virtual(self.stage, self.layout.pp) * self.per_chunk
@@ -259,12 +217,12 @@ class _Stage:
             return
         nbytes = self.activation
         if self.layout.sequence_parallel:
-            self.collective(f"{name} tp reduce-scatter", Collective.REDUCE_SCATTER, self.tp_group,
+            self.out.collective(f"{name} tp reduce-scatter", Collective.REDUCE_SCATTER, self.tp_group,
                             nbytes, layers, blocking=True, stream="tp", after=after)
-            self.collective(f"{name} tp all-gather", Collective.ALLGATHER, self.tp_group,
+            self.out.collective(f"{name} tp all-gather", Collective.ALLGATHER, self.tp_group,
                             nbytes, layers, blocking=True, stream="tp")
         else:
-            self.collective(f"{name} tp allreduce", Collective.ALLREDUCE, self.tp_group, nbytes,
+            self.out.collective(f"{name} tp allreduce", Collective.ALLREDUCE, self.tp_group, nbytes,
                             layers, blocking=True, stream="tp", after=after)
 
     def _ep(self, name: str, count: int) -> None:
@@ -274,7 +232,7 @@ class _Stage:
         nbytes = self.shape.top_k * self.activation * self.layout.imbalance
         if self.layout.sequence_parallel:
             nbytes /= self.layout.tp
-        self.collective(f"{name} ep all-to-all", Collective.ALLTOALL, self.ep_group,
+        self.out.collective(f"{name} ep all-to-all", Collective.ALLTOALL, self.ep_group,
                         int(nbytes), 2 * count, blocking=True, stream="ep")
 
     def _tag(self, each: Pass, forward: bool) -> int:
@@ -283,27 +241,27 @@ class _Stage:
     def forward(self, each: Pass) -> None:
         """A forward pass: receive, compute, TP, EP, send."""
         layout, virtual = self.layout, each.virtual(self.stage, self.layout.pp)
-        name = f"F{each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
+        name = f"forward {each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
         if virtual > 0:
             self.message(OpKind.RECV, f"{name} recv", (virtual - 1) % layout.pp,
                          self.activation // layout.tp, self._tag(each, True))
         seconds = self.per_chunk * self.layer_forward_s()
         if virtual == self.last_virtual:
             seconds += self.head_forward_s()
-        self.compute(name, seconds)
+        self.out.compute(name, seconds)
         self._tp(name, 2 * self.per_chunk + (1 if virtual == 0 else 0))
         self._ep(name, self.per_chunk)
         if virtual < self.last_virtual:
             self.message(OpKind.SEND, f"{name} send", (virtual + 1) % layout.pp,
-                         self.activation // layout.tp, self._tag(each, True), after=[self.head]
-                         if self.head is not None else [])
+                         self.activation // layout.tp, self._tag(each, True), after=[self.out.head]
+                         if self.out.head is not None else [])
 
     def backward(self, each: Pass, *, by_layer: bool) -> list[tuple[int, int]]:
         """A backward pass: receive, compute, TP, EP (layer by layer when ``by_layer``, the
         last of its chunk, whose gradients DP synchronises), send; (layer, op) of each layer's
         end when by layer."""
         layout, virtual = self.layout, each.virtual(self.stage, self.layout.pp)
-        name = f"B{each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
+        name = f"backward {each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
         if virtual < self.last_virtual:
             self.message(OpKind.RECV, f"{name} recv", (virtual + 1) % layout.pp,
                          self.activation // layout.tp, self._tag(each, False))
@@ -312,22 +270,22 @@ class _Stage:
         ep_per_layer = 2 if layout.recompute else 1
         ends: list[tuple[int, int]] = []
         if virtual == self.last_virtual:
-            self.compute(f"{name} head", 2.0 * self.head_forward_s())
+            self.out.compute(f"{name} head", 2.0 * self.head_forward_s())
         if by_layer:
             for layer in reversed(self._layers(each)):
-                self.compute(f"{name} layer {layer}", factor * self.layer_forward_s())
+                self.out.compute(f"{name} layer {layer}", factor * self.layer_forward_s())
                 self._tp(f"{name} layer {layer}", tp_per_layer)
                 self._ep(f"{name} layer {layer}", ep_per_layer)
-                assert self.head is not None
-                ends.append((layer, self.head))
+                assert self.out.head is not None
+                ends.append((layer, self.out.head))
         else:
-            self.compute(name, self.per_chunk * factor * self.layer_forward_s())
+            self.out.compute(name, self.per_chunk * factor * self.layer_forward_s())
             self._tp(name, tp_per_layer * self.per_chunk)
             self._ep(name, ep_per_layer * self.per_chunk)
         if virtual > 0:
             self.message(OpKind.SEND, f"{name} send", (virtual - 1) % layout.pp,
                          self.activation // layout.tp, self._tag(each, False),
-                         after=[self.head] if self.head is not None else [])
+                         after=[self.out.head] if self.out.head is not None else [])
         return ends
 
     # --- gradients and the optimizer -------------------------------------------------------------
@@ -355,7 +313,7 @@ class _Stage:
             buckets = assign_buckets([per_layer] * len(ends), cap=self.inputs.bucket_cap,
                                      first=self.inputs.bucket_cap)
             for bucket in buckets:
-                op = self.collective(f"grads {group} bucket {bucket.index}", reduce, group,
+                op = self.out.collective(f"grads {group} bucket {bucket.index}", reduce, group,
                                      bucket.nbytes, blocking=False, stream="dp",
                                      after=[ends[min(bucket.tensors)]])
                 if op is not None:
@@ -365,12 +323,12 @@ class _Stage:
         seconds = (0.0 if self.inputs.memory_bandwidth == float("inf") else
                    states * self.inputs.optimizer.bytes_per_parameter
                    / self.inputs.memory_bandwidth)
-        update = self.compute("optimizer", seconds, after=synced)
+        update = self.out.compute("optimizer", seconds, after=synced)
         if layout.zero in (1, 2):
             gather = params * BF16
             for part in assign_buckets([gather], cap=self.inputs.bucket_cap,
                                        first=self.inputs.bucket_cap):
-                self.collective(f"params {self.dp_group} bucket {part.index}",
+                self.out.collective(f"params {self.dp_group} bucket {part.index}",
                                 Collective.ALLGATHER, self.dp_group, part.nbytes,
                                 blocking=False, stream="dp", after=[update])
 

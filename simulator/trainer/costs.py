@@ -3,7 +3,7 @@
 
 **A collective** runs on the machine of its communicator's members (the scenario's machine with
 only those ranks placed: :func:`group_setup`), simulated with its own data and checked like any
-point (:func:`~simulator.training.collective_run.collective_run`: NCCL's pick under
+point (:func:`~simulator.trainer.collective_run.collective_run`: NCCL's pick under
 ``algorithms: auto``). Collectives of one kind and size over communicators laid out alike
 (as many ranks on each host, at the same local index or not) are simulated once, the first
 one's: on the symmetric fabrics of the presets (a node's NVSwitch, a rail of NICs) they take
@@ -38,7 +38,7 @@ from simulator.output.results import Result
 from simulator.plan import Setup, select_algorithms
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
-from simulator.training.collective_run import collective_run
+from simulator.trainer.collective_run import collective_run
 from simulator.training.execute import Demand
 from simulator.training.graph import Op, OpKind
 

@@ -6,8 +6,15 @@ own data: every rank's gradients (seeded, exactly summable), divided by the worl
 before its allreduce, summed over the fabric, and checked to end averaged and identical on every
 rank. The durations then go on the step's two streams (:mod:`simulator.training.timeline`). Sweeps
 over the bucket cap and the GPU count rerun the step for the time only (``verify: false``), each
-distinct bucket size once, on the fastest engine that runs it. May import every layer but the
-command line.
+distinct bucket size once, on the fastest engine that runs it. Under ``parallelism:``, the
+step of the layout instead (:mod:`.parallel`): its collectives priced on their communicators'
+machines (:mod:`.costs`, :mod:`.collective_run`) and its graph executed on the one fabric.
+
+May import: :mod:`simulator.plan`, :mod:`simulator.runner`, :mod:`simulator.training`,
+:mod:`simulator.scenario`, :mod:`simulator.algorithms`, :mod:`simulator.model`,
+:mod:`simulator.engine`, :mod:`simulator.output`, :mod:`simulator.settings`,
+:mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`; never the command
+line.
 """
 
 from __future__ import annotations
@@ -34,12 +41,12 @@ from simulator.scenario.parallelism import REST, resolve
 from simulator.scenario.spec import Scenario
 from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
+from simulator.trainer.collective_run import collective_run
+from simulator.trainer.parallel import simulate_parallel_step
 from simulator.training.buckets import Bucket, assign_buckets
-from simulator.training.collective_run import collective_run
 from simulator.training.compute import backward_s, forward_s, optimizer_s
 from simulator.training.layout import Parallelism, layout_problems
 from simulator.training.network import Tensor
-from simulator.training.parallel import simulate_parallel_step
 from simulator.training.results import BucketRun, Step, Training
 from simulator.training.spec import TrainingSpec
 from simulator.training.timeline import step_timeline
@@ -110,9 +117,9 @@ def parallel_layout(scenario: Scenario, spec: TrainingSpec, setup: Setup,
     machine = setup.machine
     layout = resolve(layout, machine.ranks)
     per_node = max(len(ranks) for ranks in machine.layout.host_groups)
-    assert spec.network.shape is not None
+    shape = spec.network.shape
     found = [*layout_problems(layout, machine.ranks, per_node),
-             *model_problems(spec.network.shape, layout, spec.batch)]
+             *(model_problems(shape, layout, spec.batch) if shape is not None else [])]
     if found:
         raise InputError([Problem(scenario.source, f"training.parallelism.{field}".rstrip("."),
                                   expected) for field, expected in found])
@@ -121,7 +128,7 @@ def parallel_layout(scenario: Scenario, spec: TrainingSpec, setup: Setup,
 
 def _policy(scenario: Scenario, setup: Setup) -> str:
     """How each bucket's allreduce is chosen, in words
-    (:func:`~simulator.training.collective_run.collective_run` does it)."""
+    (:func:`~simulator.trainer.collective_run.collective_run` does it)."""
     names = [algorithm.name for algorithm in setup.algorithms]
     if setup.machine.ranks == 1:
         return "none (one GPU)"

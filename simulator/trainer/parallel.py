@@ -1,6 +1,6 @@
 """A training step under a parallel layout, simulated as one run: the layout's graph
 (:mod:`simulator.training.traffic`), each distinct collective simulated with its data on its
-communicator's machine (:mod:`simulator.training.costs`), and every rank's operations run
+communicator's machine (:mod:`simulator.trainer.costs`), and every rank's operations run
 together on the one fabric (:mod:`simulator.training.execute`); then where the step's time went
 (:class:`~simulator.training.results.Breakdown`).
 
@@ -21,39 +21,28 @@ from simulator.model.faults import Fault, Straggler, seen_by_bucket
 from simulator.plan import Setup
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
-from simulator.training.compute import ACCELERATORS, Precision
-from simulator.training.costs import StepCosts
+from simulator.trainer.costs import StepCosts
+from simulator.training.buckets import assign_buckets
+from simulator.training.compute import backward_s, forward_s, optimizer_s
+from simulator.training.ddp_graph import ddp_plan
 from simulator.training.execute import Demand, Execution, Span, execute
 from simulator.training.graph import Op, OpKind, Program, StepGraph
 from simulator.training.layout import Parallelism
 from simulator.training.results import Breakdown, ParallelRun, Step
 from simulator.training.spec import TrainingSpec
 from simulator.training.timeline import Interval, Timeline
-from simulator.training.traffic import StepInputs, step_plan
+from simulator.training.traffic import StepInputs, StepPlan, step_plan
 
 EXPOSED = ("tp", "pp", "dp", "ep")
 """The communication streams a breakdown charges, in the order it charges overlapping ones."""
-
-
-def peak_flops(spec: TrainingSpec) -> float:
-    """The GPU's peak FLOP/s for the step's precision (a preset's data-sheet peak; a GPU given by
-    its rate: that rate, so MFU is then against it; infinite when compute is free)."""
-    preset = ACCELERATORS.get(spec.compute.name)
-    if preset is None:
-        return spec.compute.flops
-    return preset.mixed_flops if spec.precision is Precision.MIXED else preset.fp32_flops
 
 
 def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettings,
                            spec: TrainingSpec, layout: Parallelism,
                            faults: tuple[Fault, ...]) -> Step:
     """One step of ``spec``'s model under ``layout`` on ``setup``'s machine, with ``faults``."""
-    shape = spec.network.shape
-    assert shape is not None  # the reader refuses model parallelism without a shape
-    inputs = StepInputs(shape, spec.batch, spec.compute.flops, spec.compute.memory_bandwidth,
-                        spec.optimizer, scenario.dtype.itemsize, spec.cap)
     late = {f.rank: f.delay_s for f in faults if isinstance(f, Straggler)}
-    plan = step_plan(inputs, layout, folded=not late)
+    plan = _plan(scenario, spec, layout, folded=not late)
     if late:
         plan = replace(plan, graph=_late(plan.graph, late))
     costs = StepCosts(scenario, setup, settings, gpu=spec.compute.name,
@@ -70,7 +59,7 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
 
     execution = execute(plan.graph, costs.capacity, demand)
     unit = _busiest(execution, plan.graph.ranks)
-    breakdown = _breakdown(execution, unit, _mfu(spec, layout, execution.step_s))
+    breakdown = _breakdown(execution, unit, spec.mfu(layout.dp, layout.gpus, execution.step_s))
     mine = [span for span in execution.spans if span.rank == unit]
     compute = [Interval(s.name, s.start_s, s.end_s) for s in mine if s.kind is OpKind.COMPUTE]
     talk = [Interval(s.name, s.start_s, s.end_s) for s in mine if s.kind is not OpKind.COMPUTE]
@@ -80,7 +69,7 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
         scenario=scenario.name, topology=setup.topology.label, ranks=setup.machine.ranks,
         model=spec.network.name, batch=spec.batch, bucket_cap=spec.cap,
         first_bucket=spec.cap, overlap=spec.overlap,
-        forward_s=_sum(mine, "F"), backward_s=_sum(mine, "B"),
+        forward_s=_sum(mine, "forward"), backward_s=_sum(mine, "backward"),
         optimizer_s=_sum(mine, "optimizer"),
         communication_s=sum(i.duration_s for i in talk), exposed_s=execution.step_s
         - breakdown.compute_s, step_s=execution.step_s, buckets=(),
@@ -93,6 +82,28 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
             (run.collective.value, run.nbytes, run.group, run.result.algorithm,
              run.result.protocol, float(run.result.sim_time_s), run.result.verified)
             for run in runs)))
+
+
+def _plan(scenario: Scenario, spec: TrainingSpec, layout: Parallelism, *,
+          folded: bool) -> StepPlan:
+    """The step's graph: DDP's, from the network's layers, for plain data parallelism; else the
+    layout's, from the model's transformer shape."""
+    if layout.plain:
+        network, compute = spec.network, spec.compute
+        layers = [(layer.name, forward_s(layer, spec.batch, compute.flops),
+                   backward_s(layer, spec.batch, compute.flops)) for layer in network.layers]
+        layer_of = [i for i, layer in enumerate(network.layers) for _ in layer.tensors]
+        buckets = assign_buckets([t.numel * scenario.dtype.itemsize for t in network.tensors],
+                                 cap=spec.cap, first=spec.first_limit())
+        update = spec.optimizer_s if spec.optimizer_s is not None else optimizer_s(
+            network.numel, spec.optimizer, compute.memory_bandwidth)
+        return ddp_plan(layers, layer_of, buckets, update, layout, overlap=spec.overlap,
+                        folded=folded)
+    shape = spec.network.shape
+    assert shape is not None  # the reader refuses model parallelism without a shape
+    inputs = StepInputs(shape, spec.batch, spec.compute.flops, spec.compute.memory_bandwidth,
+                        spec.optimizer, scenario.dtype.itemsize, spec.cap)
+    return step_plan(inputs, layout, folded=folded)
 
 
 def _late(graph: StepGraph, late: dict[int, float]) -> StepGraph:
@@ -141,15 +152,3 @@ def _breakdown(execution: Execution, unit: int, mfu: float) -> Breakdown:
         charged[what] += b - a
     return Breakdown(charged["compute"], charged["tp"], charged["pp"], charged["dp"],
                      charged["ep"], charged["bubble"], mfu)
-
-
-def _mfu(spec: TrainingSpec, layout: Parallelism, step_s: float) -> float:
-    """Model FLOPs per step (3 × forward: forward and backward, recomputation not counted,
-    the convention of Chowdhery et al. 2022 (PaLM) App. B) over step × GPUs × peak."""
-    shape = spec.network.shape
-    peak = peak_flops(spec)
-    if shape is None or math.isinf(peak) or step_s <= 0:
-        return math.nan
-    tokens = spec.batch * layout.dp * shape.sequence
-    return 3.0 * shape.flops_per_token * tokens / (step_s * layout.gpus * peak)
-

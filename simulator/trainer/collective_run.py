@@ -1,7 +1,7 @@
 """How a training step's collective is run: NCCL's pick where it can run, else the fastest of the
 algorithms the scenario allows, simulated with its own data (:func:`collective_run`). Shared by the
 data-parallel step (:mod:`simulator.trainer`) and the parallel layouts
-(:mod:`simulator.training.costs`)."""
+(:mod:`simulator.trainer.costs`)."""
 
 from __future__ import annotations
 
