@@ -1,9 +1,10 @@
 """Reading input files safely: only regular files, at most MAX_INPUT_BYTES, as UTF-8 text; and
 YAML bounded in nesting and aliases before it is built (docs/scenarios.md#limits).
 
-Every reader of a scenario, preset, graph or nccl-tests log comes through :func:`read_text`,
-so a FIFO, a device or an oversized file is refused with one line instead of hanging, filling
-the memory or ending in a traceback.
+Every reader of a scenario, preset, graph or nccl-tests log comes through :func:`read_text`
+(of a binary input, a Chakra trace, through :func:`read_bytes`), so a FIFO, a device or an
+oversized file is refused with one line instead of hanging, filling the memory or ending in a
+traceback.
 """
 
 from __future__ import annotations
@@ -21,6 +22,16 @@ def read_text(path: Path, expected: str = "UTF-8 text") -> str:
     """The UTF-8 text of the regular file ``path``; InputError naming it otherwise: missing, not
     a regular file (a FIFO, a device, a directory), larger than MAX_INPUT_BYTES, unreadable, or
     not UTF-8 (then saying it ``expected`` that)."""
+    data = read_bytes(path)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError([Problem(str(path), "", f"expected {expected}")]) from None
+
+
+def read_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of the regular file ``path``; InputError naming it otherwise: missing, not a
+    regular file (a FIFO, a device, a directory), larger than ``limit`` or unreadable."""
     file = str(path)
     try:
         kind = path.stat().st_mode
@@ -34,16 +45,13 @@ def read_text(path: Path, expected: str = "UTF-8 text") -> str:
         raise InputError([Problem(file, "", f"expected a regular file, got {what}")])
     try:
         with path.open("rb") as stream:
-            data = stream.read(MAX_INPUT_BYTES + 1)
+            data = stream.read(limit + 1)
     except OSError as error:
         raise InputError([Problem(file, "", f"cannot read: {error.strerror}")]) from None
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputError([Problem(file, "", f"expected at most {MAX_INPUT_BYTES >> 20} MiB, "
+    if len(data) > limit:
+        raise InputError([Problem(file, "", f"expected at most {limit >> 20} MiB, "
                                             "got a larger file")])
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError([Problem(file, "", f"expected {expected}")]) from None
+    return data
 
 
 def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader]) -> None:

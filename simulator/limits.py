@@ -131,3 +131,16 @@ an MSCCL schedule one per step, ~100 bytes each, so a 16 MiB one ~160,000), whil
 reads them, took 5.1 s and 0.24 GB at the peak (tracemalloc; 0.29 GB resident for the whole
 process) on this machine (2 cores): the most a file may hold costs seconds and a fraction of
 a GB before it is read or refused."""
+
+MAX_CHAKRA_BYTES = 64 << 20
+"""Bytes of one Chakra execution trace file (one rank's step, ``training: {chakra: DIR}``):
+half of MAX_CHAKRA_TOTAL_BYTES, so that one rank's file alone cannot take a directory's
+whole share."""
+
+MAX_CHAKRA_TOTAL_BYTES = 128 << 20
+"""Bytes of a whole directory of Chakra traces, every rank's file. Measured on this machine
+(2 cores, 24 GiB; 2 ranks of 100,000 nodes, alternating computes and allreduces as
+simulator/training/chakra_write.py writes them): 93 bytes a node on disk, 820 bytes of peak
+resident memory a node read, 18 µs a node. So 128 MiB of such nodes read in ~1.2 GB and ~25 s;
+the smallest nodes (~20 bytes: an id, a type and a duration) in ~5 GB, within
+MEMORY_BUDGET_BYTES."""
