@@ -130,9 +130,9 @@ def _parse(kind: Any, body: bytes, file: str, where: str, messages: Schema) -> A
     message = kind()
     try:
         message.ParseFromString(body)
-    except messages.decode_error as error:
+    except messages.decode_error:
         raise InputError([Problem(file, where, f"expected a {kind.DESCRIPTOR.name} message "
-                                               f"of et_def.proto: {error}")]) from None
+                                               "of et_def.proto")]) from None
     return message
 
 
