@@ -392,3 +392,18 @@ def test_bytes_in_memory_read_as_files_do():
     files = four_ranks()
     graph = graph_from_chakra([(name, files[name]) for name in sorted(files)[:4]])
     assert [len(program.ops) for program in graph.programs] == [3, 4, 3, 4]
+
+
+def test_an_astra_sim_microbenchmark_reads_as_nccl_tests_counts_it(tmp_path):
+    # as ASTRA-sim's examples/workload/microbenchmarks/generator_scripts/all_gather.py writes
+    # its "4npus_1MB" traces: one node each, no pg_name, comm_size 1 MiB (each rank's share);
+    # these bytes equal its published all_gather.1.et to the byte
+    files = {f"all_gather.{npu}.et": trace(node(
+        npu, "all_gather_4npus_1MB", COLL, attr("is_cpu_op", bool_val=False),
+        attr("comm_type", int64_val=ALL_GATHER), attr("comm_size", int64_val=1 << 20)))
+        for npu in range(1, 4)}
+    files["all_gather.0.et"] = files["all_gather.1.et"]
+    graph = read_chakra(write(tmp_path / "ag", files))
+    assert graph.groups == (Group("world", (0, 1, 2, 3)),)
+    assert {(op.collective, op.nbytes, op.group) for _, op in graph.ops()} == {
+        (Collective.ALLGATHER, 4 << 20, "world")}
