@@ -6,6 +6,7 @@ schema/protobuf/et_def.proto), independently of simulator/training/chakra_schema
 wrong field number there fails these tests."""
 
 import json
+import math
 import struct
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from simulator.scenario.chakra import read_chakra
 from simulator.training import chakra_schema
 from simulator.training.chakra import graph_from_chakra
 from simulator.training.chakra_write import chakra_from_graph, unbatched
-from simulator.training.graph import Group, Op, OpKind, Program, StepGraph
+from simulator.training.graph import Group, Op, OpKind, Program, StepGraph, graph_problems
 from tests.conftest import REPO
 
 # et_def.proto: NodeType and CollectiveCommType numbers
@@ -52,11 +53,17 @@ def chunk(field: int, value: bytes | str) -> bytes:
     return varint(field << 3 | 2) + varint(len(data)) + data
 
 
-def attr(name: str, **value: int | str | bool) -> bytes:
-    """AttributeProto: name = 1; int32_val = 7, int64_val = 9, bool_val = 27, string_val = 29."""
-    fields = {"int32_val": 7, "int64_val": 9, "bool_val": 27, "string_val": 29}
+def attr(name: str, **value: float | str | bool) -> bytes:
+    """AttributeProto: name = 1; double_val = 3 (wire type 1), int32_val = 7, int64_val = 9,
+    bool_val = 27, string_val = 29."""
+    fields = {"double_val": 3, "int32_val": 7, "int64_val": 9, "bool_val": 27, "string_val": 29}
     (kind, val), = value.items()
-    body = chunk(fields[kind], val) if isinstance(val, str) else number(fields[kind], int(val))
+    if isinstance(val, str):
+        body = chunk(fields[kind], val)
+    elif isinstance(val, float):
+        body = varint(fields[kind] << 3 | 1) + struct.pack("<d", val)
+    else:
+        body = number(fields[kind], int(val))
     return chunk(10, chunk(1, name) + body)
 
 
@@ -166,6 +173,7 @@ def test_a_written_step_reads_back_unbatched(tmp_path):
     assert [path.name for path in paths] == ["mix.0.et", "mix.1.et", "mix.2.et"]
     back = read_chakra(tmp_path / "out")
     assert back == unbatched(graph)
+    assert graph_problems(back) == []
     # rank 0's all-gather of count 3: fresh ids 51, 52 (after its largest, 50), then its own
     gathers = [op for op in back.programs[0].ops if op.name == "allgather"]
     assert [(op.id, op.deps, op.count) for op in gathers] == [
@@ -277,6 +285,10 @@ SIZE = attr("comm_size", int64_val=8)
     ((node(1, "g", COLL, attr("comm_type", int64_val=ALL_REDUCE),
            attr("comm_size", int64_val=-8)),), None,
      "s.1.et: node 1 (g): attr comm_size: expected an integer ≥ 0, got int64_val -8"),
+    ((node(1, "c", COMP, attr("duration_s", double_val=-1.5)),), None,
+     "s.1.et: node 1 (c): attr duration_s: expected a duration of seconds ≥ 0, got -1.5"),
+    ((node(1, "c", COMP, attr("duration_s", double_val=math.inf)),), None,
+     "s.1.et: node 1 (c): attr duration_s: expected a duration of seconds ≥ 0, got inf"),
     ((node(1, "s", SEND, SIZE),), None, "s.1.et: node 1 (s): missing attr comm_dst: expected "
                                         "the peer's rank"),
     ((node(1, "s", SEND, SIZE, attr("comm_dst", int32_val=1)),), None,
@@ -347,8 +359,16 @@ def test_the_writer_refuses_what_chakra_cannot_hold_and_writes_nothing(tmp_path)
                                 "comm_size is each rank's share)")
     assert not (tmp_path / "out").exists()
     pair = replace_kind(graph, Collective.SENDRECV)
-    with pytest.raises(InputError, match="sendrecv: expected a collective Chakra names"):
+    with pytest.raises(InputError) as error:
         chakra_from_graph(pair, "x")
+    assert str(error.value) == ("x: rank 0 op 1 (ag): sendrecv: expected a collective Chakra "
+                                "names (allreduce, allgather, reduce_scatter, alltoall, "
+                                "broadcast, reduce)")
+    endless = StepGraph((Program(0, (Op(3, "c", OpKind.COMPUTE, duration_s=math.inf),)),), ())
+    with pytest.raises(InputError) as error:
+        chakra_from_graph(endless, "x")
+    assert str(error.value) == ("x: rank 0 op 3 (c): inf s: expected fewer than 2^64 µs "
+                                "(duration_micros is uint64)")
 
 
 def replace_kind(graph: StepGraph, kind: Collective) -> StepGraph:

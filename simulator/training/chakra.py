@@ -50,6 +50,7 @@ from __future__ import annotations
 import ast
 import heapq
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -64,7 +65,7 @@ from simulator.training.chakra_schema import (
     frames,
     schema,
 )
-from simulator.training.graph import Group, Op, OpKind, Program, StepGraph, graph_problems
+from simulator.training.graph import Group, Op, OpKind, Program, StepGraph
 
 COLLECTIVES = {"ALL_REDUCE": Collective.ALLREDUCE, "ALL_GATHER": Collective.ALLGATHER,
                "REDUCE_SCATTER": Collective.REDUCE_SCATTER, "ALL_TO_ALL": Collective.ALLTOALL,
@@ -90,7 +91,9 @@ UINT64 = 1 << 64
 
 def graph_from_chakra(files: Sequence[tuple[str, bytes]]) -> StepGraph:
     """The step ``files`` (rank r's (name, bytes) at position r) hold; InputError, one line
-    naming the file and the node, where one is not a sound Chakra trace of this step."""
+    naming the file and the node, where one is not a sound Chakra trace of this step. What it
+    returns passes :func:`~.graph.graph_problems`: every check of it is made here first, where
+    the file and node can be named."""
     messages = schema(files[0][0] if files else "chakra")
     declared: dict[str, tuple[tuple[int, ...], str]] = {}
     programs: list[list[Op]] = []
@@ -116,13 +119,9 @@ def graph_from_chakra(files: Sequence[tuple[str, bytes]]) -> StepGraph:
             for op in ops], file))
     groups = _groups(programs, declared, [file for file, _ in files])
     sizes = {group.name: len(group.ranks) for group in groups}
-    graph = StepGraph(tuple(Program(rank, tuple(
+    return StepGraph(tuple(Program(rank, tuple(
         replace(op, nbytes=op.nbytes * sizes[op.group]) if op.collective is Collective.ALLGATHER
         else op for op in ops)) for rank, ops in enumerate(programs)), groups)
-    problems = graph_problems(graph)
-    if problems:
-        raise InputError([Problem(files[0][0], "", problems[0])])
-    return graph
 
 
 def _parse(kind: Any, body: bytes, file: str, where: str, messages: Schema) -> Any:
@@ -190,6 +189,9 @@ def _op(node: Any, rank: int, file: str, ranks: int) -> Op:
         exact = _attribute(node, "duration_s", file, "")
         cpu = _attribute(node, "is_cpu_op", file, "")
         seconds = exact.double_val if exact is not None else node.duration_micros * 1e-6
+        if not 0 <= seconds < math.inf:
+            raise InputError([Problem(file, f"{_where(node)}: attr duration_s", (
+                f"expected a duration of seconds ≥ 0, got {seconds}"))])
         return Op(node.id, node.name, kind, deps, duration_s=seconds, stream=stream or (
             "cpu" if cpu is not None and cpu.bool_val else "compute"))
     nbytes = _integer(node, "comm_size", file, "the bytes it moves")

@@ -91,6 +91,8 @@ def _refusal(op: Op, sizes: dict[str, int]) -> str:
     """Why ``op`` (of a sound graph) has no Chakra form, in words; empty where it has one."""
     if not 0 <= op.id < UINT64 or not all(0 <= dep < UINT64 for dep in op.deps):
         return "expected ids of 0..2^64-1 (Chakra's node ids are uint64)"
+    if not op.duration_s * 1e6 < UINT64:
+        return f"{op.duration_s} s: expected fewer than 2^64 µs (duration_micros is uint64)"
     if op.collective is not None and op.collective not in COLLECTIVES.values():
         return (f"{op.collective.value}: expected a collective Chakra names "
                 f"({', '.join(kind.value for kind in COLLECTIVES.values())})")
