@@ -286,9 +286,14 @@ SIZE = attr("comm_size", int64_val=8)
            attr("comm_size", int64_val=-8)),), None,
      "s.1.et: node 1 (g): attr comm_size: expected an integer ≥ 0, got int64_val -8"),
     ((node(1, "c", COMP, attr("duration_s", double_val=-1.5)),), None,
-     "s.1.et: node 1 (c): attr duration_s: expected a duration of seconds ≥ 0, got -1.5"),
+     "s.1.et: node 1 (c): attr duration_s: expected a duration of seconds ≥ 0 (a double_val), "
+     "got -1.5"),
     ((node(1, "c", COMP, attr("duration_s", double_val=math.inf)),), None,
-     "s.1.et: node 1 (c): attr duration_s: expected a duration of seconds ≥ 0, got inf"),
+     "s.1.et: node 1 (c): attr duration_s: expected a duration of seconds ≥ 0 (a double_val), "
+     "got inf"),
+    ((node(1, "c", COMP, attr("duration_s", int64_val=2)),), None,
+     "s.1.et: node 1 (c): attr duration_s: expected a duration of seconds ≥ 0 (a double_val), "
+     "got int64_val"),
     ((node(1, "s", SEND, SIZE),), None, "s.1.et: node 1 (s): missing attr comm_dst: expected "
                                         "the peer's rank"),
     ((node(1, "s", SEND, SIZE, attr("comm_dst", int32_val=1)),), None,

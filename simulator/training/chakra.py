@@ -151,17 +151,17 @@ def _attribute(node: Any, name: str, file: str, required: str) -> Any:
     return None
 
 
-def _integer(node: Any, name: str, file: str, required: str = "", low: int = 0) -> int | None:
-    """The integer attribute ``name`` (any integer value type), at least ``low``."""
+def _integer(node: Any, name: str, file: str, required: str = "") -> int | None:
+    """The integer attribute ``name`` (any integer value type), at least 0."""
     attr = _attribute(node, name, file, required)
     if attr is None:
         return None
     kind = attr.WhichOneof("value")
     value = getattr(attr, kind) if kind in INTEGER_VALUES else None
-    if value is None or value < low:
+    if value is None or value < 0:
         got = f"{kind} {value}" if value is not None else (kind or "no value")
         raise InputError([Problem(file, f"{_where(node)}: attr {name}",
-                                  f"expected an integer ≥ {low}, got {got}")])
+                                  f"expected an integer ≥ 0, got {got}")])
     return int(value)
 
 
@@ -188,10 +188,12 @@ def _op(node: Any, rank: int, file: str, ranks: int) -> Op:
     if kind is OpKind.COMPUTE:
         exact = _attribute(node, "duration_s", file, "")
         cpu = _attribute(node, "is_cpu_op", file, "")
-        seconds = exact.double_val if exact is not None else node.duration_micros * 1e-6
-        if not 0 <= seconds < math.inf:
+        held = "double_val" if exact is None else exact.WhichOneof("value")
+        seconds = node.duration_micros * 1e-6 if exact is None else exact.double_val
+        if held != "double_val" or not 0 <= seconds < math.inf:
             raise InputError([Problem(file, f"{_where(node)}: attr duration_s", (
-                f"expected a duration of seconds ≥ 0, got {seconds}"))])
+                "expected a duration of seconds ≥ 0 (a double_val), got "
+                f"{seconds if held == 'double_val' else held}"))])
         return Op(node.id, node.name, kind, deps, duration_s=seconds, stream=stream or (
             "cpu" if cpu is not None and cpu.bool_val else "compute"))
     nbytes = _integer(node, "comm_size", file, "the bytes it moves")
