@@ -432,3 +432,19 @@ def test_an_astra_sim_microbenchmark_reads_as_nccl_tests_counts_it(tmp_path):
     assert graph.groups == (Group("world", (0, 1, 2, 3)),)
     assert {(op.collective, op.nbytes, op.group) for _, op in graph.ops()} == {
         (Collective.ALLGATHER, 4 << 20, "world")}
+
+
+@pytest.mark.parametrize(("ops", "groups", "message"), [
+    ((Op(-1, "c", OpKind.COMPUTE),), (), "x: rank 0 op -1 (c): expected ids of 0..2^64-1 "
+                                         "(Chakra's node ids are uint64)"),
+    ((Op((1 << 64) - 1, "ar", OpKind.COLLECTIVE, collective=Collective.ALLREDUCE, group="g"),),
+     (Group("g", (0,)),), "x: rank 0: expected an id below 2^64-1 free for the process "
+                          "groups' declaration"),
+    ((Op(1, "ar", OpKind.COLLECTIVE, collective=Collective.ALLREDUCE, group="g"),), (),
+     "x: rank 0 op 1 (ar): communicator 'g' is not declared"),
+])
+def test_the_writer_refuses_ids_chakra_cannot_hold_and_graphs_that_cannot_run(ops, groups,
+                                                                               message):
+    with pytest.raises(InputError) as error:
+        chakra_from_graph(StepGraph((Program(0, ops),), groups), "x")
+    assert str(error.value) == message
