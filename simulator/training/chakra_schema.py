@@ -120,19 +120,27 @@ def _file_proto(descriptor_pb2: Any) -> Any:
     return proto
 
 
-@cache
 def schema(where: str = "chakra") -> Schema:
-    """The message classes (built once a process); InputError naming ``where`` and the extra
-    where protobuf is not installed."""
+    """The message classes; InputError naming ``where`` and the extra where protobuf is not
+    installed."""
     try:
-        from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+        return _classes()
     except ImportError:
         raise InputError([Problem(where, "", NO_PROTOBUF)]) from None
+
+
+@cache
+def _classes() -> Schema:
+    """The message classes, built once a process (ImportError without protobuf)."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, message, message_factory
+
     pool = descriptor_pool.DescriptorPool()  # its own pool: no clash with Chakra's et_def_pb2
     pool.Add(_file_proto(descriptor_pb2))
 
     def made(name: str) -> Any:
-        """The class of message ``name`` (``GetMessageClass`` from protobuf 4.22 on)."""
+        """The class of message ``name``: ``message_factory.GetMessageClass`` where this
+        protobuf has it, else the older ``MessageFactory.GetPrototype`` (removed in protobuf
+        6.30: protobuf.dev's migration notes, "Changes in v30.0 (Python)")."""
         found = pool.FindMessageTypeByName(f"ChakraProtoMsg.{name}")
         if hasattr(message_factory, "GetMessageClass"):
             return message_factory.GetMessageClass(found)
