@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from simulator.algorithms.registry import algorithm_names
 from simulator.errors import InputError, Problem, UnitError
@@ -37,6 +37,8 @@ from simulator.version import __version__
 _VERB = {"send": "send", "recv-wait": "wait", "reduce": "reduce", "in-switch": "in-switch wait",
          "switch-reduce": "switch reduce"}
 """How each kind of slice is named, before its label."""
+
+T = TypeVar("T")
 
 
 def trace_document(activities: Sequence[Activity], *, scenario: str = "",
@@ -59,7 +61,8 @@ def trace_document(activities: Sequence[Activity], *, scenario: str = "",
                            + ([activity.dropped_from_s] if activity.dropped_from_s is not None
                               else []), default=None)
         name = f"{activity.algorithm} {format_size(activity.size_bytes)}"
-        events += [_meta("process_name", pid, 0, name), _meta("process_sort_index", pid, 0, pid)]
+        events += [meta_event("process_name", pid, 0, name),
+                   meta_event("process_sort_index", pid, 0, pid)]
         events += _slices(pid, kept)
         counters, counters_until = _counters(pid, activity, counter_budget)
         events += counters
@@ -166,35 +169,56 @@ def _budgets(counts: list[int], total: int) -> list[int]:
 def _slices(pid: int, slices: Sequence[Slice]) -> list[dict[str, Any]]:
     """Thread names and X events: each track's slices on lanes where none overlaps another
     (sends apart from the rest), lanes numbered track by track."""
-    lanes: dict[tuple[str, bool], list[list[Slice]]] = {}
-    for item in sorted(slices, key=lambda s: (s.start_s, s.end_s)):
-        group = lanes.setdefault((item.track, item.kind == "send"), [])
-        for lane in group:
-            if lane[-1].end_s <= item.start_s:
-                lane.append(item)
-                break
-        else:
-            group.append([item])
+    tracks: dict[tuple[str, bool], list[Slice]] = {}
+    for item in slices:
+        tracks.setdefault((item.track, item.kind == "send"), []).append(item)
+    lanes = {key: pack_lanes(track, lambda s: (s.start_s, s.end_s))
+             for key, track in tracks.items()}
     events: list[dict[str, Any]] = []
     tid = 0
     for (track, sends), group in sorted(lanes.items(), key=lambda entry: _track_order(entry[0])):
         for number, lane in enumerate(group, start=1):
             tid += 1
             name = f"{track}{' sends' if sends else ''}{f' #{number}' if number > 1 else ''}"
-            events += [_meta("thread_name", pid, tid, name),
-                       _meta("thread_sort_index", pid, tid, tid)]
+            events += [meta_event("thread_name", pid, tid, name),
+                       meta_event("thread_sort_index", pid, tid, tid)]
             for item in lane:
-                # whole nanoseconds at both ends, then microseconds: Perfetto rounds ts and dur
-                # to ns apart, which made back-to-back slices overlap by 1 ns and dropped them
-                # (its import error slice_drop_overlapping_complete_event); rounding each end
-                # is monotone, so slices that did not overlap still do not
-                start_ns, end_ns = round(item.start_s * 1e9), round(item.end_s * 1e9)
+                ts, dur = complete_times(item.start_s, item.end_s)
                 events.append({
                     "name": f"{_VERB[item.kind]} {item.label}".strip(), "cat": item.kind,
-                    "ph": "X", "ts": start_ns / 1e3, "dur": (end_ns - start_ns) / 1e3,
-                    "pid": pid, "tid": tid,
+                    "ph": "X", "ts": ts, "dur": dur, "pid": pid, "tid": tid,
                     "args": {"bytes": item.bytes, "peer": item.peer, "label": item.label}})
     return events
+
+
+def pack_lanes(items: Iterable[T], span: Callable[[T], tuple[float, float]]) -> list[list[T]]:
+    """``items`` on lanes where none overlaps another (slices on one thread must nest): each,
+    in order of (start, end), on the first lane whose last item ended by its start, else on a
+    new lane. ``span`` gives an item's (start, end)."""
+    lanes: list[list[T]] = []
+    ends: list[float] = []
+    for item in sorted(items, key=span):
+        start, end = span(item)
+        for number, lane_end in enumerate(ends):
+            if lane_end <= start:
+                lanes[number].append(item)
+                ends[number] = end
+                break
+        else:
+            lanes.append([item])
+            ends.append(end)
+    return lanes
+
+
+def complete_times(start_s: float, end_s: float) -> tuple[float, float]:
+    """An ``X`` event's ``ts`` and ``dur`` in microseconds, from its ends in seconds.
+
+    Whole nanoseconds at both ends, then microseconds: Perfetto rounds ts and dur to ns apart,
+    which made back-to-back slices overlap by 1 ns and dropped them (its import error
+    slice_drop_overlapping_complete_event); rounding each end is monotone, so slices that did
+    not overlap still do not."""
+    start_ns, end_ns = round(start_s * 1e9), round(end_s * 1e9)
+    return start_ns / 1e3, (end_ns - start_ns) / 1e3
 
 
 def _track_order(key: tuple[str, bool]) -> tuple[int, int, str, bool]:
@@ -216,7 +240,9 @@ def _counters(pid: int, activity: Activity, budget: int
              "args": {"utilisation": value}} for t, link, value in samples[:budget]], until
 
 
-def _meta(kind: str, pid: int, tid: int, value: str | int) -> dict[str, Any]:
+def meta_event(kind: str, pid: int, tid: int, value: str | int) -> dict[str, Any]:
+    """An ``M`` event: ``kind`` (``process_name``, ``thread_sort_index``...) of a process
+    (``tid`` 0) or thread, naming it or setting its place."""
     key = "sort_index" if kind.endswith("sort_index") else "name"
     return {"name": kind, "ph": "M", "pid": pid, "tid": tid, "args": {key: value}}
 
