@@ -1,6 +1,7 @@
 """Output: formats only, what comes out of a run. The results' rows and columns, the
 nccl-tests-style table, and the files (CSV, JSON settings, PNG figures, Parquet) of a run of
-sizes and of a training run (:mod:`.training`, :mod:`.training_figure`), all written through one
+sizes and of a training run (:mod:`.training`, :mod:`.training_figure`; a parallel step as it ran:
+:mod:`.parallel_figure`, :mod:`.perfetto`), all written through one
 registry of writers (:data:`.writers.WRITERS`), kept up to date point by point while a run runs
 (:mod:`.stream`; :mod:`.outlook` says what is coming before it starts); what a run did on its
 links and when (``--links``: :mod:`.links`, :mod:`.link_figure`; ``--trace``: :mod:`.trace`;
