@@ -183,7 +183,7 @@ def test_the_timeline_has_a_row_per_rank_and_stream_of_the_first_eight_ranks(tmp
 def test_the_timeline_draws_the_ranks_asked_and_other_streams_in_one_colour():
     spans = tuple(Span(rank, 0, "ar", COLLECTIVE, stream, 0.0, 1e-3, 1e-3)
                   for rank in (3, 5) for stream in ("pg 10", "pg 2"))
-    figure = parallel_timeline_figure(Execution(spans, 1e-3), title="chakra", ranks=[5])
+    figure = parallel_timeline_figure(Execution(spans, 1e-3), title="chakra", ranks=[5, 5])
     axes = figure.axes[0]
     assert [label.get_text() for label in axes.get_yticklabels()] == ["rank 5 pg 2",
                                                                       "rank 5 pg 10"]

@@ -50,7 +50,7 @@ def parallel_timeline_figure(execution: Execution, *, title: str,
     order; ValueError naming a rank given that ran nothing. The bars are the spans' extents in
     ms (a test reads them back from the axes' collections, one per row)."""
     ran = sorted({span.rank for span in execution.spans})
-    shown = ran[:SHOWN_RANKS] if ranks is None else list(ranks)
+    shown = ran[:SHOWN_RANKS] if ranks is None else list(dict.fromkeys(ranks))
     unknown = sorted(set(shown) - set(ran))
     if unknown:
         raise ValueError(f"rank {unknown[0]} ran nothing in this step: expected ranks among "
