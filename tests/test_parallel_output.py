@@ -9,8 +9,8 @@ import pytest
 from matplotlib.image import imread
 
 from simulator.model.collective import Collective
-from simulator.output.parallel import natural_key
 from simulator.output.parallel_figure import draw_parallel_timeline, parallel_timeline_figure
+from simulator.output.parallel_rows import natural_key
 from simulator.output.perfetto import parallel_trace_document, write_parallel_trace
 from simulator.training.execute import Demand, Execution, Span, execute
 from simulator.training.graph import Group, Op, OpKind, Program, StepGraph

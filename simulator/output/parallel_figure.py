@@ -13,7 +13,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from simulator.output.parallel import STREAMS, by_row
+from simulator.output.parallel_rows import STREAMS, by_row
 from simulator.output.plots import save
 from simulator.training.execute import Execution
 
@@ -23,7 +23,7 @@ innermost), so that the rows stay legible."""
 
 COLOURS = {"compute": "#4C72B0", "tp": "#DD8452", "pp": "#55A868", "dp": "#C44E52",
            "ep": "#8172B2", "other": "#937860"}
-"""A colour per stream of :data:`~simulator.output.parallel.STREAMS`, and one for any other
+"""A colour per stream of :data:`~simulator.output.parallel_rows.STREAMS`, and one for any other
 (:mod:`.training_figure`'s palette: seaborn's "deep")."""
 
 WIDTH_INCHES = 11.0

@@ -32,7 +32,7 @@ from typing import Any
 
 import simulator.limits as limits
 from simulator.output.files import write_atomically
-from simulator.output.parallel import natural_key, stream_key
+from simulator.output.parallel_rows import natural_key, stream_key
 from simulator.output.trace import complete_times, meta_event, pack_lanes
 from simulator.training.execute import Execution, Span
 from simulator.training.graph import OpKind
