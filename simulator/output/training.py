@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
+from simulator.output.training_parallel import format_parallel
 from simulator.training.results import Breakdown, Step, Training
 from simulator.units import format_size
 
@@ -104,7 +105,10 @@ TABLES: dict[str, Callable[[Training], pd.DataFrame]] = {"steps": steps_frame,
 
 
 def format_training(training: Training) -> str:
-    """The step, its buckets and the sweeps as nccl-tests-style text blocks."""
+    """The step, its buckets and the sweeps as nccl-tests-style text blocks (a parallel
+    layout's: :func:`~simulator.output.training_parallel.format_parallel`)."""
+    if training.step.parallel is not None:
+        return format_parallel(training)
     spec, step = training.spec, training.step
     compute = spec.compute
     rate = "free" if compute.free else f"{compute.flops / 1e12:.1f} TFLOP/s sustained"

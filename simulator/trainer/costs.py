@@ -171,7 +171,8 @@ class StepCosts:
         key = (collective, nbytes, _shape(machine, members), seen)
         if key not in self._simulated:
             scenario = self.scenario if collective is self.scenario.collective else replace(
-                self.scenario, collective=collective, algorithms=None)
+                self.scenario, collective=collective, algorithms=None, training=None,
+                sizes=(nbytes,))  # a run of sizes: a training scenario is DDP's allreduce
             whole = tuple(members) == tuple(range(machine.ranks))
             setup = (self.setup if whole and scenario is self.scenario
                      else group_setup(scenario, self.setup, members))

@@ -28,6 +28,7 @@ from simulator.training.ddp_graph import ddp_plan
 from simulator.training.execute import Demand, Execution, Span, execute
 from simulator.training.graph import Op, OpKind, Program, StepGraph
 from simulator.training.layout import Parallelism
+from simulator.training.memory import layout_memory
 from simulator.training.results import Breakdown, ParallelRun, Step
 from simulator.training.spec import TrainingSpec
 from simulator.training.timeline import Interval, Timeline
@@ -81,7 +82,16 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
         parallel=ParallelRun(layout, plan.graph, execution, plan.unit_ranks, tuple(
             (run.collective.value, run.nbytes, run.group, run.result.algorithm,
              run.result.protocol, float(run.result.sim_time_s), run.result.verified)
-            for run in runs)))
+            for run in runs), _memory(spec, layout), spec.compute.memory))
+
+
+def _memory(spec: TrainingSpec, layout: Parallelism) -> int | None:
+    """The busiest GPU's bytes under ``layout`` (None: no transformer shape to count)."""
+    shape = spec.network.shape
+    if shape is None:
+        return None
+    return layout_memory(shape, layout, microbatch=spec.batch // layout.microbatches,
+                         optimizer=spec.optimizer).total
 
 
 def _plan(scenario: Scenario, spec: TrainingSpec, layout: Parallelism, *,

@@ -58,14 +58,26 @@ class Breakdown:
 @dataclass(frozen=True)
 class ParallelRun:
     """A parallel step's own: its layout, the graph it ran and how it ran (every rank's spans,
-    or every stage's when folded), and each distinct collective simulated (kind, bytes, the
-    communicator it stood for, algorithm, protocol, time, check)."""
+    or every stage's when folded; ``unit_ranks`` the global rank of each), each distinct
+    collective simulated (kind, bytes, the communicator it stood for, algorithm, protocol,
+    time, check), and the busiest GPU's memory against its capacity."""
 
     layout: Parallelism
     graph: StepGraph
     execution: Execution
     unit_ranks: tuple[int, ...]
     collectives: tuple[tuple[str, int, str, str, str, float, bool | None], ...]
+    memory_bytes: int | None = None
+    """What the busiest GPU holds (:func:`~simulator.training.memory.layout_memory`; None: the
+    model has no transformer shape to count)."""
+    capacity_bytes: int | None = None
+    """The GPU's memory (None: not known, so not checked)."""
+
+    @property
+    def fits(self) -> bool:
+        """Whether the layout fits the GPU's memory (True when either is unknown)."""
+        return (self.memory_bytes is None or self.capacity_bytes is None
+                or self.memory_bytes <= self.capacity_bytes)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ copies (:meth:`StepPlan.copies`), whose links the execution shares.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from simulator.model.collective import Collective
@@ -110,6 +110,9 @@ def model_problems(shape: Transformer, layout: Parallelism, batch: int) -> list[
                                f"{layout.ep}"))
     if layout.ep > 1 and not shape.moe:
         problems.append(("ep", f"1 for a dense model (no experts to spread), got {layout.ep}"))
+    if layout.zero == 3 and layout.ep > 1:
+        problems.append(("zero", "0, 1 or 2 with expert parallelism (ZeRO 3 over the experts' "
+                                 "data-parallel groups is not modelled), got 3"))
     if batch % layout.microbatches:
         problems.append(("microbatches", f"a divisor of the batch of {batch} samples per "
                                          f"replica, got {layout.microbatches}"))
@@ -245,12 +248,18 @@ class _Stage:
         if virtual > 0:
             self.message(OpKind.RECV, f"{name} recv", (virtual - 1) % layout.pp,
                          self.activation // layout.tp, self._tag(each, True))
-        seconds = self.per_chunk * self.layer_forward_s()
-        if virtual == self.last_virtual:
-            seconds += self.head_forward_s()
-        self.out.compute(name, seconds)
-        self._tp(name, 2 * self.per_chunk + (1 if virtual == 0 else 0))
-        self._ep(name, self.per_chunk)
+        if layout.zero == 3:
+            self._sharded(name, self._layers(each), 1.0, 2, 1, reduce=False)
+            if virtual == self.last_virtual:
+                self.out.compute(f"{name} head", self.head_forward_s())
+            self._tp(name, 1 if virtual == 0 else 0)
+        else:
+            seconds = self.per_chunk * self.layer_forward_s()
+            if virtual == self.last_virtual:
+                seconds += self.head_forward_s()
+            self.out.compute(name, seconds)
+            self._tp(name, 2 * self.per_chunk + (1 if virtual == 0 else 0))
+            self._ep(name, self.per_chunk)
         if virtual < self.last_virtual:
             self.message(OpKind.SEND, f"{name} send", (virtual + 1) % layout.pp,
                          self.activation // layout.tp, self._tag(each, True), after=[self.out.head]
@@ -271,7 +280,10 @@ class _Stage:
         ends: list[tuple[int, int]] = []
         if virtual == self.last_virtual:
             self.out.compute(f"{name} head", 2.0 * self.head_forward_s())
-        if by_layer:
+        if layout.zero == 3:
+            self._sharded(name, reversed(self._layers(each)), factor, tp_per_layer, ep_per_layer,
+                          reduce=True)
+        elif by_layer:
             for layer in reversed(self._layers(each)):
                 self.out.compute(f"{name} layer {layer}", factor * self.layer_forward_s())
                 self._tp(f"{name} layer {layer}", tp_per_layer)
@@ -287,6 +299,33 @@ class _Stage:
                          self.activation // layout.tp, self._tag(each, False),
                          after=[self.out.head] if self.out.head is not None else [])
         return ends
+
+    def _sharded(self, name: str, layers: Iterable[int], factor: float, tp_per_layer: int,
+                 ep_per_layer: int, *, reduce: bool) -> None:
+        """ZeRO 3's pass, layer by layer: each layer's parameters all-gathered over DP before it
+        computes (the next one's gather may start once the layer before this one has computed:
+        one layer prefetched, as FSDP's default ``BACKWARD_PRE`` and forward prefetch of one
+        unit), then ``factor`` × its forward, its TP and EP collectives, and with ``reduce`` its
+        gradients reduce-scattered over DP after it (FSDP, Zhao et al. 2023 §3.2-3.3)."""
+        dense, expert = self._layer_grad_bytes()
+        params = (dense + expert) // self.inputs.grad_bytes * BF16
+        computed: list[int | None] = [self.out.head, self.out.head]
+        for layer in layers:
+            gate = computed[-2]
+            gather = self.out.collective(f"{name} layer {layer} params all-gather",
+                                         Collective.ALLGATHER, self.dp_group, params,
+                                         blocking=False, stream="dp", queue="gather",
+                                         after=[] if gate is None else [gate])
+            self.out.compute(f"{name} layer {layer}", factor * self.layer_forward_s(),
+                             after=[] if gather is None else [gather])
+            computed.append(self.out.head)
+            self._tp(f"{name} layer {layer}", tp_per_layer)
+            self._ep(f"{name} layer {layer}", ep_per_layer)
+            if reduce:
+                self.out.collective(f"{name} layer {layer} grads reduce-scatter",
+                                    Collective.REDUCE_SCATTER, self.dp_group, dense + expert,
+                                    blocking=False, stream="dp", queue="reduce",
+                                    after=[] if self.out.head is None else [self.out.head])
 
     # --- gradients and the optimizer -------------------------------------------------------------
 
@@ -306,8 +345,10 @@ class _Stage:
         dense, expert = self._layer_grad_bytes()
         ends = [op for _, op in sorted(ready)]
         reduce = Collective.ALLREDUCE if layout.zero == 0 else Collective.REDUCE_SCATTER
-        synced: list[int] = []
+        synced: list[int] = [self.out.queues["reduce"]] if "reduce" in self.out.queues else []
         for group, per_layer in ((self.dp_group, dense), (self.edp_group, expert)):
+            if layout.zero == 3:
+                break  # every layer's gradients were reduce-scattered after its backward
             if per_layer == 0:
                 continue
             buckets = assign_buckets([per_layer] * len(ends), cap=self.inputs.bucket_cap,
@@ -324,13 +365,13 @@ class _Stage:
                    states * self.inputs.optimizer.bytes_per_parameter
                    / self.inputs.memory_bandwidth)
         update = self.out.compute("optimizer", seconds, after=synced)
-        if layout.zero in (1, 2):
-            gather = params * BF16
-            for part in assign_buckets([gather], cap=self.inputs.bucket_cap,
+        if layout.zero in (1, 2):  # the updated bf16 parameters, bucketed as the gradients
+            per_layer = (dense + expert) // self.inputs.grad_bytes * BF16
+            for part in assign_buckets([per_layer] * len(ends), cap=self.inputs.bucket_cap,
                                        first=self.inputs.bucket_cap):
                 self.out.collective(f"params {self.dp_group} bucket {part.index}",
-                                Collective.ALLGATHER, self.dp_group, part.nbytes,
-                                blocking=False, stream="dp", after=[update])
+                                    Collective.ALLGATHER, self.dp_group, part.nbytes,
+                                    blocking=False, stream="dp", after=[update])
 
     def stage_params(self) -> int:
         """Parameters this rank holds: its layers' (dense ÷ TP, experts ÷ TP·EP) and, on the
