@@ -69,7 +69,7 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
     return Step(
         scenario=scenario.name, topology=setup.topology.label, ranks=setup.machine.ranks,
         model=spec.network.name, batch=spec.batch, bucket_cap=spec.cap,
-        first_bucket=spec.cap, overlap=spec.overlap,
+        first_bucket=spec.first_limit() if layout.plain else spec.cap, overlap=spec.overlap,
         forward_s=_sum(mine, "forward"), backward_s=_sum(mine, "backward"),
         optimizer_s=_sum(mine, "optimizer"),
         communication_s=sum(i.duration_s for i in talk), exposed_s=execution.step_s
@@ -112,7 +112,7 @@ def _plan(scenario: Scenario, spec: TrainingSpec, layout: Parallelism, *,
     shape = spec.network.shape
     assert shape is not None  # the reader refuses model parallelism without a shape
     inputs = StepInputs(shape, spec.batch, spec.compute.flops, spec.compute.memory_bandwidth,
-                        spec.optimizer, scenario.dtype.itemsize, spec.cap)
+                        spec.optimizer, scenario.dtype.itemsize, spec.cap, spec.optimizer_s)
     return step_plan(inputs, layout, folded=folded)
 
 

@@ -50,7 +50,8 @@ from simulator.training.transformer import BF16, Transformer
 class StepInputs:
     """What the step's graph needs besides the layout: the model's shape, samples per data-
     parallel replica per step (``batch``), the sustained FLOP/s and memory bandwidth of a GPU
-    (infinite: free), the optimizer, the gradients' bytes per element and DDP's bucket cap."""
+    (infinite: free), the optimizer (and its time per GPU where the user gave one), the
+    gradients' bytes per element and DDP's bucket cap."""
 
     shape: Transformer
     batch: int
@@ -59,6 +60,7 @@ class StepInputs:
     optimizer: Optimizer
     grad_bytes: int
     bucket_cap: int
+    optimizer_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -361,7 +363,8 @@ class _Stage:
                     synced.append(op)
         params = self.stage_params()
         states = params // layout.dp if layout.zero else params
-        seconds = (0.0 if self.inputs.memory_bandwidth == float("inf") else
+        seconds = (self.inputs.optimizer_s if self.inputs.optimizer_s is not None else 0.0
+                   if self.inputs.memory_bandwidth == float("inf") else
                    states * self.inputs.optimizer.bytes_per_parameter
                    / self.inputs.memory_bandwidth)
         update = self.out.compute("optimizer", seconds, after=synced)
