@@ -9,8 +9,8 @@ import pytest
 
 from simulator.engine.messages import Message, time_messages
 from simulator.errors import InputError
-from simulator.model.faults import Straggler
 from simulator.model.collective import Collective
+from simulator.model.faults import Straggler
 from simulator.plan import prepare
 from simulator.runner import settings_of
 from simulator.scenario.parse import scenario_from_dict
