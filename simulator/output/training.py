@@ -99,9 +99,38 @@ def buckets_frame(training: Training) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(BUCKET_COLUMNS))
 
 
+LAYOUT_COLUMNS = ("scenario", "rank", "tp", "pp", "dp", "ep", "zero", "microbatches", "batch",
+                  "memory_bytes", "capacity_bytes", "fits", "step_s", "compute_ms", "bubble_ms",
+                  "exposed_tp_ms", "exposed_pp_ms", "exposed_dp_ms", "exposed_ep_ms", "mfu")
+"""Columns of ``<name>-layouts.csv`` (a layout sweep, best first; ``rank`` and the times empty
+for a layout that does not fit the GPU's memory, which was not simulated)."""
+
+
+def layouts_frame(training: Training) -> pd.DataFrame:
+    """One row per layout of the layout sweep, best first, columns :data:`LAYOUT_COLUMNS`."""
+    rows = []
+    for place, row in enumerate(training.layouts, 1):
+        layout, step = row.layout, row.step
+        b = step.breakdown if step is not None else None
+        rows.append({
+            "scenario": training.scenario, "rank": place if step is not None else None,
+            "tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,
+            "zero": layout.zero, "microbatches": layout.microbatches, "batch": row.batch,
+            "memory_bytes": row.memory_bytes, "capacity_bytes": row.capacity_bytes,
+            "fits": step is not None, "step_s": step.step_s if step is not None else None,
+            **({f"{name}_ms": getattr(b, f"{name}_s") * 1e3 for name in (
+                "compute", "bubble", "exposed_tp", "exposed_pp", "exposed_dp", "exposed_ep")}
+               if b is not None else {}),
+            "mfu": b.mfu if b is not None else None})
+    return pd.DataFrame(rows, columns=list(LAYOUT_COLUMNS)).astype(
+        {"rank": "Int64", "capacity_bytes": "Int64"})
+
+
 TABLES: dict[str, Callable[[Training], pd.DataFrame]] = {"steps": steps_frame,
-                                                        "buckets": buckets_frame}
-"""A training run's tables by name: the files ``<name>-steps`` and ``<name>-buckets``."""
+                                                        "buckets": buckets_frame,
+                                                        "layouts": layouts_frame}
+"""A training run's tables by name: the files ``<name>-steps`` and ``<name>-buckets``, and
+``<name>-layouts`` where the scenario sweeps layouts."""
 
 
 def format_training(training: Training) -> str:

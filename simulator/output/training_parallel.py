@@ -41,7 +41,33 @@ def format_parallel(training: Training) -> str:
     if training.scale_sweep:
         lines += ["# GPU-count sweep, DP taking the GPUs TP and PP leave", header()]
         lines += [row(s) for s in training.scale_sweep]
+    if training.layouts:
+        lines += layouts_text(training)
     return "\n".join(lines) + "\n"
+
+
+def layouts_text(training: Training) -> list[str]:
+    """The layout sweep, best first: each layout's step and breakdown, or why it did not run."""
+    first = training.layouts[0]
+    lines = [f"# layout sweep: {len(training.layouts)} layouts of {training.step.ranks} GPUs, "
+             f"{first.batch * first.layout.dp} samples per step, best first "
+             f"(those that do not fit the GPU's memory not simulated)",
+             (f"#{'rank':>5} {'layout':>18} {'micro':>6} {'compute(ms)':>12} "
+                 f"{'bubble(ms)':>11} {'tp(ms)':>9} {'pp(ms)':>9} {'dp(ms)':>9} {'ep(ms)':>9} "
+                 f"{'step(ms)':>10} {'MFU':>6} {'memory(GB)':>11}")]
+    for place, row in enumerate(training.layouts, 1):
+        memory = f"{row.memory_bytes / GB:>11.1f}"
+        if row.step is None or row.step.breakdown is None:
+            lines.append(f"{'-':>6} {row.layout.label():>18} {row.layout.microbatches:>6} "
+                         f"{'does not fit the GPU':>85} {memory}")
+            continue
+        b = row.step.breakdown
+        lines.append(f"{place:>6} {row.layout.label():>18} {row.layout.microbatches:>6} "
+                     f"{b.compute_s * 1e3:>12.3f} {b.bubble_s * 1e3:>11.3f} "
+                     f"{b.exposed_tp_s * 1e3:>9.3f} {b.exposed_pp_s * 1e3:>9.3f} "
+                     f"{b.exposed_dp_s * 1e3:>9.3f} {b.exposed_ep_s * 1e3:>9.3f} "
+                     f"{row.step.step_s * 1e3:>10.3f} {b.mfu * 100:>5.1f}% {memory}")
+    return lines
 
 
 def memory_text(step: Step) -> str:

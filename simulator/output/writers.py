@@ -149,6 +149,8 @@ def _training_tables(training: Training, directory: Path, suffix: str,
 
     paths = []
     for table, frame in TABLES.items():
+        if table == "layouts" and not training.layouts:
+            continue  # only a layout sweep has them
         path = directory / f"{training.scenario}-{table}{suffix}"
         write_atomically(path, partial(write, frame(training)))
         paths.append(path)

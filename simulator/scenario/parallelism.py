@@ -15,7 +15,7 @@ from simulator.units import parse_count, parse_flag
 
 KEYS = ("tp", "pp", "dp", "ep", "zero", "microbatches", "schedule", "chunks",
         "sequence_parallel", "recompute", "placement", "tp_across_nodes", "imbalance",
-        "sm_contention")
+        "sm_contention", "flash_attention")
 FIELD = "training.parallelism"
 REST = 0
 """``dp`` left out: the GPUs the other dimensions leave (:func:`resolve`)."""
@@ -39,7 +39,8 @@ def read_parallelism(reader: FieldReader, value: object) -> Parallelism | None:
                           parse_count)
     flags = {key: reader.parse(f"{FIELD}.{key}", section.get(key, default), parse_flag)
              for key, default in (("sequence_parallel", False), ("recompute", False),
-                                  ("tp_across_nodes", False), ("sm_contention", True))}
+                                  ("tp_across_nodes", False), ("sm_contention", True),
+                                  ("flash_attention", True))}
     imbalance = reader.parse(f"{FIELD}.imbalance", section.get("imbalance", 1.0), _imbalance)
     placement = (reader.parse(f"{FIELD}.placement", section["placement"], _placement)
                  if "placement" in section else DIMENSIONS)
@@ -56,7 +57,8 @@ def read_parallelism(reader: FieldReader, value: object) -> Parallelism | None:
         microbatches=counts["microbatches"] or 1, schedule=Schedule(schedule), chunks=chunks,
         sequence_parallel=bool(flags["sequence_parallel"]), recompute=bool(flags["recompute"]),
         placement=placement, tp_across_nodes=bool(flags["tp_across_nodes"]),
-        imbalance=imbalance, sm_contention=bool(flags["sm_contention"]))
+        imbalance=imbalance, sm_contention=bool(flags["sm_contention"]),
+        flash_attention=bool(flags["flash_attention"]))
 
 
 def resolve(layout: Parallelism, gpus: int) -> Parallelism:

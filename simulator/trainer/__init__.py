@@ -42,6 +42,7 @@ from simulator.scenario.spec import Scenario
 from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
 from simulator.trainer.collective_run import collective_run
+from simulator.trainer.layouts import sweep_layouts
 from simulator.trainer.parallel import simulate_parallel_step
 from simulator.training.buckets import Bucket, assign_buckets
 from simulator.training.compute import backward_s, forward_s, optimizer_s
@@ -68,7 +69,7 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | No
     setup = prepare(scenario)
     say = progress or (lambda _: None)
     say(f"step on {setup.machine.ranks} GPUs")
-    if spec.parallelism is not None:
+    if spec.parallelism is not None or spec.sweep_layouts:
         return _train_parallel(scenario, spec, setup, settings, say)
     step = simulate_step(scenario, setup, settings)
     timed = replace(settings, verify=False)
@@ -90,8 +91,7 @@ def _train_parallel(scenario: Scenario, spec: TrainingSpec, setup: Setup,
                     settings: RunSettings, say: Callable[[str], None]) -> Training:
     """The scenario's step under its layout, and its sweeps (bucket caps; GPU counts, DP taking
     the GPUs TP and PP leave), each distinct collective simulated once per step."""
-    assert spec.parallelism is not None
-    layout = parallel_layout(scenario, spec, setup, spec.parallelism)
+    layout = parallel_layout(scenario, spec, setup, spec.parallelism or Parallelism(dp=REST))
     step = simulate_parallel_step(scenario, setup, settings, spec, layout, scenario.faults)
     timed = replace(settings, verify=False)
     caps = []
@@ -106,8 +106,11 @@ def _train_parallel(scenario: Scenario, spec: TrainingSpec, setup: Setup,
         scaled.append(simulate_parallel_step(
             scenario, other, timed, spec,
             parallel_layout(scenario, spec, other, replace(layout, dp=REST)), ()))
+    layouts = (sweep_layouts(scenario, setup, timed, spec, layout, say) if spec.sweep_layouts
+               else ())
     return Training(scenario.name, spec, _policy(scenario, setup), step, tuple(caps),
-                    tuple(scaled), "; ".join(fault.label() for fault in scenario.faults))
+                    tuple(scaled), "; ".join(fault.label() for fault in scenario.faults),
+                    layouts)
 
 
 def parallel_layout(scenario: Scenario, spec: TrainingSpec, setup: Setup,

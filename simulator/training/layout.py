@@ -45,7 +45,8 @@ class Parallelism:
     nodes, the token-routing ``imbalance`` of the experts' all-to-all (the busiest rank's
     tokens over the mean: 1 is perfectly balanced), and whether a running NCCL kernel slows
     the compute beside it by the SMs it holds (``sm_contention``,
-    :mod:`simulator.training.execute`)."""
+    :mod:`simulator.training.execute`), and whether attention keeps no scores for backward
+    (``flash_attention``: what a GPU holds, :mod:`simulator.training.memory`)."""
 
     tp: int = 1
     pp: int = 1
@@ -61,6 +62,7 @@ class Parallelism:
     tp_across_nodes: bool = False
     imbalance: float = 1.0
     sm_contention: bool = True
+    flash_attention: bool = True
 
     @property
     def gpus(self) -> int:

@@ -25,9 +25,12 @@ hidden h, a heads, tensor parallelism t:
 
 These are the paper's formulas for a GPT layer (multi-head attention, a 4·h GELU MLP, the
 attention scores stored as softmax and dropout keep); here they are applied unchanged to
-grouped-query and SwiGLU models, and to kernels that store no scores (FlashAttention), as an
-approximation. The embedding's and the output layer's activations (Korthikanti §4.3) are not
-counted.
+grouped-query and SwiGLU models, as an approximation. With ``flash_attention`` (the layout's
+default) the 5·a·s/h term of the scores is dropped: FlashAttention keeps no s×s scores for
+backward, only its output and softmax statistics, recomputing the scores (Dao et al. 2022,
+§3.1), as Korthikanti's selective recomputation does (Table 2: 34·s·b·h/t with sequence
+parallelism), and Megatron-Core runs it by default (Transformer Engine's fused attention).
+The embedding's and the output layer's activations (Korthikanti §4.3) are not counted.
 """
 
 from __future__ import annotations
@@ -109,7 +112,8 @@ def layer_activation_bytes(shape: Transformer, layout: Parallelism, microbatch: 
     t = layout.tp
     if layout.recompute:
         return Fraction(RECOMPUTED_PER_ELEMENT * sbh, t if layout.sequence_parallel else 1)
-    scores = Fraction(ACTIVATION_PER_SCORE * shape.heads * shape.sequence, shape.hidden)
+    scores = (Fraction(0) if layout.flash_attention else
+              Fraction(ACTIVATION_PER_SCORE * shape.heads * shape.sequence, shape.hidden))
     if layout.sequence_parallel:
         return sbh * (ACTIVATION_PER_ELEMENT + scores) / t
     split = ACTIVATION_PER_ELEMENT - ACTIVATION_REPLICATED

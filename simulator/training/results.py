@@ -131,6 +131,19 @@ class Step:
 
 
 @dataclass(frozen=True)
+class LayoutRow:
+    """One layout of a layout sweep: the layout, the batch per replica it runs (the global batch
+    over its DP), its busiest GPU's memory and the GPU's capacity (None: unknown), and its step
+    (None: it does not fit, so it was not simulated)."""
+
+    layout: Parallelism
+    batch: int
+    memory_bytes: int
+    capacity_bytes: int | None
+    step: Step | None
+
+
+@dataclass(frozen=True)
 class Training:
     """A training scenario's results: its name and training section, how each bucket's
     algorithm was chosen (``policy``), its step, and the steps of its sweeps (bucket caps, in
@@ -144,3 +157,5 @@ class Training:
     scale_sweep: tuple[Step, ...]
     faults: str = ""
     """The scenario's faults, labelled as the results' ``faults`` column (empty: none)."""
+    layouts: tuple[LayoutRow, ...] = ()
+    """The layout sweep's layouts, best first (empty: none asked for)."""
