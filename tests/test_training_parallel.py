@@ -148,7 +148,7 @@ def test_a_layout_that_does_not_fit_the_machine_or_model_is_refused_in_one_line(
     ({"tp": 2, "pipeline": 2}, "training.parallelism.pipeline: unknown key; expected one of tp, "
                                "pp, dp, ep, zero, microbatches, schedule, chunks, "
                                "sequence_parallel, recompute, placement, tp_across_nodes, "
-                               "imbalance, sm_contention"),
+                               "imbalance, sm_contention, flash_attention"),
     ({"schedule": "gpipe"}, "training.parallelism.schedule: expected a pipeline schedule (1f1b, "
                             "interleaved), got 'gpipe'"),
     ({"imbalance": 0.5}, "training.parallelism.imbalance: expected a factor ≥ 1 (the busiest "
