@@ -132,15 +132,39 @@ def write_training_png(training: Training, scenario: Scenario, run: RunSettings,
     scenario sweeps (:mod:`simulator.output.training_figure`)."""
     from simulator.output.training_figure import draw_sweeps, draw_timeline
 
-    figures = [("timeline", draw_timeline)]
+    paths = _parallel_figures(training, directory) if training.step.parallel is not None else []
+    figures = [] if paths else [("timeline", draw_timeline)]
     if training.cap_sweep or training.scale_sweep:
         figures.append(("sweeps", draw_sweeps))
-    paths = []
     for figure, draw in figures:
         path = directory / f"{training.scenario}-{figure}.png"
         write_atomically(path, partial(draw, training))
         paths.append(path)
     return paths
+
+
+def _parallel_figures(training: Training, directory: Path) -> list[Path]:
+    """A parallel step as it ran: ``<name>-parallel.png`` (a row per rank and stream) and
+    ``<name>-parallel.json`` (a Perfetto trace, a track per communicator), ranks named
+    globally (a folded step's units are its stages' first ranks)."""
+    from dataclasses import replace
+
+    from simulator.output.parallel_figure import draw_parallel_timeline
+    from simulator.output.perfetto import write_parallel_trace
+    from simulator.training.execute import Execution
+
+    run = training.step.parallel
+    assert run is not None
+    ranks = run.unit_ranks
+    execution = Execution(tuple(replace(span, rank=ranks[span.rank])
+                                for span in run.execution.spans), run.execution.step_s)
+    groups = {(ranks[rank], op.id): op.group for rank, op in run.graph.ops() if op.group}
+    png = directory / f"{training.scenario}-parallel.png"
+    draw_parallel_timeline(execution, png, title=f"{training.scenario}: {run.layout.label()}",
+                           ranks=sorted(set(ranks))[:8])
+    trace = directory / f"{training.scenario}-parallel.json"
+    write_parallel_trace(execution, trace, name=training.scenario, groups=groups)
+    return [png, trace]
 
 
 def _training_tables(training: Training, directory: Path, suffix: str,
