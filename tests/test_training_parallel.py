@@ -11,15 +11,17 @@ from simulator.engine.messages import Message, time_messages
 from simulator.errors import InputError
 from simulator.model.collective import Collective
 from simulator.model.faults import Straggler
+from simulator.output.chakra import write_chakra
 from simulator.plan import prepare
 from simulator.runner import settings_of
 from simulator.scenario.parse import scenario_from_dict
-from simulator.trainer import train
+from simulator.trainer import chakra_graph, train
 from simulator.trainer.costs import StepCosts
 from simulator.training.execute import execute
 from simulator.training.graph import Group, Op, OpKind, Program, StepGraph
 from simulator.training.layout import Parallelism, coordinates, groups
 from simulator.training.transformer import Transformer
+from tests.test_chakra import four_ranks, write
 
 BANDWIDTH = 10e9  # the switch's links, bytes/s
 MiB = 1 << 20
@@ -231,3 +233,44 @@ def test_tp_moves_two_allreduces_of_the_activation_per_layer_each_way():
     # stage 0 of 2 (two layers): forward 2 × 2 + the embedding's; backward 2 × 2, by layer
     assert sorted(op.count for op in tp if op.name.startswith("forward")) == [5, 5]
     assert math.isclose(sum(op.count for op in tp), 2 * (5 + 4))
+
+
+def test_a_step_written_as_chakra_traces_runs_back_to_the_same_step(tmp_path):
+    layout = {"tp": 2, "pp": 2, "microbatches": 2, "zero": 1, "sequence_parallel": True}
+    step = train(_scenario(layout)).step
+    paths = write_chakra(chakra_graph(_scenario(layout)), tmp_path, prefix="small")
+    assert len(paths) == 16
+    traced = train(scenario_from_dict({
+        "name": "traced", "topology": {"preset": "dgx_h100", "nodes": 2}, "algorithms": "auto",
+        "training": {"chakra": str(tmp_path), "gpu": "h100"}})).step
+    assert traced.step_s == pytest.approx(step.step_s, rel=1e-9)
+    assert traced.breakdown is not None and step.breakdown is not None
+    assert traced.breakdown.exposed_tp_s == pytest.approx(step.breakdown.exposed_tp_s, rel=1e-6)
+    assert traced.breakdown.bubble_s == pytest.approx(step.breakdown.bubble_s, rel=1e-6)
+
+
+def test_a_hand_written_four_rank_trace_runs_its_dependency_chain(tmp_path):
+    # tests/test_chakra.py's trace: every rank computes 1.5 ms, allreduces 1 MiB over all four,
+    # then rank 0 sends 4,096 bytes to rank 1, which then computes 2 ms, while ranks 2 and 3
+    # all-gather 2,048 bytes each on their own communicator
+    write(tmp_path, four_ranks())
+    scenario = scenario_from_dict({
+        "name": "four", "topology": {"kind": "switch", "ranks": 4, "bandwidth": "10GB/s",
+                                     "latency": "1us"},
+        "algorithms": ["ring"], "training": {"chakra": str(tmp_path)}})
+    step = train(scenario).step
+    setup, costs = _fabric(4)
+    allreduce = float(costs.result(Collective.ALLREDUCE, (0, 1, 2, 3), 1 << 20, "0").sim_time_s)
+    message = time_messages(setup.machine, [Message(0, 1, 4096, 0.0)])[0]
+    assert step.step_s == pytest.approx(1.5e-3 + allreduce + message + 2e-3, rel=1e-12)
+    assert step.breakdown is not None
+    assert step.breakdown.compute_s == pytest.approx(3.5e-3, rel=1e-12)
+
+
+def test_a_trace_of_other_ranks_than_the_machine_is_refused(tmp_path):
+    write(tmp_path, four_ranks())
+    with pytest.raises(InputError) as error:
+        train(scenario_from_dict({"name": "x", "topology": {"preset": "dgx_h100"},
+                                  "algorithms": "auto", "training": {"chakra": str(tmp_path)}}))
+    assert str(error.value) == ("<dict>: training.chakra: traces of 4 ranks for topology "
+                                "dgx_h100 of 8 GPUs: expected one trace per GPU")

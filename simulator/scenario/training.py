@@ -9,6 +9,7 @@ import math
 import re
 from collections.abc import Mapping
 from enum import Enum
+from pathlib import Path
 from typing import Literal
 
 from simulator.errors import UnitError
@@ -33,7 +34,7 @@ from simulator.units import (
 )
 
 KEYS = ("model", "batch", "gpu", "precision", "optimizer", "bucket_cap", "first_bucket",
-        "overlap", "parallelism", "sweep")
+        "overlap", "parallelism", "sweep", "chakra")
 _TARGET = re.compile(r"(?!\d)\w+(?:\.(?!\d)\w+)*:(?!\d)\w+")
 """``package.module:factory``: dotted Python names, a colon and a name; nothing else can be
 imported and called, so anything else is refused before any import is tried."""
@@ -68,9 +69,13 @@ def read_training(reader: FieldReader, value: object,
     section = reader.mapping("training", value)
     if section is None:
         return None
-    reader.check_keys(section, "training", KEYS, required=("model", "batch"))
+    traced = "chakra" in section
+    reader.check_keys(section, "training", KEYS, required=() if traced else ("model", "batch"))
     before = len(reader.problems)
+    chakra = _chakra(reader, section) if traced else None
     network = _model(reader, section.get("model"), imports) if "model" in section else None
+    if chakra is not None:
+        network = Network("chakra", (), "a Chakra trace's step", str(chakra))
     batch = reader.parse("training.batch", section.get("batch", 1), parse_count)
     precision = reader.choice("training.precision", section.get("precision", "mixed"),
                               [p.value for p in Precision], "a precision")
@@ -100,7 +105,27 @@ def read_training(reader: FieldReader, value: object,
                         precision=Precision(precision), optimizer=optimizer,
                         optimizer_s=optimizer_s, bucket_cap=cap, first_bucket=first_limit,
                         overlap=overlap, sweep_caps=caps, sweep_topology=topology,
-                        parallelism=parallelism, sweep_layouts=layouts)
+                        parallelism=parallelism, sweep_layouts=layouts, chakra=chakra)
+
+
+def _chakra(reader: FieldReader, section: Mapping[str, object]) -> Path | None:
+    """``chakra: DIR``: a directory of Chakra execution traces, named relative to the
+    scenario's own directory (where the scenario is a file), alone: the traces give the step,
+    so no model, batch, layout or sweep beside them."""
+    value = section["chakra"]
+    if not isinstance(value, str) or not value.strip():
+        reader.problem("training.chakra", f"expected a directory of Chakra traces, got {value!r}")
+        return None
+    beside = [key for key in ("model", "batch", "parallelism", "sweep") if key in section]
+    if beside:
+        reader.problem(f"training.{beside[0]}", "expected nothing of the model with a Chakra "
+                                                "trace (the traces give the step), got it "
+                                                "beside training.chakra")
+        return None
+    path = Path(value)
+    if not path.is_absolute() and not reader.file.startswith("<"):
+        path = Path(reader.file).parent / path
+    return path
 
 
 def _size_or_cap(value: object) -> int:

@@ -37,15 +37,17 @@ from simulator.model.span import Span
 from simulator.output.results import Result
 from simulator.plan import Setup, as_scenario, check_memory, prepare
 from simulator.runner import settings_of
+from simulator.scenario.chakra import read_chakra
 from simulator.scenario.parallelism import REST, resolve
 from simulator.scenario.spec import Scenario
 from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
 from simulator.trainer.collective_run import collective_run
 from simulator.trainer.layouts import sweep_layouts
-from simulator.trainer.parallel import simulate_parallel_step
+from simulator.trainer.parallel import simulate_parallel_step, simulate_traced_step, step_graph
 from simulator.training.buckets import Bucket, assign_buckets
 from simulator.training.compute import backward_s, forward_s, optimizer_s
+from simulator.training.graph import StepGraph
 from simulator.training.layout import Parallelism, layout_problems
 from simulator.training.network import Tensor
 from simulator.training.results import BucketRun, Step, Training
@@ -69,6 +71,11 @@ def train(scenario: str | Path | Mapping[str, Any] | Scenario, *, seed: int | No
     setup = prepare(scenario)
     say = progress or (lambda _: None)
     say(f"step on {setup.machine.ranks} GPUs")
+    if spec.chakra is not None:
+        graph = read_chakra(spec.chakra)
+        return Training(scenario.name, spec, _policy(scenario, setup), simulate_traced_step(
+            scenario, setup, settings, spec, graph), (), (),
+            "; ".join(fault.label() for fault in scenario.faults))
     if spec.parallelism is not None or spec.sweep_layouts:
         return _train_parallel(scenario, spec, setup, settings, say)
     step = simulate_step(scenario, setup, settings)
@@ -113,6 +120,19 @@ def _train_parallel(scenario: Scenario, spec: TrainingSpec, setup: Setup,
                     layouts)
 
 
+def chakra_graph(scenario: str | Path | Mapping[str, Any] | Scenario, *,
+                 imports: Imports = Imports.REFUSE) -> StepGraph:
+    """The scenario's training step under its layout (plain DDP without one) as an execution
+    graph of every rank, to write as Chakra traces
+    (:func:`simulator.output.chakra.write_chakra`) and run back with ``training: {chakra:
+    DIR}``: an export of the step other simulators can read."""
+    scenario = as_scenario(scenario, imports=imports)
+    spec = _spec(scenario)
+    setup = prepare(scenario)
+    layout = parallel_layout(scenario, spec, setup, spec.parallelism or Parallelism(dp=REST))
+    return step_graph(scenario, spec, layout)
+
+
 def parallel_layout(scenario: Scenario, spec: TrainingSpec, setup: Setup,
                     layout: Parallelism) -> Parallelism:
     """``layout`` on ``setup``'s machine (``dp`` left out: the GPUs TP and PP leave), or an
@@ -146,7 +166,8 @@ def _spec(scenario: Scenario) -> TrainingSpec:
                                                                "training step needs a training "
                                                                "section (docs/training.md)")])
     network = scenario.training.network
-    if not network.layers:  # read with Imports.SKIP: no reader builds a model without layers
+    # a model without layers was read with Imports.SKIP (a trace gives the step instead)
+    if not network.layers and scenario.training.chakra is None:
         raise InputError([Problem(scenario.source, "training.model", (
             f"expected a model to train, got {network.source}; read the scenario with "
             f"imports=Imports.ALLOW to import it"))])

@@ -17,6 +17,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import replace
 
+from simulator.errors import InputError, Problem
 from simulator.model.faults import Fault, Straggler, seen_by_bucket
 from simulator.plan import Setup
 from simulator.scenario.spec import Scenario
@@ -44,6 +45,37 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
     """One step of ``spec``'s model under ``layout`` on ``setup``'s machine, with ``faults``."""
     late = {f.rank: f.delay_s for f in faults if isinstance(f, Straggler)}
     plan = _plan(scenario, spec, layout, folded=not late)
+    return run_plan_graph(scenario, setup, settings, spec, plan, faults)
+
+
+def step_graph(scenario: Scenario, spec: TrainingSpec, layout: Parallelism) -> StepGraph:
+    """The step of ``spec`` under ``layout`` as a graph of every rank (ranks and communicators
+    named globally): what :func:`simulator.output.chakra.write_chakra` writes as Chakra
+    execution traces, and :func:`simulate_traced_step` runs back."""
+    return _plan(scenario, spec, layout, folded=False).graph
+
+
+def simulate_traced_step(scenario: Scenario, setup: Setup, settings: RunSettings,
+                         spec: TrainingSpec, graph: StepGraph) -> Step:
+    """The step a Chakra trace's ``graph`` gives (one program per rank of the machine; its
+    communicators as the trace declares them) on ``setup``'s machine, with the scenario's
+    faults; InputError if the trace's ranks are not the machine's."""
+    ranks = setup.machine.ranks
+    if graph.ranks != ranks:
+        raise InputError([Problem(scenario.source, "training.chakra", (
+            f"traces of {graph.ranks} ranks for topology {setup.topology.label} of {ranks} "
+            f"GPUs: expected one trace per GPU"))])
+    plan = StepPlan(graph, tuple(range(ranks)), Parallelism(dp=ranks), graph.groups,
+                    folded=False)
+    return run_plan_graph(scenario, setup, settings, spec, plan, scenario.faults)
+
+
+def run_plan_graph(scenario: Scenario, setup: Setup, settings: RunSettings, spec: TrainingSpec,
+                   plan: StepPlan, faults: tuple[Fault, ...]) -> Step:
+    """``plan``'s graph executed on ``setup``'s machine with ``faults`` (a straggler's rank
+    starts late; the others strike its collectives as they run), and where its time went."""
+    layout = plan.layout
+    late = {f.rank: f.delay_s for f in faults if isinstance(f, Straggler)}
     if late:
         plan = replace(plan, graph=_late(plan.graph, late))
     costs = StepCosts(scenario, setup, settings, gpu=spec.compute.name,
@@ -60,7 +92,8 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
 
     execution = execute(plan.graph, costs.capacity, demand)
     unit = _busiest(execution, plan.graph.ranks)
-    breakdown = _breakdown(execution, unit, spec.mfu(layout.dp, layout.gpus, execution.step_s))
+    mfu = spec.mfu(layout.dp, layout.gpus, execution.step_s) if spec.chakra is None else math.nan
+    breakdown = _breakdown(execution, unit, mfu)
     mine = [span for span in execution.spans if span.rank == unit]
     compute = [Interval(s.name, s.start_s, s.end_s) for s in mine if s.kind is OpKind.COMPUTE]
     talk = [Interval(s.name, s.start_s, s.end_s) for s in mine if s.kind is not OpKind.COMPUTE]
@@ -147,6 +180,16 @@ def _busiest(execution: Execution, units: int) -> int:
     return max(range(units), key=lambda unit: (busy[unit], -unit))
 
 
+def _kind(stream: str) -> str:
+    """What a communication stream's time counts as: a parallelism of :data:`EXPOSED` (a
+    communicator named ``tp:...`` counts as TP, and so on), any other communicator of a trace
+    as DP (what a data-parallel trace holds)."""
+    if stream in EXPOSED:
+        return stream
+    head = stream.split(":")[0]
+    return head if head in EXPOSED else "dp"
+
+
 def _breakdown(execution: Execution, unit: int, mfu: float) -> Breakdown:
     """Unit ``unit``'s step cut at every span's edge: each piece is compute if a compute runs,
     else the first of :data:`EXPOSED` whose communication runs, else bubble."""
@@ -155,10 +198,10 @@ def _breakdown(execution: Execution, unit: int, mfu: float) -> Breakdown:
                     *(s.end_s for s in spans)})
     charged = dict.fromkeys(("compute", *EXPOSED, "bubble"), 0.0)
     for a, b in itertools.pairwise(edges):
-        running = {s.stream if s.kind is not OpKind.COMPUTE or s.stream == "late" else "compute"
-                   for s in spans if s.start_s <= a and s.end_s >= b}
-        what = ("compute" if "compute" in running else
-                next((stream for stream in EXPOSED if stream in running), "bubble"))
+        kinds = {"compute" if s.kind is OpKind.COMPUTE else _kind(s.stream) for s in spans
+                 if s.start_s <= a and s.end_s >= b and s.stream != "late"}
+        what = ("compute" if "compute" in kinds else
+                next((stream for stream in EXPOSED if stream in kinds), "bubble"))
         charged[what] += b - a
     return Breakdown(charged["compute"], charged["tp"], charged["pp"], charged["dp"],
                      charged["ep"], charged["bubble"], mfu)

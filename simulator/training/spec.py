@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from simulator.training.buckets import BUCKET_CAP_BYTES, FIRST_BUCKET_BYTES
@@ -65,6 +66,8 @@ class TrainingSpec:
     """The layout (None: DDP over every GPU, the step of :mod:`simulator.trainer`)."""
     sweep_layouts: bool = False
     """``sweep: {parallelism: auto}``: rank every layout that runs on the machine."""
+    chakra: Path | None = None
+    """A directory of Chakra execution traces that give the step (None: the model does)."""
 
     @property
     def cap(self) -> int:
