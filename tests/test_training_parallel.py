@@ -192,6 +192,17 @@ def _pipeline(faults=()):
                      "optimizer": "0ms", "parallelism": {"pp": 2, "microbatches": 2}}})
 
 
+def _pipeline_of(ranks: int, parallelism: dict) -> object:
+    """A pipeline of ``ranks`` stages on a switch whose messages take no time to speak of."""
+    return scenario_from_dict({
+        "name": "pipe", "topology": {"kind": "switch", "ranks": ranks,
+                                     "bandwidth": "1000000GB/s", "latency": "0us"},
+        "algorithms": ["ring"],
+        "training": {"model": {**SMALL, "transformer": {**SMALL["transformer"], "layers": 8}},
+                     "batch": 4, "gpu": {"flops": "1TFLOP/s", "memory_bandwidth": "1TB/s"},
+                     "optimizer": "0ms", "parallelism": parallelism}})
+
+
 def test_a_straggler_in_a_pipeline_stage_stalls_it_by_the_schedule_worked_by_hand():
     shape = Transformer(layers=4, hidden=256, heads=16, kv_heads=16, ffn=1024, vocab=512,
                         sequence=64, gated=False, bias=True, tied=True, positions=0)
@@ -274,3 +285,52 @@ def test_a_trace_of_other_ranks_than_the_machine_is_refused(tmp_path):
                                   "algorithms": "auto", "training": {"chakra": str(tmp_path)}}))
     assert str(error.value) == ("<dict>: training.chakra: traces of 4 ranks for topology "
                                 "dgx_h100 of 8 GPUs: expected one trace per GPU")
+
+
+def test_interleaving_the_pipeline_shrinks_its_bubble_by_its_chunks():
+    # Narayanan et al. 2021 §2.2.2: the bubble is (p - 1)/(v·m) of the ideal time; with free
+    # messages and collectives, on a 4-stage pipeline of 4 micro-batches, v = 2 halves it
+    plain = train(_pipeline_of(4, {"pp": 4, "microbatches": 4})).step
+    interleaved = train(_pipeline_of(4, {"pp": 4, "microbatches": 4, "schedule": "interleaved",
+                                         "chunks": 2})).step
+    assert plain.breakdown is not None and interleaved.breakdown is not None
+    # the busiest stage (the last: it has the output projection) computes as long in both, and
+    # under 1F1B idles (p - 1) × (F + B) of the other stages: 3 × 3 forwards of 2 layers
+    assert interleaved.breakdown.compute_s == pytest.approx(plain.breakdown.compute_s, rel=1e-12)
+    shape = Transformer(layers=8, hidden=256, heads=16, kv_heads=16, ffn=1024, vocab=512,
+                        sequence=64, gated=False, bias=True, tied=True)
+    forward = 2 * shape.layer_flops * 64 / 1e12
+    assert plain.breakdown.bubble_s == pytest.approx(9 * forward, rel=1e-6)
+    assert interleaved.breakdown.bubble_s == pytest.approx(plain.breakdown.bubble_s / 2, rel=1e-6)
+
+
+def test_experts_exchange_tokens_all_to_all_per_moe_layer():
+    moe = {"transformer": {"layers": 2, "hidden": 256, "heads": 16, "ffn": 512, "vocab": 512,
+                           "sequence": 64, "experts": 4, "top_k": 2, "gated": True},
+           "name": "moe"}
+    scenario = scenario_from_dict({
+        "name": "moe", "topology": {"preset": "dgx_h100"}, "algorithms": "auto",
+        "training": {"model": moe, "batch": 2, "gpu": "h100",
+                     "parallelism": {"ep": 4, "imbalance": 1.5}}})
+    step = train(scenario).step
+    assert step.parallel is not None
+    exchanges = [op for op in step.parallel.graph.programs[0].ops if op.stream == "ep"]
+    # a micro-batch of 2 × 64 tokens, top-2, hidden 256, bf16, × 1.5, in 256-byte blocks a peer
+    assert {op.nbytes for op in exchanges} == {2 * 64 * 2 * 256 * 2 * 3 // 2}
+    assert sum(op.count for op in exchanges) == 2 * 2 + 2 * 2  # dispatch + combine, each way
+    assert {op.group for op in exchanges} == {"ep:0:0:0"}
+    assert step.breakdown is not None and step.breakdown.exposed_ep_s > 0
+
+
+def test_a_layout_sweep_ranks_the_layouts_that_fit_by_step_time():
+    scenario = _scenario({"tp": 2, "microbatches": 2})
+    assert scenario.training is not None
+    swept = train(replace(scenario, training=replace(scenario.training,
+                                                     sweep_layouts=True)))
+    labels = [row.layout.label() for row in swept.layouts]
+    assert len(labels) == len(set(labels)) > 4
+    times = [row.step.step_s for row in swept.layouts if row.step is not None]
+    assert times == sorted(times)
+    # every layout keeps the global batch (4 samples × dp 8) and the micro-batch of 2 samples
+    assert {row.batch * row.layout.dp for row in swept.layouts} == {32}
+    assert {row.batch // row.layout.microbatches for row in swept.layouts} == {2}

@@ -50,6 +50,10 @@ dies of 74). A GPU given by its rates (``gpu: {flops: ...}``) is taken as an H10
 
 DEFAULT_SMS = SMS["h100"]
 
+ALLTOALL = "direct"
+"""The algorithm an all-to-all runs: NCCL has no tuner choice for it, and runs it as one send
+and one receive to every peer inside a group (nccl-tests ``src/alltoall.cu``), all at once."""
+
 
 @dataclass(frozen=True)
 class CollectiveRun:
@@ -170,9 +174,11 @@ class StepCosts:
         seen = tuple(fault for fault in (_local(f, members) for f in faults) if fault)
         key = (collective, nbytes, _shape(machine, members), seen)
         if key not in self._simulated:
+            alltoall = collective is Collective.ALLTOALL  # NCCL's tuner picks nothing for it
             scenario = self.scenario if collective is self.scenario.collective else replace(
-                self.scenario, collective=collective, algorithms=None, training=None,
-                sizes=(nbytes,))  # a run of sizes: a training scenario is DDP's allreduce
+                self.scenario, collective=collective, training=None, sizes=(nbytes,),
+                algorithms=(ALLTOALL,) if alltoall else None,
+                nccl_choice=self.scenario.nccl_choice and not alltoall)  # a run of sizes
             whole = tuple(members) == tuple(range(machine.ranks))
             setup = (self.setup if whole and scenario is self.scenario
                      else group_setup(scenario, self.setup, members))

@@ -33,6 +33,7 @@ copies (:meth:`StepPlan.copies`), whose links the execution shares.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +45,10 @@ from simulator.training.layout import Parallelism, coordinates, groups, rank_of
 from simulator.training.pipeline import Pass, stage_order
 from simulator.training.program import ProgramBuilder
 from simulator.training.transformer import BF16, Transformer
+
+BLOCK = 256
+"""Bytes an all-to-all's per-peer block is rounded up to: a whole number of elements of any
+dtype, in chunks every all-to-all algorithm can cut (a rounding of at most 256 bytes a peer)."""
 
 
 @dataclass(frozen=True)
@@ -231,17 +236,25 @@ class _Stage:
                             layers, blocking=True, stream="tp", after=after)
 
     def _ep(self, name: str, count: int) -> None:
-        """The experts' all-to-alls of ``count`` dispatches and combines, blocking."""
+        """The experts' all-to-alls of ``count`` dispatches and combines, blocking; each
+        rank's buffer rounded up to whole blocks of :data:`BLOCK` bytes per peer (an
+        all-to-all sends every peer an equal block)."""
         if self.layout.ep == 1 or not self.shape.moe or count == 0:
             return
         nbytes = self.shape.top_k * self.activation * self.layout.imbalance
         if self.layout.sequence_parallel:
             nbytes /= self.layout.tp
+        whole = BLOCK * self.layout.ep
         self.out.collective(f"{name} ep all-to-all", Collective.ALLTOALL, self.ep_group,
-                        int(nbytes), 2 * count, blocking=True, stream="ep")
+                            math.ceil(nbytes / whole) * whole, 2 * count, blocking=True,
+                            stream="ep")
 
-    def _tag(self, each: Pass, forward: bool) -> int:
-        return (each.micro * self.layout.chunks + each.chunk) * 2 + (0 if forward else 1)
+    def _tag(self, each: Pass, virtual: int, forward: bool) -> int:
+        """The tag of the message into virtual stage ``virtual`` of ``each``'s micro-batch (its
+        activation, or its gradient going back): sender and receiver name it alike, whichever
+        model chunk each runs."""
+        stages = self.layout.pp * self.layout.chunks
+        return (each.micro * stages + virtual) * 2 + (0 if forward else 1)
 
     def forward(self, each: Pass) -> None:
         """A forward pass: receive, compute, TP, EP, send."""
@@ -249,7 +262,7 @@ class _Stage:
         name = f"forward {each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
         if virtual > 0:
             self.message(OpKind.RECV, f"{name} recv", (virtual - 1) % layout.pp,
-                         self.activation // layout.tp, self._tag(each, True))
+                         self.activation // layout.tp, self._tag(each, virtual, True))
         if layout.zero == 3:
             self._sharded(name, self._layers(each), 1.0, 2, 1, reduce=False)
             if virtual == self.last_virtual:
@@ -264,7 +277,8 @@ class _Stage:
             self._ep(name, self.per_chunk)
         if virtual < self.last_virtual:
             self.message(OpKind.SEND, f"{name} send", (virtual + 1) % layout.pp,
-                         self.activation // layout.tp, self._tag(each, True), after=[self.out.head]
+                         self.activation // layout.tp, self._tag(each, virtual + 1, True),
+                         after=[self.out.head]
                          if self.out.head is not None else [])
 
     def backward(self, each: Pass, *, by_layer: bool) -> list[tuple[int, int]]:
@@ -275,7 +289,7 @@ class _Stage:
         name = f"backward {each.micro}" + (f".{each.chunk}" if layout.chunks > 1 else "")
         if virtual < self.last_virtual:
             self.message(OpKind.RECV, f"{name} recv", (virtual + 1) % layout.pp,
-                         self.activation // layout.tp, self._tag(each, False))
+                         self.activation // layout.tp, self._tag(each, virtual, False))
         factor = 3.0 if layout.recompute else 2.0
         tp_per_layer = 4 if layout.recompute else 2
         ep_per_layer = 2 if layout.recompute else 1
@@ -298,7 +312,7 @@ class _Stage:
             self._ep(name, ep_per_layer * self.per_chunk)
         if virtual > 0:
             self.message(OpKind.SEND, f"{name} send", (virtual - 1) % layout.pp,
-                         self.activation // layout.tp, self._tag(each, False),
+                         self.activation // layout.tp, self._tag(each, virtual - 1, False),
                          after=[self.out.head] if self.out.head is not None else [])
         return ends
 
