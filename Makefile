@@ -23,6 +23,7 @@ bench: $(STAMP)
 gallery: $(STAMP)  # the README's figures and sample trace (docs/gallery/perfetto.png: bench/perfetto_screenshot.sh)
 	$(PY) -m simulator run scenarios/dgx.yaml --output docs/gallery --format png --quiet --trace docs/gallery/trace.json --trace-point ring:1MiB
 	$(PY) -m simulator run scenarios/train_resnet50.yaml --output docs/gallery --quiet
+	$(PY) -m simulator run scenarios/train_llama2_70b_3d.yaml --output docs/gallery --format png --quiet
 
 fidelity: $(STAMP)
 	$(PY) bench/fidelity.py --write docs/fidelity.md

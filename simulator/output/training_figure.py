@@ -80,8 +80,9 @@ def sweeps_figure(training: Training) -> Figure:
     figure = Figure(figsize=(6.0 * len(panels), 4.8))
     for i, (steps, name) in enumerate(panels, start=1):
         _sweep_panel(figure.add_subplot(1, len(panels), i), steps, name)
+    per = "replica" if training.step.parallel is not None else "GPU"
     figure.suptitle(f"{training.scenario}: {training.step.model}, batch {training.step.batch} "
-                    f"per GPU", fontsize=10)
+                    f"per {per}", fontsize=10)
     figure.tight_layout()
     return figure
 
@@ -92,7 +93,9 @@ def _sweep_panel(axes: Axes, steps: tuple[Step, ...], name: str) -> None:
     compute = [s.compute_s * ms for s in steps]
     exposed = [s.exposed_s * ms for s in steps]
     axes.bar(x, compute, color=_COLOURS["backward"], label="compute")
-    axes.bar(x, exposed, bottom=compute, color=_COLOURS["exposed"], label="exposed communication")
+    idle = ("exposed communication and bubble" if any(s.parallel for s in steps)
+            else "exposed communication")
+    axes.bar(x, exposed, bottom=compute, color=_COLOURS["exposed"], label=idle)
     labels = ([format_size(s.bucket_cap) for s in steps] if name == "cap"
               else [str(s.ranks) for s in steps])
     axes.set_xticks(x, labels, fontsize=8, rotation=45 if len(x) > 8 else 0)

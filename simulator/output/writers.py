@@ -175,6 +175,8 @@ def _training_tables(training: Training, directory: Path, suffix: str,
     for table, frame in TABLES.items():
         if table == "layouts" and not training.layouts:
             continue  # only a layout sweep has them
+        if table == "buckets" and training.step.parallel is not None:
+            continue  # a parallel step's collectives are in its trace, not DDP's buckets
         path = directory / f"{training.scenario}-{table}{suffix}"
         write_atomically(path, partial(write, frame(training)))
         paths.append(path)
