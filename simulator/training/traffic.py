@@ -101,17 +101,24 @@ class StepPlan:
 
 def model_problems(shape: Transformer, layout: Parallelism, batch: int) -> list[tuple[str, str]]:
     """What in the model does not divide over ``layout``, as (field, expected) pairs under
-    ``training.parallelism``: layers over the virtual stages, heads and key/value heads and the
-    MLP over TP (Megatron splits them by column), experts over EP, the batch over micro-batches."""
+    ``training.parallelism``: layers over the virtual stages, heads and the MLP over TP
+    (Megatron splits them by column), the key/value heads over TP or TP over them (fewer heads
+    than ranks are replicated, tp / kv_heads ranks holding each, as GQA inference and training
+    stacks do beyond Megatron-Core's own ``num_query_groups % tp == 0``; the K and V
+    projections then computed twice or more are not counted), experts over EP, the batch over
+    micro-batches."""
     problems = []
     stages = layout.pp * layout.chunks
     if shape.layers % stages:
         problems.append(("pp", f"a split of the model's {shape.layers} layers: pp × chunks = "
                                f"{stages} does not divide them"))
-    for what, count in (("heads", shape.heads), ("key/value heads", shape.kv_heads),
-                        ("MLP width", shape.ffn)):
+    for what, count in (("heads", shape.heads), ("MLP width", shape.ffn)):
         if count % layout.tp:
             problems.append(("tp", f"a divisor of the model's {count} {what}, got {layout.tp}"))
+    kv = shape.kv_heads
+    if kv % layout.tp and layout.tp % kv:  # fewer K/V heads than TP ranks: each replicated
+        problems.append(("tp", f"a divisor or a multiple of the model's {kv} key/value heads "
+                               f"(each replicated on tp / {kv} ranks), got {layout.tp}"))
     if layout.ep > 1 and shape.experts % layout.ep:
         problems.append(("ep", f"a divisor of the model's {shape.experts} experts, got "
                                f"{layout.ep}"))
