@@ -13,9 +13,11 @@ from simulator.algorithms.registry import REGISTRY
 from simulator.model.execution import Execution
 from simulator.model.nccl import LATEST
 from simulator.model.topology import BUILDERS, Param, ParamValue
+from simulator.scenario.parallelism import REST
 from simulator.scenario.rules import option_kinds
 from simulator.scenario.spec import ALL, AUTO, Scenario
 from simulator.settings import RunSettings
+from simulator.training.layout import Parallelism
 from simulator.training.spec import TrainingSpec
 from simulator.units import format_bandwidth, format_size, format_time
 from simulator.version import __version__
@@ -110,7 +112,13 @@ def training_settings(spec: TrainingSpec) -> dict[str, Any]:
         "first_bucket": format_size(spec.first_limit()),
         "overlap": spec.overlap,
     }
+    if spec.parallelism is not None:
+        described["parallelism"] = _parallelism(spec.parallelism)
+    if spec.chakra is not None:
+        described["chakra"] = str(spec.chakra)
     sweep: dict[str, Any] = {}
+    if spec.sweep_layouts:
+        sweep["parallelism"] = "auto"
     if spec.sweep_caps:
         sweep["bucket_cap"] = [format_size(cap) for cap in spec.sweep_caps]
     if spec.sweep_topology is not None:
@@ -118,6 +126,22 @@ def training_settings(spec: TrainingSpec) -> dict[str, Any]:
     if sweep:
         described["sweep"] = sweep
     return described
+
+
+def _parallelism(layout: Parallelism) -> dict[str, Any]:
+    """The layout as the section gives it (``dp`` left out where the GPUs decide it), every
+    key that is not at its default."""
+    given = {"tp": layout.tp, "pp": layout.pp, "dp": layout.dp, "ep": layout.ep,
+             "zero": layout.zero, "microbatches": layout.microbatches,
+             "schedule": layout.schedule.value, "chunks": layout.chunks,
+             "sequence_parallel": layout.sequence_parallel, "recompute": layout.recompute,
+             "placement": list(layout.placement), "tp_across_nodes": layout.tp_across_nodes,
+             "imbalance": layout.imbalance, "sm_contention": layout.sm_contention,
+             "flash_attention": layout.flash_attention}
+    plain = Parallelism()
+    defaults = {**{key: getattr(plain, key) for key in given}, "dp": REST,
+                "schedule": plain.schedule.value, "placement": list(plain.placement)}
+    return {key: value for key, value in given.items() if value != defaults[key]}
 
 
 def _topology(scenario: Scenario) -> dict[str, Any]:
