@@ -213,5 +213,4 @@ class StepCosts:
             return Demand(count * time_s, count * time_s, sm_share=share)
         rates = load[used] / work
         rates /= max(1.0, float((rates / self.capacity[used]).max()))
-        return Demand(count * time_s, count * latency, tuple(int(i) for i in used),
-                      tuple(float(r) for r in rates), share)
+        return Demand(count * time_s, count * latency, used.astype(np.int64), rates, share)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -54,8 +54,8 @@ class Demand:
 
     time_s: float
     latency_s: float
-    links: tuple[int, ...] = ()
-    rates: tuple[float, ...] = ()
+    links: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    rates: np.ndarray = field(default_factory=lambda: np.zeros(0))
     sm_share: float = 0.0
 
 
@@ -272,16 +272,15 @@ def _fill(jobs: list[_Job], capacity: np.ndarray) -> list[float]:
     """Each job's pace (a fraction of its isolated pace, at most 1) by max-min fairness over the
     links, weighted by each job's demand on them (module docstring): progressive filling, every
     job rising together until a link fills, those crossing it frozen at that level."""
-    if not jobs:
-        return []
-    entries = [(j, link, rate) for j, job in enumerate(jobs) if job.demand is not None
-               for link, rate in zip(job.demand.links, job.demand.rates, strict=True) if rate > 0]
     pace = np.ones(len(jobs))
-    if not entries:
+    demands = [job.demand for job in jobs if job.demand is not None]
+    if len(demands) < len(jobs):
+        raise ValueError("only communications share links")
+    if not demands or not any(len(d.links) for d in demands):
         return pace.tolist()
-    job_of = np.array([entry[0] for entry in entries])
-    link_of = np.array([entry[1] for entry in entries])
-    need = np.array([entry[2] for entry in entries])
+    job_of = np.repeat(np.arange(len(jobs)), [len(d.links) for d in demands])
+    link_of = np.concatenate([d.links for d in demands])
+    need = np.concatenate([d.rates for d in demands])
     used = np.bincount(link_of, weights=need, minlength=len(capacity))
     if np.all(used <= capacity * (1 + 1e-12)):
         return pace.tolist()  # nothing is shared beyond what the links hold

@@ -35,7 +35,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from simulator.model.collective import Collective
 from simulator.training.buckets import assign_buckets
@@ -79,16 +79,30 @@ class StepPlan:
     layout: Parallelism
     communicators: tuple[Group, ...]
     folded: bool
+    _members: dict[str, tuple[int, ...]] = field(init=False, repr=False, compare=False)
+    _copies: dict[tuple[int, ...], tuple[tuple[int, ...], ...]] = field(
+        init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_members", {g.name: g.ranks for g in self.communicators})
+        object.__setattr__(self, "_copies", {})
 
     def members(self, name: str) -> tuple[int, ...]:
         """The global ranks of communicator ``name``."""
-        return next(group.ranks for group in self.communicators if group.name == name)
+        return self._members[name]
 
     def copies(self, ranks: Sequence[int]) -> tuple[tuple[int, ...], ...]:
         """Every copy of a communication over global ``ranks`` that runs alongside it: itself
-        when not folded, else its images over every TP rank and DP replica (distinct sets)."""
+        when not folded, else its images over every TP rank and DP replica (distinct sets;
+        worked out once per set of ranks)."""
+        key = tuple(ranks)
+        if key not in self._copies:
+            self._copies[key] = self._images(key)
+        return self._copies[key]
+
+    def _images(self, ranks: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
         if not self.folded:
-            return (tuple(ranks),)
+            return (ranks,)
         layout, places = self.layout, [coordinates(self.layout, rank) for rank in ranks]
         seen: dict[frozenset[int], tuple[int, ...]] = {}
         for t, d in itertools.product(range(layout.tp), range(layout.dp)):
