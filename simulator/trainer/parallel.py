@@ -12,7 +12,6 @@ step's start as a DDP step times them (:func:`~simulator.model.faults.seen_by_bu
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -192,16 +191,22 @@ def _kind(stream: str) -> str:
 
 def _breakdown(execution: Execution, unit: int, mfu: float) -> Breakdown:
     """Unit ``unit``'s step cut at every span's edge: each piece is compute if a compute runs,
-    else the first of :data:`EXPOSED` whose communication runs, else bubble."""
-    spans = [s for s in execution.spans if s.rank == unit and s.end_s > s.start_s]
-    edges = sorted({0.0, execution.step_s, *(s.start_s for s in spans),
-                    *(s.end_s for s in spans)})
+    else the first of :data:`EXPOSED` whose communication runs, else bubble (a sweep over the
+    edges, counting what runs)."""
+    changes: list[tuple[float, int, str]] = []
+    for s in execution.spans:
+        if s.rank == unit and s.end_s > s.start_s and s.stream != "late":
+            kind = "compute" if s.kind is OpKind.COMPUTE else _kind(s.stream)
+            changes += [(s.start_s, 1, kind), (s.end_s, -1, kind)]
+    changes.sort()
+    running = dict.fromkeys(("compute", *EXPOSED), 0)
     charged = dict.fromkeys(("compute", *EXPOSED, "bubble"), 0.0)
-    for a, b in itertools.pairwise(edges):
-        kinds = {"compute" if s.kind is OpKind.COMPUTE else _kind(s.stream) for s in spans
-                 if s.start_s <= a and s.end_s >= b and s.stream != "late"}
-        what = ("compute" if "compute" in kinds else
-                next((stream for stream in EXPOSED if stream in kinds), "bubble"))
-        charged[what] += b - a
+    at = 0.0
+    for when, change, kind in [*changes, (execution.step_s, 0, "compute")]:
+        if when > at:
+            what = next((k for k in ("compute", *EXPOSED) if running[k]), "bubble")
+            charged[what] += when - at
+            at = when
+        running[kind] += change
     return Breakdown(charged["compute"], charged["tp"], charged["pp"], charged["dp"],
                      charged["ep"], charged["bubble"], mfu)

@@ -137,7 +137,9 @@ class _Run:
         self.active: list[_Job] = []
         self.spans: dict[tuple[int, int], Span] = {}
         self.kernels: dict[int, float] = defaultdict(float)
-        self.shared = True
+        self.computing: dict[int, list[_Job]] = defaultdict(list)
+        self.flows_moved = False  # a communication began or ended its transfer: share again
+        self.kernels_moved: set[int] = set()  # ranks whose kernels changed: slow computes again
 
     def run(self) -> Execution:
         """Start what is ready, then move from end to end until nothing runs."""
@@ -147,7 +149,7 @@ class _Run:
                     self._ready(program.rank, op, 0.0)
         while self.active:
             self._share()
-            step = min(self._until(job) for job in self.active)
+            step = min(map(self._until, self.active))
             self._advance(step)
         total = sum(len(program.ops) for program in self.graph.programs)
         if len(self.spans) < total:
@@ -187,24 +189,34 @@ class _Run:
                demand: Demand | None, start: float) -> None:
         job = _Job(ops, start, work, latency, demand)
         self.active.append(job)
-        if demand is not None and demand.sm_share:
+        if demand is None:
+            self.computing[job.ranks[0]].append(job)
+            self._slow(job)
+            return
+        self.flows_moved = self.flows_moved or latency <= 0
+        if demand.sm_share:
             for rank in job.ranks:
                 self.kernels[rank] += demand.sm_share
-        self.shared = False
+            self.kernels_moved.update(job.ranks)
 
     def _share(self) -> None:
-        """Set every running job's rate: communications by weighted max-min over the links,
-        computes by the SMs the kernels on their GPU hold."""
-        if self.shared:
-            return
-        self.shared = True
-        flowing = [job for job in self.active if job.demand is not None and job.latency <= 0]
-        for job, rate in zip(flowing, _fill(flowing, self.capacity), strict=True):
-            self._set(job, rate)
-        for job in self.active:
-            if job.demand is None:
-                held = self.kernels.get(job.ranks[0], 0.0)
-                self._set(job, max(MIN_COMPUTE_RATE, 1.0 - held) if held > 0 else 1.0)
+        """Set the rates that what began or ended since changed: the communications' by
+        weighted max-min over the links, the computes' on GPUs whose kernels changed by the SMs
+        those hold."""
+        if self.flows_moved:
+            self.flows_moved = False
+            flowing = [job for job in self.active if job.demand is not None and job.latency <= 0]
+            for job, rate in zip(flowing, _fill(flowing, self.capacity), strict=True):
+                self._set(job, rate)
+        for rank in self.kernels_moved:
+            for job in self.computing.get(rank, ()):
+                self._slow(job)
+        self.kernels_moved.clear()
+
+    def _slow(self, job: _Job) -> None:
+        """A compute's rate beside the kernels running on its GPU."""
+        held = self.kernels.get(job.ranks[0], 0.0)
+        self._set(job, max(MIN_COMPUTE_RATE, 1.0 - held) if held > 0 else 1.0)
 
     @staticmethod
     def _set(job: _Job, rate: float) -> None:
@@ -224,7 +236,7 @@ class _Run:
             if job.latency > 0:
                 job.latency -= step
                 if job.latency <= EPSILON:
-                    job.latency, self.shared = 0.0, False
+                    job.latency, self.flows_moved = 0.0, True
             else:
                 job.work -= step * job.rate
             if job.latency <= 0 and job.work <= EPSILON * max(1.0, job.rate):
@@ -232,7 +244,6 @@ class _Run:
         if not finished:
             return
         self.active = [job for job in self.active if job not in finished]
-        self.shared = False
         for job in finished:
             self._finish(job)
 
@@ -240,11 +251,16 @@ class _Run:
         isolated = (job.demand.time_s if job.demand is not None
                     else job.ops[0][1].duration_s)
         end = job.start + isolated if job.pure else self.now
+        if job.demand is None:
+            self.computing[job.ranks[0]].remove(job)
+        else:
+            self.flows_moved = True
         if job.demand is not None and job.demand.sm_share:
             for rank in job.ranks:
                 self.kernels[rank] -= job.demand.sm_share
                 if self.kernels[rank] <= EPSILON:
                     del self.kernels[rank]
+            self.kernels_moved.update(job.ranks)
         for rank, op in job.ops:
             self.spans[(rank, op.id)] = Span(rank, op.id, op.name, op.kind, op.stream, job.start,
                                              end, isolated)
