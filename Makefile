@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench fidelity gallery clean
+.PHONY: run test lint bench fidelity training-checks gallery clean
 
 run: $(STAMP)
 	$(PY) -m simulator run scenarios/dgx.yaml --trace results/dgx-h100/trace.json --trace-point ring:1MiB
@@ -27,6 +27,9 @@ gallery: $(STAMP)  # the README's figures and sample trace (docs/gallery/perfett
 
 fidelity: $(STAMP)
 	$(PY) bench/fidelity.py --write docs/fidelity.md
+
+training-checks: $(STAMP)  # issue 39's checks: Megatron-LM's Table 1, LLaMA-2-70B layouts, speed
+	$(PY) bench/megatron.py --write docs/training-checks.md
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
