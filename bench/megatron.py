@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -32,12 +33,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import simulator
 from simulator import train
 from simulator.errors import SimulatorError
 from simulator.training.compute import A100_EFFICIENCY, ACCELERATORS, Optimizer
 from simulator.training.layout import Parallelism, Schedule
 from simulator.training.memory import layout_memory
 from simulator.training.results import Breakdown, Training
+from simulator.training.traffic import model_problems
 from simulator.training.transformer import Transformer
 
 T = 1e12
@@ -343,13 +346,22 @@ WHY = """Where and why the simulation differs from the paper (nothing here is tu
 LLAMA_BATCH = 1024
 """Sequences per step: LLaMA 2's 4 M tokens a batch (Touvron et al. 2023b, §2.2) of 4,096."""
 
-LLAMA_KV_HEADS = 16
-"""Key/value heads of the model every layout below runs. LLaMA-2-70B has 8 (grouped-query
-attention), and Megatron splits them over TP (``num_query_groups`` divided by the TP size in
-Megatron-Core's attention), so TP 16 cannot run the model as published; the simulator
-refuses it likewise. The comparison therefore runs LLaMA-2-70B's shape with 16 key/value
-heads (each layer's K and V projections 2 × 8192 × 1024 larger: +1.9 % parameters, the
-same TP traffic, b·s·h per collective), every layout on the same model."""
+LLAMA_KV_HEADS = 8
+"""LLaMA-2-70B's key/value heads (grouped-query attention; Touvron et al. 2023b, Table 1)."""
+
+WIDER_KV_HEADS = 16
+"""Key/value heads of the stand-in model when the tree refuses TP 16 over 8 of them, as
+Megatron-Core does (it divides ``num_query_groups`` by the TP size): LLaMA-2-70B's shape with
+16 (each layer's K and V projections 2 × 8192 × 1024 larger, +1.9 % parameters, the same TP
+traffic, b·s·h per collective), every layout then on the same model."""
+
+
+def llama_kv_heads() -> int:
+    """The key/value heads the comparison runs: LLaMA-2-70B's own 8 if this tree lets TP 16
+    split them (replicating each on two ranks), else :data:`WIDER_KV_HEADS`."""
+    tp16 = Parallelism(tp=16, pp=4, dp=8, microbatches=128)
+    refused = model_problems(llama_shape(LLAMA_KV_HEADS), tp16, 128)
+    return WIDER_KV_HEADS if refused else LLAMA_KV_HEADS
 
 
 @dataclass(frozen=True)
@@ -395,17 +407,19 @@ it fits 80 GB), then with plain DDP and full recomputation instead (which also f
 allreduces only). Micro-batches of one sequence, 1F1B."""
 
 
-def llama_shape() -> Transformer:
-    """LLaMA-2-70B (the ``llama2_70b`` preset's shape) with :data:`LLAMA_KV_HEADS`."""
-    return Transformer(layers=80, hidden=8192, heads=64, kv_heads=LLAMA_KV_HEADS, ffn=28672,
+def llama_shape(kv_heads: int) -> Transformer:
+    """LLaMA-2-70B (the ``llama2_70b`` preset's shape: Touvron et al. 2023b, Table 1, and
+    meta-llama/Llama-2-70b-hf's config) with ``kv_heads`` key/value heads."""
+    return Transformer(layers=80, hidden=8192, heads=64, kv_heads=kv_heads, ffn=28672,
                        vocab=32000, sequence=4096, gated=True)
 
 
-def llama_scenario(layout: LlamaLayout, *, preset: bool = False) -> dict[str, Any]:
-    """``layout`` on 64 DGX H100 of the SuperPOD preset (512 GPUs); the ``llama2_70b`` preset
-    itself when ``preset`` (8 key/value heads), else :func:`llama_shape`."""
-    shape = llama_shape()
-    model: object = "llama2_70b" if preset else {"name": "llama2_70b_kv16", "transformer": {
+def llama_scenario(layout: LlamaLayout, kv_heads: int = LLAMA_KV_HEADS) -> dict[str, Any]:
+    """``layout`` on 64 DGX H100 of the SuperPOD preset (512 GPUs): the ``llama2_70b`` preset,
+    or its shape with ``kv_heads`` key/value heads if that is not its 8."""
+    shape = llama_shape(kv_heads)
+    model: object = "llama2_70b" if kv_heads == LLAMA_KV_HEADS else {
+        "name": f"llama2_70b_kv{kv_heads}", "transformer": {
         "layers": shape.layers, "hidden": shape.hidden, "heads": shape.heads,
         "kv_heads": shape.kv_heads, "ffn": shape.ffn, "vocab": shape.vocab,
         "sequence": shape.sequence, "gated": True}}
@@ -424,14 +438,17 @@ def llama_section() -> str:
     """The layouts of :data:`LLAMA_LAYOUTS` on 512 H100s, and the margin; a markdown section."""
     capacity = ACCELERATORS["h100"].memory_capacity
     assert capacity is not None
+    kv_heads = llama_kv_heads()
     lines = [
         "## LLaMA-2-70B on 64 DGX H100: TP 8 inside the node against TP 16 across nodes", "",
         f"512 H100s (`dgx_h100_superpod`, `nodes: 64`), {LLAMA_BATCH} sequences of 4,096 "
         "tokens a step (LLaMA 2's 4 M tokens, Touvron et al. 2023b §2.2), micro-batches of "
-        "one sequence under 1F1B, Adam, NCCL's choice for every collective. The model is "
-        f"LLaMA-2-70B's shape with {LLAMA_KV_HEADS} key/value heads instead of 8, for every "
-        "layout: TP 16 cannot split 8 (Megatron-Core divides the query groups over TP, and "
-        "the simulator refuses it likewise). Memory: one GPU of stage 0 "
+        "one sequence under 1F1B, Adam, NCCL's choice for every collective. " + (
+            "The model is the `llama2_70b` preset, its 8 key/value heads replicated on two "
+            "ranks each under TP 16." if kv_heads == LLAMA_KV_HEADS else
+            f"The model is LLaMA-2-70B's shape with {kv_heads} key/value heads instead of 8, "
+            "for every layout: this tree refuses TP 16 over 8 (as Megatron-Core does, which "
+            "divides the query groups over TP).") + " Memory: one GPU of stage 0 "
         "(simulator/training/memory.py) against the H100's 80 GB.", "",
         "| layout | TP across nodes | memory (GB) | step (s) | compute (s) | TP (s) | PP (s) | "
         "DP (s) | bubble (s) | MFU | TP collectives, each alone | wall (s) | load (1, 5, 15 "
@@ -439,9 +456,9 @@ def llama_section() -> str:
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|"]
     results: list[tuple[LlamaLayout, Outcome]] = []
     for layout in LLAMA_LAYOUTS:
-        memory = layout_memory(llama_shape(), layout.parallelism(), microbatch=1,
+        memory = layout_memory(llama_shape(kv_heads), layout.parallelism(), microbatch=1,
                                optimizer=Optimizer.ADAM).total
-        outcome = simulate(llama_scenario(layout))
+        outcome = simulate(llama_scenario(layout, kv_heads))
         results.append((layout, outcome))
         cells = (f"| {layout.label} | {'yes' if layout.tp > 8 else 'no'} | "
                  f"{memory / GB:.1f}{'' if memory <= capacity else ' (does not fit)'} | ")
@@ -507,7 +524,7 @@ def speed_section() -> str:
              "most 5 minutes. Printed, not asserted.", ""]
     for layout in (SPEED_LAYOUT, SPEED_FALLBACK):
         before = load_average()
-        outcome = simulate(llama_scenario(layout, preset=True))
+        outcome = simulate(llama_scenario(layout))
         if outcome.error:
             lines.append(f"- one step of `llama2_70b` on 512 GPUs ({layout.label}): did not "
                          f"run: `{outcome.error}`")
@@ -523,7 +540,7 @@ def speed_section() -> str:
                      "`sweep: {parallelism: auto}` but does not run it yet.")
     else:
         before = load_average()
-        scenario = llama_scenario(SPEED_LAYOUT, preset=True)
+        scenario = llama_scenario(SPEED_LAYOUT)
         scenario["topology"]["nodes"] = SWEEP_NODES
         training = scenario["training"]
         training["batch"] = LLAMA_BATCH // 8
@@ -538,6 +555,16 @@ def speed_section() -> str:
                      f"load {before} before, {outcome.load} after.")
     lines.append("")
     return "\n".join(lines)
+
+
+def tree() -> str:
+    """Which simulator ran: its package's directory and that checkout's commit (``git
+    rev-parse --short HEAD`` there; "unknown" outside a git checkout)."""
+    where = Path(simulator.__file__).resolve().parent
+    found = subprocess.run(["git", "-C", str(where), "rev-parse", "--short", "HEAD"],
+                           capture_output=True, text=True, check=False)
+    commit = found.stdout.strip() if found.returncode == 0 else "unknown"
+    return f"the simulator of commit {commit}"
 
 
 PAGE_HEAD = """# Training checks: Megatron-LM's scaling runs, a layout ranking, speed
@@ -564,7 +591,8 @@ def main(argv: list[str] | None = None) -> int:
     sections = [megatron_section(rows), llama_section(), speed_section()]
     print(sections[-1], flush=True)
     if args.write:
-        args.write.write_text(PAGE_HEAD + "\n".join(sections), encoding="utf-8")
+        args.write.write_text(PAGE_HEAD.format(tree=tree()) + "\n".join(sections),
+                              encoding="utf-8")
         print(f"# wrote {args.write}")
     return 0
 

@@ -7,7 +7,6 @@ import pytest
 
 from bench.megatron import (
     TABLE_1,
-    LlamaLayout,
     Outcome,
     PaperRow,
     achieved_tflops,
@@ -70,14 +69,16 @@ def test_pipelined_rows_meet_the_interleaved_condition() -> None:
 
 
 def test_a_refused_run_is_kept_as_its_message() -> None:
-    layout = LlamaLayout(16, 1, 1, 0, False, False)
+    # TP 16 on nodes of 8 GPUs without tp_across_nodes: refused at parse time, one line.
     scenario = {
         "name": "refused", "algorithms": "auto",
         "topology": {"preset": "dgx_h100_superpod", "nodes": 2},
-        "training": {"model": "llama2_70b", "batch": 1, "gpu": "h100",
-                     "parallelism": {"tp": layout.tp, "pp": 1, "dp": 1,
-                                     "tp_across_nodes": True}}}
+        "training": {"model": {"name": "small", "transformer": {
+            "layers": 2, "hidden": 256, "heads": 16, "vocab": 1024, "sequence": 128}},
+            "batch": 1, "gpu": "h100", "parallelism": {"tp": 16, "pp": 1, "dp": 1}}}
     outcome = simulate(scenario)
-    assert outcome.error == ("<dict>: training.parallelism.tp: a divisor of the model's 8 "
-                             "key/value heads, got 16")
+    assert outcome.error == ("<dict>: training.parallelism.tp: TP groups inside one node of 8 "
+                             "GPUs, got tp 16 placed across nodes (say tp_across_nodes: true "
+                             "to mean it)")
     assert outcome.breakdown is None
+    assert math.isnan(outcome.step_s)
