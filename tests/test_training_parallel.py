@@ -334,3 +334,19 @@ def test_a_layout_sweep_ranks_the_layouts_that_fit_by_step_time():
     # every layout keeps the global batch (4 samples × dp 8) and the micro-batch of 2 samples
     assert {row.batch * row.layout.dp for row in swept.layouts} == {32}
     assert {row.batch // row.layout.microbatches for row in swept.layouts} == {2}
+
+
+def test_a_link_fault_strikes_the_communicator_whose_route_it_is_on():
+    # one direction of rank 0's NIC cable at a quarter: only stage 0's DP group (ranks 0 and 8
+    # of two DGX H100) crosses it; the step is run rank by rank and timed healthy beside
+    scenario = _scenario({"tp": 8, "microbatches": 2, "zero": 1})
+    faulted = replace(scenario, faults=scenario_from_dict({
+        "name": "f", "topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": ["1MiB"],
+        "faults": [{"kind": "link_degraded", "link": ["n0.nic0", "leaf"], "factor": 0.25,
+                    "both": True}]}).faults)
+    training = train(faulted)
+    step = training.step
+    assert step.parallel is not None and len(step.parallel.unit_ranks) == 16
+    times = {(kind, group): time for kind, _, group, _, _, time, _ in step.parallel.collectives}
+    assert times[("reduce_scatter", "dp:0:0")] > times[("reduce_scatter", "dp:0:1")]
+    assert step.step_s > step.healthy_step_s == train(scenario).step.step_s

@@ -31,10 +31,17 @@ def format_parallel(training: Training) -> str:
         f"#{'collective':>15} {'size(B)':>12} {'communicator':>14} {'algorithm':>18} "
         f"{'time(us)':>10} verified",
     ]
-    lines += [f"{kind:>16} {nbytes:>12} {group:>14} "
+    alike: dict[tuple[str, int, str, str, float, bool | None], list[str]] = {}
+    for kind, nbytes, group, name, protocol, time, verified in run.collectives:
+        alike.setdefault((kind, nbytes, name, protocol, time, verified), []).append(group)
+    lines += [f"{kind:>16} {nbytes:>12} {_groups(groups):>14} "
               f"{f'{name}/{protocol}' if protocol else name:>18} {time * 1e6:>10.2f} "
               f"{_mark(verified):>8}"
-              for kind, nbytes, group, name, protocol, time, verified in run.collectives]
+              for (kind, nbytes, name, protocol, time, verified), groups in alike.items()]
+    if training.faults:
+        lines.append(f"# Faults: {training.faults} (times from the step's start): step "
+                     f"{step.healthy_step_s * 1e3:.3f} ms healthy, {step.step_s * 1e3:.3f} ms "
+                     f"faulted (x{step.step_s / step.healthy_step_s:.3f})")
     if training.cap_sweep:
         lines += [f"# bucket-cap sweep on {step.ranks} GPUs", header("cap")]
         lines += [row(s, format_size(s.bucket_cap)) for s in training.cap_sweep]
@@ -97,6 +104,11 @@ def row(step: Step, first: str | None = None) -> str:
             f"{b.exposed_pp_s * 1e3:>9.3f} {b.exposed_dp_s * 1e3:>9.3f} "
             f"{b.exposed_ep_s * 1e3:>9.3f} {step.step_s * 1e3:>10.3f} {b.mfu * 100:>5.1f}% "
             f"{_mark(step.verified):>8}")
+
+
+def _groups(names: list[str]) -> str:
+    """The communicators a row stands for: the first, and how many more ran alike."""
+    return names[0] if len(names) == 1 else f"{names[0]} +{len(names) - 1}"
 
 
 def _schedule(step: Step) -> str:

@@ -101,6 +101,10 @@ def _train_parallel(scenario: Scenario, spec: TrainingSpec, setup: Setup,
     layout = parallel_layout(scenario, spec, setup, spec.parallelism or Parallelism(dp=REST))
     step = simulate_parallel_step(scenario, setup, settings, spec, layout, scenario.faults)
     timed = replace(settings, verify=False)
+    if scenario.faults:  # the same step healthy, as a DDP step's healthy_step_s
+        healthy = simulate_parallel_step(scenario, prepare(scenario, faults=()), timed, spec,
+                                         layout, ())
+        step = replace(step, healthy_step_s=healthy.step_s)
     caps = []
     for cap in spec.sweep_caps:
         say(f"step with buckets of {format_size(cap)}")

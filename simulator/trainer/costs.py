@@ -172,7 +172,9 @@ class StepCosts:
         with ``faults`` (ranks named globally)."""
         machine = self.setup.machine
         seen = tuple(fault for fault in (_local(f, members) for f in faults) if fault)
-        key = (collective, nbytes, _shape(machine, members), seen)
+        # alike communicators share a run, but a fault may strike one and not another
+        key = (collective, nbytes, _shape(machine, members) if not seen else tuple(members),
+               seen)
         if key not in self._simulated:
             alltoall = collective is Collective.ALLTOALL  # NCCL's tuner picks nothing for it
             scenario = self.scenario if collective is self.scenario.collective else replace(

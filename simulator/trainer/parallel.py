@@ -4,8 +4,8 @@ communicator's machine (:mod:`simulator.trainer.costs`), and every rank's operat
 together on the one fabric (:mod:`simulator.training.execute`); then where the step's time went
 (:class:`~simulator.training.results.Breakdown`).
 
-Faults: a straggler's rank starts the step ``delay`` late (the step is then run rank by rank,
-not folded, since its ranks no longer run alike); a slow GPU reduces slowly in every collective
+Faults (the step is then run rank by rank, not folded, since its ranks no longer run alike): a
+straggler's rank starts the step ``delay`` late; a slow GPU reduces slowly in every collective
 it is a member of; a link fault strikes the collectives running when it does, timed from the
 step's start as a DDP step times them (:func:`~simulator.model.faults.seen_by_bucket`).
 """
@@ -42,8 +42,7 @@ def simulate_parallel_step(scenario: Scenario, setup: Setup, settings: RunSettin
                            spec: TrainingSpec, layout: Parallelism,
                            faults: tuple[Fault, ...]) -> Step:
     """One step of ``spec``'s model under ``layout`` on ``setup``'s machine, with ``faults``."""
-    late = {f.rank: f.delay_s for f in faults if isinstance(f, Straggler)}
-    plan = _plan(scenario, spec, layout, folded=not late)
+    plan = _plan(scenario, spec, layout, folded=not faults)  # faulted ranks run unlike the rest
     return run_plan_graph(scenario, setup, settings, spec, plan, faults)
 
 
