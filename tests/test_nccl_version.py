@@ -169,3 +169,13 @@ def test_an_unknown_version_is_a_one_line_error():
     assert [str(p) for p in error.value.problems] == [
         "s.yaml: nccl.version: expected the NCCL whose tuner picks: 2.26, 2.30, 2.31 (2.26: "
         "NCCL 2.26-2.27; 2.30: 2.30.x; 2.31: the 2.31.0a7 dev source), got '2.27'"]
+
+
+@pytest.mark.parametrize("version", [2.2999, ".", "1.2.3", 2.305])
+def test_a_version_close_to_a_known_one_is_not_that_one(version):
+    # issue 40: 2.2999 was read as 2.30 (it rounds to it); a version names one exactly
+    with pytest.raises(InputError) as error:
+        scenario_from_dict(scenario(version=version), source="s.yaml")
+    assert [str(p) for p in error.value.problems] == [
+        "s.yaml: nccl.version: expected the NCCL whose tuner picks: 2.26, 2.30, 2.31 (2.26: "
+        f"NCCL 2.26-2.27; 2.30: 2.30.x; 2.31: the 2.31.0a7 dev source), got {version!r}"]

@@ -92,9 +92,15 @@ VERSIONS = ", ".join(f"{v.value}" for v in Version)
 
 def version_of(value: object) -> Version | None:
     """The :class:`~simulator.model.nccl.Version` a scenario's ``nccl.version`` names (a text
-    such as "2.26", or the number YAML reads 2.26 as), or None."""
-    text = f"{value:.2f}" if isinstance(value, float) else value
-    return next((v for v in Version if v.value == text), None) if isinstance(text, str) else None
+    such as "2.26", or the number YAML reads 2.26 as: exactly that number, so 2.2999 names
+    none), or None.
+
+    >>> version_of(2.3), version_of("2.30"), version_of(2.2999)
+    (<Version.V2_30: '2.30'>, <Version.V2_30: '2.30'>, None)
+    """
+    if isinstance(value, float):
+        return next((v for v in Version if float(v.value) == value), None)
+    return next((v for v in Version if v.value == value), None) if isinstance(value, str) else None
 
 
 @dataclass(frozen=True)
