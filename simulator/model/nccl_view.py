@@ -279,6 +279,23 @@ def _number(source: str, element: XmlElement, key: str, kind: type[int] | type[f
     return value
 
 
+MAX_GRAPH_BANDWIDTH = 10_000.0
+"""The most GB/s a searched graph's channel may say it carries: NCCL's search speeds top out
+two orders of magnitude below (96 GB/s, ``sm100SpeedArrayInter``, src/graph/search.cc:1064 of
+v2.30.7), so anything above is a damaged line, not a machine."""
+
+
+def _bandwidth(source: str, number: int, text: str) -> float:
+    """A Pattern line's ``bw`` figure as GB/s: finite, at most :data:`MAX_GRAPH_BANDWIDTH`
+    (a 400-digit figure is refused, not read as infinity), quoting at most 80 characters."""
+    value = float(text)
+    if not (math.isfinite(value) and value <= MAX_GRAPH_BANDWIDTH):
+        shown = text if len(text) <= 80 else text[:80] + "…"
+        raise _error(source, number, f"expected bw in GB/s of at most "
+                                     f"{MAX_GRAPH_BANDWIDTH:,.0f}, got {shown}")
+    return value
+
+
 def _identified(source: str, searched: list[tuple[int, re.Match[str]]]
                 ) -> tuple[SearchedGraph, ...]:
     """The ``Pattern`` lines as graphs: the first is the ring's (pattern 4), the second the
@@ -295,8 +312,9 @@ def _identified(source: str, searched: list[tuple[int, re.Match[str]]]
         if graph_id < 0:
             raise _error(source, number, f"expected a CollNet or NVLS graph after the tree's "
                                          f"(Pattern 3, 5 or 6), got Pattern {pattern}")
-        graphs.append(SearchedGraph(graph_id, pattern, int(found["n"]), float(found["intra"]),
-                                    float(found["inter"]), found["ti"], found["te"]))
+        intra, inter = (_bandwidth(source, number, found[key]) for key in ("intra", "inter"))
+        graphs.append(SearchedGraph(graph_id, pattern, int(found["n"]), intra, inter,
+                                    found["ti"], found["te"]))
     return tuple(graphs)
 
 
