@@ -214,7 +214,10 @@ BROKEN = [
      "<nvlink> at line 18: unknown tclass 0x070000: expected 0x068000 (an NVSwitch), 0x03xxxx "
      "(a GPU) or 0x068001 (the CPU)"),
     ('speed="400000"', 'speed="-1"', 1,
-     "<net> at line 13: expected speed to be a whole number ≥ 1, got '-1'"),
+     "<net> at line 13: expected speed to be a whole number from 1 to 2147483647, got '-1'"),
+    (' sm="90"', ' sm="' + "9" * 30 + '"', 1,  # issue 40: taken as is before
+     "<gpu> at line 17: expected sm to be a whole number from 1 to 2147483647, got '"
+     + "9" * 30 + "'"),
     ('rank="1"', 'rank="0"', 1,
      "<gpu> at line 32: expected each rank once, got rank=\"0\" here and at line 17"),
     ('<nvlink target="0000:05:00.0" count="5" tclass="0x068000"/>', "<nvswitch/>", 1,

@@ -69,6 +69,11 @@ MEANING = {"version": "1", "numaid": "the NUMA node", "arch": "x86_64 or arm64",
            "tclass": "the target's PCI class, e.g. 0x068000", "speed": "in Mb/s, e.g. 400000"}
 """What each required attribute holds, for the line that says it is missing."""
 
+INT_MAX = 2**31 - 1
+"""The largest value of the C ``int`` NCCL reads an integer attribute into."""
+MAX_DIGITS = 32
+"""Characters of an integer attribute worth parsing: more cannot be an ``int``."""
+
 
 PCIE_X16_BPS = {"2.5": 4.0e9, "5": 8.0e9, "8": 15.75e9, "16": 31.5e9, "32": 63.0e9,
                 "64": 121.0e9}
@@ -301,16 +306,20 @@ class _Reader:
         return value
 
     def whole(self, element: XmlElement, name: str, least: int = 0) -> int | None:
-        """An integer attribute as NCCL reads it (``strtol``, base 0: decimal or 0x hex)."""
+        """An integer attribute as NCCL reads it (``strtol``, base 0: decimal or 0x hex) into a
+        C ``int`` (``xmlGetAttrInt``, src/graph/xml.h): at least ``least`` and at most
+        :data:`INT_MAX` (a 30-digit ``sm`` is refused, not taken)."""
         value = self.text(element, name)
         if value is None:
             return None
         try:
-            number = int(value.strip(), 0)
+            number = int(value.strip(), 0) if len(value) <= MAX_DIGITS else None
         except ValueError:
             number = None
-        if number is None or number < least:
-            self.problem(element, f"expected {name} to be a whole number ≥ {least}, got {value!r}")
+        if number is None or not least <= number <= INT_MAX:
+            shown = repr(value) if len(value) <= 80 else repr(value[:80]) + "…"
+            self.problem(element, f"expected {name} to be a whole number from {least} to "
+                                  f"{INT_MAX}, got {shown}")
             return None
         return number
 
