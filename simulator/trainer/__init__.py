@@ -102,8 +102,8 @@ def _train_parallel(scenario: Scenario, spec: TrainingSpec, setup: Setup,
     step = simulate_parallel_step(scenario, setup, settings, spec, layout, scenario.faults)
     timed = replace(settings, verify=False)
     if scenario.faults:  # the same step healthy, as a DDP step's healthy_step_s
-        healthy = simulate_parallel_step(scenario, prepare(scenario, faults=()), timed, spec,
-                                         layout, ())
+        # the setup holds no fault (a point applies them as it is planned): the same machine
+        healthy = simulate_parallel_step(scenario, setup, timed, spec, layout, ())
         step = replace(step, healthy_step_s=healthy.step_s)
     caps = []
     for cap in spec.sweep_caps:

@@ -19,7 +19,7 @@ from simulator.plan import Setup
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
 from simulator.trainer.parallel import simulate_parallel_step
-from simulator.training.layout import Parallelism, layout_problems
+from simulator.training.layout import Parallelism, Schedule, layout_problems
 from simulator.training.memory import layout_memory
 from simulator.training.results import LayoutRow
 from simulator.training.spec import TrainingSpec
@@ -56,7 +56,7 @@ def candidates(spec: TrainingSpec, base: Parallelism, gpus: int, per_node: int
             for ep in (divisors(dp) if shape.moe else [1]):
                 layout = replace(base, tp=tp, pp=pp, dp=dp, ep=ep, microbatches=batch // micro,
                                  chunks=base.chunks if pp > 1 else 1,
-                                 schedule=base.schedule if pp > 1 else type(base.schedule)("1f1b"))
+                                 schedule=base.schedule if pp > 1 else Schedule.ONE_F_ONE_B)
                 if (not layout_problems(layout, gpus, per_node)
                         and not model_problems(shape, layout, batch)):
                     found.append((layout, batch))

@@ -120,6 +120,16 @@ def rank_of(layout: Parallelism, *, tp: int, pp: int, ep: int, outer: int) -> in
     return rank
 
 
+def group_name(kind: str, *index: int) -> str:
+    """A communicator's name: its kind and the indices that place it (:func:`groups` says
+    which), as ``tp:S:D``.
+
+    >>> group_name("ep", 0, 1, 2)
+    'ep:0:1:2'
+    """
+    return ":".join((kind, *map(str, index)))
+
+
 def groups(layout: Parallelism) -> tuple[Group, ...]:
     """Every communicator of the layout with more than one rank: per stage and DP index a TP
     group (``tp:S:D``); per stage and TP rank a dense DP group (``dp:S:T``); per TP rank and DP
@@ -137,20 +147,20 @@ def groups(layout: Parallelism) -> tuple[Group, ...]:
 
     for s in range(layout.pp):
         for d in range(layout.dp):
-            found.append(Group(f"tp:{s}:{d}", tuple(rank(t, s, *dense(d))
+            found.append(Group(group_name("tp", s, d), tuple(rank(t, s, *dense(d))
                                                      for t in range(layout.tp))))
         for t in range(layout.tp):
-            found.append(Group(f"dp:{s}:{t}", tuple(rank(t, s, *dense(d))
+            found.append(Group(group_name("dp", s, t), tuple(rank(t, s, *dense(d))
                                                      for d in range(layout.dp))))
             for o in range(sizes["dp"]):
-                found.append(Group(f"ep:{s}:{t}:{o}", tuple(rank(t, s, e, o)
+                found.append(Group(group_name("ep", s, t, o), tuple(rank(t, s, e, o)
                                                             for e in range(layout.ep))))
             for e in range(layout.ep):
-                found.append(Group(f"edp:{s}:{t}:{e}", tuple(rank(t, s, e, o)
+                found.append(Group(group_name("edp", s, t, e), tuple(rank(t, s, e, o)
                                                              for o in range(sizes["dp"]))))
     for t in range(layout.tp):
         for d in range(layout.dp):
-            found.append(Group(f"pp:{t}:{d}", tuple(rank(t, s, *dense(d))
+            found.append(Group(group_name("pp", t, d), tuple(rank(t, s, *dense(d))
                                                      for s in range(layout.pp))))
     return tuple(group for group in found if len(group.ranks) > 1)
 

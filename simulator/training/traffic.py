@@ -41,7 +41,7 @@ from simulator.model.collective import Collective
 from simulator.training.buckets import assign_buckets
 from simulator.training.compute import Optimizer
 from simulator.training.graph import Group, OpKind, Program, StepGraph
-from simulator.training.layout import Parallelism, coordinates, groups, rank_of
+from simulator.training.layout import Parallelism, coordinates, group_name, groups, rank_of
 from simulator.training.pipeline import Pass, stage_order
 from simulator.training.program import ProgramBuilder
 from simulator.training.transformer import BF16, Transformer
@@ -189,19 +189,23 @@ class _Stage:
 
     @property
     def tp_group(self) -> str:
-        return f"tp:{self.stage}:{self.place.dp}"
+        """This rank's TP communicator."""
+        return group_name("tp", self.stage, self.place.dp)
 
     @property
     def dp_group(self) -> str:
-        return f"dp:{self.stage}:{self.place.tp}"
+        """This rank's dense data-parallel communicator."""
+        return group_name("dp", self.stage, self.place.tp)
 
     @property
     def ep_group(self) -> str:
-        return f"ep:{self.stage}:{self.place.tp}:{self.place.outer}"
+        """This rank's expert-parallel communicator."""
+        return group_name("ep", self.stage, self.place.tp, self.place.outer)
 
     @property
     def edp_group(self) -> str:
-        return f"edp:{self.stage}:{self.place.tp}:{self.place.ep}"
+        """This rank's expert-data-parallel communicator (the ranks holding its experts)."""
+        return group_name("edp", self.stage, self.place.tp, self.place.ep)
 
     # --- sizes and times -------------------------------------------------------------------------
 
@@ -345,7 +349,7 @@ class _Stage:
         unit), then ``factor`` × its forward, its TP and EP collectives, and with ``reduce`` its
         gradients reduce-scattered over DP after it (FSDP, Zhao et al. 2023 §3.2-3.3)."""
         dense, expert = self._layer_grad_bytes()
-        params = (dense + expert) // self.inputs.grad_bytes * BF16
+        params = sum(self._layer_params()) * BF16
         computed: list[int | None] = [self.out.head, self.out.head]
         for layer in layers:
             gate = computed[-2]
@@ -366,14 +370,21 @@ class _Stage:
 
     # --- gradients and the optimizer -------------------------------------------------------------
 
-    def _layer_grad_bytes(self) -> tuple[int, int]:
-        """One layer's gradient bytes on this rank: the dense part, the experts' part."""
-        shape, layout, itemsize = self.shape, self.layout, self.inputs.grad_bytes
+    def _layer_params(self) -> tuple[int, int]:
+        """One layer's parameters on this rank, averaged over the dense DP group and over the
+        expert-data-parallel one (with experts spread by EP; else all dense)."""
+        shape, layout = self.shape, self.layout
         expert = shape.experts * shape.expert_params if shape.moe else 0
         dense = shape.layer_params - expert
         if layout.ep == 1:
-            return (dense + expert) // layout.tp * itemsize, 0
-        return dense // layout.tp * itemsize, expert // (layout.tp * layout.ep) * itemsize
+            return (dense + expert) // layout.tp, 0
+        return dense // layout.tp, expert // (layout.tp * layout.ep)
+
+    def _layer_grad_bytes(self) -> tuple[int, int]:
+        """One layer's gradient bytes on this rank (:meth:`_layer_params` in the gradients'
+        dtype)."""
+        dense, expert = self._layer_params()
+        return dense * self.inputs.grad_bytes, expert * self.inputs.grad_bytes
 
     def synchronise(self, ready: list[tuple[int, int]]) -> None:
         """DP's buckets as their layers' gradients are ready (last layer first), the optimizer,
@@ -404,7 +415,7 @@ class _Stage:
                    / self.inputs.memory_bandwidth)
         update = self.out.compute("optimizer", seconds, after=synced)
         if layout.zero in (1, 2):  # the updated bf16 parameters, bucketed as the gradients
-            per_layer = (dense + expert) // self.inputs.grad_bytes * BF16
+            per_layer = sum(self._layer_params()) * BF16
             for part in assign_buckets([per_layer] * len(ends), cap=self.inputs.bucket_cap,
                                        first=self.inputs.bucket_cap):
                 self.out.collective(f"params {self.dp_group} bucket {part.index}",
