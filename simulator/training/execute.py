@@ -27,7 +27,6 @@ operation does. An operation never slowed ends at exactly its start plus its iso
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -93,8 +92,6 @@ class _Job:
 
     __slots__ = (
         "demand",
-        "done",
-        "end",
         "latency",
         "ops",
         "pure",
@@ -108,7 +105,7 @@ class _Job:
                  demand: Demand | None) -> None:
         self.ops, self.start, self.work, self.latency, self.demand = ops, start, work, latency, demand
         self.ranks = tuple(rank for rank, _ in ops)
-        self.rate, self.pure, self.done, self.end = 1.0, True, False, math.nan
+        self.rate, self.pure = 1.0, True
 
 
 def execute(graph: StepGraph, capacity: np.ndarray, cost: CostOf) -> Execution:

@@ -63,12 +63,3 @@ def stage_order(stage: int, stages: int, micros: int, chunks: int = 1) -> tuple[
     order += [_chunk_pass(k, stages, chunks, forward=False) for k in range(backwards, total)]
     return tuple(order)
 
-
-def bubble_fraction(stages: int, micros: int, chunks: int = 1) -> float:
-    """The ideal schedule's bubble over its compute, (p − 1)/(v·m) (Narayanan et al. 2021,
-    §2.2.1-2.2.2), for passes of equal time and free communication.
-
-    >>> bubble_fraction(4, 8)
-    0.375
-    """
-    return (stages - 1) / (chunks * micros)
