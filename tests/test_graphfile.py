@@ -114,7 +114,8 @@ def test_a_missing_fabric_file_is_named(tmp_path, capsys):
     path = tmp_path / "scenario.yaml"
     path.write_text("topology: {kind: graph, file: nowhere.yaml}\nsizes: [1MiB]\n")
     assert main(["run", str(path)]) == 2
-    assert capsys.readouterr().err.strip() == f"{path}: topology.file: nowhere.yaml: no such file"
+    assert capsys.readouterr().err.strip() == (f"{path}: topology.file: {tmp_path / 'nowhere.yaml'}: "
+                                               "no such file")
 
 
 def test_custom_graph_routes_are_searched_lazily_and_cached(tmp_path):

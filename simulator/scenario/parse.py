@@ -169,11 +169,10 @@ def load_preset_file(path: Path) -> TopologySpec:
 
 
 def _preset_path(name: str, scenario_file: str) -> Path | None:
-    """A preset file named in a scenario: as given, else beside the scenario file."""
-    for path in (Path(name), Path(scenario_file).parent / name):
-        if path.is_file():
-            return path
-    return None
+    """A preset file named in a scenario, beside the scenario file (:func:`_beside`); None
+    where there is no such file."""
+    path = Path(_beside(name, scenario_file))
+    return path if path.is_file() else None
 
 
 def _preset(data: Mapping[str, Any], name: str, file: str | None = None) -> TopologySpec:
@@ -272,11 +271,13 @@ def _builder_params(reader: FieldReader, prefix: str, kind: str, spec: Mapping[s
 
 
 def _beside(name: str, file: str) -> str:
-    """A file named in ``file``: as given if it exists, else beside ``file`` (so a scenario
-    names its fabric file relative to itself, wherever it is run from)."""
-    path = Path(name)
-    beside = Path(file).parent / name
-    return str(beside) if not path.exists() and not path.is_absolute() and beside.exists() else name
+    """A file named in ``file``: as given where it is absolute, else beside ``file``, so a
+    scenario names its files relative to itself wherever it is run from, and a file of the same
+    name in the working directory is never read instead. A scenario given as a mapping (its
+    ``file`` is ``<dict>`` or the like) has no directory: its names are as given."""
+    if Path(name).is_absolute() or file.startswith("<"):
+        return name
+    return str(Path(file).parent / name)
 
 
 def _algorithms(reader: FieldReader, value: object, collective: Collective) -> tuple[str, ...] | None:
