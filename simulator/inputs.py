@@ -4,18 +4,81 @@ YAML bounded in nesting and aliases before it is built (docs/scenarios.md#limits
 Every reader of a scenario, preset, graph or nccl-tests log comes through :func:`read_text`
 (of a binary input, a Chakra trace, through :func:`read_bytes`), so a FIFO, a device or an
 oversized file is refused with one line instead of hanging, filling the memory or ending in a
-traceback.
+traceback. Being the one way in, it is also where the files a run reads are recorded
+(:func:`recording`), by identity, so that no output of that run may replace one of them
+(:func:`simulator.commands.paths.check_outputs`).
 """
 
 from __future__ import annotations
 
+import os
 import stat
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from simulator.errors import InputError, Problem
 from simulator.limits import MAX_INPUT_BYTES, MAX_YAML_ALIASES, MAX_YAML_NESTING
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """A file a run read: its path as named, and its identity (device and inode, after
+    following links), which is what an output is compared with: two names of one file, through
+    a symbolic or hard link or a different spelling of its path, are one input."""
+
+    path: Path
+    device: int
+    inode: int
+
+    def is_(self, status: os.stat_result) -> bool:
+        """Whether ``status`` (of a path, links followed) is this file."""
+        return (status.st_dev, status.st_ino) == (self.device, self.inode)
+
+
+_READS: ContextVar[list[InputFile] | None] = ContextVar("reads", default=None)
+"""The registry of the files read while a :func:`recording` is open (None: none is)."""
+
+
+@contextmanager
+def recording() -> Iterator[list[InputFile]]:
+    """The registry of every file :func:`read_bytes` reads while this is open, in the order
+    read (each once); a recording opened inside another adds to the outer one's registry."""
+    outer = _READS.get()
+    if outer is not None:
+        yield outer
+        return
+    reads: list[InputFile] = []
+    token = _READS.set(reads)
+    try:
+        yield reads
+    finally:
+        _READS.reset(token)
+
+
+def note_read(path: Path, status: os.stat_result) -> None:
+    """Record ``path`` (whose ``status`` was taken, links followed) as read, if a
+    :func:`recording` is open."""
+    reads = _READS.get()
+    if reads is not None and not any(read.is_(status) for read in reads):
+        reads.append(InputFile(path, status.st_dev, status.st_ino))
+
+
+def identified(paths: Iterable[Path]) -> list[InputFile]:
+    """``paths`` that exist, as input files (by identity), for a caller that names its inputs
+    itself rather than recording them."""
+    found = []
+    for path in paths:
+        try:
+            status = path.stat()
+        except OSError:
+            continue
+        found.append(InputFile(path, status.st_dev, status.st_ino))
+    return found
 
 
 def read_text(path: Path, expected: str = "UTF-8 text") -> str:
@@ -34,15 +97,17 @@ def read_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     regular file (a FIFO, a device, a directory), larger than ``limit`` or unreadable."""
     file = str(path)
     try:
-        kind = path.stat().st_mode
+        status = path.stat()
     except FileNotFoundError:
         raise InputError([Problem(file, "", "no such file")]) from None
     except OSError as error:
         raise InputError([Problem(file, "", f"cannot read: {error.strerror}")]) from None
+    kind = status.st_mode
     if not stat.S_ISREG(kind):
         what = "a directory" if stat.S_ISDIR(kind) else "a FIFO" if stat.S_ISFIFO(kind) else \
             "a device" if stat.S_ISCHR(kind) or stat.S_ISBLK(kind) else "not a regular file"
         raise InputError([Problem(file, "", f"expected a regular file, got {what}")])
+    note_read(path, status)
     try:
         with path.open("rb") as stream:
             data = stream.read(limit + 1)

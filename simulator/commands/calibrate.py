@@ -32,12 +32,13 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 def execute(args: argparse.Namespace) -> int:
     """Fit, print the fit per size and overall, and write the preset with the fitted values."""
     from simulator.calibration import calibrate, preset_yaml
+    from simulator.inputs import identified
     from simulator.measured.nccl_tests import load_measurements
     from simulator.output.files import output_problem, write_atomically
     from simulator.scenario.presets import preset_text
 
     output = args.output or Path("results") / "calibrated" / f"{args.preset}.yaml"
-    problem = output_problem(output, [Path(args.log)])
+    problem = output_problem(output, identified([Path(args.log)]))  # its one input
     if problem:
         raise InputError([Problem("command line", "--output", problem)])
     series = load_measurements(args.log)
@@ -53,7 +54,8 @@ def execute(args: argparse.Namespace) -> int:
         tmp.write_text(text, encoding="utf-8")
 
     write_atomically(output, write)
-    say(f"# calibrated preset: {output} (use it as topology: {{preset: {output}}})\n")
+    say(f"# calibrated preset: {output} (use it as topology: {{preset: {output.resolve()}}}, or "
+        "its path relative to the scenario's directory)\n")
     return EXIT_OK
 
 

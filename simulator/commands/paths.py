@@ -1,12 +1,13 @@
 """The paths a command writes, checked before anything runs: a directory that can be written,
-no output that is an input of the run or is not a regular file; and a file that fails to be
+no output that is an input of the run (any file it read, by identity), that another output
+names too, or that is not a regular file; and a file that fails to be
 written, said as an input error naming it. The run's file names are its writers'
 (:meth:`~simulator.output.writers.Writer.files`)."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from simulator.errors import InputError, Problem
 from simulator.output.writers import WRITERS
 
 if TYPE_CHECKING:
+    from simulator.inputs import InputFile
     from simulator.scenario.spec import Scenario
 
 
@@ -38,23 +40,62 @@ def check_writable(source: str, output: Path) -> None:
         raise InputError([Problem(source, "output", f"cannot write in {existing}")])
 
 
-def check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | None]) -> None:
-    """Refuse, before anything runs, an output path that is an input of the run (the scenario,
-    a graph file) or is not a regular file: every results file, and the files of ``options``."""
-    from simulator.output.files import output_problem
-
-    inputs = [Path(scenario.source)]
-    if scenario.topology.kind in ("graph", "nccl_xml"):
-        inputs.append(Path(str(scenario.topology.params["file"])))
+def check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | None],
+                  inputs: Sequence[InputFile]) -> None:
+    """Refuse, before anything runs, an output path that is one of ``inputs`` (the files read
+    while the scenario was loaded: :func:`simulator.inputs.recording`), that is not a regular
+    file, or that another output of the run also names: every results file, and the files of
+    ``options``."""
     named = {f"output ({name})": output / name for name in run_files(scenario)}
     named.update({option: path for option, path in options.items() if path is not None})
     if options.get("--links") is not None:
         named["--links (its figure)"] = Path(str(options["--links"])).with_suffix(".png")
     problems = [Problem("command line" if option.startswith("--") else scenario.source, option,
-                        problem) for option, path in named.items()
-                for problem in [output_problem(path, inputs)] if problem]
+                        problem) for option, problem in output_problems(named, inputs)]
     if problems:
         raise InputError(problems)
+
+
+def output_problems(named: Mapping[str, Path],
+                    inputs: Sequence[InputFile]) -> list[tuple[str, str]]:
+    """What is wrong with each of the outputs ``named`` (by the option or file that names
+    them) as (that name, the problem): an input of the run (:func:`output_problem`), not a
+    regular file, or a file another of them names too (by identity where it exists, else by
+    its resolved path), which one would write over the other."""
+    from simulator.output.files import output_problem
+
+    found: list[tuple[str, str]] = []
+    seen: dict[tuple[object, ...], str] = {}
+    for name, path in named.items():
+        problem = output_problem(path, inputs)
+        if problem:
+            found.append((name, problem))
+            continue
+        key = _identity(path)
+        if key in seen:
+            found.append((name, f"{path} is also {seen[key]}; expected a file of its own"))
+        seen.setdefault(key, name)
+    return found
+
+
+def _identity(path: Path) -> tuple[object, ...]:
+    """What makes two output paths one file: device and inode where it exists, else the
+    absolute path with every link of its directory resolved."""
+    try:
+        status = path.stat()
+    except OSError:
+        return ("path", str(path.parent.resolve() / path.name))
+    return ("file", status.st_dev, status.st_ino)
+
+
+def scenario_inputs(scenario: Scenario, reads: Sequence[InputFile]) -> list[InputFile]:
+    """Every file a run of ``scenario`` reads: those read while it was loaded (``reads``), and
+    the Chakra traces its training step reads when it runs."""
+    from simulator.inputs import identified
+    from simulator.scenario.chakra import trace_files
+
+    chakra = scenario.training.chakra if scenario.training is not None else None
+    return [*reads, *identified(trace_files(chakra) if chakra is not None else [])]
 
 
 @contextmanager

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from simulator.commands.command import EXIT_OK, Command
 from simulator.commands.console import say
-from simulator.commands.paths import check_writable
+from simulator.commands.paths import check_writable, output_problems
 from simulator.errors import InputError, Problem
 
 
@@ -26,18 +26,31 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Read the results (and the reference), draw the figures, print the errors per size."""
+    from simulator.inputs import identified, recording
     from simulator.measured.nccl_tests import load_measurements
-    from simulator.output.figures import link_rate_beside, read_results, write_figures
+    from simulator.output.figures import (
+        figure_paths,
+        link_rate_beside,
+        read_results,
+        write_figures,
+    )
     from simulator.output.reference import Reference, errors, format_errors
 
     results = read_results(args.results)
     reference = None
-    if args.reference is not None:
-        series = load_measurements(args.reference)
-        reference = Reference(str(args.reference), tuple(m.size_bytes for m in series.rows),
-                              tuple(m.busbw_GBps for m in series.rows), series.test)
+    with recording() as reads:
+        if args.reference is not None:
+            series = load_measurements(args.reference)
+            reference = Reference(str(args.reference), tuple(m.size_bytes for m in series.rows),
+                                  tuple(m.busbw_GBps for m in series.rows), series.test)
     output = args.output or args.results.parent
     check_writable(str(args.results), output)
+    inputs = [*reads, *identified([args.results, args.results.with_suffix(".json")])]
+    figures = figure_paths(output / args.results.stem, reference is not None)
+    problems = output_problems({f"output ({path.name})": path for path in figures}, inputs)
+    if problems:
+        raise InputError([Problem(str(args.results), name, problem)
+                          for name, problem in problems])
     rate, why = link_rate_beside(args.results)
     try:
         paths = write_figures(results, output / args.results.stem, rate, reference)

@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING
 from simulator.commands.command import EXIT_FAILED, EXIT_OK, Command
 from simulator.commands.console import progress_bar, say, stop_code, stopped, verification
 from simulator.commands.options import DEFAULT_FORMAT, FORMATS, check_options, formats
-from simulator.commands.paths import check_outputs, check_writable, run_files, writing
+from simulator.commands.paths import (
+    check_outputs,
+    check_writable,
+    run_files,
+    scenario_inputs,
+    writing,
+)
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
@@ -115,13 +121,16 @@ def _scenario(args: argparse.Namespace) -> tuple[Scenario, Path]:
     """The scenario and where its files go, checked before anything runs (a directory that
     can be written, no output that is an input or not a regular file), what a killed run left
     half-written there cleared."""
+    from simulator.inputs import recording
     from simulator.output.files import remove_leftovers
     from simulator.scenario.parse import load_scenario
 
-    scenario = load_scenario(args.scenario, imports=_imports(args))
+    with recording() as reads:
+        scenario = load_scenario(args.scenario, imports=_imports(args))
     output = args.output or scenario.output_dir
     check_writable(scenario.source, output)
-    check_outputs(scenario, output, {"--trace": args.trace, "--links": args.links})
+    check_outputs(scenario, output, {"--trace": args.trace, "--links": args.links},
+                  scenario_inputs(scenario, reads))
     remove_leftovers(output, run_files(scenario))
     return scenario, output
 

@@ -20,13 +20,14 @@ from simulator.commands.command import (
 )
 from simulator.commands.console import say, verification
 from simulator.commands.options import DEFAULT_FORMAT, FORMATS, check_options, formats
-from simulator.commands.paths import check_writable
+from simulator.commands.paths import check_outputs, check_writable, scenario_inputs
 from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simulator.inputs import InputFile
     from simulator.output.results import Result
     from simulator.scenario.spec import Scenario
     from simulator.sweep import Failure, Sweep
@@ -59,14 +60,16 @@ def execute(args: argparse.Namespace) -> int:
     """Check every scenario and option, sweep, then write and say what came of each point."""
     check_options(args)
     chosen = formats(args.format, args.no_plot)
+    from simulator.inputs import recording
     from simulator.scenario.parse import load_scenario
     from simulator.scenario.training import Imports
     from simulator.sweep import ClusterError, sweep
 
     # a sweep runs no training step (checked_setup refuses one, before the cluster starts), so
     # it never builds a {torch: ...} model, with --allow-import or without
-    scenarios = [load_scenario(path, imports=Imports.SKIP) for path in args.scenarios]
-    _check_outputs(scenarios)
+    with recording() as reads:
+        scenarios = [load_scenario(path, imports=Imports.SKIP) for path in args.scenarios]
+    _check_outputs(scenarios, reads)
     if args.workers is not None and args.workers < 1:  # before the files: a command-line slip
         raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
                                                                f"got {args.workers}")])
@@ -81,16 +84,21 @@ def execute(args: argparse.Namespace) -> int:
     return _outcome(done, status)
 
 
-def _check_outputs(scenarios: Sequence[Scenario]) -> None:
-    """Refuse an output directory that cannot be written, or that two scenarios share."""
+def _check_outputs(scenarios: Sequence[Scenario], reads: Sequence[InputFile]) -> None:
+    """Refuse an output directory that cannot be written or that two scenarios share, and an
+    output file that is any file the sweep read (``reads``: every scenario's) or is not a
+    regular file, as run refuses one."""
     outputs: dict[Path, str] = {}
     for scenario in scenarios:
         check_writable(scenario.source, scenario.output_dir)
-        if scenario.output_dir in outputs:
+        directory = scenario.output_dir.resolve()  # ./a and a, or a link to it: one directory
+        if directory in outputs:
             raise InputError([Problem(scenario.source, "output", (
-                f"expected its own directory, but {outputs[scenario.output_dir]} also writes to "
+                f"expected its own directory, but {outputs[directory]} also writes to "
                 f"{scenario.output_dir}"))])
-        outputs[scenario.output_dir] = scenario.source
+        outputs[directory] = scenario.source
+    for scenario in scenarios:
+        check_outputs(scenario, scenario.output_dir, {}, scenario_inputs(scenario, reads))
 
 
 def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulator.commands.command import EXIT_FAILED, EXIT_OK, Command
 from simulator.commands.console import progress_bar, say, verification
-from simulator.commands.paths import check_writable, writing
+from simulator.commands.paths import check_writable, scenario_inputs, writing
 from simulator.errors import InputError, Problem
 
 if TYPE_CHECKING:
+    from simulator.inputs import InputFile
     from simulator.scenario.spec import Scenario
     from simulator.tune import Tuning
 
@@ -33,14 +35,16 @@ def arguments(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     """Check where the configuration goes, simulate every point, write it when all verified."""
+    from simulator.inputs import recording
     from simulator.output.files import remove_leftovers, write_atomically
     from simulator.output.tuner_conf import format_tuner_conf
     from simulator.scenario.parse import load_scenario
     from simulator.scenario.training import Imports
 
-    scenario = load_scenario(args.scenario, imports=Imports.SKIP)  # tune refuses a training step
+    with recording() as reads:  # tune refuses a training step: its model is never built
+        scenario = load_scenario(args.scenario, imports=Imports.SKIP)
     output = args.output or scenario.output_dir / "nccl_tuner.conf"
-    _check_output(args, scenario, output)
+    _check_output(args, scenario, output, scenario_inputs(scenario, reads))
     check_writable(scenario.source, output.parent)
     remove_leftovers(output.parent, [output.name])
     tuning = _tuning(scenario, args.quiet)
@@ -60,14 +64,12 @@ def execute(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check_output(args: argparse.Namespace, scenario: Scenario, output: Path) -> None:
-    """Refuse a configuration path that is an input of the run (the scenario, its graph file)
-    or is not a regular file, naming ``--output`` when it was given."""
+def _check_output(args: argparse.Namespace, scenario: Scenario, output: Path,
+                  inputs: Sequence[InputFile]) -> None:
+    """Refuse a configuration path that is one of ``inputs`` (every file the scenario read) or
+    is not a regular file, naming ``--output`` when it was given."""
     from simulator.output.files import output_problem
 
-    inputs = [Path(scenario.source)]
-    if scenario.topology.kind == "graph":
-        inputs.append(Path(str(scenario.topology.params["file"])))
     problem = output_problem(output, inputs)
     if problem:
         raise InputError([Problem("command line", "--output", problem) if args.output else

@@ -34,7 +34,7 @@ import networkx as nx
 import yaml
 
 from simulator.errors import InputError, UnitError
-from simulator.inputs import check_yaml_shape, read_text
+from simulator.inputs import check_yaml_shape, note_read, read_text
 from simulator.model.parts import GPU, NET_LINK, NIC, NVLINK, PCIE, SWITCH, File, ParamValue
 from simulator.units import parse_bandwidth, parse_time
 
@@ -92,6 +92,7 @@ def read_graph_file(file: str) -> GraphFile:
         stat = path.stat()
     except OSError:
         return GraphFile(None, (("", "no such file"),))
+    note_read(path, stat)  # read once per version: each run that names it reads it
     return _read(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
 

@@ -41,6 +41,7 @@ import re
 from pathlib import Path
 
 from simulator.errors import InputError, Problem
+from simulator.inputs import note_read
 from simulator.model.nccltopo import Cpu, Device, Gpu, NcclTopology, Net, NvLink
 from simulator.xmlsafe import XmlElement, read_xml
 
@@ -93,6 +94,7 @@ def read_topology(file: str) -> NcclTopology:
         stat = path.stat()
     except OSError:
         raise InputError([Problem(file, "", "no such file")]) from None
+    note_read(path, stat)  # read once per version: each run that names it reads it
     return _read(file, str(path.resolve()), stat.st_mtime_ns, stat.st_size)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from simulator.errors import InputError, Problem
+from simulator.inputs import identified
 from simulator.output.files import interrupts_held, output_problem, write_atomically
 from simulator.training.chakra_write import chakra_from_graph
 from simulator.training.graph import StepGraph
@@ -26,7 +27,7 @@ def write_chakra(graph: StepGraph, directory: Path, prefix: str = "step",
     graph's (it would be read with them), or where an operation has no Chakra form."""
     paths = [directory / f"{prefix}.{rank}.et" for rank in range(graph.ranks)]
     problems = [Problem(str(path), "", problem) for path in paths
-                if (problem := output_problem(path, list(inputs))) is not None]
+                if (problem := output_problem(path, identified(inputs))) is not None]
     beyond = directory / f"{prefix}.{graph.ranks}.et"
     if beyond.exists():
         problems.append(Problem(str(beyond), "", (

@@ -7,12 +7,13 @@ import os
 import secrets
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
 from simulator.errors import InputError, Problem
+from simulator.inputs import InputFile
 
 
 def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
@@ -88,15 +89,18 @@ def remove_leftovers(directory: Path, names: list[str]) -> None:
             leftover.unlink(missing_ok=True)
 
 
-def output_problem(path: Path, inputs: list[Path]) -> str | None:
-    """What is wrong with writing ``path`` in a run that reads ``inputs``: it is one of them
-    (writing it would destroy it), or it exists and is not a regular file (a device, a FIFO:
-    renaming onto it would replace it); None where it may be written."""
-    if not path.exists():
+def output_problem(path: Path, inputs: Sequence[InputFile]) -> str | None:
+    """What is wrong with writing ``path`` in a run that reads ``inputs``: it is one of them,
+    by identity, whatever name it goes by (writing it would destroy it), or it exists and is
+    not a regular file (a device, a FIFO: renaming onto it would replace it); None where it
+    may be written."""
+    try:
+        status = path.stat()
+    except OSError:
         return None
     for source in inputs:
-        if source.exists() and os.path.samefile(path, source):
-            return f"{path} is an input of this run ({source}); choose another path"
+        if source.is_(status):
+            return f"{path} is an input of this run ({source.path}); choose another path"
     if path.is_dir():
         return f"expected a file to write, but {path} is a directory"
     if not path.is_file():

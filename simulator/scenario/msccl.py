@@ -32,6 +32,7 @@ from simulator.algorithms.msccl import (
     flaws,
 )
 from simulator.errors import InputError, Problem
+from simulator.inputs import note_read
 from simulator.model.collective import Collective
 from simulator.xmlsafe import XmlElement, read_xml
 
@@ -60,6 +61,7 @@ def load_msccl(name: str, scenario_file: str, collective: Collective) -> Msccl:
     try:
         status = path.stat()
         key = (status.st_mtime_ns, status.st_size)
+        note_read(path, status)  # read once per version: each run that names it reads it
     except OSError:
         key = (0, 0)  # read_text words what is wrong
     algorithm = _load(str(path), key, name)
