@@ -1,9 +1,11 @@
 # Two commands on a fresh machine: `make run` (the main job) and `make test` (the whole suite).
-# Both create .venv on first use and reinstall only when pyproject.toml changes.
+# Both create .venv on first use and reinstall only when pyproject.toml changes. `make run`
+# installs the package and what it needs, nothing else; `make test` adds the test extras.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 
 .PHONY: run test lint bench fidelity training-checks gallery clean
 
@@ -13,29 +15,33 @@ run: $(STAMP)
 test: lint  # the suite on every core (pytest-xdist); plain `pytest` runs it in one process
 	$(PY) -m pytest -q -n auto
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(PY) -m ruff check simulator tests bench
 	$(PY) -m mypy
 
-bench: $(STAMP)
+bench: $(TEST_STAMP)
 	$(PY) bench/ring_scaling.py
 
-gallery: $(STAMP)  # the README's figures and sample trace (docs/gallery/perfetto.png: bench/perfetto_screenshot.sh)
+gallery: $(TEST_STAMP)  # the README's figures and sample trace (docs/gallery/perfetto.png: bench/perfetto_screenshot.sh)
 	$(PY) -m simulator run scenarios/dgx.yaml --output docs/gallery --format png --quiet --trace docs/gallery/trace.json --trace-point ring:1MiB
 	$(PY) -m simulator run scenarios/train_resnet50.yaml --output docs/gallery --quiet
 	$(PY) -m simulator run scenarios/train_llama2_70b_3d.yaml --output docs/gallery --format png --quiet
 
-fidelity: $(STAMP)
+fidelity: $(TEST_STAMP)
 	$(PY) bench/fidelity.py --write docs/fidelity.md
 
-training-checks: $(STAMP)  # issue 39's checks: Megatron-LM's Table 1, LLaMA-2-70B layouts, speed
+training-checks: $(TEST_STAMP)  # issue 39's checks: Megatron-LM's Table 1, LLaMA-2-70B layouts, speed
 	$(PY) bench/megatron.py --write docs/training-checks.md
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install -qq -e '.[test]'  # -qq: not even setuptools' editable-install notice
+	$(PY) -m pip install -qq -e .  # -qq: not even setuptools' editable-install notice
 	touch $(STAMP)
+
+$(TEST_STAMP): $(STAMP)  # the test, lint and optional extras on top of the main job's set
+	$(PY) -m pip install -qq -e '.[test]'
+	touch $(TEST_STAMP)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .mypy_cache results/*/
