@@ -55,7 +55,7 @@ def test_every_fault_kind_is_read_from_a_scenario():
      "f.yaml: faults[0].kind: expected a fault kind (link_degraded, link_down, link_flapping, "
      "nic_down, straggler, slow_gpu), got 'link_degrade'; did you mean 'link_degraded'?"),
     ({"kind": "link_down", "link": ["gpu1", "swtch"]},
-     "f.yaml: faults[0].link: no node 'swtch' in the topology (the names `topo` prints); did "
+     "f.yaml: faults[0].link: no node 'swtch' in the topology (the names `topo --names` prints); did "
      "you mean 'switch'?"),
     ({"kind": "link_down", "link": ["gpu1", "switch"], "factor": 0.5},
      "f.yaml: faults[0].factor: unknown key; expected one of kind, link, at, both"),
@@ -81,7 +81,7 @@ def test_every_fault_kind_is_read_from_a_scenario():
       "until": "5us"},
      "f.yaml: faults[0].until: expected a time after 'at', got '5us'"),
     ({"kind": "link_degraded", "link": ["gpu1", "swich"], "factor": 0.5},
-     "f.yaml: faults[0].link: no node 'swich' in the topology (the names `topo` prints); did "
+     "f.yaml: faults[0].link: no node 'swich' in the topology (the names `topo --names` prints); did "
      "you mean 'switch'?"),
     ({"kind": "link_degraded", "link": ["gpu1", "gpu2"], "factor": 0.5},
      "f.yaml: faults[0].link: no link from 'gpu1' to 'gpu2' in the topology"),

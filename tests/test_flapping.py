@@ -70,7 +70,7 @@ def test_the_settings_file_gives_a_flapping_link_back():
     ({"factor": 0.5}, "f.yaml: faults[0].factor: unknown key; expected one of kind, link, "
                       "period, down, until, at, both"),
     ({"link": ["gpu0", "swich"]}, "f.yaml: faults[0].link: no node 'swich' in the topology "
-                                  "(the names `topo` prints); did you mean 'switch'?"),
+                                  "(the names `topo --names` prints); did you mean 'switch'?"),
     ({"link": ["gpu0", "gpu1"]}, "f.yaml: faults[0].link: no link from 'gpu0' to 'gpu1' in the "
                                  "topology"),
 ])

@@ -334,3 +334,28 @@ def test_cluster_superpod():
     assert s.diameter_hops == 8  # GPU, PCIe switch, NIC, leaf, spine and down again
     assert s.bisection_Bps == pytest.approx(128 * 50e9)  # non-blocking: half the NICs' rate
     assert [(t.tier, t.below_Bps / t.up_Bps) for t in s.oversubscription] == [(1, 1.0)]
+
+
+def test_names_lists_every_node_and_link_a_fault_may_name(tmp_path, capsys):
+    from simulator.plan import prepare
+    from simulator.scenario.parse import load_preset, scenario_from_dict
+
+    assert main(["topo", "dgx_h100", "--names", "--output", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index("# nodes a fault names (nic_down: nic; straggler: rank), by kind")
+    middle = lines.index("# links a fault names (link_down, link_degraded: link: [FROM, TO]), "
+                         "per direction")
+    nodes = [line.split() for line in lines[start + 1:middle]]
+    links = [line.split() for line in lines[middle + 1:] if not line.startswith("#")]
+    graph = load_preset("dgx_h100").build()
+    assert sorted(name for _, name, *_ in nodes) == sorted(graph.nodes)
+    assert nodes[0] == ["gpu", "n0.gpu0", "rank", "0"]
+    assert [kind for kind, *_ in nodes] == ["gpu"] * 8 + ["nic"] * 8 + ["switch"] * 2
+    assert sorted((a, b) for a, b, *_ in links) == sorted(graph.edges)
+    assert ["n0.gpu0", "n0.nvswitch", "450GB/s", "300ns"] in links
+    # each name printed is one a fault takes: the machine is prepared with it
+    for fault in ({"kind": "nic_down", "nic": nodes[8][1]},
+                  {"kind": "link_down", "link": links[0][:2]}):
+        scenario = scenario_from_dict({"topology": {"preset": "dgx_h100"}, "sizes": ["1MiB"],
+                                       "algorithms": ["ring"], "faults": [fault]})
+        assert prepare(scenario).machine.ranks == 8

@@ -1,5 +1,6 @@
 """``python -m simulator topo FILE_OR_PRESET``: a topology's numbers (GPUs, switches, cables,
-diameter, bisection, injection) printed, and its drawing written (docs/topo.md)."""
+diameter, bisection, injection) printed, and its drawing written (docs/topo.md); with
+``--names`` every node and link by the name a scenario's faults give it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                                          "NCCL's topology file (NCCL_TOPO_DUMP_FILE's .xml)")
     parser.add_argument("--output", type=Path, help="directory for the drawing (default "
                                                     "results/topo)")
+    parser.add_argument("--names", action="store_true",
+                        help="also print every node and directed link by name, as a scenario's "
+                             "faults name them (nic_down: nic; link_down: link: [FROM, TO])")
 
 
 def execute(args: argparse.Namespace) -> int:
@@ -39,6 +43,10 @@ def execute(args: argparse.Namespace) -> int:
     graph.graph["name"] = graph.graph.get("name") or spec.kind  # a graph file may name none
     summary = summarize(graph, spec.label)
     say(format_summary(summary))
+    if args.names:
+        from simulator.output.fabric_names import format_names
+
+        say(format_names(graph) + "\n")
     path = output / f"{re.sub(r'[^A-Za-z0-9_.=-]+', '_', spec.label).strip('_') or 'topology'}.png"
     try:
         draw_fabric(graph, summary, path)

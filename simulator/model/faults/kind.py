@@ -148,4 +148,4 @@ def node_problem(machine: Machine, node: str) -> str | None:
         return None
     close = difflib.get_close_matches(node, machine.routing.node_names(), n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"no node {node!r} in the topology (the names `topo` prints){hint}"
+    return f"no node {node!r} in the topology (the names `topo --names` prints){hint}"
