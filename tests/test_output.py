@@ -6,6 +6,7 @@ import stat
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from simulator.output.files import write_atomically
@@ -63,3 +64,15 @@ def test_a_timing_only_table_says_off_and_has_no_proxy_footnote():
     table = format_table(frame)
     assert "verified on a proxy payload" not in table
     assert table.splitlines()[3].split()[-1] == "off"
+
+
+def test_suffers_least_is_the_least_time_added_not_the_least_ratio():
+    from simulator.output.table import _fault_table
+
+    # fast: 10 -> 30 us (x3, +20 us); slow: 100 -> 150 us (x1.5, +50 us): fast suffers least
+    frame = pd.DataFrame({"faults": ["straggler rank 3 +20us"] * 2, "size_bytes": [1024, 1024],
+                          "algorithm": ["fast", "slow"], "healthy_time_s": [10e-6, 100e-6],
+                          "sim_time_s": [30e-6, 150e-6], "fault_slowdown": [3.0, 1.5]})
+    lines = _fault_table(frame)
+    assert lines[-2:] == ["# Suffers least per size (least time added; its slowdown beside it):",
+                          "#       1024               fast +20.00 us (x3.000)"]
