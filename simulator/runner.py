@@ -285,8 +285,8 @@ def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
     """What :func:`run_points` will simulate, before it does: every point with its closed form
     (the ``model_time_s`` its row will have), in the same order, read off its ``plans``
     (:func:`plan_points`), what NCCL runs at each size (each plan's NCCL pick, under
-    ``execution: nccl``), where NCCL's own view differs from the assumed one, and the points
-    left out."""
+    ``execution: nccl``), where NCCL's own view differs from the assumed one, the points
+    left out, and each fault whose outcome is not NCCL's (:meth:`Fault.caveat`)."""
     view = scenario.nccl.view
     notes = () if view is None else tuple(
         f"{view.source} ({scenario.nccl.view_key}): {line}"
@@ -297,8 +297,9 @@ def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
               if plan.nccl is not None and plan.nccl.pick is not None}
     algorithms = (len({point.algorithm for point in planned}) if scenario.nccl_choice
                   else len(setup.algorithms))
+    caveats = tuple(caveat for fault in scenario.faults if (caveat := fault.caveat()))
     return Outlook(scenario.name, algorithms, len(scenario.sizes), planned,
-                   notes + plans.left_out, nccl_pick=scenario.nccl_choice,
+                   notes + plans.left_out + caveats, nccl_pick=scenario.nccl_choice,
                    picks=tuple((size, picked[size]) for size in scenario.sizes
                                if size in picked))
 

@@ -487,3 +487,17 @@ def test_the_gpu_count_sweep_of_a_faulted_step_runs_healthy(tmp_path):
     assert [row["healthy_step_s"] for row in steps[1:]] == ["", ""]
     buckets = list(csv.DictReader((tmp_path / "out" / "t-buckets.csv").open()))
     assert buckets[0]["faults"] == "straggler rank 3 +300us"
+
+
+def test_a_nic_lost_mid_collective_says_nccl_would_abort(tmp_path, capsys):
+    scenario = tmp_path / "nic.yaml"
+    scenario.write_text("topology: {preset: dgx_h100, nodes: 2}\nalgorithms: [ring]\n"
+                        "sizes: [1MiB]\nfaults:\n  - {kind: nic_down, nic: n0.nic1, at: 2us}\n"
+                        "  - {kind: link_down, link: [n1.nic2, leaf], at: 0us}\n")
+    assert main(["run", str(scenario), "--output", str(tmp_path / "out"), "--quiet",
+                 "--no-plot"]) == 0
+    # failed from the start: NCCL's set-up finds the routes left, so no word on the link
+    assert capsys.readouterr().err == (
+        f"{scenario}: nic_down n0.nic1 at 2us: NCCL does not re-route a collective in flight (a "
+        "connection that breaks makes it abort with ncclRemoteError or hang); this run "
+        "re-routes, so its faulted times are what a transport that re-routes would take\n")

@@ -109,6 +109,24 @@ class Fault(ABC):
         """As a scenario's ``faults:`` entry (which :meth:`read` reads back to the same
         fault)."""
 
+    def caveat(self) -> str | None:
+        """One line where the fault's modelled outcome is not what NCCL does (None where it
+        is): said beside the results, so a faulted time is not read as NCCL's."""
+        return None
+
+
+def in_flight_caveat(label: str) -> str:
+    """What a link or NIC lost mid-collective does under NCCL, against what the simulation does
+    with it: NCCL has no way to move a connection that breaks during a collective onto another
+    route. Its IB transport reports the failed work request and the communicator aborts with
+    ``ncclRemoteError`` (src/transport/net_ib/p2p.cc:688-712, 858), or the job hangs until its
+    timeout; NCCL 2.3x's ``NCCL_IB_RESILIENCY_PORT_FAILOVER`` (off by default;
+    src/transport/net_ib/p2p_resiliency.cc) moves a connection only to another port of the
+    same fused NIC, never over NVLink to another GPU's NIC."""
+    return (f"{label}: NCCL does not re-route a collective in flight (a connection that breaks "
+            "makes it abort with ncclRemoteError or hang); this run re-routes, so its faulted "
+            "times are what a transport that re-routes would take")
+
 
 def said(time_s: float) -> str:
     """A time as a fault's label says it: as a scenario writes it where that is short

@@ -14,6 +14,7 @@ from simulator.model.faults.kind import (
     Problem,
     check_factor,
     check_time,
+    in_flight_caveat,
     node_problem,
     said,
 )
@@ -188,6 +189,12 @@ class LinkDown(Fault):
         """``link_down pod0.edge0<->pod0.agg0 at 5us``."""
         return (f"link_down {self.link[0]}{arrow(self.both)}{self.link[1]} "
                 f"at {said(self.at_s)}")
+
+    def caveat(self) -> str | None:
+        """Struck after the first byte: NCCL would abort where this re-routes
+        (:func:`~simulator.model.faults.kind.in_flight_caveat`); failed from the start, NCCL's
+        set-up too would find the routes that remain."""
+        return in_flight_caveat(self.label()) if self.at_s > 0 else None
 
     def acted(self, run_s: float) -> bool:
         """Whether it struck before the run ended."""

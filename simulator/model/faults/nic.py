@@ -8,7 +8,15 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
 from simulator.model.faults.entry import node_name, time_value
-from simulator.model.faults.kind import Fault, Fields, Problem, check_time, node_problem, said
+from simulator.model.faults.kind import (
+    Fault,
+    Fields,
+    Problem,
+    check_time,
+    in_flight_caveat,
+    node_problem,
+    said,
+)
 from simulator.model.machine import Machine, Outage
 from simulator.units import format_time
 
@@ -64,6 +72,12 @@ class NicDown(Fault):
     def label(self) -> str:
         """``nic_down n1.nic2 at 20us``."""
         return f"nic_down {self.nic} at {said(self.at_s)}"
+
+    def caveat(self) -> str | None:
+        """Struck after the first byte: NCCL would abort where this re-routes
+        (:func:`~simulator.model.faults.kind.in_flight_caveat`); failed from the start, NCCL's
+        set-up too would find the routes that remain."""
+        return in_flight_caveat(self.label()) if self.at_s > 0 else None
 
     def acted(self, run_s: float) -> bool:
         """Whether it struck before the run ended."""
