@@ -14,6 +14,7 @@ import pytest
 from simulator.cli import main
 from simulator.errors import InputError, NetworkCut
 from simulator.model.faults import LinkDegraded, LinkDown, NicDown, SlowGpu, Straggler
+from simulator.model.faults.kind import in_flight_caveat
 from simulator.model.machine import Machine
 from simulator.output.settings_json import settings
 from simulator.output.table import format_table
@@ -214,8 +215,10 @@ def test_the_results_say_what_struck_and_what_did_not():
     table = format_table(frame)
     assert "# Faults: straggler rank 3 +50us; link_degraded gpu1->switch x0.5 at 1s (did not act)" \
         in table
-    least = frame.iloc[int(frame.fault_slowdown.to_numpy().argmin())]
-    assert f"#    1048576 {least.algorithm:>18} x{least.fault_slowdown:.3f}" in table
+    least = frame.iloc[int((frame.sim_time_s - frame.healthy_time_s).to_numpy().argmin())]
+    added_us = (least.sim_time_s - least.healthy_time_s) * 1e6
+    assert (f"#    1048576 {least.algorithm:>18} +{added_us:.2f} us "
+            f"(x{least.fault_slowdown:.3f})") in table
 
 
 def test_healthy_scenarios_leave_the_fault_columns_empty():
@@ -328,7 +331,10 @@ def test_a_network_cut_is_one_line_and_exit_1(tmp_path, capsys):
     source = tmp_path / "cut.json"
     source.write_text(json.dumps(scenario(CUT)))
     assert main(["run", str(source), "--output", str(tmp_path / "out"), "--quiet"]) == 1
-    assert capsys.readouterr().err == f"{source}: {CUT_MESSAGE}\n"
+    # the cut is the one error line; before it, what NCCL would do where this re-routes
+    assert capsys.readouterr().err == (
+        f"{source}: {in_flight_caveat('link_down gpu3<->switch at 5us')}\n"
+        f"{source}: {CUT_MESSAGE}\n")
 
 
 def test_a_network_cut_into_three_groups():
