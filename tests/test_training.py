@@ -466,3 +466,18 @@ def test_frozen_parameters_have_no_gradients_to_allreduce():
 
     network = network_from_module(model, name="frozen")
     assert [t.name for t in network.tensors] == ["0.bias", "1.weight", "1.bias"]
+
+
+def test_a_link_lost_mid_step_says_nccl_would_abort(tmp_path, capsys):
+    import json
+
+    from simulator.model.faults.kind import in_flight_caveat
+
+    path = tmp_path / "t.json"
+    fault = {"kind": "link_down", "link": ["gpu1", "gpu2"], "at": "10us", "both": True}
+    ring = {"kind": "ring", "ranks": 4, "bandwidth": "25GB/s", "latency": "1us"}  # a way round
+    path.write_text(json.dumps({**scenario(), "topology": ring, "faults": [fault]}))
+    assert main(["run", str(path), "--output", str(tmp_path / "out"), "--quiet",
+                 "--no-plot"]) == 0
+    assert capsys.readouterr().err == (
+        f"{path}: {in_flight_caveat('link_down gpu1<->gpu2 at 10us')}\n")

@@ -199,6 +199,9 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
     from simulator.trainer import train
 
     _refuse_point_options(args)
+    for fault in scenario.faults:  # said even if quiet, as a run of points says it
+        if (caveat := fault.caveat()) is not None:
+            print(f"{scenario.source}: {caveat}", file=sys.stderr, flush=True)
 
     def progress(what: str) -> None:
         if not args.quiet:
