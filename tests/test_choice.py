@@ -324,3 +324,15 @@ def test_a_trace_point_under_auto_is_one_of_nccls_picks(tmp_path, capsys):
     assert main(["run", str(path), "--output", str(tmp_path / "out"), "--quiet", "--no-plot",
                  "--trace", str(tmp_path / "t.json"), "--trace-point", "nvls:8MiB"]) == 0
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+def test_auto_prints_one_row_a_size_in_size_order():
+    # on two DGX H100 the plan runs NVLSTree's points before the double binary tree's
+    two = {"topology": {"preset": "dgx_h100", "nodes": 2}, "algorithms": "auto",
+           "sizes": ["1KiB", "4MiB"]}
+    auto = simulate(two)
+    assert auto.algorithm.tolist() == ["nvls_tree", "double_binary_tree"]
+    lines = [line.split() for line in format_table(auto, picks_only=True).splitlines()
+             if not line.startswith("#")]
+    assert [(int(line[0]), line[4]) for line in lines[:2]] == [
+        (1024, "double_binary_tree"), (4194304, "nvls_tree")]

@@ -26,14 +26,15 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
     ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model; the
     bottleneck block names each line's busiest link (:func:`~.links.bottleneck_lines`). With
     ``picks_only`` (``algorithms: auto``, which runs NCCL's pick only) the lines are those of
-    NCCL's pick at each size, as nccl-tests would print NCCL's default choice, and the choice
-    block says how to run the alternatives instead of naming the fastest; otherwise it sets the
-    fastest simulated point beside each pick.
+    NCCL's pick at each size, in size order, as nccl-tests prints NCCL's default choice, and the
+    choice block says how to run the alternatives instead of naming the fastest; otherwise it
+    sets the fastest simulated point beside each pick.
     """
     if results.empty:
         return "# no results\n"
     choice = nccl_choice_per_size(results)
-    table = results[results.nccl_pick.fillna(False).astype(bool)] if picks_only else results
+    table = (results[results.nccl_pick.fillna(False).astype(bool)]
+             .sort_values("size_bytes", kind="stable") if picks_only else results)
     first = results.iloc[0]
     lines = [f"# allreduce-sim · scenario {first['scenario']} · topology {first['topology']} · "
              f"{first['ranks']} ranks · {first['collective']}", "#", "#" + _HEADER[1:]]
