@@ -45,18 +45,24 @@ def test_choice_block_names_the_fastest_alternative():
     # rank's link carrying its 7 chunks of 4 KiB at the LL cap, 141 GB/s
     assert (first.pick, first.protocol, first.fastest, first.best) == ("ring", "LL", "direct", False)
     assert first.fastest_time_s == pytest.approx(6.6e-6 + 2 * (0.6e-6 + 7 * 4096 / 141e9), rel=1e-9)
-    # at 64 MiB NCCL's tuner picks NVLS; its symmetric multicast kernel, which NCCL runs only on
-    # buffers registered as symmetric windows (nccl.symmetric), would be faster
-    assert (second.pick, second.fastest, second.best) == ("nvls", "two_shot_multicast", False)
-    text = format_table(frame)
-    lines = text.splitlines()
-    block = lines[lines.index("# NCCL's choice per size (its tuner's pick and model time; the "
-                              "fastest simulated point beside it)") + 2:]
-    assert block[0].split()[:2] == ["32768", "ring/LL"] and block[0].split()[-1] == "NO"
-    assert block[1].split() == ["67108864", "nvls/Simple", f"{second.nccl_time_s * 1e6:.2f}",
-                                f"{second.sim_time_s * 1e6:.2f}", "two_shot_multicast/Simple",
-                                f"{second.fastest_time_s * 1e6:.2f}", "NO"]
-    assert len(block) == 2  # the block ends the table
+    # at 64 MiB NCCL's tuner picks NVLS, and nothing the user could run without registering
+    # the buffers is faster ...
+    assert (second.pick, second.fastest, second.best) == ("nvls", "nvls", True)
+    # ... but NVLS's symmetric multicast kernel, which NCCL runs only on buffers registered as
+    # symmetric windows (nccl.symmetric), is
+    registered = nccl_choice_per_size(frame, registered=True).iloc[1]
+    assert (registered.fastest, registered.best) == ("two_shot_multicast", False)
+    assert registered.fastest_time_s < second.sim_time_s
+    for symmetric, fastest in ((False, "(the pick)"), (True, "two_shot_multicast/Simple")):
+        lines = format_table(frame, registered=symmetric).splitlines()
+        block = lines[lines.index("# NCCL's choice per size (its tuner's pick and model time; "
+                                  "the fastest simulated point beside it)") + 2:]
+        assert block[0].split()[:2] == ["32768", "ring/LL"] and block[0].split()[-1] == "NO"
+        time_us = (registered if symmetric else second).fastest_time_s * 1e6
+        assert block[1].split() == ["67108864", "nvls/Simple", f"{second.nccl_time_s * 1e6:.2f}",
+                                    f"{second.sim_time_s * 1e6:.2f}", *fastest.split(),
+                                    f"{time_us:.2f}", "NO" if symmetric else "yes"]
+        assert len(block) == 2  # the block ends the table
 
 
 def test_auto_runs_nccls_pick_alone_and_says_how_to_get_the_alternatives():

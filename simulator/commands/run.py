@@ -105,7 +105,8 @@ def execute(args: argparse.Namespace) -> int:
         points = run_points(scenario, seed=args.seed, proxy_elements=args.proxy_elements,
                             setup=setup, watch=watch, plans=plans[len(done):])
         _keep(points, coming.points[len(done):], files, args.quiet)
-        say(format_table(files.frame, picks_only=scenario.nccl_choice))
+        say(format_table(files.frame, picks_only=scenario.nccl_choice,
+                         registered=scenario.nccl.symmetric))
         with writing(scenario.source, output):
             paths = [*files.finish(), *write_observed(watch, scenario, args.trace, args.links)]
     except KeyboardInterrupt as stop:  # the points done are on disk, every file whole

@@ -111,7 +111,8 @@ def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],
 
     status = EXIT_OK
     for scenario, results in zip(scenarios, frames, strict=True):
-        say(format_table(results, picks_only=scenario.nccl_choice))
+        say(format_table(results, picks_only=scenario.nccl_choice,
+                         registered=scenario.nccl.symmetric))
         paths = write_results(results, scenario,
                               settings_of(scenario, args.seed, args.proxy_elements),
                               scenario.output_dir, chosen)

@@ -20,7 +20,8 @@ _HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm'
            f"{'dev(%)':>7} {'verified':>8}")
 
 
-def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
+def format_table(results: pd.DataFrame, *, picks_only: bool = False,
+                 registered: bool = False) -> str:
     """nccl-tests-like text: one line per (algorithm, size), then footnotes and averages.
 
     ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model; the
@@ -28,11 +29,12 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
     ``picks_only`` (``algorithms: auto``, which runs NCCL's pick only) the lines are those of
     NCCL's pick at each size, in size order, as nccl-tests prints NCCL's default choice, and the
     choice block says how to run the alternatives instead of naming the fastest; otherwise it
-    sets the fastest simulated point beside each pick.
+    sets the fastest simulated point the user could run beside each pick (the symmetric-memory
+    kernels only where the buffers are ``registered``: :func:`nccl_choice_per_size`).
     """
     if results.empty:
         return "# no results\n"
-    choice = nccl_choice_per_size(results)
+    choice = nccl_choice_per_size(results, registered=registered)
     table = (results[results.nccl_pick.fillna(False).astype(bool)]
              .sort_values("size_bytes", kind="stable") if picks_only else results)
     first = results.iloc[0]
@@ -62,9 +64,12 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def nccl_choice_per_size(results: pd.DataFrame) -> pd.DataFrame:
+def nccl_choice_per_size(results: pd.DataFrame, *, registered: bool = False) -> pd.DataFrame:
     """For each size where NCCL's pick was simulated (``execution: nccl``): the pick, NCCL's
-    model time for it, its simulated time, and the fastest simulated point (ties: the pick).
+    model time for it, its simulated time, and the fastest simulated point the user could run
+    instead (ties: the pick): a kernel that needs buffers registered as symmetric windows
+    (``one_shot``, ``two_shot*``) only where they are (``registered``: the scenario's
+    ``nccl.symmetric``), as NCCL launches those only on registered buffers.
 
     Columns: size_bytes, pick, protocol, nccl_time_s, sim_time_s, fastest, fastest_protocol,
     fastest_time_s, best (whether NCCL's pick is the fastest simulated). Empty when no row is
@@ -72,9 +77,10 @@ def nccl_choice_per_size(results: pd.DataFrame) -> pd.DataFrame:
     """
     rows = []
     picked = results.nccl_pick.fillna(False).astype(bool)
+    runnable = results if registered else results[~results.algorithm.map(_needs_registration)]
     for size, group in results[picked].groupby("size_bytes", sort=True):
         pick = group.iloc[0]
-        same = results[results.size_bytes == size]
+        same = pd.concat([group.iloc[:1], runnable[runnable.size_bytes == size]])
         fastest = same.iloc[int(same.sim_time_s.to_numpy().argmin())]
         if fastest.sim_time_s >= pick.sim_time_s:
             fastest = pick
@@ -84,6 +90,16 @@ def nccl_choice_per_size(results: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["size_bytes", "pick", "protocol", "nccl_time_s",
                                        "sim_time_s", "fastest", "fastest_protocol",
                                        "fastest_time_s", "best"])
+
+
+def _needs_registration(name: str) -> bool:
+    """Whether the algorithm ``name`` is NCCL's symmetric-memory kernels, which NCCL launches
+    only on buffers registered as symmetric windows (``nccl.symmetric``); an MSCCL schedule or
+    a name not registered does not."""
+    from simulator.algorithms.registry import REGISTRY
+
+    return any(bool(collective[name].nccl.symmetric) for collective in REGISTRY.values()
+               if name in collective)
 
 
 def _choice_table(choice: pd.DataFrame, *, alternatives: bool = True) -> list[str]:
