@@ -50,6 +50,7 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False,
     if (results.verified.notna() & (results.verified_elements < results["count"])).any():
         lines.append("# * verified on a proxy payload (column verified_elements of the CSV: "
                      "elements per rank, same partitioning); timed at the nominal size")
+    lines.append(DEVIATION_GUIDE)
     for algorithm, group in table.groupby("algorithm", sort=False):
         busbw = group.busbw_GBps.dropna()
         average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
@@ -62,6 +63,13 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False,
     elif results.algorithm.nunique() > 1:
         lines.extend(_best_table(best_per_size(results)))
     return "\n".join(lines) + "\n"
+
+
+DEVIATION_GUIDE = ("# dev(%) = (time - model) / model: model is the algorithm's closed form "
+                   "alone; time is simulated with what it leaves out (contention on shared "
+                   "links, waits between dependent steps, faults): trust time, and read a large "
+                   "dev as their cost")
+"""The table's one-line reading guide to the gap between the simulated and closed-form times."""
 
 
 def nccl_choice_per_size(results: pd.DataFrame, *, registered: bool = False) -> pd.DataFrame:
