@@ -84,23 +84,34 @@ class Collective(Enum):
         through in the algorithm's order (``Algorithm.reduction_depth``; None: p-1, the bound
         for any order): Higham §4.2, :func:`sum_bound`.
         """
+        result, mask = self.outcome(inputs, reduce_op, owned)
+        if not self.reduces:  # copies: exact
+            return Expected(result, np.zeros(inputs.shape[1:]), mask, _scale_of(result))
+        scale = magnitude(inputs, reduce_op) if is_float(inputs.dtype) else None
+        return Expected(result, _reduction_tolerance(inputs, reduce_op, scale, summable, depth),
+                        mask, scale)
+
+    def outcome(self, inputs: np.ndarray, reduce_op: ReduceOp,
+                owned: Sequence[slice]) -> tuple[np.ndarray, np.ndarray]:
+        """What every rank ends with after this collective on ``inputs`` (``(ranks, elements)``;
+        ``owned[r]`` rank r's chunk), broadcasting against them, and the mask of the elements
+        it defines: a reduction numpy's in float64 (:meth:`ReduceOp.reference`), copies
+        exact. :meth:`expected` adds the rounding error allowed."""
         mask = np.zeros(inputs.shape, dtype=bool)
-        exact = np.zeros(inputs.shape[1:])
         if self is Collective.ALLGATHER:
             gathered = np.empty_like(inputs[0])
             for rank, elements in enumerate(owned):
                 gathered[elements] = inputs[rank, elements]
             mask[...] = True
-            return Expected(gathered, exact, mask, _scale_of(gathered))
+            return gathered, mask
         if self is Collective.ALLTOALL:
             return _transposed(inputs, owned)
         if self is Collective.SENDRECV:
-            shifted = np.roll(inputs, 1, axis=0)  # rank r holds rank r-1's buffer
             mask[...] = True
-            return Expected(shifted, exact, mask, _scale_of(shifted))
+            return np.roll(inputs, 1, axis=0), mask  # rank r holds rank r-1's buffer
         if self is Collective.BROADCAST:
             mask[...] = True
-            return Expected(inputs[ROOT].copy(), exact, mask, _scale_of(inputs[ROOT]))
+            return inputs[ROOT].copy(), mask
         if self is Collective.REDUCE_SCATTER:
             for rank, elements in enumerate(owned):
                 mask[rank, elements] = True
@@ -108,10 +119,7 @@ class Collective(Enum):
             mask[ROOT] = True
         else:
             mask[...] = True
-        scale = magnitude(inputs, reduce_op) if is_float(inputs.dtype) else None
-        return Expected(reduce_op.reference(inputs),
-                        _reduction_tolerance(inputs, reduce_op, scale, summable, depth), mask,
-                        scale)
+        return reduce_op.reference(inputs), mask
 
 
 @dataclass(frozen=True)
@@ -245,9 +253,10 @@ def sum_bound(magnitudes: np.ndarray, dtype: np.dtype[Any], depth: int) -> np.nd
     return np.asarray(bound * magnitudes)
 
 
-def _transposed(inputs: np.ndarray, owned: Sequence[slice]) -> Expected:
-    """An all-to-all's outcome: rank r's block j (``owned[j]``) holds rank j's block r, exact.
-    ValueError where the blocks are not all the same length (the plan refuses such counts)."""
+def _transposed(inputs: np.ndarray, owned: Sequence[slice]) -> tuple[np.ndarray, np.ndarray]:
+    """An all-to-all's outcome and mask: rank r's block j (``owned[j]``) holds rank j's block
+    r. ValueError where the blocks are not all the same length (the plan refuses such
+    counts)."""
     lengths = {block.stop - block.start for block in owned}
     if len(lengths) > 1:
         raise ValueError(f"an all-to-all needs equal blocks, got lengths {sorted(lengths)}")
@@ -257,7 +266,7 @@ def _transposed(inputs: np.ndarray, owned: Sequence[slice]) -> Expected:
             result[rank, theirs] = inputs[peer, mine]
     mask = np.zeros(inputs.shape, dtype=bool)
     mask[:, owned[0].start:owned[-1].stop] = True
-    return Expected(result, np.zeros(inputs.shape[1:]), mask, _scale_of(result))
+    return result, mask
 
 
 def _scale_of(values: np.ndarray) -> np.ndarray | None:
