@@ -768,3 +768,47 @@ def test_a_bad_all_to_all_argument_is_the_ranks_value_error(call, message):
     with pytest.raises(RankError) as raised:
         dist.spawn(step, 2)
     assert str(raised.value) == f"rank 1 raised ValueError: {message}"
+
+
+def _every_collective(rank: int) -> tuple[np.ndarray, ...]:
+    """Each collective on 4,096 int32 elements a rank (beyond a 256-element proxy): the
+    tensors they leave."""
+    n, world = 4096, dist.get_world_size()
+    mine = ((np.arange(n, dtype=np.int64) * 7 + rank * 13) % 101 - 50).astype(np.int32)
+    summed = mine.copy()
+    dist.all_reduce(summed)
+    scattered = np.zeros(n // world, dtype=np.int32)
+    dist.reduce_scatter_tensor(scattered, mine)
+    gathered = np.zeros(n * world, dtype=np.int32)
+    dist.all_gather_into_tensor(gathered, mine)
+    exchanged = np.zeros(n, dtype=np.int32)
+    dist.all_to_all_single(exchanged, mine)
+    sent = mine.copy()
+    dist.broadcast(sent, src=2)
+    reduced = mine.copy()
+    dist.reduce(reduced, dst=1, op=ReduceOp.MAX)
+    return summed, scattered, gathered, exchanged, sent, reduced
+
+
+def test_a_proxy_payload_gives_the_same_tensors_and_times_as_the_whole_one():
+    # the schedule runs on 256 elements, timed at 4,096, and the ranks get numpy's outcome:
+    # on integers exactly what moving and reducing the whole tensors gives
+    whole = dist.spawn(_every_collective, 4, SWITCH4, proxy_elements=None)
+    proxy = dist.spawn(_every_collective, 4, SWITCH4, proxy_elements=256)
+    for a, b in zip(whole.returns, proxy.returns, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert x.dtype == y.dtype and np.array_equal(x, y)
+    assert [c.time_s for c in proxy.calls] == [c.time_s for c in whole.calls]
+    assert all(c.verified for c in whole.calls) and all(c.verified for c in proxy.calls)
+    # and that is numpy's: rank r's chunk of the sum, the max on rank 1 only
+    inputs = np.stack([((np.arange(4096) * 7 + r * 13) % 101 - 50) for r in range(4)])
+    assert np.array_equal(proxy.returns[3][1], inputs.sum(axis=0)[3 * 1024:4 * 1024])
+    assert np.array_equal(proxy.returns[1][5], inputs.max(axis=0))
+    assert np.array_equal(proxy.returns[0][5], inputs[0])  # the others keep theirs
+
+
+def test_proxy_elements_must_be_a_whole_number():
+    with pytest.raises(InputError) as error:
+        dist.spawn(lambda rank: None, 2, proxy_elements=0)
+    assert str(error.value) == ("dist.spawn: proxy_elements: expected a whole number "
+                                "≥ 1 or None, got 0")

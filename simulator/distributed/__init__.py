@@ -122,6 +122,7 @@ from simulator.distributed.tensors import (
 )
 from simulator.distributed.watchdog import DEFAULT_TIMEOUT_S
 from simulator.errors import InputError, Problem
+from simulator.limits import DEFAULT_PROXY_ELEMENTS
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution
 from simulator.model.reduction import ReduceOp as ModelOp
@@ -168,7 +169,8 @@ def spawn(fn: Callable[..., Any], world_size: int,
           topology: str | Mapping[str, Any] | TopologySpec | None = None, *,
           args: Sequence[Any] = (), algorithm: str | Mapping[str, str] | None = None,
           execution: str | Execution | None = None,
-          timeout: float | timedelta | None = DEFAULT_TIMEOUT_S) -> SpawnResult:
+          timeout: float | timedelta | None = DEFAULT_TIMEOUT_S,
+          proxy_elements: int | None = DEFAULT_PROXY_ELEMENTS) -> SpawnResult:
     """Run ``fn(rank, *args)`` on ``world_size`` simulated ranks and simulate their collectives.
 
     ``topology`` is a scenario's topology mapping (``{"kind": "switch", "ranks": 4, ...}``), a
@@ -180,15 +182,24 @@ def spawn(fn: Callable[..., Any], world_size: int,
     in a scenario (``nccl`` on presets, ``ideal`` on builders). The tensors' dtype is each call's
     (float16, float32, float64, int32 or int64). ``timeout`` (seconds or a timedelta; None for
     never) is how long every rank not in a call must sit still, stuck on something outside the
-    simulator, before the run stops with Stalled. InputError for bad arguments (a topology of
+    simulator, before the run stops with Stalled. A collective of more than ``proxy_elements``
+    elements per rank runs its schedule on a proxy payload of that many, as ``run`` does, timed
+    at the tensors' size and checked on the proxy, and the ranks' tensors get numpy's outcome (a
+    reduction in float64 rounded once, not in the schedule's order); None moves and reduces the
+    whole tensors, in the schedule's order. InputError for bad arguments (a topology of
     another rank count, an unknown algorithm, more ranks than MAX_DIST_RANKS threads),
     CollectiveMismatch, MessageMismatch, RankError and Stalled as the module says.
     """
     if not callable(fn):
         raise InputError([Problem(SOURCE, "fn", f"expected a function of the rank, got {fn!r}")])
     wait = as_timeout(timeout)
+    if proxy_elements is not None and (isinstance(proxy_elements, bool)
+                                       or not isinstance(proxy_elements, int)
+                                       or proxy_elements < 1):
+        raise InputError([Problem(SOURCE, "proxy_elements", f"expected a whole number ≥ 1 or "
+                                                            f"None, got {proxy_elements!r}")])
     simulation = Simulation(base_scenario(world_size, topology, execution),
-                            chosen_algorithms(algorithm))
+                            chosen_algorithms(algorithm), proxy_elements=proxy_elements)
     world = World(world_size, simulation, wait)
     returns = world.run(fn, tuple(args))
     return SpawnResult(returns, tuple(simulation.records), tuple(world.clocks))

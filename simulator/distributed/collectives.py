@@ -23,6 +23,7 @@ from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution
 from simulator.model.nccl import Protocol
+from simulator.model.reduction import ReduceOp
 from simulator.plan import Setup, nccl_runs, plan_point, prepare
 from simulator.runner import run_plan
 from simulator.scenario.fields import choice_problem
@@ -105,6 +106,10 @@ class Simulation:
     """The messages' network, built at the first message."""
     flying: dict[int, tuple[Op, Op, float]] = field(default_factory=dict)
     """The messages in flight by their network number: send, receive and start (s)."""
+    proxy_elements: int | None = None
+    """Elements per rank above which a collective's schedule runs on a proxy payload of this
+    many, as ``run`` does, and the ranks' tensors get numpy's outcome (:func:`numpy_outcome`);
+    None: every collective moves and reduces the whole tensors."""
 
     def simulate(self, calls: list[Call], start_s: float) -> float:
         """Simulate the collective with every rank's row (``calls`` by rank), write each rank's
@@ -178,11 +183,16 @@ class Simulation:
         name, protocol = self._algorithm(first.collective, size_bytes, setup)
         scenario = replace(self.scenario, collective=first.collective, sizes=(size_bytes,),
                            dtype=buffers.dtype, reduce_op=first.op, algorithms=(name,))
-        settings = replace(scenario.run, proxy_elements=buffers.shape[1])
+        elements = buffers.shape[1]
+        proxy = elements if self.proxy_elements is None else min(elements, self.proxy_elements)
+        proxied = proxy < elements
+        settings = replace(scenario.run, proxy_elements=proxy)
         plan = plan_point(scenario, setup, scenario.algorithm(name), size_bytes, settings,
                           protocol=protocol)
         with np.errstate(over="ignore", invalid="ignore"):  # a user's NaN or inf, as on a GPU
-            result = run_plan(plan, inputs=buffers)
+            result = run_plan(plan, inputs=None if proxied else buffers)
+            if proxied:  # timed at the tensors' size, checked on the proxy: numpy's outcome
+                numpy_outcome(first.collective, first.op, buffers)
         for call in calls:
             call.deliver(buffers)
         return CallRecord(index, first.name, first.collective, size_bytes, result.algorithm,
@@ -267,3 +277,16 @@ def chosen_algorithms(algorithm: str | Mapping[str, str] | None) -> dict[Collect
     if problems:
         raise InputError(problems)
     return chosen
+
+
+def numpy_outcome(collective: Collective, op: ReduceOp, buffers: np.ndarray) -> None:
+    """``buffers`` (every rank's row, chunk r of each row rank r's) made what ``collective``
+    leaves in them, by numpy (:meth:`~simulator.model.collective.Collective.outcome`): a
+    reduction in float64 rounded once to the dtype, copies exactly; rows a collective does not
+    define (a reduce's other ranks) kept. What a collective on a proxy payload gives the ranks,
+    whose schedule is then checked on the proxy, not on their data."""
+    ranks, elements = buffers.shape
+    chunk = elements // ranks
+    owned = [slice(rank * chunk, (rank + 1) * chunk) for rank in range(ranks)]
+    result, mask = collective.outcome(buffers, op, owned)
+    np.copyto(buffers, np.broadcast_to(result, buffers.shape), casting="unsafe", where=mask)
