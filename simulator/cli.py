@@ -6,7 +6,7 @@ The entry point: the parser, built from :data:`COMMANDS` (each command's module,
 :mod:`simulator.commands`, adds its own arguments and runs it), and the one place a command's
 errors become exit codes (docs/design.md §3): 0 success; 2 bad input (one line per problem on
 stderr: file, field, what was expected); 1 when a run fails verification or an algorithm
-fails; 130 on Ctrl-C and 143 on SIGTERM, with one line and no half-written file.
+fails; 130 on Ctrl-C, 143 on SIGTERM and 129 on SIGHUP, with one line and no half-written file.
 Heavy modules (pandas, SimPy, matplotlib) are imported only once a command runs, so ``--help``
 and ``--version`` answer at once.
 """
@@ -23,7 +23,7 @@ from simulator.commands import calibrate, plot, run, sweep, topo, tune
 from simulator.commands.command import EXIT_BAD_INPUT, EXIT_FAILED, Command
 from simulator.commands.console import stop_code, stopped
 from simulator.errors import AlgorithmError, InputError, NetworkCut
-from simulator.output.files import raise_terminated
+from simulator.output.files import STOPPING, raise_terminated
 from simulator.version import __version__
 
 COMMANDS: dict[str, Command] = {command.name: command for command in (
@@ -46,8 +46,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     args = _parser().parse_args(argv)
     command = COMMANDS[args.command]
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, raise_terminated)  # stop as on Ctrl-C, said in one line
+    main_thread = threading.current_thread() is threading.main_thread()
+    before = {number: signal.getsignal(number) or signal.SIG_DFL
+              for number in (STOPPING if main_thread else ())}
+    for number, handler in before.items():  # SIGTERM, SIGHUP: stop as on Ctrl-C, in one line
+        if handler is not signal.SIG_IGN:  # nohup's: the user asked it to outlive the terminal
+            signal.signal(number, raise_terminated)
     try:
         return command.run(args)
     except InputError as error:
@@ -65,5 +69,5 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return stop_code(stop)
     finally:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for number, handler in before.items():
+            signal.signal(number, handler)

@@ -10,6 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED, EXIT_TERMINATED = 0, 1, 2, 130, 143
+EXIT_HANGUP = 129
+"""SIGHUP (the terminal closed): 128 and the signal's number, as a shell gives a process a
+signal ended, as 130 (SIGINT) and 143 (SIGTERM) are."""
+EXIT_SIGNALLED = {1: EXIT_HANGUP, 2: EXIT_INTERRUPTED, 15: EXIT_TERMINATED}
+"""The exit code of a command a signal stopped, by the signal's number (SIGHUP, SIGINT,
+SIGTERM)."""
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,11 @@ on stderr, and the one line of a failed verification or a stopped run, with thei
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import TYPE_CHECKING, Never
 
-from simulator.commands.command import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_TERMINATED
+from simulator.commands.command import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_SIGNALLED
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,14 +49,16 @@ def verification(source: str, results: pd.DataFrame) -> int:
 
 
 def stop_code(stop: KeyboardInterrupt) -> int:
-    """The exit code of a run stopped by Ctrl-C (130) or SIGTERM (143)."""
+    """The exit code of a run stopped by Ctrl-C (130), SIGTERM (143) or SIGHUP (129)."""
     from simulator.output.files import Terminated
 
-    return EXIT_TERMINATED if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+    return EXIT_SIGNALLED[stop.signum] if isinstance(stop, Terminated) else EXIT_INTERRUPTED
 
 
 def stopped(stop: KeyboardInterrupt) -> str:
     """How a run was stopped, as its last line says it."""
     from simulator.output.files import Terminated
 
-    return "terminated (SIGTERM)" if isinstance(stop, Terminated) else "interrupted"
+    if isinstance(stop, Terminated):
+        return f"terminated ({signal.Signals(stop.signum).name})"
+    return "interrupted"

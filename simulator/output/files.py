@@ -35,27 +35,39 @@ def write_atomically(path: Path, write: Callable[[Path], None]) -> None:
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised as an interrupt (:func:`raise_terminated`), so that a run told to stop
-    stops as on Ctrl-C: the files it wrote whole, no temporary file left, one line said."""
+    """SIGTERM or SIGHUP, raised as an interrupt (:func:`raise_terminated`), so that a run told
+    to stop stops as on Ctrl-C: the files it wrote whole, no temporary file left, one line
+    said. Its one argument is the signal's number (SIGTERM where none is given)."""
+
+    @property
+    def signum(self) -> int:
+        """The signal that stopped the run."""
+        return int(self.args[0]) if self.args else int(signal.SIGTERM)
+
+
+STOPPING = (signal.SIGTERM, signal.SIGHUP)
+"""The signals the command line stops on as on Ctrl-C (:func:`raise_terminated`): a kill's
+default, and the terminal closing (issue 40: every signal ends a sweep with what finished
+written)."""
 
 
 def raise_terminated(signum: int, frame: FrameType | None) -> None:
-    """The command line's SIGTERM handler."""
-    raise Terminated
+    """The command line's handler of :data:`STOPPING`."""
+    raise Terminated(signum)
 
 
 @contextmanager
 def interrupts_held() -> Iterator[None]:
-    """Hold Ctrl-C (SIGINT) and SIGTERM while the block runs and raise the interrupt once the
-    block is done, so that files written together are all written or all left as they were, and
-    no temporary file is left behind, whenever one comes.
+    """Hold Ctrl-C (SIGINT), SIGTERM and SIGHUP while the block runs and raise the interrupt
+    once the block is done, so that files written together are all written or all left as they
+    were, and no temporary file is left behind, whenever one comes.
 
-    Only in the main thread, while Python's own SIGINT handler (and, for SIGTERM, the command
-    line's) is in place; elsewhere the block runs as it is (a signal handler can be set only
-    there, and another one is not ours to replace).
+    Only in the main thread, while Python's own SIGINT handler (and, for the others, the
+    command line's) is in place; elsewhere the block runs as it is (a signal handler can be set
+    only there, and another one is not ours to replace).
     """
     held = [number for number, ours in ((signal.SIGINT, signal.default_int_handler),
-                                        (signal.SIGTERM, raise_terminated))
+                                        *((number, raise_terminated) for number in STOPPING))
             if signal.getsignal(number) is ours]
     if threading.current_thread() is not threading.main_thread() or not held:
         yield
@@ -73,8 +85,9 @@ def interrupts_held() -> Iterator[None]:
     finally:
         for number, handler in before.items():
             signal.signal(number, handler)
-    if signal.SIGTERM in pressed:
-        raise Terminated
+    for signum in pressed:  # a signal that terminates before Ctrl-C
+        if signum in STOPPING:
+            raise Terminated(signum)
     if pressed:
         raise KeyboardInterrupt
 
@@ -114,7 +127,10 @@ class DirectoryLock:
     their rows (the second is refused); the kernel drops it when the process ends, however it
     ends, so a lock file a killed run left does not hold anything."""
 
-    def __init__(self, directory: Path, name: str, source: str) -> None:
+    def __init__(self, directory: Path, name: str, source: str,
+                 elsewhere: str = "give another --output") -> None:
+        """Take the lock, or refuse in one line naming ``source``, which ends with
+        ``elsewhere``: how to write somewhere else (``sweep`` has no ``--output``)."""
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f".{name}.lock"
         self._file = self.path.open("a")
@@ -124,7 +140,7 @@ class DirectoryLock:
             self._file.close()
             raise InputError([Problem(source, "output", (
                 f"another run is writing {name}'s results in {directory}; wait for it to end, "
-                "or give another --output"))]) from None
+                f"or {elsewhere}"))]) from None
 
     def release(self) -> None:
         """Let go, and remove the lock file."""
