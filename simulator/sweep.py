@@ -16,9 +16,12 @@ Workers die: a point that takes more memory than its worker has is killed with i
 memory limit, or the kernel's), and the nanny starts another. Each point's outcome is taken
 as soon as it finishes, so a later death loses nothing; a point that killed
 :data:`ALLOWED_FAILURES` + 1 workers is reported failed (Dask's ``KilledWorker``) and the
-others go on; and where no worker is left for :data:`NO_WORKERS_S` (none restarted, a remote
-cluster's last one gone) the sweep stops waiting and reports the points it could not run. A
-local cluster that does not start is a :class:`ClusterError`, one line.
+others go on; and where no worker has been up for :data:`NO_WORKERS_S` (none restarted, each
+killed again as soon as it starts, a remote cluster's last one gone) the sweep stops waiting
+and reports the points it could not run. A local cluster that does not start, or a scheduler
+that does not answer, is a :class:`ClusterError`, one line. A signal (Ctrl-C, SIGTERM, SIGHUP)
+stops the wait: the points that finished are kept, and the cluster is closed within
+:data:`CLOSE_S`.
 
 Dask (``dask[distributed]``) and tqdm are the ``sweep`` extra, imported only here, only when a
 sweep runs (``pip install 'allreduce-sim[sweep]'``).
@@ -26,6 +29,7 @@ sweep runs (``pip install 'allreduce-sim[sweep]'``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import os
@@ -55,14 +59,35 @@ scheduler keeps its own, 3 by default). A worker runs one point at a time, so a 
 dies twice running the same point was killed by that point (for its memory, most often): a
 third try would only kill a third worker."""
 
-NO_WORKERS_S = 60.0
-"""How long a sweep waits with no worker at all before it stops and reports the points not
-run: a worker the nanny restarts is back within seconds (~2 s here, tens on a loaded machine);
-one it failed to restart, or a remote cluster's last worker gone, never comes back, and the
-sweep used to wait for ever."""
+NO_WORKERS_S = 20.0
+"""How long a sweep waits with no worker up before it stops and reports the points not run: a
+worker the nanny restarts is back within seconds (1.4 s measured here, at a load of 6 on 2
+cores: ``bench/hostile.py sweeps``), so 20 s is over ten restarts; one it failed to restart,
+one killed again as soon as it starts, or a remote cluster's last worker gone, never comes
+back. With the cluster's start and close this ends a sweep whose workers all die well within
+the minute a person waits (issue 40; it was 60 s, and such a sweep ended after 75 s)."""
 
 POLL_S = 1.0
-"""How often a waiting sweep asks the scheduler whether any worker is left."""
+"""How often a waiting sweep asks the scheduler which workers it has; a worker counts as up
+once it is there at two polls running, so workers killed as soon as they start (every one,
+repeatedly) do not keep the sweep waiting."""
+
+CONNECT_S = 5.0
+"""How long the sweep tries to reach a ``--scheduler`` (Dask's connect timeout, whose default,
+``distributed.comm.timeouts.connect``, is 30 s, shortened: a scheduler on a network a sweep can
+use answers a connection in milliseconds, and one that is not there is said at once)."""
+
+HANDSHAKE_S = 10.0
+"""How long a ``--scheduler`` that accepted the connection has to answer Dask's handshake (Dask
+waits for that answer without a bound, and a port that accepts connections but never answers
+hung the sweep for ever: issue 40). A scheduler answers in milliseconds, one under load within
+a second or two; 10 s is ample, and keeps the failure well short of what a person waits."""
+
+CLOSE_S = 5.0
+"""How long closing the client and the local cluster may take (their workers busy, dying or
+gone), so that a stopped sweep ends within the 10 s issue 40 gives it: the nannies stop their
+workers in under a second here, and whatever is left when this runs out dies with the
+process."""
 
 QUIET: dict[str, Any] = {"dashboard_address": ":0", "scheduler_kwargs": {"dashboard": False},
                          "silence_logs": logging.CRITICAL}
@@ -73,7 +98,8 @@ warning on stderr where another cluster holds it), Dask's logs only when critica
 
 class ClusterError(SimulatorError):
     """The local Dask cluster did not start (a worker that dies as it starts, a broken Dask
-    configuration): no point ran."""
+    configuration), or the ``--scheduler`` took the connection but did not answer: no point
+    ran."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +127,10 @@ class Sweep:
     frames: tuple[pd.DataFrame, ...]
     failures: tuple[Failure, ...]
     interrupted_of: int = 0
-    """Where Ctrl-C stopped the sweep, how many points it had (the frames hold those that
-    finished, in their order); 0 where it ran to its end."""
+    """Where a signal stopped the sweep (Ctrl-C, SIGTERM, SIGHUP), how many points it had (the
+    frames hold those that finished, in their order); 0 where it ran to its end."""
+    stop: KeyboardInterrupt | None = None
+    """Where a signal stopped the sweep, the interrupt it raised (which signal it was)."""
     stranded: tuple[Failure, ...] = ()
     """Where no worker was left for :data:`NO_WORKERS_S`, the points it could not run (the
     frames hold those that finished)."""
@@ -168,12 +196,14 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
         cluster, client = _local(dask, workers or os.cpu_count() or 1)
     else:
         cluster = None
-        client = _connect(dask.Client, scheduler)
+        client = _connect(dask, scheduler)
     try:
         sweep_id = uuid.uuid4().hex
+        # handed out in the plans' order (Dask runs those submitted together in an order of its
+        # own): a scenario's small sizes first, so a sweep stopped early has them
         futures = [client.submit(run_one, f"{sweep_id}/{index}", scenarios[index], algorithm, size,
-                                 settings[index], pure=False)
-                   for index, algorithm, size in work]
+                                 settings[index], pure=False, priority=len(work) - at)
+                   for at, (index, algorithm, size) in enumerate(work)]
         bar = dask.tqdm(total=len(futures), unit="point", disable=not progress, file=sys.stderr)
         points = [(scenarios[index].name, algorithm, size) for index, algorithm, size in work]
         taken = _taken(client, dask, futures, points, bar)
@@ -192,7 +222,8 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     rows = [[done[index][point] for point in plan if point in done[index]]
             for index, plan in enumerate(plans)]  # kept and new alike, in the plan's order
     return Sweep(tuple(results_frame(r) for r in rows), tuple(failures),
-                 sum(map(len, plans)) if taken.interrupted else 0, tuple(stranded), tuple(notes))
+                 sum(map(len, plans)) if taken.stop else 0, taken.stop, tuple(stranded),
+                 tuple(notes))
 
 
 @dataclass(frozen=True)
@@ -205,15 +236,16 @@ class _Dask:
     KilledWorker: type[Exception]
     config: Any
     tqdm: Any
+    connect: Any
 
 
 @dataclass(frozen=True)
 class _Taken:
-    """Each point's outcome (None: not finished), and why the wait ended early: Ctrl-C, or no
-    worker left."""
+    """Each point's outcome (None: not finished), and why the wait ended early: the interrupt
+    a signal raised (Ctrl-C, SIGTERM, SIGHUP), or no worker left."""
 
     outcomes: list[Result | Failure | None]
-    interrupted: bool
+    stop: KeyboardInterrupt | None
     stranded: bool
 
 
@@ -255,12 +287,13 @@ def _taken(client: Any, dask: _Dask, futures: list[Any], points: list[tuple[str,
            bar: Any) -> _Taken:
     """Wait for ``futures`` (of ``points``: scenario, algorithm, size), taking each one's
     outcome as soon as it is done (and letting the cluster forget it, so that no later worker
-    death loses or reruns it), until all are done, Ctrl-C, or no worker has been left for
-    :data:`NO_WORKERS_S`."""
+    death loses or reruns it), until all are done, a signal stops it, or no worker has been up
+    for :data:`NO_WORKERS_S`."""
     index = {future.key: i for i, future in enumerate(futures)}
     outcomes: list[Result | Failure | None] = [None] * len(futures)
     pending = set(futures)
     alone_since: float | None = None
+    seen: set[str] = set()
     try:
         while pending:
             try:
@@ -276,25 +309,27 @@ def _taken(client: Any, dask: _Dask, futures: list[Any], points: list[tuple[str,
                     continue
                 future.release()
                 bar.update(1)
-            if not pending or _workers(client):
+            workers = _workers(client)
+            if not pending or finished or workers & seen:  # a worker up at two polls running
                 alone_since = None
             elif alone_since is None:
                 alone_since = time.monotonic()
             elif time.monotonic() - alone_since >= NO_WORKERS_S:
                 with contextlib.suppress(Exception):  # a scheduler gone cannot cancel them
                     client.cancel(list(pending))
-                return _Taken(outcomes, False, True)
-    except KeyboardInterrupt:  # keep what finished: the caller writes it and says so
-        return _Taken(outcomes, True, False)
-    return _Taken(outcomes, False, False)
+                return _Taken(outcomes, None, True)
+            seen = workers
+    except KeyboardInterrupt as stop:  # keep what finished: the caller writes it and says so
+        return _Taken(outcomes, stop, False)
+    return _Taken(outcomes, None, False)
 
 
-def _workers(client: Any) -> int:
-    """How many workers the scheduler has (none where it does not answer)."""
+def _workers(client: Any) -> set[str]:
+    """The addresses of the scheduler's workers (none where it does not answer)."""
     try:
-        return len(client.nthreads())
+        return set(client.nthreads())
     except Exception:  # a scheduler gone has no workers to give
-        return 0
+        return set()
 
 
 def _outcome(future: Any, point: tuple[str, str, int],
@@ -325,7 +360,7 @@ def _close(client: Any, cluster: Any) -> None:
     for closing in (client, cluster):
         if closing is not None:
             with contextlib.suppress(Exception):  # nothing left to save: the outcomes are taken
-                closing.close()
+                closing.close(timeout=CLOSE_S)
 
 
 def _one_line(error: BaseException) -> str:
@@ -340,13 +375,14 @@ def _dask(scenarios: Sequence[Scenario]) -> _Dask:
     try:
         import dask.config
         from dask.distributed import Client, KilledWorker, LocalCluster, wait
+        from distributed.comm.core import connect
         from tqdm import tqdm
     except ImportError as error:
         where = scenarios[0].source if scenarios else "sweep"
         raise InputError([Problem(where, "sweep", f"needs the 'sweep' extra ({error.name} is not "
                                                   "installed): pip install 'allreduce-sim[sweep]'")]
                          ) from None
-    return _Dask(Client, LocalCluster, wait, KilledWorker, dask.config, tqdm)
+    return _Dask(Client, LocalCluster, wait, KilledWorker, dask.config, tqdm, connect)
 
 
 _ADDRESS = re.compile(r"(?:(?:tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):(\d{1,5})")
@@ -354,15 +390,28 @@ _ADDRESS = re.compile(r"(?:(?:tcp|tls)://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-]+):
 [IPv6], and a port."""
 
 
-def _connect(client_type: Any, scheduler: str) -> Any:
-    """A client of the Dask scheduler at ``scheduler``; an input error when the address is not
-    one or none answers."""
+def _connect(dask: _Dask, scheduler: str) -> Any:
+    """A client of the Dask scheduler at ``scheduler``: an input error where the address is not
+    one or nothing takes the connection (within :data:`CONNECT_S`), ClusterError where what
+    took it does not answer as a scheduler (within :data:`HANDSHAKE_S`)."""
     found = _ADDRESS.fullmatch(scheduler) if isinstance(scheduler, str) else None
     if found is None or not 0 < int(found[2]) < 65536:
         raise InputError([Problem("sweep", "scheduler", f"expected an address like "
                                                         f"tcp://host:8786, got {scheduler!r}")])
-    try:
-        return client_type(scheduler, timeout="5s")
-    except (OSError, TimeoutError, ValueError) as error:
+    try:  # Dask's own handshake waits without a bound: this one is bounded, then the client
+        asyncio.run(_answers(dask.connect, scheduler))
+        return dask.Client(scheduler, timeout=f"{CONNECT_S:g}s")
+    except TimeoutError:  # Python's, and asyncio's: it took the connection but said nothing
+        raise ClusterError(f"the Dask scheduler at {scheduler!r} took the connection but did not "
+                           f"answer within {HANDSHAKE_S:g} s") from None
+    except (OSError, ValueError) as error:
         raise InputError([Problem("sweep", "scheduler", f"no Dask scheduler answers at "
                                                         f"{scheduler!r}: {error}")]) from None
+
+
+async def _answers(connect: Any, scheduler: str) -> None:
+    """Connect to ``scheduler`` and take its handshake, all within :data:`HANDSHAKE_S`;
+    TimeoutError where the handshake does not come (an OSError, sooner, where no connection
+    is taken within :data:`CONNECT_S`)."""
+    comm = await asyncio.wait_for(connect(scheduler, timeout=CONNECT_S), HANDSHAKE_S)
+    await comm.close()

@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING
 from simulator.commands.command import (
     EXIT_BAD_INPUT,
     EXIT_FAILED,
-    EXIT_INTERRUPTED,
     EXIT_OK,
     Command,
 )
-from simulator.commands.console import say, verification
+from simulator.commands.console import say, stop_code, stopped, verification
 from simulator.commands.options import DEFAULT_FORMAT, FORMATS, check_options, formats
 from simulator.commands.paths import check_outputs, check_writable, scenario_inputs
 from simulator.errors import InputError, Problem
@@ -123,7 +122,7 @@ def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],
 
 def _outcome(done: Sweep, status: int) -> int:
     """What did not come of the sweep, one line each on stderr (the points left out, failed,
-    stranded, or not run after Ctrl-C), and the exit code."""
+    stranded, or not run after a signal stopped it), and the exit code."""
     from simulator.sweep import NO_WORKERS_S
 
     for note in done.notes:  # the points all and auto left out, as run says them
@@ -134,11 +133,11 @@ def _outcome(done: Sweep, status: int) -> int:
         print(f"sweep: no Dask worker left for {NO_WORKERS_S:g} s: {_points(done.stranded)} "
               "not run; those finished are written", file=sys.stderr)
         status = EXIT_FAILED
-    if done.interrupted_of:  # Ctrl-C: what finished is written above, and said so here
+    if done.stop is not None:  # a signal: what finished is written above, and said so here
         finished = sum(len(frame) for frame in done.frames) + len(done.failures)
-        print(f"sweep: interrupted after {finished} of {done.interrupted_of} points; those "
-              "finished are written", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        print(f"sweep: {stopped(done.stop)} after {finished} of {done.interrupted_of} points; "
+              "those finished are written", file=sys.stderr)
+        return stop_code(done.stop)
     # as run exits: 2 where a point's input was at fault, else 1 for a failed point or check
     return max([status, *(EXIT_BAD_INPUT if failure.bad_input else EXIT_FAILED
                           for failure in done.failures)])
