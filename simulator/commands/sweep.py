@@ -6,8 +6,10 @@ the others kept."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -72,15 +74,17 @@ def execute(args: argparse.Namespace) -> int:
     if args.workers is not None and args.workers < 1:  # before the files: a command-line slip
         raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
                                                                f"got {args.workers}")])
-    kept = [_kept_by_sweep(scenario, args) for scenario in scenarios] if args.resume else None
-    try:
-        done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers, seed=args.seed,
-                     proxy_elements=args.proxy_elements, progress=not args.no_progress, kept=kept)
-    except ClusterError as error:  # nothing ran: the files are as they were
-        print(f"sweep: {error}; nothing ran", file=sys.stderr)
-        return EXIT_FAILED
-    status = _write(args, scenarios, done.frames, chosen)
-    return _outcome(done, status)
+    with _locked(scenarios):  # before the cluster starts: a run into one directory is refused
+        kept = [_kept_by_sweep(scenario, args) for scenario in scenarios] if args.resume else None
+        try:
+            done = sweep(scenarios, scheduler=args.scheduler, workers=args.workers,
+                         seed=args.seed, proxy_elements=args.proxy_elements,
+                         progress=not args.no_progress, kept=kept)
+        except ClusterError as error:  # nothing ran: the files are as they were
+            print(f"sweep: {error}; nothing ran", file=sys.stderr)
+            return EXIT_FAILED
+        status = _write(args, scenarios, done.frames, chosen)
+        return _outcome(done, status)
 
 
 def _check_outputs(scenarios: Sequence[Scenario], reads: Sequence[InputFile]) -> None:
@@ -98,6 +102,29 @@ def _check_outputs(scenarios: Sequence[Scenario], reads: Sequence[InputFile]) ->
         outputs[directory] = scenario.source
     for scenario in scenarios:
         check_outputs(scenario, scenario.output_dir, {}, scenario_inputs(scenario, reads))
+
+
+@contextmanager
+def _locked(scenarios: Sequence[Scenario]) -> Iterator[None]:
+    """Hold each scenario's output directory as ``run`` holds its own
+    (:class:`~simulator.output.files.DirectoryLock`), so that a sweep and a run of one scenario
+    into one directory refuse each other, as two runs do; let go when the sweep ends, however
+    it ends, with a directory made only for the lock removed where nothing was written in it."""
+    from simulator.output.files import DirectoryLock
+
+    made = [scenario.output_dir for scenario in scenarios if not scenario.output_dir.exists()]
+    locks: list[DirectoryLock] = []
+    try:
+        for scenario in scenarios:
+            locks.append(DirectoryLock(scenario.output_dir, scenario.name, scenario.source,
+                                       "give the scenario another output"))
+        yield
+    finally:
+        for lock in locks:
+            lock.release()
+        for directory in reversed(made):  # only if empty: one the sweep wrote in stays
+            with contextlib.suppress(OSError):
+                directory.rmdir()
 
 
 def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],
