@@ -61,8 +61,8 @@ third try would only kill a third worker."""
 
 NO_WORKERS_S = 20.0
 """How long a sweep waits with no worker up before it stops and reports the points not run: a
-worker the nanny restarts is back within seconds (1.4 s measured here, at a load of 6 on 2
-cores: ``bench/hostile.py sweeps``), so 20 s is over ten restarts; one it failed to restart,
+worker the nanny restarts is back within seconds (1.3 to 1.5 s measured here, a worker SIGKILLed
+five times at a load of 6 on 2 cores), so 20 s is over ten restarts; one it failed to restart,
 one killed again as soon as it starts, or a remote cluster's last worker gone, never comes
 back. With the cluster's start and close this ends a sweep whose workers all die well within
 the minute a person waits (issue 40; it was 60 s, and such a sweep ended after 75 s)."""
@@ -222,7 +222,7 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     rows = [[done[index][point] for point in plan if point in done[index]]
             for index, plan in enumerate(plans)]  # kept and new alike, in the plan's order
     return Sweep(tuple(results_frame(r) for r in rows), tuple(failures),
-                 sum(map(len, plans)) if taken.stop else 0, taken.stop, tuple(stranded),
+                 sum(map(len, plans)) if taken.stop is not None else 0, taken.stop, tuple(stranded),
                  tuple(notes))
 
 
