@@ -1,18 +1,16 @@
 """Sweeps under stress (issue 40, item 7): a sweep and a run into one directory refuse each
 other, a sweep checks its outputs against its inputs as run does, a scheduler that never
 answers is one line in bounded time, workers killed as soon as they start do not keep a sweep
-waiting, and every signal stops a sweep with what finished written. The slow cases (every
-worker killed again and again, each signal timed) are in bench/hostile_sweeps.py."""
+waiting, and every signal stops a sweep with what finished written. The slow cases, on real
+Dask clusters (every worker killed again and again, each signal sent to a sweep and timed), are
+in bench/hostile_sweeps.py; tests/test_sweep.py sends Ctrl-C to one."""
 
 import json
 import os
 import signal
 import socket
-import subprocess
-import sys
 from dataclasses import dataclass
 
-import pandas as pd
 import pytest
 
 from simulator.cli import main
@@ -181,29 +179,66 @@ def test_a_stopped_sweep_says_which_signal_and_exits_with_its_code(capsys, stop,
                                        "written\n")
 
 
-def test_sighup_stops_a_sweep_with_the_finished_points_written(tmp_path):
-    # as Ctrl-C does (tests/test_sweep.py), and SIGTERM (the same path, the test above): the
-    # signal comes once the bar counts the first point done; the sweep hands its points out in
-    # the plan's order, so the first is the small one, and the 1 GiB point (half a million
-    # messages on the SimPy engine) is still running on the one worker
-    number, code = signal.SIGHUP, 129
-    path = _scenario(tmp_path, f"{SWITCH.replace('4,', '16,')}algorithms: [ring]\n"
-                               f"engine: simpy\npiece_size: 64KiB\nsizes: [1KiB, 1GiB]\n")
-    child = subprocess.Popen([sys.executable, "-m", "simulator", "sweep", str(path), "--workers",
-                              "1", "--no-plot"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             env={**os.environ, "TQDM_MININTERVAL": "0", "TQDM_MINITERS": "1"})
-    assert child.stderr is not None
-    seen = b""
-    while b"| 1/2 [" not in seen:  # the bar once the first point's outcome is taken
-        chunk = os.read(child.stderr.fileno(), 65536)
-        assert chunk, seen.decode()  # the sweep ended before its first point
-        seen += chunk
-    child.send_signal(number)
-    _, rest = child.communicate(timeout=120)
-    err = (seen + rest).decode()
-    assert child.returncode == code, err
-    assert err.splitlines()[-1] == (f"sweep: terminated ({number.name}) after 1 of 2 points; "
-                                    "those finished are written"), err
-    assert "Traceback" not in err, err
-    assert list(pd.read_csv(tmp_path / "out" / "s.csv").size_bytes) == [1024]
-    assert not (tmp_path / "out" / ".s.lock").exists()
+@dataclass(frozen=True)
+class _Done:
+    """A point finished: its outcome, as a Dask future gives it."""
+
+    key: str
+    status: str = "finished"
+
+    def result(self, timeout):
+        return f"the outcome of {self.key}"
+
+    def release(self):
+        pass
+
+
+def test_a_signal_while_points_run_keeps_those_finished():
+    # SIGHUP (or SIGTERM, Ctrl-C) raises its interrupt in the main thread, which waits in
+    # Dask's wait: the points taken so far are kept, with the signal, for the caller to write
+    from types import SimpleNamespace
+
+    from simulator.sweep import _taken
+
+    first, second = _Done("a"), _Done("b")
+    calls = []
+
+    def wait(pending, timeout, return_when):
+        calls.append(set(pending))
+        if len(calls) == 1:
+            return {first}, pending - {first}
+        raise Terminated(signal.SIGHUP)
+
+    client = SimpleNamespace(nthreads=lambda: {"tcp://127.0.0.1:40000": 1})
+    taken = _taken(client, SimpleNamespace(wait=wait, KilledWorker=RuntimeError),
+                   [first, second], [("s", "ring", 4096), ("s", "ring", 8192)],
+                   SimpleNamespace(update=lambda count: None))
+    assert taken.outcomes == ["the outcome of a", None] and not taken.stranded
+    assert isinstance(taken.stop, Terminated) and taken.stop.signum == signal.SIGHUP
+    assert calls == [{first, second}, {second}]
+
+
+@pytest.mark.parametrize(("before", "during"), [(signal.SIG_DFL, raise_terminated),
+                                                (signal.SIG_IGN, signal.SIG_IGN)])
+def test_the_command_line_stops_on_sighup_unless_nohup_ignores_it(tmp_path, capsys,
+                                                                  monkeypatch, before, during):
+    # the terminal closing killed a sweep outright (nothing written, no line); SIGHUP now stops
+    # it as SIGTERM does, except where it is ignored (nohup: the user asked the run to outlive
+    # the terminal), and the handler before is put back when the command ends
+    import simulator.sweep
+
+    seen = []
+
+    def sweeping(scenarios, **options):
+        seen.append(signal.getsignal(signal.SIGHUP))
+        raise simulator.sweep.ClusterError("stopped here by the test")
+
+    monkeypatch.setattr(simulator.sweep, "sweep", sweeping)
+    old = signal.signal(signal.SIGHUP, before)
+    try:
+        assert main(["sweep", str(_scenario(tmp_path)), "--no-progress"]) == 1
+        assert signal.getsignal(signal.SIGHUP) is before
+    finally:
+        signal.signal(signal.SIGHUP, old)
+    assert seen == [during]
+    assert capsys.readouterr().err == "sweep: stopped here by the test; nothing ran\n"
