@@ -21,6 +21,7 @@ whatever switches it crosses), which carries exactly the same traffic.
 from __future__ import annotations
 
 import itertools
+from collections import Counter, deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -133,15 +134,16 @@ class HostShape:
                 tree.add_edge(f"port{k}", f"dev{port.device}", bandwidth=float("inf"))
         gpus = topology.gpus
         index = {id(device): j for j, device in enumerate(topology.devices)}
+        reached = [_reach(tree, f"port{k}") for k in range(len(ports))]
         taken = [0] * len(ports)
         nic_of, paths = [], []
         for device in gpus:
-            hops = nx.single_source_shortest_path_length(tree, f"dev{index[id(device)]}")
-            best = min(range(len(ports)), key=lambda k: (hops[f"port{k}"], taken[k],
+            node = f"dev{index[id(device)]}"
+            best = min(range(len(ports)), key=lambda k: (reached[k][node][0], taken[k],
                                                          ports[k].net.dev))
             taken[best] += 1
             nic_of.append(best)
-            paths.append(tuple(nx.shortest_path(tree, f"dev{index[id(device)]}", f"port{best}")))
+            paths.append(_path_to(reached[best], node))
         return cls(topology, tree, gpus, tuple(ports), tuple(nic_of), tuple(paths))
 
     def bottleneck(self, path: tuple[str, ...]) -> float:
@@ -184,12 +186,39 @@ class HostShape:
             return "its NICs differ in speed or class"
         if len(set(self.nic_of)) != len(self.gpus):
             return "two GPUs share their nearest NIC"
-        links = [frozenset(map(frozenset, itertools.pairwise(path))) for path in self.paths]
-        if any(a & b for a, b in itertools.combinations(links, 2)):
+        crossed = Counter(frozenset(link) for path in self.paths
+                          for link in set(map(frozenset, itertools.pairwise(path))))
+        if any(count > 1 for count in crossed.values()):
             return "two GPUs' PCIe paths to their NICs share a link"
         if len({self.bottleneck(path) for path in self.paths}) > 1:
             return "its GPUs' PCIe paths to their NICs differ in bandwidth"
         return ""
+
+
+def _reach(tree: nx.Graph, source: str) -> dict[str, tuple[int, str | None]]:
+    """Every node of ``tree`` reached from ``source`` breadth first: its links from there and
+    the node one link nearer (None at ``source``). One pass a NIC port instead of one a GPU
+    (whose cost grew with GPUs x nodes: 62 s at 2,000 GPUs). The tree is a forest below the
+    CPUs, which are joined pairwise, so each shortest path is the only one, the one
+    ``nx.shortest_path`` gives."""
+    reached: dict[str, tuple[int, str | None]] = {source: (0, None)}
+    queue = deque([source])
+    while queue:
+        node = queue.popleft()
+        hops = reached[node][0] + 1
+        for near in tree.adj[node]:
+            if near not in reached:
+                reached[near] = (hops, node)
+                queue.append(near)
+    return reached
+
+
+def _path_to(reached: Mapping[str, tuple[int, str | None]], node: str) -> tuple[str, ...]:
+    """The path from ``node`` to the source :func:`_reach` started from."""
+    path = [node]
+    while (nearer := reached[path[-1]][1]) is not None:
+        path.append(nearer)
+    return tuple(path)
 
 
 @dataclass(frozen=True)
