@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from simulator.errors import InputError
+from simulator.limits import MAX_RANKS
 from simulator.model.ncclhost import CLOS_KEYS, host_builder
+from simulator.model.ncclxml import read_topology
 from simulator.model.topology import BUILDERS, ParamValue
 from simulator.scenario.fields import FieldReader
 from simulator.scenario.rules import topology_issues
@@ -49,6 +51,11 @@ def nccl_xml_topology(reader: FieldReader, spec: Mapping[str, object],
     if len(reader.problems) > before or nodes is None:
         return None
     try:
+        gpus = len(read_topology(file).gpus)
+        if gpus * nodes > MAX_RANKS:  # before the host's PCIe tree is walked, GPU by GPU
+            reader.problem("topology.nodes", f"expected at most {MAX_RANKS} GPUs, got "
+                                             f"{gpus * nodes} ({nodes} hosts of {gpus} GPUs)")
+            return None
         mapped = host_builder(file, nodes, fabric, clos)
     except InputError as error:
         reader.problems.extend(error.problems)

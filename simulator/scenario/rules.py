@@ -15,7 +15,7 @@ import numpy as np
 
 from simulator.algorithms.algorithm import Algorithm, Inner
 from simulator.algorithms.registry import REGISTRY, composable_names
-from simulator.limits import MAX_PIECES, MAX_SIZE_BYTES
+from simulator.limits import MAX_PIECES, MAX_SIZE_BYTES, MAX_SIZES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
 from simulator.model.machine import GpuSpec
@@ -51,6 +51,16 @@ def size_problem(size: int, dtype: np.dtype[Any]) -> str | None:
                 f"({dtype.itemsize} bytes), got {size}")
     if size > MAX_SIZE_BYTES:
         return f"expected at most 1TiB per rank, got {size} bytes"
+    return None
+
+
+def sizes_count_problem(count: int, *, counting: bool = False) -> str | None:
+    """How many sizes a scenario lists: at most MAX_SIZES, each at least one point to run
+    (``counting``: ``count`` is how many were read so far, of a list that goes on)."""
+    if count > MAX_SIZES:
+        got = f"more than {MAX_SIZES:,}" if counting else f"{count:,}"
+        return (f"expected at most {MAX_SIZES:,} sizes (each is a point to simulate; "
+                f"simulator/limits.py), got {got}")
     return None
 
 
@@ -101,14 +111,14 @@ def _topology_issues(kind: str, params: Mapping[str, ParamValue]) -> list[Issue]
                 kinds[key].check(value)
             except ValueError as error:
                 issues.append((key, str(error)))
-    if not issues and builder.problems is not None:
-        given = {**defaults, **params}
-        issues += list(builder.problems(given))
-    if not issues:
+    if not issues:  # the product of the counts first: the wiring rules may walk what it counts
         ranks = builder.rank_count(params)
         if ranks > builder.max_ranks:
             issues.append(("", f"expected at most {builder.max_ranks} GPUs for kind {kind}, "
                                f"got {ranks}"))
+    if not issues and builder.problems is not None:
+        given = {**defaults, **params}
+        issues += list(builder.problems(given))
     return issues
 
 
