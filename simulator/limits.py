@@ -68,6 +68,25 @@ once takes ~28 s."""
 MAX_FULLY_CONNECTED = 1024
 """GPUs of ``fully_connected``, which has p(p-1) directed links: 1024 GPUs are a million."""
 
+MAX_ALL_TO_ALL_CABLES = MAX_FULLY_CONNECTED * (MAX_FULLY_CONNECTED - 1) // 2
+"""Cables a ``dragonfly`` may draw all-to-all (each group's routers among themselves, and one
+between every two groups): as many as ``fully_connected`` has at MAX_FULLY_CONNECTED GPUs
+(523,776). The rank limit does not bound them: 60,000 groups of one router and one GPU are
+60,000 ranks but 1.8 billion global cables, and building them ran out of 2.7 GB in 60 s on this
+machine, where this many build in seconds."""
+
+MAX_LOG_CHANNELS = 128
+"""Channels an NCCL log's ``Channel NN/MM`` line may count (MM) or name (NN): NCCL runs at most
+``MAXCHANNELS`` (src/include/device.h: 32 up to NCCL 2.11, 64 since; ``channels`` takes at most
+as many), doubled as a margin for a version that raises it. ``Channel 00/999999999`` made a
+list of 10^9 channels (MemoryError)."""
+
+MAX_SIZES = 4096
+"""Sizes one scenario may list: a sweep from 1 byte to MAX_SIZE_BYTES by doubling is 41 sizes,
+and every step of 4 KiB up to 16 MiB is 4,096. Each size is at least one point, simulated in
+~0.1 s to minutes, so 4,096 of them are already hours; a million (an expanded list pasted
+whole) ran past 300 s before its first point with no word said."""
+
 MAX_PIECES = 1 << 20
 """Pipeline pieces per buffer (each is a message on every hop it crosses)."""
 

@@ -8,12 +8,22 @@ detour through a third group under adversarial traffic, are not modelled.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import networkx as nx
 
-from simulator.model.parts import GPU, NET_LINK, SWITCH, Bandwidth, Count, Time, cable
+from simulator.limits import MAX_ALL_TO_ALL_CABLES
+from simulator.model.parts import (
+    GPU,
+    NET_LINK,
+    SWITCH,
+    Bandwidth,
+    Count,
+    ParamValue,
+    Time,
+    cable,
+)
 
 
 @dataclass(frozen=True)
@@ -92,3 +102,16 @@ def dragonfly(groups: Count, routers: Count, gpus_per_router: Count, bandwidth: 
             cable(graph, _router(group, shape.gateway(group, to)),
                   _router(to, shape.gateway(to, group)), global_bandwidth, global_latency, NET_LINK)
     return graph
+
+
+def dragonfly_problems(params: Mapping[str, ParamValue]) -> list[tuple[str, str]]:
+    """The cables :func:`dragonfly` draws all-to-all, within each group and between groups, at
+    most MAX_ALL_TO_ALL_CABLES (the rank limit does not bound them)."""
+    groups, routers = params["groups"], params["routers"]
+    assert isinstance(groups, int) and isinstance(routers, int)
+    cables = groups * routers * (routers - 1) // 2 + groups * (groups - 1) // 2
+    if cables <= MAX_ALL_TO_ALL_CABLES:
+        return []
+    return [("", f"expected at most {MAX_ALL_TO_ALL_CABLES:,} all-to-all cables (groups × "
+                 f"routers × (routers - 1) / 2 within groups, groups × (groups - 1) / 2 between "
+                 f"them), got {cables:,}; use fewer groups or routers")]

@@ -43,7 +43,7 @@ from simulator.model.clos import (
     leaf_spine_problems,
 )
 from simulator.model.dgx1 import dgx1, dgx1_problems, dgx1_ranks
-from simulator.model.dragonfly import dragonfly
+from simulator.model.dragonfly import dragonfly, dragonfly_problems
 from simulator.model.graphfile import graph, graph_problems, graph_ranks
 from simulator.model.ncclgraph import nccl_xml, nccl_xml_problems, nccl_xml_ranks
 from simulator.model.parts import (
@@ -468,7 +468,7 @@ BUILDERS: dict[str, Builder] = {
         Builder("mesh", mesh, _grid_ranks),
         Builder("leaf_spine", leaf_spine, _leaf_ranks, problems=leaf_spine_problems),
         Builder("fat_tree", fat_tree, _fat_tree_ranks, problems=fat_tree_problems),
-        Builder("dragonfly", dragonfly, _dragonfly_ranks),
+        Builder("dragonfly", dragonfly, _dragonfly_ranks, problems=dragonfly_problems),
         Builder("cluster", cluster, _host_ranks, problems=cluster_problems),
         Builder("xgmi", xgmi, _host_ranks, problems=xgmi_problems),
         Builder("graph", graph, graph_ranks, problems=graph_problems),
