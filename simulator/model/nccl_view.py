@@ -28,6 +28,7 @@ from typing import Any
 
 from simulator.errors import InputError, Problem
 from simulator.inputs import read_text
+from simulator.limits import MAX_LOG_CHANNELS
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import Graph, Hardware, NcclAlgorithm, Protocol
 from simulator.model.nccl_tuning_log import (
@@ -156,8 +157,11 @@ def read_log(path: Path) -> NcclView:
                                              f"{', '.join(TUNING_ALGORITHMS)} and a protocol of "
                                              f"{', '.join(TUNING_PROTOCOLS)}, got "
                                              f"{found['algo']} {found['proto']}")
+            low, high = (_channel(source, number, found[key], f"channel {name} of "
+                                  "'channel{Lo..Hi}'", least=0) for key, name in (("lo", "Lo"),
+                                                                                   ("hi", "Hi")))
             picks.append(Pick(found["func"], int(found["bytes"]), algorithm, protocol,
-                              int(found["hi"]) - int(found["lo"]) + 1))
+                              high - low + 1))
         elif (found := _RING.match(text)) is not None:
             following.setdefault(int(found["c"]), {})[int(found["rank"])] = int(found["next"])
         elif (found := _PATTERN.match(text)) is not None:
@@ -165,7 +169,8 @@ def read_log(path: Path) -> NcclView:
             if found["who"] == first:
                 searched.append((number, found))
         elif (found := _CHANNEL.match(text)) is not None:
-            c, ring_count = int(found["c"]), int(found["n"])
+            c = _channel(source, number, found["c"], "channel NN of 'Channel NN/MM'", least=0)
+            ring_count = _channel(source, number, found["n"], "channel count MM of 'Channel NN/MM'")
             rings[c] = tuple(int(rank) for rank in found["ranks"].split())
         elif (found := _TREES.match(text)) is not None:
             for c, *_downs, rank, up in _TREE.findall(found["trees"]):
@@ -188,6 +193,19 @@ def read_log(path: Path) -> NcclView:
     trees = tuple(tuple(sorted(parents[c].items())) for c in sorted(parents))
     return NcclView(source, graphs, tuple(rings[c] for c in range(ring_count)), trees,
                     tuple(picks), tuple(tuning.tuned))
+
+
+def _channel(source: str, number: int, digits: str, what: str, least: int = 1) -> int:
+    """A channel's number or a count of channels on line ``number``: at most
+    MAX_LOG_CHANNELS (NCCL runs at most MAXCHANNELS), so that nothing is made per channel for a
+    count no NCCL prints; InputError naming the file, the line and the field otherwise."""
+    value = int(digits) if len(digits) <= len(str(MAX_LOG_CHANNELS)) else None
+    if value is None or not least <= value <= MAX_LOG_CHANNELS:
+        shown = digits if len(digits) <= 20 else digits[:20] + "…"
+        raise _error(source, number, f"expected the {what} to be from {least} to "
+                                     f"{MAX_LOG_CHANNELS} (NCCL runs at most MAXCHANNELS, 64; "
+                                     f"simulator/limits.py), got {shown}")
+    return value
 
 
 def _chained(source: str, channel: int, following: dict[int, int]) -> tuple[int, ...]:
