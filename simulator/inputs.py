@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -119,23 +119,40 @@ def read_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
     return data
 
 
-def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader]) -> None:
+def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader],
+                     lists: Mapping[str, Callable[[int], str | None]] | None = None) -> None:
     """InputError if the YAML ``text`` nests deeper than MAX_YAML_NESTING or uses more than
-    MAX_YAML_ALIASES aliases, found from its parse events (no recursion, nothing built).
+    MAX_YAML_ALIASES aliases, found from its parse events (no recursion, nothing built), or if
+    a list under a top-level key of ``lists`` grows past what its rule (called with the items
+    so far) allows: refused where it does, before the rest of a long list is parsed.
     yaml.YAMLError where it does not parse (the caller words it)."""
-    depth = aliases = 0
+    depth = aliases = items = 0
+    key: str | None = None  # the top-level key whose value comes next (None: a key comes next)
+    counted: Callable[[int], str | None] | None = None
 
     def line(event: yaml.Event) -> str:
         return "" if event.start_mark is None else f"line {event.start_mark.line + 1}"
 
     for event in yaml.parse(text, Loader=loader):
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+        starts = isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent))
+        if counted is not None and depth == 2 and (starts or isinstance(
+                event, (yaml.ScalarEvent, yaml.AliasEvent))):
+            items += 1
+            if (problem := counted(items)) is not None:
+                raise InputError([Problem(file, str(key), problem)])
+        if depth == 1 and isinstance(event, (yaml.ScalarEvent, yaml.AliasEvent)):
+            key = event.value if key is None and isinstance(event, yaml.ScalarEvent) else None
+        if starts:
+            if depth == 1 and isinstance(event, yaml.SequenceStartEvent) and key is not None:
+                counted, items = (lists or {}).get(key), 0
             depth += 1
             if depth > MAX_YAML_NESTING:
                 raise InputError([Problem(file, line(event), (
                     f"expected mappings and lists nested at most {MAX_YAML_NESTING} deep"))])
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
+            if depth == 1:
+                key, counted = None, None
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:

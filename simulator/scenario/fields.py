@@ -56,15 +56,22 @@ _StrictLoader.yaml_implicit_resolvers = _without_sexagesimal(
     yaml.SafeLoader.yaml_implicit_resolvers)
 
 
-def load_yaml_mapping(path: Path) -> dict[str, Any]:
-    """The top-level mapping of a YAML file, loaded safely; InputError if unreadable or not one."""
-    return parse_yaml_mapping(read_text(path, "UTF-8 text (is this a YAML file?)"), str(path))
+def load_yaml_mapping(path: Path,
+                      lists: Mapping[str, Callable[[int], str | None]] | None = None
+                      ) -> dict[str, Any]:
+    """The top-level mapping of a YAML file, loaded safely; InputError if unreadable or not one,
+    or if a top-level list of ``lists`` grows past its rule (:func:`check_yaml_shape`)."""
+    return parse_yaml_mapping(read_text(path, "UTF-8 text (is this a YAML file?)"), str(path),
+                              lists)
 
 
-def parse_yaml_mapping(text: str, file: str) -> dict[str, Any]:
-    """The top-level mapping of YAML ``text`` read from ``file``; InputError if not one."""
+def parse_yaml_mapping(text: str, file: str,
+                       lists: Mapping[str, Callable[[int], str | None]] | None = None
+                       ) -> dict[str, Any]:
+    """The top-level mapping of YAML ``text`` read from ``file``; InputError if not one, or if a
+    top-level list of ``lists`` grows past its rule (:func:`check_yaml_shape`)."""
     try:
-        check_yaml_shape(text, file, _StrictLoader)
+        check_yaml_shape(text, file, _StrictLoader, lists)
         data = yaml.load(text, Loader=_StrictLoader)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)

@@ -50,6 +50,7 @@ from simulator.scenario.rules import (
     option_kinds,
     piece_problem,
     size_problem,
+    sizes_count_problem,
     topology_issues,
 )
 from simulator.scenario.spec import ALL, AUTO, Scenario, TopologySpec
@@ -73,8 +74,9 @@ def load_scenario(path: str | Path | Mapping[str, Any], *,
     if isinstance(path, Mapping):
         return scenario_from_dict(path, imports=imports)
     path = Path(path)
-    return scenario_from_dict(load_yaml_mapping(path), source=str(path), default_name=path.stem,
-                              imports=imports)
+    listed = {"sizes": lambda count: sizes_count_problem(count, counting=True)}
+    return scenario_from_dict(load_yaml_mapping(path, listed), source=str(path),
+                              default_name=path.stem, imports=imports)
 
 
 def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
@@ -321,6 +323,9 @@ def _sizes(reader: FieldReader, value: object, dtype: np.dtype[Any]) -> tuple[in
         if sizes[-1] > MAX_SIZE_BYTES:
             reader.problem("sizes.to", f"expected at most 1TiB per rank, got {sizes[-1]} bytes")
     elif isinstance(value, list) and value:
+        if (too_many := sizes_count_problem(len(value))) is not None:
+            reader.problem("sizes", too_many)  # before a million items are parsed
+            return ()
         parsed = [reader.parse(f"sizes[{i}]", item, parse_size) for i, item in enumerate(value)]
         checks = [(f"sizes[{i}]", size) for i, size in enumerate(parsed) if size is not None]
         sizes = [size for _, size in checks]

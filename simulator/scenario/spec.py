@@ -42,6 +42,7 @@ from simulator.scenario.rules import (
     options_issues,
     piece_problem,
     size_problem,
+    sizes_count_problem,
     topology_issues,
 )
 from simulator.settings import Engine, RunSettings
@@ -248,8 +249,12 @@ class Scenario:
                 issues.append(("dtype", f"expected a floating-point type with training "
                                         f"(gradients), got {self.dtype.name}"))
             issues += self._sweep_issues()
-        issues += [(f"sizes[{i}]", size_problem(size, self.dtype)) for i, size in enumerate(self.sizes)]
-        issues.append(("sizes", duplicate_problem(self.sizes, "size")))
+        if (too_many := sizes_count_problem(len(self.sizes))) is not None:
+            issues.append(("sizes", too_many))
+        else:
+            issues += [(f"sizes[{i}]", size_problem(size, self.dtype))
+                       for i, size in enumerate(self.sizes)]
+            issues.append(("sizes", duplicate_problem(self.sizes, "size")))
         known = REGISTRY[self.collective]
         for i, name in enumerate(self.algorithms or ()):
             if is_msccl(name):
