@@ -51,8 +51,10 @@ SIMPY_HELD_BYTES = 670
 """Peak bytes per message in flight or flow timer pending on the SimPy engine
 (:class:`~simulator.engine.fabric.Holding`). Measured on ``direct`` on a switch (every message
 posted at once, each new flow re-timing those sharing its links: 15 held a message at 60
-ranks): 662 (bench/memory.py). A SimPy run stops once it holds more than MEMORY_BUDGET_BYTES of
-them (~25.6 million)."""
+ranks): 662 (bench/memory.py); again for issue 40, from 40 to 50 ranks (31,558 then 61,786
+held, peaks 25.4 then 45.4 MB above the machine): 661. A SimPy run stops once it holds more
+than MEMORY_BUDGET_BYTES of them (~25.6 million), and a point is refused before it runs where
+:func:`simulator.plan.simpy_held` counts more (``direct`` beyond ~370 ranks)."""
 
 MAX_DIST_RANKS = 16_384
 """Ranks of ``simulator.distributed.spawn``, one thread each. Measured on this machine by starting

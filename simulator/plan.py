@@ -35,6 +35,7 @@ from simulator.limits import (
     MEMORY_BUDGET_BYTES,
     PAIR_BYTES,
     PROXY_BUDGET_BYTES,
+    SIMPY_HELD_BYTES,
     VECTOR_ENTRY_BYTES,
 )
 from simulator.model.collective import Collective
@@ -388,18 +389,33 @@ def footprint_problem(scenario: Scenario, machine: Machine, algorithm: Algorithm
     if counted is None:
         return None
     on_vector = vectorised(algorithm, settings.engine)
-    held = counted.held if on_vector else 0
-    need = held * VECTOR_ENTRY_BYTES + counted.pairs * PAIR_BYTES
+    if on_vector:
+        held, each = counted.held, VECTOR_ENTRY_BYTES
+        entries = f"{held:,} schedule entries held at once at {each} bytes, "
+    else:
+        held, each = simpy_held(counted.pairs, machine.ranks), SIMPY_HELD_BYTES
+        entries = f"~{held:,} messages in flight and flow timers at {each} bytes, "
+    need = held * each + counted.pairs * PAIR_BYTES
     if need <= MEMORY_BUDGET_BYTES:
         return None
-    entries = (f"{held:,} schedule entries held at once at {VECTOR_ENTRY_BYTES} bytes, "
-               if on_vector else "")
     return Problem(scenario.source, "algorithms", (
         f"{algorithm.name!r} at {size_bytes} bytes on {machine.ranks} ranks needs "
         f"~{need / 2**30:.1f} GiB to simulate on the {'vectorised' if on_vector else 'SimPy'} "
         f"engine ({entries}{counted.pairs:,} rank pairs at {PAIR_BYTES} bytes), more than the "
         f"{MEMORY_BUDGET_BYTES >> 30} GiB a point may take (simulator/limits.py); use fewer "
-        "ranks, a larger piece_size or another algorithm"))
+        "ranks, a larger piece_size or another algorithm"
+        + ("" if on_vector else ", or engine: vector")))
+
+
+def simpy_held(pairs: int, ranks: int) -> int:
+    """The most messages in flight and flow timers the SimPy engine may hold at once for a
+    point whose messages go between ``pairs`` pairs of ``ranks`` ranks: pairs² / (2 ranks).
+    Every pair's flow may be under way at once, and each new flow re-times those sharing its
+    links, as many as pairs per rank. Fitted to ``direct`` on a switch (SIMPY_HELD_BYTES),
+    whose every pair sends at once (``Timing.held``, bench/memory.py ``--one``): at 40 ranks
+    it held 31,558 (30,420 by this count), at 50 ranks 61,786 (60,025), at 60 ranks ~106,000
+    (104,430). A ring's p pairs give p / 2: nothing to refuse."""
+    return pairs * pairs // (2 * max(ranks, 1))
 
 
 def _check_footprint(scenario: Scenario, machine: Machine, algorithm: Algorithm,

@@ -177,18 +177,20 @@ def test_direct_just_under_the_budget_is_accepted_and_one_rank_more_refused():
         assert (problem and problem.message) == expected
 
 
-def test_the_simpy_engine_counts_only_the_routes():
-    # SimPy holds no schedule (its messages in flight are watched as it runs): 3555 ranks'
-    # 12.6 million pairs take 9.6 GB, within the budget; 4800 ranks' 23 million do not.
-    scenario, setup = direct_on(3555, engine="simpy")
+def test_the_simpy_engine_counts_its_flows_and_the_routes():
+    # SimPy holds no schedule but every pair's flow and the timers they re-time (issue 40):
+    # pairs²/(2p) at 670 bytes and p(p-1) pairs at 760: 371 ranks fit, 372 do not.
+    scenario, setup = direct_on(371, engine="simpy")
     assert footprint_problem(scenario, setup.machine, setup.algorithms[0], 4096,
                              settings_of(scenario), 1) is None
-    scenario, setup = direct_on(4800, engine="simpy")
+    scenario, setup = direct_on(372, engine="simpy")
     problem = footprint_problem(scenario, setup.machine, setup.algorithms[0], 4096,
                                 settings_of(scenario), 1)
-    assert problem is not None and problem.message.startswith(
-        "'direct' at 4096 bytes on 4800 ranks needs ~16.3 GiB to simulate on the SimPy engine "
-        "(23,035,200 rank pairs at 760 bytes)")
+    assert problem is not None and problem.message == (
+        "'direct' at 4096 bytes on 372 ranks needs ~16.1 GiB to simulate on the SimPy engine "
+        "(~25,601,226 messages in flight and flow timers at 670 bytes, 138,012 rank pairs at "
+        "760 bytes), more than the 16 GiB a point may take (simulator/limits.py); use fewer "
+        "ranks, a larger piece_size or another algorithm, or engine: vector")
 
 
 def test_a_point_that_would_run_out_of_memory_is_refused_before_anything_is_built(monkeypatch):
