@@ -56,6 +56,26 @@ held, peaks 25.4 then 45.4 MB above the machine): 661. A SimPy run stops once it
 than MEMORY_BUDGET_BYTES of them (~25.6 million), and a point is refused before it runs where
 :func:`simulator.plan.simpy_held` counts more (``direct`` beyond ~370 ranks)."""
 
+SLOW_RUN_S = 60.0
+"""Seconds a run may be expected to take before it says so, on stderr before its first point
+(``--quiet`` too: it is a warning, not the outlook): the points' messages, counted before
+they run, times the most a message took to simulate here (below)."""
+
+VECTOR_MESSAGE_S = 20e-6
+"""Seconds to simulate one message on the vectorised engine, at most as measured on this
+machine (2 shared cores; scratch timings of one point in a fresh process, the machine busy):
+a ring of 1 MiB on 256 GPUs of a switch, 130,560 messages in 2.3 s (18 us each; its steady
+pipeline fast-forwarded, 1,020 instants)."""
+
+VECTOR_FAULTED_MESSAGE_S = 150e-6
+"""The same under faults, which break the steady pipeline into many instants: the ring above
+with one straggler, 18.5 s (142 us a message, 18,456 instants)."""
+
+SIMPY_MESSAGE_S = 300e-6
+"""Seconds to simulate one message on the SimPy engine: the ring above on SimPy, 35.5 s
+(272 us a message, 914,432 events). ``direct`` costs more a message as its flows re-time each
+other (more than 1 ms at 150 ranks), so the estimate is low there."""
+
 MAX_DIST_RANKS = 16_384
 """Ranks of ``simulator.distributed.spawn``, one thread each. Measured on this machine by starting
 threads that wait on an event until one fails: the 22,417th fails ("can't start new thread")

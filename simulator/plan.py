@@ -36,7 +36,10 @@ from simulator.limits import (
     PAIR_BYTES,
     PROXY_BUDGET_BYTES,
     SIMPY_HELD_BYTES,
+    SIMPY_MESSAGE_S,
     VECTOR_ENTRY_BYTES,
+    VECTOR_FAULTED_MESSAGE_S,
+    VECTOR_MESSAGE_S,
 )
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution, apply, stream_choices
@@ -370,6 +373,24 @@ def vectorised(algorithm: Algorithm, engine: Engine) -> bool:
     if engine is Engine.AUTO:
         return algorithm.has_builder() or algorithm.trace_vectorised
     return engine is Engine.VECTOR
+
+
+def wall_estimate_s(plan: PointPlan) -> tuple[int | None, float]:
+    """The messages of ``plan``'s schedule, counted without building it (None where its
+    algorithm does not count them), and at most how long they may take to simulate: each at
+    the most a message took on this machine on the engine it runs on (simulator/limits.py;
+    0.0 where not counted)."""
+    spec = plan.spec
+    group = Group.whole(plan.machine, spec.payload.count, spec.payload.dtype.itemsize,
+                        spec.piece_bytes, spec.stream_bytes)
+    counted = footprint_on_channels(plan.algorithm, group, plan.machine.layout, spec.channels)
+    if counted is None:
+        return None, 0.0
+    if not vectorised(plan.algorithm, plan.settings.engine):
+        each = SIMPY_MESSAGE_S
+    else:
+        each = VECTOR_FAULTED_MESSAGE_S if plan.faults else VECTOR_MESSAGE_S
+    return counted.entries, counted.entries * each
 
 
 def footprint_problem(scenario: Scenario, machine: Machine, algorithm: Algorithm,

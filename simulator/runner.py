@@ -44,6 +44,7 @@ from simulator.plan import (
     plan_point,
     points_of,
     prepare,
+    wall_estimate_s,
 )
 from simulator.scenario.spec import Scenario
 from simulator.settings import Engine, RunSettings
@@ -291,8 +292,8 @@ def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
     notes = () if view is None else tuple(
         f"{view.source} ({scenario.nccl.view_key}): {line}"
         for line in differences(setup.machine, view, scenario.nccl_enabled))
-    planned = tuple(Upcoming(plan.algorithm.name, plan.size_bytes, plan.model_s)
-                    for plan in plans.plans)
+    planned = tuple(Upcoming(plan.algorithm.name, plan.size_bytes, plan.model_s,
+                             *wall_estimate_s(plan)) for plan in plans.plans)
     picked = {plan.size_bytes: plan.nccl.pick.label for plan in plans.plans
               if plan.nccl is not None and plan.nccl.pick is not None}
     algorithms = (len({point.algorithm for point in planned}) if scenario.nccl_choice

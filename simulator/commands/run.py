@@ -137,14 +137,16 @@ def _scenario(args: argparse.Namespace) -> tuple[Scenario, Path]:
 
 
 def _announce(quiet: bool, source: str, coming: Outlook, kept: int) -> None:
-    """Say on stderr what is coming (unless ``quiet``) and NCCL's own view and the points left
-    out (even if quiet)."""
+    """Say on stderr what is coming (unless ``quiet``), and NCCL's own view, the points left
+    out and whether the run may take long (even if quiet)."""
     if not quiet:
         print(f"{source}: {coming.describe()}"
               + (f" ({kept} kept from the stopped run)" if kept else ""),
               file=sys.stderr, flush=True)
     for note in coming.notes:  # NCCL's own view, the points left out: said even if quiet
         print(f"{source}: {note}", file=sys.stderr, flush=True)
+    if (slow := coming.slow()) is not None:  # a long run says so, even if quiet
+        print(f"{source}: {slow}", file=sys.stderr, flush=True)
 
 
 def _keep(points: Iterator[Result], coming: Sequence[Upcoming], files: ResultsStream,

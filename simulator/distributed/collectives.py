@@ -7,6 +7,7 @@ algorithm, protocol, verified)."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -19,12 +20,14 @@ from simulator.distributed.p2p import Op
 from simulator.distributed.rendezvous import SOURCE, Call
 from simulator.distributed.tensors import write
 from simulator.engine.messages import Message, Network
+from simulator.engine.plan import PointPlan
 from simulator.errors import InputError, Problem
 from simulator.model.collective import ROOT, Collective
 from simulator.model.execution import Execution
 from simulator.model.nccl import Protocol
 from simulator.model.reduction import ReduceOp
-from simulator.plan import Setup, nccl_runs, plan_point, prepare
+from simulator.output.outlook import Outlook, Upcoming
+from simulator.plan import Setup, nccl_runs, plan_point, prepare, wall_estimate_s
 from simulator.runner import run_plan
 from simulator.scenario.fields import choice_problem
 from simulator.scenario.parse import scenario_from_dict
@@ -189,6 +192,7 @@ class Simulation:
         settings = replace(scenario.run, proxy_elements=proxy)
         plan = plan_point(scenario, setup, scenario.algorithm(name), size_bytes, settings,
                           protocol=protocol)
+        _say_if_slow(first.name, plan)
         with np.errstate(over="ignore", invalid="ignore"):  # a user's NaN or inf, as on a GPU
             result = run_plan(plan, inputs=None if proxied else buffers)
             if proxied:  # timed at the tensors' size, checked on the proxy: numpy's outcome
@@ -222,6 +226,18 @@ class Simulation:
             if pick.algorithm.unsupported(setup.machine) is None:
                 return pick.algorithm.name, pick.protocol
         return DEFAULT_ALGORITHMS.get(collective, "ring"), None
+
+
+def _say_if_slow(name: str, plan: PointPlan) -> None:
+    """A warning before a collective that may take long to simulate (:meth:`Outlook.slow
+    <simulator.output.outlook.Outlook.slow>`): a library prints nothing, so it says so through
+    :mod:`warnings`, which Python shows on stderr once a call site by default."""
+    upcoming = Upcoming(plan.algorithm.name, plan.size_bytes, plan.model_s,
+                        *wall_estimate_s(plan))
+    slow = Outlook(SOURCE, 1, 1, (upcoming,)).slow()
+    if slow is not None:
+        warnings.warn(f"{SOURCE}: {name} on {plan.machine.ranks} ranks {slow}", UserWarning,
+                      stacklevel=2)
 
 
 def base_scenario(world_size: int, topology: str | Mapping[str, Any] | TopologySpec | None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.limits import SLOW_RUN_S
 from simulator.units import format_size
 
 
@@ -22,6 +23,11 @@ class Upcoming:
     algorithm: str
     size_bytes: int
     model_time_s: float
+    messages: int | None = None
+    """The messages its schedule holds, counted before it runs (None: not counted)."""
+    wall_s: float = 0.0
+    """At most how long it may take to simulate: its messages at the most a message took here
+    (:func:`simulator.plan.wall_estimate_s`); 0 where not counted."""
 
     @property
     def label(self) -> str:
@@ -89,6 +95,26 @@ class Outlook:
     def model_time_s(self) -> float:
         """The closed forms' times of every point, summed."""
         return sum(point.model_time_s for point in self.points)
+
+    def slow(self) -> str | None:
+        """One line saying the run may take long, where its points' estimates add up to more
+        than SLOW_RUN_S; None otherwise.
+
+        >>> print(Outlook("x", 1, 1, (Upcoming("ring", 1024, 3e-6, 2_000_000, 300.0),)).slow())
+        ... # doctest: +NORMALIZE_WHITESPACE
+        may take up to about 5 min to simulate (2,000,000 messages; docs/scenarios.md#limits):
+        fewer ranks, sizes or algorithms run sooner
+        >>> Outlook("x", 1, 1, (Upcoming("ring", 1024, 3e-6, 1000, 0.1),)).slow() is None
+        True
+        """
+        wall = sum(point.wall_s for point in self.points)
+        if wall <= SLOW_RUN_S:
+            return None
+        messages = sum(point.messages or 0 for point in self.points)
+        took = (seconds(wall) if wall < 90 else f"{wall / 60:.0f} min" if wall < 5400
+                else f"{wall / 3600:.1f} h")
+        return (f"may take up to about {took} to simulate ({messages:,} messages; "
+                "docs/scenarios.md#limits): fewer ranks, sizes or algorithms run sooner")
 
 
 def _runs_of(picks: tuple[tuple[int, str], ...]) -> list[str]:
