@@ -21,11 +21,12 @@ whatever switches it crosses), which carries exactly the same traffic.
 from __future__ import annotations
 
 import itertools
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 import networkx as nx
+import numpy as np
 
 from simulator.errors import InputError, Problem
 from simulator.model.nccltopo import Device, NcclTopology, Net
@@ -134,16 +135,18 @@ class HostShape:
                 tree.add_edge(f"port{k}", f"dev{port.device}", bandwidth=float("inf"))
         gpus = topology.gpus
         index = {id(device): j for j, device in enumerate(topology.devices)}
-        reached = [_reach(tree, f"port{k}") for k in range(len(ports))]
-        taken = [0] * len(ports)
+        chains = _Chains(topology, ports)
+        taken = np.zeros(len(ports), dtype=np.int64)
+        devs = np.array([port.net.dev for port in ports], dtype=np.int64)
         nic_of, paths = [], []
         for device in gpus:
-            node = f"dev{index[id(device)]}"
-            best = min(range(len(ports)), key=lambda k: (reached[k][node][0], taken[k],
-                                                         ports[k].net.dev))
+            chain = chains.of(f"dev{index[id(device)]}")
+            hops, shared = chains.hops(chain)
+            near = np.flatnonzero(hops == hops.min())
+            best = int(near[np.lexsort((devs[near], taken[near]))[0]])
             taken[best] += 1
             nic_of.append(best)
-            paths.append(_path_to(reached[best], node))
+            paths.append(chains.path(chain, best, int(shared[best])))
         return cls(topology, tree, gpus, tuple(ports), tuple(nic_of), tuple(paths))
 
     def bottleneck(self, path: tuple[str, ...]) -> float:
@@ -195,30 +198,58 @@ class HostShape:
         return ""
 
 
-def _reach(tree: nx.Graph, source: str) -> dict[str, tuple[int, str | None]]:
-    """Every node of ``tree`` reached from ``source`` breadth first: its links from there and
-    the node one link nearer (None at ``source``). One pass a NIC port instead of one a GPU
-    (whose cost grew with GPUs x nodes: 62 s at 2,000 GPUs). The tree is a forest below the
-    CPUs, which are joined pairwise, so each shortest path is the only one, the one
-    ``nx.shortest_path`` gives."""
-    reached: dict[str, tuple[int, str | None]] = {source: (0, None)}
-    queue = deque([source])
-    while queue:
-        node = queue.popleft()
-        hops = reached[node][0] + 1
-        for near in tree.adj[node]:
-            if near not in reached:
-                reached[near] = (hops, node)
-                queue.append(near)
-    return reached
+class _Chains:
+    """Each node of a host's tree as its chain from its CPU (``cpu{i}``, then each ``dev{j}``
+    down to it), the NIC ports' held side by side as one array, so that a GPU's links to every
+    port are counted at once: within a CPU, down from the last node both chains share; across
+    CPUs, up to its CPU, over to the other (the CPUs are joined pairwise) and down. The tree is
+    a forest below the CPUs, so each such path is the only shortest one, the one a
+    breadth-first search finds (as one did per GPU, which cost GPUs x nodes: 62 s at 2,000
+    GPUs; this costs GPUs x ports x depth, in numpy)."""
 
+    def __init__(self, topology: NcclTopology, ports: list[Port]) -> None:
+        self.topology = topology
+        self.known: dict[str, tuple[str, ...]] = {}
+        self.ports = [(*self.of(f"dev{port.device}"), f"port{k}") if port.device is not None
+                      else (f"cpu{port.cpu}", f"port{k}") for k, port in enumerate(ports)]
+        ids: dict[str, int] = {}
+        width = max((len(chain) for chain in self.ports), default=1)
+        self.table = np.full((len(ports), width), -1, dtype=np.int64)
+        for k, chain in enumerate(self.ports):
+            self.table[k, :len(chain)] = [ids.setdefault(node, len(ids)) for node in chain]
+        self.ids = ids
+        self.lengths = np.array([len(chain) for chain in self.ports], dtype=np.int64)
 
-def _path_to(reached: Mapping[str, tuple[int, str | None]], node: str) -> tuple[str, ...]:
-    """The path from ``node`` to the source :func:`_reach` started from."""
-    path = [node]
-    while (nearer := reached[path[-1]][1]) is not None:
-        path.append(nearer)
-    return tuple(path)
+    def of(self, node: str) -> tuple[str, ...]:
+        """The chain of ``dev{j}`` from its CPU down to it."""
+        if node not in self.known:
+            chain, j = [node], int(node[3:])
+            while (parent := self.topology.devices[j].parent) is not None:
+                chain.append(f"dev{parent}")
+                j = parent
+            chain.append(f"cpu{self.topology.devices[j].cpu}")
+            self.known[node] = tuple(reversed(chain))
+        return self.known[node]
+
+    def hops(self, chain: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """The links from the end of ``chain`` to each port, and how many nodes of their
+        chains they share (0: under another CPU)."""
+        width = self.table.shape[1]
+        mine = np.full(width, -2, dtype=np.int64)
+        head = [self.ids.get(node, -2) for node in chain[:width]]
+        mine[:len(head)] = head
+        shared = np.cumprod(self.table == mine, axis=1).sum(axis=1)
+        apart = np.where(shared > 0, len(chain) + self.lengths - 2 * shared,
+                         len(chain) + self.lengths - 1)
+        return apart, shared
+
+    def path(self, chain: tuple[str, ...], port: int, shared: int) -> tuple[str, ...]:
+        """The nodes from the end of ``chain`` to port ``port``, sharing ``shared`` of their
+        chains: up to the last shared node (or to its CPU), then down."""
+        down = self.ports[port]
+        if shared:
+            return tuple(reversed(chain[shared - 1:])) + down[shared:]
+        return tuple(reversed(chain)) + down
 
 
 @dataclass(frozen=True)
