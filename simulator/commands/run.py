@@ -49,7 +49,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG figure")
     parser.add_argument("--quiet", action="store_true", help="no word on stderr before the run "
                                                              "(points, closed forms) and no "
-                                                             "progress bar")
+                                                             "progress bar; a run that may "
+                                                             "take long still says so")
     parser.add_argument("--trace", type=Path, metavar="FILE.json",
                         help="write a Perfetto / chrome://tracing timeline of every point to "
                              "FILE.json (traced points run on the SimPy engine)")
