@@ -62,19 +62,19 @@ SLOW_RUN_S = 60.0
 they run, times the most a message took to simulate here (below)."""
 
 VECTOR_MESSAGE_S = 20e-6
-"""Seconds to simulate one message on the vectorised engine, at most as measured on this
-machine (2 shared cores; scratch timings of one point in a fresh process, the machine busy):
-a ring of 1 MiB on 256 GPUs of a switch, 130,560 messages in 2.3 s (18 us each; its steady
-pipeline fast-forwarded, 1,020 instants)."""
+"""Seconds to simulate one message on the vectorised engine, the most measured on this machine
+(2 cores; ``bench/walltime.py``: a ring of 1 MiB on 256 GPUs of a switch, 130,560 messages,
+its steady pipeline fast-forwarded in 1,020 instants): 4.6 us with the cores to itself, 18 us
+while five other sessions shared them, rounded up."""
 
 VECTOR_FAULTED_MESSAGE_S = 150e-6
 """The same under faults, which break the steady pipeline into many instants: the ring above
-with one straggler, 18.5 s (142 us a message, 18,456 instants)."""
+with one straggler (18,456 instants), 47 us a message alone, 142 us shared."""
 
 SIMPY_MESSAGE_S = 300e-6
-"""Seconds to simulate one message on the SimPy engine: the ring above on SimPy, 35.5 s
-(272 us a message, 914,432 events). ``direct`` costs more a message as its flows re-time each
-other (more than 1 ms at 150 ranks), so the estimate is low there."""
+"""Seconds to simulate one message on the SimPy engine: the ring above on SimPy (914,432
+events), 111 us a message alone, 272 us shared. ``direct`` costs more a message as its flows
+re-time each other (more than 1 ms at 150 ranks), so the estimate is low there."""
 
 MAX_DIST_RANKS = 16_384
 """Ranks of ``simulator.distributed.spawn``, one thread each. Measured on this machine by starting
