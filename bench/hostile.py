@@ -2,8 +2,8 @@
 cases and prints a table of figures (seconds, exit codes, first lines), selected by name on the
 command line; with no name, every section.
 
-    PYTHONPATH=. .venv/bin/python bench/hostile.py            # every section
-    PYTHONPATH=. .venv/bin/python bench/hostile.py sweeps     # one
+    PYTHONPATH=. .venv/bin/python bench/hostile.py                  # every section
+    PYTHONPATH=. .venv/bin/python bench/hostile.py determinism      # one
 
 Exits 2 on a name that is not a section's.
 """
@@ -13,9 +13,12 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
+from bench.hostile_corpus import corpus_slow, determinism
 from bench.hostile_sweeps import sweeps
 
 CHECKS: dict[str, Callable[[], None]] = {
+    "corpus-slow": corpus_slow,
+    "determinism": determinism,
     "sweeps": sweeps,
 }
 """Every section by name, in the order they run."""
