@@ -174,8 +174,8 @@ def _signals() -> None:
 def _concurrency() -> None:
     """Two commands on one scenario and one output directory at once: one must be refused."""
     print(f"\n{'pair':<14} {'exits':>8}  first lines")
-    pairs = {"run + run": (["run"], ["run"]), "run + sweep": (["run"], ["sweep", "--workers", "1",
-                                                                         "--no-progress"])}
+    pairs = {"run + run": (["run", "--quiet"], ["run", "--quiet"]),
+             "run + sweep": (["run", "--quiet"], ["sweep", "--workers", "1", "--no-progress"])}
     for name, (one, two) in pairs.items():
         with tempfile.TemporaryDirectory() as scratch:
             root = Path(scratch)
