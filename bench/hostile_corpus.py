@@ -206,11 +206,28 @@ faults:
   - {kind: link_flapping, link: [switch, gpu5], at: 2us, period: 10us, down: 3us, until: 60us}
   - {kind: straggler, rank: 3, delay: 4us}
 """
-"""The determinism check's scenario: three faults, three algorithms, two sizes."""
+"""The determinism check's sweep of sizes: three faults, three algorithms, two sizes."""
 
-FILES = ("out/det.csv", "out/det.json", "out/det.png", "trace.json", "links.csv", "links.png")
-"""Every file the run writes: results (CSV, JSON, figure), the trace, the links table and
-heatmap."""
+TRAINED = """\
+name: step
+topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 1us}
+algorithms: [ring]
+training: {model: resnet50, batch: 32, gpu: a100, optimizer: sgd}
+faults:
+  - {kind: link_degraded, link: [gpu1, switch], at: 1ms, factor: 0.5}
+  - {kind: straggler, rank: 2, delay: 50us}
+"""
+"""The determinism check's training step, with two faults."""
+
+RUNS: dict[str, tuple[str, list[str], tuple[str, ...]]] = {
+    "det": (FAULTED, ["--trace", "trace.json", "--links", "links.csv"],
+            ("out/det.csv", "out/det.json", "out/det.png", "trace.json", "links.csv",
+             "links.png")),
+    "step": (TRAINED, [], ("out/step-steps.csv", "out/step-buckets.csv", "out/step.json",
+                           "out/step-timeline.png")),
+}
+"""Each run of the check by scenario name: its file, its extra arguments and every file it
+writes (results as CSV, JSON and figure; the trace; the links table and heatmap)."""
 
 
 def _locales() -> list[str]:
@@ -241,23 +258,35 @@ def _variants() -> dict[str, tuple[str, dict[str, str]]]:
     return variants
 
 
+def _written(cwd: Path, extra: Mapping[str, str]) -> dict[str, bytes] | str:
+    """Run every scenario of :data:`RUNS` in ``cwd`` under ``extra``; every file written by
+    name, or the first line of a run that failed."""
+    files: dict[str, bytes] = {}
+    for name, (text, args, written) in RUNS.items():
+        (cwd / f"{name}.yaml").write_text(text, encoding="utf-8")
+        ran = _run(["run", f"{name}.yaml", "--output", "out", "--quiet", "--format",
+                    "csv,json,png", *args], cwd, _env(extra))
+        if ran.code != 0:
+            return f"{name}: exit {ran.code}: {ran.first_line}"
+        files.update((file, (cwd / file).read_bytes()) for file in written)
+    return files
+
+
 def determinism() -> None:
-    """A faulted run's files under each variant, compared byte for byte with the reference's."""
-    print("# determinism: a faulted run's files, byte for byte against the reference run")
-    print(f"{'variant':<22} " + " ".join(f"{Path(name).name:>10}" for name in FILES))
+    """Each run's files under each variant, compared byte for byte with the reference's."""
+    print("# determinism: faulted runs' files, byte for byte against the reference run")
+    names = [file for _, _, written in RUNS.values() for file in written]
+    labels = [Path(name).name.removeprefix("step-") for name in names]
+    print(f"{'variant':<20} " + " ".join(f"{label:>12}" for label in labels))
     reference: dict[str, bytes] = {}
-    for name, (where, extra) in _variants().items():
+    for variant, (where, extra) in _variants().items():
         with tempfile.TemporaryDirectory() as scratch:
             cwd = Path(scratch) / where
             cwd.mkdir(parents=True)
-            (cwd / "det.yaml").write_text(FAULTED, encoding="utf-8")
-            ran = _run(["run", "det.yaml", "--output", "out", "--quiet", "--format",
-                        "csv,json,png", "--trace", "trace.json", "--links", "links.csv"],
-                       cwd, _env(extra))
-            if ran.code != 0:
-                print(f"{name:<22} exit {ran.code}: {ran.first_line}")
-                continue
-            files = {file: (cwd / file).read_bytes() for file in FILES}
+            files = _written(cwd, extra)
+        if isinstance(files, str):
+            print(f"{variant:<20} {files}")
+            continue
         reference = reference or files
-        print(f"{name:<22} " + " ".join(
-            f"{'same' if files[file] == reference[file] else 'DIFFERS':>10}" for file in FILES))
+        print(f"{variant:<20} " + " ".join(
+            f"{'same' if files[name] == reference[name] else 'DIFFERS':>12}" for name in names))
