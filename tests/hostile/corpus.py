@@ -42,6 +42,11 @@ TIMEOUT_S = 60
 """A case's limit: every case fails fast in parsing or runs a few tiny points, well under a
 second alone; 60 s leaves room for a loaded two-core machine, and a hang still fails."""
 
+LINE_LIMIT = 1000
+"""The longest stderr line any case may print: a line for a person quotes at most ~80 characters
+of a value (issue 40), and the longest lines here, which list every name a field accepts, stay
+under 500; a line that echoes a 100,000-character input does not pass."""
+
 GEN_LIMIT = 20_000_000
 """The most bytes a ``gen`` entry may make: the largest attack the corpus needs is a
 15-million-character attribute (issue 40), and nothing larger belongs in a test."""
@@ -333,6 +338,8 @@ def problems(case: Case, outcome: Outcome, cwd: Path) -> list[str]:
     if case.stderr_re is not None and not re.fullmatch(case.stderr_re.replace("{cwd}", re.escape(
             str(cwd))), first):
         found.append(f"first stderr line {first[:300]!r} does not match {case.stderr_re!r}")
+    found.extend(f"a stderr line of {len(line):,} characters, more than {LINE_LIMIT}"
+                 for line in outcome.stderr.splitlines() if len(line) > LINE_LIMIT)
     lines = len(outcome.stderr.splitlines())
     if case.lines is not None and lines != case.lines:
         found.append(f"{lines} stderr lines, expected {case.lines}: {outcome.stderr[-600:]!r}")
