@@ -75,7 +75,8 @@ class Ran:
 
 def _env(extra: Mapping[str, str] = {}) -> dict[str, str]:
     """The cases' environment (:func:`corpus.environment`)."""
-    return corpus.environment(extra)
+    env: dict[str, str] = corpus.environment(extra)
+    return env
 
 
 def _start(argv: list[str], cwd: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
