@@ -4,7 +4,8 @@
 A case is a mapping: ``id``; ``files`` (name -> content: text, or ``{gen: [[piece, times], ...]}``
 for large generated content, ``{hex: ...}`` for bytes, ``{copy: repo path}``, ``{symlink: target}``,
 ``{dir: true}``, ``{fifo: true}``, with ``mode`` to chmod); optional ``before`` (command lines run
-first, each of which must exit 0) and ``then`` (files written after them); ``run`` (the arguments
+first, each of which must exit 0), ``then`` (files written after them) and ``replace`` (path ->
+``[[old, new], ...]``: text replaced in a file they wrote, each ``old`` present); ``run`` (the arguments
 after ``python -m simulator``) or ``python`` (a script and its arguments); ``env``; the expected
 ``exit`` code and first stderr line (``stderr``, exact, or ``stderr_re``, a regex; ``{cwd}``
 stands for the scratch directory); ``lines``, the stderr lines expected (default 1 when the exit
@@ -69,6 +70,7 @@ class Case:
     absent: tuple[str, ...]
     before: tuple[tuple[str, ...], ...] = ()
     then: Mapping[str, Any] = field(default_factory=dict)
+    replace: Mapping[str, list[list[str]]] = field(default_factory=dict)
     env: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -89,7 +91,7 @@ class Surface:
 def _case(surface: str, raw: Mapping[str, Any]) -> Case:
     """A case from its manifest entry (see the module's docstring for the keys)."""
     known = {"id", "files", "run", "python", "exit", "stderr", "stderr_re", "lines", "untouched",
-             "absent", "before", "then", "env", "note"}
+             "absent", "before", "then", "replace", "env", "note"}
     unknown = set(raw) - known
     if unknown:
         raise ValueError(f"{surface}/{raw.get('id')}: unknown keys {sorted(unknown)}")
@@ -101,7 +103,8 @@ def _case(surface: str, raw: Mapping[str, Any]) -> Case:
                 untouched=None if "untouched" not in raw else tuple(raw["untouched"]),
                 absent=tuple(raw.get("absent") or ()),
                 before=tuple(tuple(str(a) for a in argv) for argv in raw.get("before") or ()),
-                then=raw.get("then") or {}, env={k: str(v) for k, v in (raw.get("env") or {}).items()})
+                then=raw.get("then") or {}, replace=raw.get("replace") or {},
+                env={key: str(value) for key, value in (raw.get("env") or {}).items()})
 
 
 def surfaces() -> tuple[Surface, ...]:
@@ -311,6 +314,13 @@ def execute(case: Case, scratch: Path, server: ForkServer | None) -> Outcome:
         if code != 0:
             raise AssertionError(f"{case.name}: before {list(argv)} exited {code}: {said[-2000:]}")
     materialise(cwd, case.then)
+    for name, pairs in case.replace.items():
+        text = (cwd / name).read_text(encoding="utf-8")
+        for old, new in pairs:
+            if old not in text:
+                raise AssertionError(f"{case.name}: replace: {old!r} not in {name}")
+            text = text.replace(old, new)
+        (cwd / name).write_text(text, encoding="utf-8")
     before = snapshot(cwd)
     code, said = one(case.argv, case.script, "case")
     after = snapshot(cwd)
