@@ -84,7 +84,8 @@ def _identity(path: Path) -> tuple[object, ...]:
     try:
         status = path.stat()
     except OSError:
-        return ("path", str(path.parent.resolve() / path.name))
+        # realpath, not Path.resolve: a directory that is a link to itself is no error here
+        return ("path", os.path.join(os.path.realpath(path.parent), path.name))
     return ("file", status.st_dev, status.st_ino)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -94,7 +95,8 @@ def _check_outputs(scenarios: Sequence[Scenario], reads: Sequence[InputFile]) ->
     outputs: dict[Path, str] = {}
     for scenario in scenarios:
         check_writable(scenario.source, scenario.output_dir)
-        directory = scenario.output_dir.resolve()  # ./a and a, or a link to it: one directory
+        # ./a and a, or a link to it: one directory (realpath: a link loop is no error here)
+        directory = Path(os.path.realpath(scenario.output_dir))
         if directory in outputs:
             raise InputError([Problem(scenario.source, "output", (
                 f"expected its own directory, but {outputs[directory]} also writes to "
@@ -112,7 +114,8 @@ def _locked(scenarios: Sequence[Scenario]) -> Iterator[None]:
     it ends, with a directory made only for the lock removed where nothing was written in it."""
     from simulator.output.files import DirectoryLock
 
-    made = [scenario.output_dir for scenario in scenarios if not scenario.output_dir.exists()]
+    made = sorted({missing for scenario in scenarios for missing in _missing(scenario.output_dir)},
+                  key=lambda directory: len(directory.parts))
     locks: list[DirectoryLock] = []
     try:
         for scenario in scenarios:
@@ -125,6 +128,16 @@ def _locked(scenarios: Sequence[Scenario]) -> Iterator[None]:
         for directory in reversed(made):  # only if empty: one the sweep wrote in stays
             with contextlib.suppress(OSError):
                 directory.rmdir()
+
+
+def _missing(directory: Path) -> list[Path]:
+    """``directory`` and each of its parents that does not exist yet (what a lock there makes),
+    deepest first."""
+    missing = []
+    while not directory.exists() and directory != directory.parent:
+        missing.append(directory)
+        directory = directory.parent
+    return missing
 
 
 def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],
