@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from simulator.commands.command import EXIT_OK, Command
 from simulator.commands.console import say
-from simulator.commands.paths import check_writable
+from simulator.commands.paths import check_writable, writing
 from simulator.errors import InputError, Problem
 
 if TYPE_CHECKING:
@@ -41,19 +41,20 @@ def execute(args: argparse.Namespace) -> int:
     problem = output_problem(output, identified([Path(args.log)]))  # its one input
     if problem:
         raise InputError([Problem("command line", "--output", problem)])
+    check_writable("command line", output.parent, "--output")
     series = load_measurements(args.log)
     if args.nodes < 1:
         raise InputError([Problem("command line", "--nodes", f"expected a whole number ≥ 1, "
                                                              f"got {args.nodes}")])
     result = calibrate(series, args.preset, args.nodes)
-    check_writable("command line", output.parent)
     say("\n".join(_report(args, result)) + "\n")
     text = preset_yaml(result, preset_text(args.preset) or "")
 
     def write(tmp: Path) -> None:
         tmp.write_text(text, encoding="utf-8")
 
-    write_atomically(output, write)
+    with writing("command line", output.parent, "--output"):
+        write_atomically(output, write)
     say(f"# calibrated preset: {output} (use it as topology: {{preset: {output.resolve()}}}, or "
         "its path relative to the scenario's directory)\n")
     return EXIT_OK

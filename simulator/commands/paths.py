@@ -7,6 +7,7 @@ written, said as an input error naming it. The run's file names are its writers'
 from __future__ import annotations
 
 import os
+import secrets
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,18 +27,27 @@ def run_files(scenario: Scenario) -> list[str]:
     return [file for writer in WRITERS.values() for file in writer.files(scenario.name)]
 
 
-def check_writable(source: str, output: Path) -> None:
-    """Refuse, before any simulation, an output directory that could not be written."""
+def check_writable(source: str, output: Path, field: str = "output") -> None:
+    """Refuse, before any simulation, an output directory that could not be written (``field``
+    names what gave it). Where the directory's permissions allow writing, a file is made there
+    and removed at once: root may write anywhere ``os.access`` says, but not in ``/proc``."""
     if output.exists() and not output.is_dir():
-        raise InputError([Problem(source, "output", f"expected a directory, but {output} is a file")])
+        raise InputError([Problem(source, field, f"expected a directory, but {output} is a file")])
     existing = output
     while not existing.exists():
         existing = existing.parent
     if not existing.is_dir():
-        raise InputError([Problem(source, "output", f"expected a directory path, but {existing} "
-                                                    "is a file")])
+        raise InputError([Problem(source, field, f"expected a directory path, but {existing} "
+                                                 "is a file")])
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise InputError([Problem(source, "output", f"cannot write in {existing}")])
+        raise InputError([Problem(source, field, f"cannot write in {existing}")])
+    probe = existing / f".allreduce-sim.{secrets.token_hex(4)}.probe"
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+    except OSError as error:
+        raise InputError([Problem(source, field, f"cannot write in {existing}: "
+                                                 f"{error.strerror}")]) from None
+    probe.unlink(missing_ok=True)
 
 
 def check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | None],
@@ -48,6 +58,9 @@ def check_outputs(scenario: Scenario, output: Path, options: dict[str, Path | No
     ``options``."""
     named = {f"output ({name})": output / name for name in run_files(scenario)}
     named.update({option: path for option, path in options.items() if path is not None})
+    for option, path in options.items():  # the results directory is checked by the caller
+        if path is not None:
+            check_writable("command line", path.parent, option)
     if options.get("--links") is not None:
         named["--links (its figure)"] = Path(str(options["--links"])).with_suffix(".png")
     problems = [Problem("command line" if option.startswith("--") else scenario.source, option,
@@ -100,10 +113,10 @@ def scenario_inputs(scenario: Scenario, reads: Sequence[InputFile]) -> list[Inpu
 
 
 @contextmanager
-def writing(source: str, output: Path) -> Iterator[None]:
-    """A file that cannot be written as an input error naming it."""
+def writing(source: str, output: Path, field: str = "output") -> Iterator[None]:
+    """A file that cannot be written as an input error naming it (``field``: what gave it)."""
     try:
         yield
     except OSError as error:
-        raise InputError([Problem(source, "output", f"cannot write {error.filename or output}: "
-                                                    f"{error.strerror}")]) from None
+        raise InputError([Problem(source, field, f"cannot write {error.filename or output}: "
+                                                 f"{error.strerror}")]) from None

@@ -61,6 +61,7 @@ def _topology_spec(text: str) -> TopologySpec:
     """The topology ``topo`` is given: a preset-style file (``kind:``), a scenario file's
     ``topology``, NCCL's topology file (``.xml``: one host on a leaf switch), or a preset's
     name."""
+    from simulator.inputs import read_bytes
     from simulator.scenario.fields import load_yaml_mapping
     from simulator.scenario.ncclxml import load_nccl_xml
     from simulator.scenario.parse import load_preset, load_preset_file, load_scenario
@@ -68,6 +69,8 @@ def _topology_spec(text: str) -> TopologySpec:
     from simulator.scenario.training import Imports
 
     path = Path(text)
+    if path.exists() and not path.is_file():
+        read_bytes(path)  # a FIFO, a device or a directory: it says which, not "no such file"
     if path.is_file() and path.suffix.lower() == ".xml":  # NCCL's topology file: one host
         return load_nccl_xml(text)
     if path.is_file():
