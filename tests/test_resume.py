@@ -169,7 +169,8 @@ def test_sigterm_stops_a_run_with_one_line_and_no_temporary_file(tmp_path):
     kept = rows(out / "killed.csv")
     assert err == (f"{scenario}: terminated (SIGTERM): {kept} of {POINTS} points written to "
                    f"{out / 'killed.csv'}\n")
-    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv",
+                                                     "killed.json"]
 
 
 def test_the_next_run_removes_what_a_kill_left_mid_write(tmp_path):
@@ -179,8 +180,8 @@ def test_the_next_run_removes_what_a_kill_left_mid_write(tmp_path):
     (out / ".killed.csv.1a2b3c4d.tmp").write_text("half a file")
     (out / ".other.csv.1a2b3c4d.tmp").write_text("not ours")
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [".other.csv.1a2b3c4d.tmp", "killed.csv",
-                                                     "killed.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", ".other.csv.1a2b3c4d.tmp",
+                                                     "killed.csv", "killed.json"]
 
 
 def test_a_new_run_leaves_no_figure_of_the_last_one_beside_its_results(tmp_path, capsys):
@@ -193,7 +194,8 @@ def test_a_new_run_leaves_no_figure_of_the_last_one_beside_its_results(tmp_path,
                  "other.png"):
         (out / name).write_text("from the last run")
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json", "other.png"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv", "killed.json",
+                                                     "other.png"]
 
 
 def test_two_runs_into_one_directory_do_not_interleave(tmp_path, capsys):
@@ -212,4 +214,5 @@ def test_two_runs_into_one_directory_do_not_interleave(tmp_path, capsys):
             "to end, or give another --output\n")
         assert sorted(p.name for p in out.iterdir()) == [".killed.lock"]
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv",
+                                                     "killed.json"]
