@@ -60,9 +60,10 @@ class ResultsStream:
         settings = ("json",) if "json" in self.formats and not self.rows else ()
         # the settings before the first results, so a results file never lacks them (--resume)
         names = settings + tuple(name for name in self.formats if name in RESULTS_FORMATS)
-        if self._lock is None:  # before the first file: one run at a time writes them
-            self._lock = DirectoryLock(self.directory, self.scenario.name, self.scenario.source)
-        with interrupts_held():
+        with interrupts_held():  # the lock taken and kept whole: close() then removes it
+            if self._lock is None:  # before the first file: one run at a time writes them
+                self._lock = DirectoryLock(self.directory, self.scenario.name,
+                                           self.scenario.source)
             if not self.rows:
                 self._forget_the_last_run()
             if self.rows and "csv" in names and self.path("csv").is_file():  # a line appended
