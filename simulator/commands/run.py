@@ -114,7 +114,7 @@ def execute(args: argparse.Namespace) -> int:
 def _scenario(args: argparse.Namespace) -> tuple[Scenario, Path]:
     """The scenario and where its files go, checked before anything runs (a directory that
     can be written, no output that is an input or not a regular file), what a killed run left
-    there (a half-written file, its lock file) cleared."""
+    half-written there cleared."""
     from simulator.output.files import remove_leftovers
     from simulator.scenario.parse import load_scenario
 
@@ -122,7 +122,7 @@ def _scenario(args: argparse.Namespace) -> tuple[Scenario, Path]:
     output = args.output or scenario.output_dir
     check_writable(scenario.source, output)
     check_outputs(scenario, output, {"--trace": args.trace, "--links": args.links})
-    remove_leftovers(output, run_files(scenario), lock=scenario.name)
+    remove_leftovers(output, run_files(scenario))
     return scenario, output
 
 

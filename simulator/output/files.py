@@ -79,18 +79,14 @@ def interrupts_held() -> Iterator[None]:
         raise KeyboardInterrupt
 
 
-def remove_leftovers(directory: Path, names: list[str], lock: str | None = None) -> None:
+def remove_leftovers(directory: Path, names: list[str]) -> None:
     """Delete the temporary files a killed run left beside ``names`` in ``directory`` (those
-    :func:`write_atomically` names ``.NAME.<hex>.tmp``: a SIGKILL leaves one mid-write), and the
-    lock file ``.LOCK.lock`` a killed run of the scenario named ``lock`` left, where no run
-    holds it now (:func:`remove_stale_lock`)."""
+    :func:`write_atomically` names ``.NAME.<hex>.tmp``: a SIGKILL leaves one mid-write)."""
     if not directory.is_dir():
         return
     for name in names:
         for leftover in directory.glob(f".{name}.*.tmp"):
             leftover.unlink(missing_ok=True)
-    if lock is not None:
-        remove_stale_lock(directory, lock)
 
 
 def remove_stale_lock(directory: Path, name: str) -> None:
