@@ -89,39 +89,6 @@ def remove_leftovers(directory: Path, names: list[str]) -> None:
             leftover.unlink(missing_ok=True)
 
 
-def remove_stale_lock(directory: Path, name: str) -> None:
-    """Delete the lock file of the scenario ``name`` in ``directory`` where no run holds it (one
-    a SIGKILL left: the kernel dropped its hold, the file stayed); one a running run holds stays."""
-    path = directory / f".{name}.lock"
-    if not path.is_file():
-        return
-    held = _hold(path)
-    if held is not None:
-        with held:
-            path.unlink(missing_ok=True)  # while held: no run takes it in between
-
-
-def _hold(path: Path) -> TextIO | None:
-    """``path`` opened (created if missing) with an exclusive ``flock`` on it; None where another
-    process holds it. Retried where the file was removed or replaced between the opening and
-    the lock (a run that let go removes its lock file): a hold on a removed file would hold
-    nothing that the next run sees."""
-    while True:
-        file = path.open("a")
-        try:
-            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            file.close()
-            return None
-        try:
-            same = os.path.samestat(os.fstat(file.fileno()), os.stat(path))
-        except FileNotFoundError:
-            same = False
-        if same:
-            return file
-        file.close()
-
-
 def output_problem(path: Path, inputs: list[Path]) -> str | None:
     """What is wrong with writing ``path`` in a run that reads ``inputs``: it is one of them
     (writing it would destroy it), or it exists and is not a regular file (a device, a FIFO:
@@ -162,3 +129,36 @@ class DirectoryLock:
             if not self._file.closed:
                 self.path.unlink(missing_ok=True)
                 self._file.close()
+
+
+def remove_stale_lock(directory: Path, name: str) -> None:
+    """Delete the lock file of the scenario ``name`` in ``directory`` where no run holds it (one
+    a SIGKILL left: the kernel dropped its hold, the file stayed); one a running run holds stays."""
+    path = directory / f".{name}.lock"
+    if not path.is_file():
+        return
+    held = _hold(path)
+    if held is not None:
+        with held:
+            path.unlink(missing_ok=True)  # while held: no run takes it in between
+
+
+def _hold(path: Path) -> TextIO | None:
+    """``path`` opened (created if missing) with an exclusive ``flock`` on it; None where another
+    process holds it. Retried where the file was removed or replaced between the opening and
+    the lock (a run that let go removes its lock file): a hold on a removed file would hold
+    nothing that the next run sees."""
+    while True:
+        file = path.open("a")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.close()
+            return None
+        try:
+            same = os.path.samestat(os.fstat(file.fileno()), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return file
+        file.close()
