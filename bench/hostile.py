@@ -1,0 +1,217 @@
+"""Hostile checks too slow for the tests (issue 40): each section runs the command line as a
+careless or hostile user would, and prints a table of what came of it.
+
+Each section is a :class:`Check` in :data:`CHECKS`, selectable by name:
+
+    .venv/bin/python bench/hostile.py              # every section
+    .venv/bin/python bench/hostile.py resume       # only the named ones
+    .venv/bin/python bench/hostile.py --list       # the sections and what each checks
+
+Sections:
+
+- ``resume``: 20 runs of a 20-point scenario, each SIGKILLed at a random (seeded) moment, half
+  once a random number of rows is on disk (and up to 0.2 s more) and half at a random time
+  after its first row, within the time the uninterrupted run took from its first row to its
+  end, then
+  ``run --resume`` to the end: the CSV, the JSON and the digest sidecar must be byte-identical
+  to an uninterrupted run's, and no lock or temporary file left.
+
+Exits 1 where a section fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Table:
+    """What a section found: a titled table, a one-line summary, and whether it passed."""
+
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    summary: str
+    passed: bool
+
+    def format(self) -> str:
+        """The table as text, columns padded to their widest cell."""
+        widths = [max(len(cell) for cell in column) for column in zip(self.columns, *self.rows,
+                                                                        strict=True)]
+        lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True))
+                 for row in (self.columns, *self.rows)]
+        return "\n".join([f"## {self.title}", *lines, self.summary])
+
+
+@dataclass(frozen=True)
+class Check:
+    """One section: its name on the command line, what it checks, and the function that runs
+    it (given the seed) and returns its table."""
+
+    name: str
+    what: str
+    run: Callable[[int], Table]
+
+
+def simulator(*args: str, output: Path) -> subprocess.Popen[bytes]:
+    """``python -m simulator ARGS --output OUTPUT`` as a child of this tree's source, quiet."""
+    environment = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.Popen([sys.executable, "-m", "simulator", *args, "--output", str(output),
+                             "--no-plot", "--quiet"], cwd=REPO, env=environment,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish(child: subprocess.Popen[bytes]) -> int:
+    """Wait for ``child``; its exit code, its stderr echoed where it failed."""
+    _, err = child.communicate(timeout=RUN_TIMEOUT_S)
+    if child.returncode != 0:
+        print(err.decode(errors="replace"), file=sys.stderr, end="")
+    return child.returncode
+
+
+RUN_TIMEOUT_S = 600
+"""Longest a run of the resume scenario may take: ~15 s alone on the 2-core machine, ten times
+that and more under the load of five other engineers' tests."""
+
+RESUME_RUNS = 20
+"""Runs killed and resumed: the issue's figure ("SIGKILL at random points in 20 runs")."""
+
+RESUME_SCENARIO = """\
+name: hostile
+topology: {kind: switch, ranks: 16, bandwidth: 25GB/s, latency: 500ns}
+algorithms: [ring, halving_doubling]
+sizes: {from: 64KiB, to: 32MiB, factor: 2}
+engine: simpy
+"""
+"""20 points (2 algorithms × 10 sizes) on the SimPy engine, from milliseconds to a second or so
+each: a kill at a random moment lands before the first row, between rows or during a write."""
+
+
+def rows_in(csv: Path) -> int:
+    """Data rows a results file holds (0 before it exists): whole lines after the header."""
+    return max(csv.read_bytes().count(b"\n") - 1, 0) if csv.exists() else 0
+
+
+def kill_at(child: subprocess.Popen[bytes], csv: Path, rows: int, after_s: float) -> bool:
+    """SIGKILL ``child`` once ``csv`` holds ``rows`` rows and ``after_s`` seconds more have
+    passed, or leave it if it ended first; whether it was killed."""
+    while rows_in(csv) < rows and child.poll() is None:
+        time.sleep(0.005)
+    deadline = time.monotonic() + after_s
+    while time.monotonic() < deadline and child.poll() is None:
+        time.sleep(0.005)
+    killed = child.poll() is None
+    if killed:
+        child.send_signal(signal.SIGKILL)
+    child.wait()
+    return killed
+
+
+def timed(child: subprocess.Popen[bytes], csv: Path) -> tuple[float, float, int]:
+    """Seconds from ``child``'s start to its first row in ``csv`` and to its end, and its exit
+    code: the span in which a kill lands between rows."""
+    start = time.monotonic()
+    while rows_in(csv) < 1 and child.poll() is None:
+        time.sleep(0.005)
+    first_s = time.monotonic() - start
+    code = finish(child)
+    return first_s, time.monotonic() - start, code
+
+
+def resume(seed: int) -> Table:
+    """Kill runs at random moments and resume them; each must end with an uninterrupted run's
+    files, byte for byte, and no lock or temporary file."""
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="hostile-resume-") as scratch:
+        root = Path(scratch)
+        scenario = root / "hostile.yaml"
+        scenario.write_text(RESUME_SCENARIO)
+        out = root / "out"  # every run writes here: the JSON names its directory
+        first_s, whole_s, code = timed(simulator("run", str(scenario), output=out),
+                                       out / "hostile.csv")
+        if code != 0:
+            return Table("resume", ("run",), (), "the uninterrupted run failed", False)
+        names = sorted(path.name for path in out.iterdir())
+        reference = {name: (out / name).read_bytes() for name in names}
+        total = rows_in(out / "hostile.csv")
+        table = []
+        for run in range(1, RESUME_RUNS + 1):
+            shutil.rmtree(out)
+            by_rows = run % 2 == 1  # odd runs: after some rows; even runs: at some time
+            rows = rng.randrange(1, total) if by_rows else 1
+            after_s = rng.uniform(0, 0.2) if by_rows else rng.uniform(0, whole_s - first_s)
+            killed = kill_at(simulator("run", str(scenario), output=out), out / "hostile.csv",
+                             rows, after_s)
+            kept = rows_in(out / "hostile.csv")
+            lock = (out / ".hostile.lock").exists()
+            code = finish(simulator("run", str(scenario), "--resume", output=out))
+            after = sorted(path.name for path in out.iterdir())
+            same = code == 0 and after == names and all(
+                (out / name).read_bytes() == data for name, data in reference.items())
+            when = (f"after {rows} rows +{after_s:.2f}s" if by_rows
+                    else f"at first row +{after_s:.2f}s")
+            table.append((str(run), when, "yes" if killed else "no (ended first)",
+                          f"{kept} of {total}", "yes" if lock else "no", str(code),
+                          "yes" if same else "no"))
+    identical = sum(row[-1] == "yes" for row in table)
+    return Table(
+        f"resume: SIGKILL at a random moment, then run --resume (seed {seed}; uninterrupted "
+        f"run: first row at {first_s:.1f} s, all {total} at {whole_s:.1f} s; files "
+        f"{', '.join(names)})",
+        ("run", "SIGKILL", "sent", "rows kept", "lock left", "resume exit", "identical"),
+        tuple(table),
+        f"identical: {identical} of {RESUME_RUNS} ({sum(row[2] == 'yes' for row in table)} "
+        "killed before they ended)", identical == RESUME_RUNS)
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("resume", "SIGKILL at random points in 20 runs, then --resume: byte-identical",
+          resume),
+)
+"""Every section, in the order they run; add a section as one more Check."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the sections named on the command line (all where none is), print each one's table;
+    1 where one failed."""
+    by_name = {check.name: check for check in CHECKS}
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("sections", nargs="*", metavar="SECTION",
+                        help=f"sections to run, of {', '.join(by_name)} (default: all)")
+    parser.add_argument("--seed", type=int, default=40, help="seed of the random choices "
+                                                             "(default 40)")
+    parser.add_argument("--list", action="store_true", help="list the sections and stop")
+    args = parser.parse_args(argv)
+    if args.list:
+        for check in CHECKS:
+            print(f"{check.name}: {check.what}")
+        return 0
+    unknown = [name for name in args.sections if name not in by_name]
+    if unknown:
+        parser.error(f"no section {', '.join(unknown)}; expected one of {', '.join(by_name)}")
+    failed = []
+    for check in (by_name[name] for name in args.sections) if args.sections else CHECKS:
+        table = check.run(args.seed)
+        print(table.format(), end="\n\n", flush=True)
+        if not table.passed:
+            failed.append(check.name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
