@@ -112,15 +112,18 @@ class DirectoryLock:
     ends, so a lock file a killed run left does not hold anything (the next run removes it:
     :func:`remove_stale_lock`)."""
 
-    def __init__(self, directory: Path, name: str, source: str) -> None:
+    def __init__(self, directory: Path, name: str, source: str,
+                 elsewhere: str = "give another --output") -> None:
+        """Take the lock, or refuse in one line naming ``source``, which ends with
+        ``elsewhere``: how to write somewhere else (``sweep`` has no ``--output``)."""
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f".{name}.lock"
-        held = _hold(self.path)
-        if held is None:
+        try:
+            self._file = _hold(self.path)
+        except BlockingIOError:
             raise InputError([Problem(source, "output", (
                 f"another run is writing {name}'s results in {directory}; wait for it to end, "
-                "or give another --output"))])
-        self._file = held
+                f"or {elsewhere}"))]) from None
 
     def release(self) -> None:
         """Let go, and remove the lock file; a Ctrl-C or SIGTERM that comes meanwhile waits
@@ -137,24 +140,26 @@ def remove_stale_lock(directory: Path, name: str) -> None:
     path = directory / f".{name}.lock"
     if not path.is_file():
         return
-    held = _hold(path)
-    if held is not None:
-        with held:
-            path.unlink(missing_ok=True)  # while held: no run takes it in between
+    try:
+        held = _hold(path)
+    except BlockingIOError:  # a run holds it: its own
+        return
+    with held:
+        path.unlink(missing_ok=True)  # while held: no run takes it in between
 
 
-def _hold(path: Path) -> TextIO | None:
-    """``path`` opened (created if missing) with an exclusive ``flock`` on it; None where another
-    process holds it. Retried where the file was removed or replaced between the opening and
-    the lock (a run that let go removes its lock file): a hold on a removed file would hold
-    nothing that the next run sees."""
+def _hold(path: Path) -> TextIO:
+    """``path`` opened (created if missing) with an exclusive ``flock`` on it; BlockingIOError
+    where another process holds it. Retried where the file was removed or replaced between the
+    opening and the lock (a run that let go removes its lock file): a hold on a removed file
+    would hold nothing that the next run sees."""
     while True:
         file = path.open("a")
         try:
             fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             file.close()
-            return None
+            raise
         try:
             same = os.path.samestat(os.fstat(file.fileno()), os.stat(path))
         except FileNotFoundError:
