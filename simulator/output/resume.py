@@ -4,12 +4,12 @@ A run keeps its results file whole after every point (:mod:`simulator.output.str
 killed at any moment, even by SIGKILL, leaves a valid CSV of the first points in the run's order
 and, beside it, the JSON settings that made them. :func:`resumed` checks that those settings are
 the ones this run would write (the same resolved scenario, seed, proxy, output and simulator
-version: anything else could change the rows), that each row is one this run wrote (its digest
-is in the sidecar, :mod:`simulator.output.digests`: an edited row is refused, never continued
-from), that the rows are the first points this run plans, in order, and gives them back as
-:class:`~simulator.output.results.Result` rows. Written again with the new points, they make
-exactly the file an uninterrupted run writes: CSV floats are written at full precision and read
-back to the same bits.
+version: anything else could change the rows), that the rows are the first points this run
+plans, in order, that each is the row this run wrote there (its digest is in the sidecar,
+:mod:`simulator.output.digests`: an edited row is refused, never continued from), and gives them
+back as :class:`~simulator.output.results.Result` rows. Written again with the new points, they
+make exactly the file an uninterrupted run writes: CSV floats are written at full precision and
+read back to the same bits.
 """
 
 from __future__ import annotations
@@ -70,8 +70,6 @@ def resumed(scenario: Scenario, run: RunSettings, output: Path,
                 else "a point this sweep plans after the rows before it")
     for i, record in enumerate(records):
         row = _row(scenario, csv_path, i, record)
-        where = f"row {i + 1} of {csv_path} ({row.algorithm} at {format_size(row.size_bytes)})"
-        _check_digest(scenario, csv_path, where, record, known)
         point = (row.algorithm, row.size_bytes)
         if not prefix:
             while position < len(planned) and planned[position] != point:
@@ -81,6 +79,8 @@ def resumed(scenario: Scenario, run: RunSettings, output: Path,
                                      f"{row.algorithm} at {format_size(row.size_bytes)}, not "
                                      f"{expected}")
         position += 1
+        where = f"row {i + 1} of {csv_path} ({row.algorithm} at {format_size(row.size_bytes)})"
+        _check_digest(scenario, csv_path, where, record, known)
         rows.append(row)
     # every row checked: only now is anything written, the file and its digests as kept
     if whole is not None:  # the cut line goes, so that the next point's line follows a whole one
