@@ -29,7 +29,7 @@ def run_in(directory: Path, hash_seed: str) -> dict[str, bytes]:
 
 def test_two_processes_write_the_same_bytes(tmp_path):
     first, second = run_in(tmp_path / "a", "1"), run_in(tmp_path / "b", "4242")
-    assert sorted(first) == ["same-crossover.png", "same.csv", "same.json", "same.png",
-                             "trace.json"]
+    assert sorted(first) == [".same.resume", "same-crossover.png", "same.csv", "same.json",
+                             "same.png", "trace.json"]
     for name, data in first.items():
         assert data == second[name], name

@@ -51,8 +51,9 @@ def small(tmp_path):
 
 
 def leftovers(directory):
-    """Temporary files a write left behind (write_atomically's are hidden, ``.<name>.*.tmp``)."""
-    return [path.name for path in directory.iterdir() if path.name.startswith(".")]
+    """Temporary files a write left behind (write_atomically's are hidden, ``.<name>.*.tmp``),
+    and lock files."""
+    return [path.name for path in directory.iterdir() if path.suffix in (".tmp", ".lock")]
 
 
 def read_csv_as(path, frame):
@@ -99,7 +100,8 @@ def test_ctrl_c_at_the_third_point_keeps_the_two_done(small, capsys, monkeypatch
     assert list(written.size_bytes) == [4096, 65536]
     pd.testing.assert_frame_equal(read_csv_as(out / "small.csv", expected), expected)
     assert json.loads((out / "small.json").read_text())["scenario"]["name"] == "small"
-    assert sorted(p.name for p in out.iterdir()) == ["small.csv", "small.json"]  # no figure yet
+    assert sorted(p.name for p in out.iterdir()) == [".small.resume", "small.csv",
+                                                     "small.json"]  # no figure yet
     assert leftovers(out) == []
 
 
@@ -160,7 +162,7 @@ def test_sigint_stops_a_run_with_one_line_and_keeps_the_finished_points(tmp_path
         f"{scenario}: interrupted: 1 of 3 points written to {out / 'slow.csv'}"]
     assert stdout == ""
     assert list(pd.read_csv(out / "slow.csv").size_bytes) == [1024]
-    assert sorted(p.name for p in out.iterdir()) == ["slow.csv", "slow.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".slow.resume", "slow.csv", "slow.json"]
 
 
 def test_ctrl_c_while_the_command_line_imports_is_one_line_and_130(monkeypatch, capsys):
@@ -254,8 +256,8 @@ def test_no_progress_bar_when_stderr_is_not_a_terminal(small):
 def test_parquet_holds_what_the_csv_holds_with_its_types(tmp_path):
     assert main(["run", GOLDEN, "--output", str(tmp_path), "--format", "json,parquet",
                  "--quiet"]) == 0
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["dgx-small.csv", "dgx-small.json",
-                                                          "dgx-small.parquet"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".dgx-small.resume", "dgx-small.csv",
+                                                          "dgx-small.json", "dgx-small.parquet"]
     frame = simulate(GOLDEN)
     parquet = pd.read_parquet(tmp_path / "dgx-small.parquet")
     pd.testing.assert_frame_equal(parquet, frame)  # the types too: no parsing to guess them

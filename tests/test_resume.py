@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from simulator.cli import main
 
@@ -52,9 +53,13 @@ def test_a_run_killed_at_a_random_point_resumes_to_the_same_file(tmp_path):
         child.wait()
     kept = rows(csv)
     assert 1 <= kept < POINTS  # killed part way, the file whole at the instant of the kill
+    assert (part / ".killed.lock").exists()  # what a SIGKILL leaves: a file that holds nothing
     assert main(["run", str(scenario), "--output", str(part), "--no-plot", "--quiet",
                  "--resume"]) == 0
-    assert (part / "killed.csv").read_bytes() == (whole / "killed.csv").read_bytes()
+    for name in ("killed.csv", ".killed.resume"):  # the JSON names its own directory
+        assert (part / name).read_bytes() == (whole / name).read_bytes(), name
+    assert sorted(p.name for p in part.iterdir()) == [".killed.resume", "killed.csv",
+                                                      "killed.json"]
 
 
 def finished(tmp_path, capsys):
@@ -169,7 +174,8 @@ def test_sigterm_stops_a_run_with_one_line_and_no_temporary_file(tmp_path):
     kept = rows(out / "killed.csv")
     assert err == (f"{scenario}: terminated (SIGTERM): {kept} of {POINTS} points written to "
                    f"{out / 'killed.csv'}\n")
-    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv",
+                                                     "killed.json"]
 
 
 def test_the_next_run_removes_what_a_kill_left_mid_write(tmp_path):
@@ -179,8 +185,8 @@ def test_the_next_run_removes_what_a_kill_left_mid_write(tmp_path):
     (out / ".killed.csv.1a2b3c4d.tmp").write_text("half a file")
     (out / ".other.csv.1a2b3c4d.tmp").write_text("not ours")
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [".other.csv.1a2b3c4d.tmp", "killed.csv",
-                                                     "killed.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", ".other.csv.1a2b3c4d.tmp",
+                                                     "killed.csv", "killed.json"]
 
 
 def test_a_new_run_leaves_no_figure_of_the_last_one_beside_its_results(tmp_path, capsys):
@@ -193,7 +199,8 @@ def test_a_new_run_leaves_no_figure_of_the_last_one_beside_its_results(tmp_path,
                  "other.png"):
         (out / name).write_text("from the last run")
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json", "other.png"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv", "killed.json",
+                                                     "other.png"]
 
 
 def test_two_runs_into_one_directory_do_not_interleave(tmp_path, capsys):
@@ -212,4 +219,188 @@ def test_two_runs_into_one_directory_do_not_interleave(tmp_path, capsys):
             "to end, or give another --output\n")
         assert sorted(p.name for p in out.iterdir()) == [".killed.lock"]
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["killed.csv", "killed.json"]
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv",
+                                                     "killed.json"]
+
+
+# --- the kept rows are the rows this run wrote (issue 40, item 3) --------------------------------
+
+
+def edit_time(csv: Path, row: int, value) -> None:
+    """Data row ``row`` (from 1) of a results file with ``sim_time_s`` (column 9) made
+    ``value(old)``, every other byte as it was."""
+    lines = csv.read_text().splitlines(keepends=True)
+    fields = lines[row].split(",")
+    fields[8] = value(fields[8])
+    lines[row] = ",".join(fields)
+    csv.write_text("".join(lines))
+
+
+def refused_edit(tmp_path, capsys, value) -> tuple[Path, Path, str]:
+    """A finished run whose third row's time was edited, resumed: the exit code checked, the
+    files checked untouched, and the scenario, output and stderr given back."""
+    scenario, out = finished(tmp_path, capsys)
+    edit_time(out / "killed.csv", 3, value)
+    before = {path.name: path.read_bytes() for path in out.iterdir()}
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--resume"]) == 2
+    assert {path.name: path.read_bytes() for path in out.iterdir()} == before  # nothing written
+    return scenario, out, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", [lambda old: repr(float(old) * 10), lambda old: "nan"],
+                         ids=["x10", "nan"])
+def test_a_kept_row_edited_since_its_run_wrote_it_is_refused(tmp_path, capsys, value):
+    scenario, out, err = refused_edit(tmp_path, capsys, value)
+    assert err == (
+        f"{scenario}: --resume: cannot resume: row 3 of {out / 'killed.csv'} (ring at 16MiB) "
+        "is not the row this run wrote (its digest is not in .killed.resume): it was edited; "
+        "delete that row, or run without --resume\n")
+
+
+def test_a_sweep_refuses_an_edited_row_as_run_does(tmp_path, capsys):
+    scenario, out = finished(tmp_path, capsys)
+    scenario.write_text(scenario.read_text() + f"output: {out}\n")
+    assert main(["run", str(scenario), "--no-plot", "--quiet"]) == 0
+    edit_time(out / "killed.csv", 3, lambda old: repr(float(old) * 10))
+    capsys.readouterr()
+    assert main(["sweep", str(scenario), "--resume", "--workers", "1", "--no-progress"]) == 2
+    assert capsys.readouterr().err == (
+        f"{scenario}: --resume: cannot resume: row 3 of {out / 'killed.csv'} (ring at 16MiB) "
+        "is not the row this run wrote (its digest is not in .killed.resume): it was edited; "
+        "delete that row, or run without --resume\n")
+
+
+@pytest.mark.parametrize("sidecar", ["missing", "of another version"])
+def test_rows_without_a_digest_are_not_trusted(tmp_path, capsys, sidecar):
+    scenario, out = finished(tmp_path, capsys)
+    if sidecar == "missing":
+        (out / ".killed.resume").unlink()
+    else:
+        (out / ".killed.resume").write_text("a digest file of some other format\n")
+    before = (out / "killed.csv").read_bytes()
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--resume"]) == 2
+    assert capsys.readouterr().err == (
+        f"{scenario}: --resume: cannot resume: row 1 of {out / 'killed.csv'} (ring at 1MiB) has "
+        "no digest (.killed.resume is missing or not a digest file of this version), so "
+        "nothing says this run wrote it; run without --resume\n")
+    assert (out / "killed.csv").read_bytes() == before
+
+
+def test_rows_removed_from_the_end_are_run_again_to_the_same_files(tmp_path, capsys):
+    # and a digest written just before a kill, whose row never came, is harmless: the sidecar
+    # ends as an uninterrupted run's
+    scenario, out = finished(tmp_path, capsys)
+    whole = {name: (out / name).read_bytes() for name in ("killed.csv", ".killed.resume")}
+    lines = whole["killed.csv"].splitlines(keepends=True)
+    (out / "killed.csv").write_bytes(b"".join(lines[:4]))  # 3 of 8 rows kept
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--resume"]) == 0
+    assert "(3 kept from the stopped run)" in capsys.readouterr().err
+    assert {name: (out / name).read_bytes() for name in whole} == whole
+
+
+def test_an_unedited_row_whose_neighbour_was_removed_is_still_refused_out_of_order(tmp_path,
+                                                                                   capsys):
+    # the digest vouches for the row's bytes, the plan for its place: both are checked
+    scenario, out = finished(tmp_path, capsys)
+    lines = (out / "killed.csv").read_text().splitlines(keepends=True)
+    (out / "killed.csv").write_text(lines[0] + lines[2])
+    assert main(["run", str(scenario), "--output", str(out), "--quiet", "--resume"]) == 2
+    assert "is ring at 4MiB, not the point this run plans there" in capsys.readouterr().err
+
+
+# --- no lock or temporary file left, however a run ends (issue 40, item 5) ----------------------
+
+
+def hidden(directory: Path) -> list[str]:
+    """The lock and temporary files in ``directory``."""
+    return sorted(p.name for p in directory.iterdir() if p.suffix in (".lock", ".tmp"))
+
+
+@pytest.mark.parametrize("failure", ["memory budget", "MemoryError", "algorithm failed"])
+def test_a_run_ended_by_an_error_after_its_first_point_leaves_no_lock(tmp_path, capsys,
+                                                                       monkeypatch, failure):
+    # the second point ends the run: past the memory budget (exit 2), out of the process's
+    # memory (a MemoryError, as under a memory rlimit), or an algorithm's bug (exit 1); the
+    # first point, and its lock, were there
+    from simulator.engine import executor
+    from simulator.errors import AlgorithmError, OverBudget
+
+    scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
+    out = tmp_path / "out"
+    real, calls, seen = executor._run, [], []
+
+    def second_fails(plan, buffers, recorder):
+        calls.append(plan)
+        if len(calls) == 2:
+            seen.append(hidden(out))
+            raise {"memory budget": OverBudget("messages in flight", 10, 9),
+                   "MemoryError": MemoryError(),
+                   "algorithm failed": AlgorithmError("ring: deadlock")}[failure]
+        return real(plan, buffers, recorder)
+
+    monkeypatch.setattr(executor, "_run", second_fails)
+    if failure == "MemoryError":
+        with pytest.raises(MemoryError):
+            main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"])
+    else:
+        assert main(["run", str(scenario), "--output", str(out), "--no-plot",
+                     "--quiet"]) == (2 if failure == "memory budget" else 1)
+    assert seen == [[".killed.lock"]]  # held while the second point ran
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv",
+                                                     "killed.json"]
+    assert rows(out / "killed.csv") == 1
+
+
+def test_sigterm_at_the_first_point_on_disk_leaves_no_lock_or_temporary_file(tmp_path):
+    # the child holds its lock from its first point: SIGTERM once that point (milliseconds) is
+    # on disk lands in the second (seconds: 30,000 messages on the SimPy engine)
+    scenario = write(tmp_path, SCENARIO.replace("ranks: 48", "ranks: 16").replace(
+        "sizes: [1MiB, 4MiB, 16MiB, 64MiB]", "sizes: [1KiB, 128MiB]\npiece_size: 64KiB"))
+    out = tmp_path / "out"
+    child = subprocess.Popen([sys.executable, "-m", "simulator", "run", str(scenario), "--output",
+                              str(out), "--no-plot", "--quiet"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: rows(out / "killed.csv") >= 1 or child.poll() is not None)
+        assert hidden(out) == [".killed.lock"]
+        child.send_signal(signal.SIGTERM)
+        _, err = child.communicate(timeout=120)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 143, err
+    assert hidden(out) == []
+    assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv",
+                                                     "killed.json"]
+
+
+def wait_for(condition, timeout_s: float = 120.0) -> None:
+    """Poll ``condition`` (a file on disk, a process gone) until it holds; fail after
+    ``timeout_s`` (generous: a loaded 2-core machine)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def test_the_next_run_removes_a_lock_file_no_run_holds(tmp_path, capsys):
+    # a SIGKILLed run's lock file holds nothing: the next run removes it, even one refused
+    scenario, out = finished(tmp_path, capsys)
+    (out / ".killed.lock").write_text("")
+    edit_time(out / "killed.csv", 1, lambda old: "nan")
+    assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet",
+                 "--resume"]) == 2
+    assert hidden(out) == []
+
+
+def test_a_lock_file_another_run_holds_is_left_alone(tmp_path):
+    import fcntl
+
+    from simulator.output.files import remove_stale_lock
+
+    with (tmp_path / ".s.lock").open("a") as other:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        remove_stale_lock(tmp_path, "s")
+        assert hidden(tmp_path) == [".s.lock"]
+    remove_stale_lock(tmp_path, "s")
+    assert hidden(tmp_path) == []

@@ -41,7 +41,7 @@ def test_a_run_writes_and_lists_exactly_its_writers_files(tmp_path, capsys):
     assert main(["run", str(scenario), "--output", str(out), "--format", "parquet,png,json",
                  "--quiet"]) == 0
     written = ["tiny.csv", "tiny.parquet", "tiny.png", "tiny-crossover.png", "tiny.json"]
-    assert sorted(path.name for path in out.iterdir()) == sorted(written)
+    assert sorted(path.name for path in out.iterdir()) == sorted([*written, ".tiny.resume"])
     assert capsys.readouterr().out.splitlines()[-1] == (
         "# results: " + ", ".join(str(out / name) for name in written))
 
@@ -51,7 +51,7 @@ def test_write_results_gives_back_every_file_it_wrote(tmp_path):
     scenario = scenario_from_dict(yaml.safe_load(SCENARIO))
     paths = write_results(simulate(scenario), scenario, RunSettings(), tmp_path, ("csv", "png"))
     assert paths == [tmp_path / "tiny.csv", tmp_path / "tiny.png", tmp_path / "tiny-crossover.png"]
-    assert sorted(tmp_path.iterdir()) == sorted(paths)
+    assert sorted(tmp_path.iterdir()) == sorted([*paths, tmp_path / ".tiny.resume"])
 
 
 @pytest.mark.parametrize("name", EVERY_FILE)
@@ -71,4 +71,5 @@ def test_a_run_clears_what_a_kill_left_beside_any_writers_file(tmp_path, capsys)
     for name in [*EVERY_FILE, "other.csv"]:
         (out / f".{name}.1a2b3c4d.tmp").write_text("half a file")
     assert main(["run", str(scenario), "--output", str(out), "--format", "csv", "--quiet"]) == 0
-    assert sorted(path.name for path in out.iterdir()) == [".other.csv.1a2b3c4d.tmp", "tiny.csv"]
+    assert sorted(path.name for path in out.iterdir()) == [".other.csv.1a2b3c4d.tmp",
+                                                           ".tiny.resume", "tiny.csv"]

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulator.errors import InputError, Problem
+from simulator.output.digests import sidecar_name
 from simulator.output.writers import WRITERS
 
 if TYPE_CHECKING:
@@ -23,8 +24,10 @@ if TYPE_CHECKING:
 
 def run_files(scenario: Scenario) -> list[str]:
     """The names of the files a run of ``scenario`` may write in its output directory: every
-    writer's, whichever formats this run asks for."""
-    return [file for writer in WRITERS.values() for file in writer.files(scenario.name)]
+    writer's, whichever formats this run asks for, and the results' digest sidecar
+    (:mod:`~simulator.output.digests`)."""
+    return [*(file for writer in WRITERS.values() for file in writer.files(scenario.name)),
+            sidecar_name(scenario.name)]
 
 
 def check_writable(source: str, output: Path, field: str = "output") -> None:

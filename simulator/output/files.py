@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
+from typing import TextIO
 
 from simulator.errors import InputError, Problem
 from simulator.inputs import InputFile
@@ -125,7 +126,8 @@ class DirectoryLock:
     """A run's hold on its scenario's files in a directory: an exclusive ``flock`` on
     ``.NAME.lock`` there, so that two runs of one scenario into one directory never interleave
     their rows (the second is refused); the kernel drops it when the process ends, however it
-    ends, so a lock file a killed run left does not hold anything."""
+    ends, so a lock file a killed run left does not hold anything (the next run removes it:
+    :func:`remove_stale_lock`)."""
 
     def __init__(self, directory: Path, name: str, source: str,
                  elsewhere: str = "give another --output") -> None:
@@ -133,17 +135,52 @@ class DirectoryLock:
         ``elsewhere``: how to write somewhere else (``sweep`` has no ``--output``)."""
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f".{name}.lock"
-        self._file = self.path.open("a")
         try:
-            fcntl.flock(self._file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._file = _hold(self.path)
         except BlockingIOError:
-            self._file.close()
             raise InputError([Problem(source, "output", (
                 f"another run is writing {name}'s results in {directory}; wait for it to end, "
                 f"or {elsewhere}"))]) from None
 
     def release(self) -> None:
-        """Let go, and remove the lock file."""
-        if not self._file.closed:
-            self.path.unlink(missing_ok=True)
-            self._file.close()
+        """Let go, and remove the lock file; a Ctrl-C or SIGTERM that comes meanwhile waits
+        until it is removed."""
+        with interrupts_held():
+            if not self._file.closed:
+                self.path.unlink(missing_ok=True)
+                self._file.close()
+
+
+def remove_stale_lock(directory: Path, name: str) -> None:
+    """Delete the lock file of the scenario ``name`` in ``directory`` where no run holds it (one
+    a SIGKILL left: the kernel dropped its hold, the file stayed); one a running run holds stays."""
+    path = directory / f".{name}.lock"
+    if not path.is_file():
+        return
+    try:
+        held = _hold(path)
+    except BlockingIOError:  # a run holds it: its own
+        return
+    with held:
+        path.unlink(missing_ok=True)  # while held: no run takes it in between
+
+
+def _hold(path: Path) -> TextIO:
+    """``path`` opened (created if missing) with an exclusive ``flock`` on it; BlockingIOError
+    where another process holds it. Retried where the file was removed or replaced between the
+    opening and the lock (a run that let go removes its lock file): a hold on a removed file
+    would hold nothing that the next run sees."""
+    while True:
+        file = path.open("a")
+        try:
+            fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            file.close()
+            raise
+        try:
+            same = os.path.samestat(os.fstat(file.fileno()), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return file
+        file.close()

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simulator.output.files import DirectoryLock, interrupts_held
+from simulator.output.files import DirectoryLock, interrupts_held, remove_stale_lock
 from simulator.output.results import Result, results_frame
 from simulator.output.writers import RESULTS_FORMATS, WRITERS, append_csv, write_results
 from simulator.scenario.spec import Scenario
@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 class ResultsStream:
     """The files of one run in ``directory``, of ``formats`` (names of
-    :data:`~simulator.output.writers.WRITERS`), fed one finished point at a time."""
+    :data:`~simulator.output.writers.WRITERS`), fed one finished point at a time; the lock
+    file a killed run of the scenario left there removed at once, where no run holds it."""
 
     def __init__(self, scenario: Scenario, run: RunSettings, directory: Path,
                  formats: tuple[str, ...]) -> None:
@@ -36,6 +37,7 @@ class ResultsStream:
         self.rows: list[Result] = []
         self._written: set[str] = set()
         self._lock: DirectoryLock | None = None
+        remove_stale_lock(directory, scenario.name)  # a killed run's, which holds nothing
 
     def path(self, name: str) -> Path:
         """Where the results file of format ``name`` goes (its writer's first file)."""
@@ -60,9 +62,10 @@ class ResultsStream:
         settings = ("json",) if "json" in self.formats and not self.rows else ()
         # the settings before the first results, so a results file never lacks them (--resume)
         names = settings + tuple(name for name in self.formats if name in RESULTS_FORMATS)
-        if self._lock is None:  # before the first file: one run at a time writes them
-            self._lock = DirectoryLock(self.directory, self.scenario.name, self.scenario.source)
-        with interrupts_held():
+        with interrupts_held():  # the lock taken and kept whole: close() then removes it
+            if self._lock is None:  # before the first file: one run at a time writes them
+                self._lock = DirectoryLock(self.directory, self.scenario.name,
+                                           self.scenario.source)
             if not self.rows:
                 self._forget_the_last_run()
             if self.rows and "csv" in names and self.path("csv").is_file():  # a line appended

@@ -24,6 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from simulator.output.digests import append_digests, records, write_digests
 from simulator.output.files import write_atomically
 from simulator.output.results import RESULT_COLUMNS
 from simulator.settings import RunSettings
@@ -70,8 +71,15 @@ def to_parquet(frame: pd.DataFrame, path: Path) -> None:
 
 
 def write_csv(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
-    """The results file: columns in :data:`RESULT_COLUMNS` order."""
-    write_atomically(path, lambda tmp: to_csv(results[list(RESULT_COLUMNS)], tmp))
+    """The results file: columns in :data:`RESULT_COLUMNS` order; its rows' digests written
+    before it (:mod:`~simulator.output.digests`), so that a row on disk always has one."""
+    text = results[list(RESULT_COLUMNS)].to_csv(index=False)
+    write_digests(path, records(text)[1:])
+
+    def write(tmp: Path) -> None:
+        tmp.write_text(text, encoding="utf-8", newline="")
+
+    write_atomically(path, write)
 
 
 def append_csv(rows: pd.DataFrame, path: Path) -> None:
@@ -79,8 +87,9 @@ def append_csv(rows: pd.DataFrame, path: Path) -> None:
     them (their lines alone: every value is formatted by itself, floats at full precision), in
     one write, flushed to disk: a run of n points writes O(n) bytes, not O(n²), and a reader
     sees whole lines (a kill within the write leaves at most a last line without its newline,
-    which ``run --resume`` drops)."""
+    which ``run --resume`` drops). Their digests are appended to the sidecar first."""
     text = rows[list(RESULT_COLUMNS)].to_csv(index=False, header=False)
+    append_digests(path, records(text))
     with path.open("a", encoding="utf-8", newline="") as file:
         file.write(text)
         file.flush()
