@@ -14,12 +14,15 @@ import sys
 from collections.abc import Callable
 
 from bench.hostile_corpus import corpus_slow, determinism
+from bench.hostile_resume import exits, resume
 from bench.hostile_sweeps import sweeps
 
 CHECKS: dict[str, Callable[[], None]] = {
     "corpus-slow": corpus_slow,
     "determinism": determinism,
     "sweeps": sweeps,
+    "resume": resume,
+    "exits": exits,
 }
 """Every section by name, in the order they run."""
 

@@ -69,8 +69,8 @@ def _topology_spec(text: str) -> TopologySpec:
     from simulator.scenario.training import Imports
 
     path = Path(text)
-    if path.exists() and not path.is_file():
-        read_bytes(path)  # a FIFO, a device or a directory: it says which, not "no such file"
+    if path.exists() and not path.is_file() and not path.is_dir():
+        read_bytes(path)  # a FIFO or a device: it says which, not "no such file"
     if path.is_file() and path.suffix.lower() == ".xml":  # NCCL's topology file: one host
         return load_nccl_xml(text)
     if path.is_file():
