@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from simulator.errors import InputError, Problem, SimulatorError
+from simulator.errors import InputError, Problem, SimulatorError, quoted
 from simulator.output.files import interrupts_held
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, plan_point, prepare
@@ -360,9 +360,9 @@ def _connect(client_type: Any, scheduler: str) -> Any:
     found = _ADDRESS.fullmatch(scheduler) if isinstance(scheduler, str) else None
     if found is None or not 0 < int(found[2]) < 65536:
         raise InputError([Problem("sweep", "scheduler", f"expected an address like "
-                                                        f"tcp://host:8786, got {scheduler!r}")])
+                                                        f"tcp://host:8786, got {quoted(scheduler)}")])
     try:
         return client_type(scheduler, timeout="5s")
     except (OSError, TimeoutError, ValueError) as error:
         raise InputError([Problem("sweep", "scheduler", f"no Dask scheduler answers at "
-                                                        f"{scheduler!r}: {error}")]) from None
+                                                        f"{quoted(scheduler)}: {error}")]) from None

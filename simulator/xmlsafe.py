@@ -28,7 +28,7 @@ from types import MappingProxyType
 import defusedxml
 import defusedxml.sax
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.inputs import read_text
 from simulator.limits import MAX_XML_ELEMENTS, MAX_XML_NESTING
 
@@ -75,7 +75,7 @@ def parse_xml(text: str, file: str, expected: str = "an XML file") -> XmlElement
         raise InputError([Problem(file, handler.at(), _entity(error))]) from None
     except defusedxml.ExternalReferenceForbidden as error:
         raise InputError([Problem(file, handler.at(), (
-            f"expected no external reference, got {error.sysid or error.pubid!r}: an XML input "
+            f"expected no external reference, got {quoted(error.sysid or error.pubid)}: an XML input "
             "is read alone, never fetching another file or URL"))]) from None
     except defusedxml.DefusedXmlException as error:  # DTD or processing instruction refused
         raise InputError([Problem(file, handler.at(), f"expected plain XML, got {error}")]) from None
@@ -91,9 +91,9 @@ def parse_xml(text: str, file: str, expected: str = "an XML file") -> XmlElement
 def _entity(error: defusedxml.EntitiesForbidden) -> str:
     """What is wrong with an entity declaration: it reads elsewhere or it can expand."""
     if error.sysid or error.pubid:
-        return (f"expected no external entity, got {error.name!r} reading "
-                f"{error.sysid or error.pubid!r}: an XML input never reads another file or URL")
-    return (f"expected no entity declarations, got {error.name!r}: nested entities can expand "
+        return (f"expected no external entity, got {quoted(error.name)} reading "
+                f"{quoted(error.sysid or error.pubid)}: an XML input never reads another file or URL")
+    return (f"expected no entity declarations, got {quoted(error.name)}: nested entities can expand "
             "a few lines into gigabytes (the billion laughs)")
 
 

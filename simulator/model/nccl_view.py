@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.inputs import read_text
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import Graph, Hardware, NcclAlgorithm, Protocol
@@ -172,7 +172,7 @@ def read_log(path: Path) -> NcclView:
                 parents.setdefault(int(c), {})[int(rank)] = int(up)
         elif " Pattern " in text or " Trees [" in text or re.search(r" Channel \d+/\d+ :", text):
             raise _error(source, number, f"expected NCCL's format ({_expected(text)}), got "
-                                         f"{text[text.index('NCCL INFO') + 10:]!r}")
+                                         f"{quoted(text[text.index('NCCL INFO') + 10:])}")
     if not rings and following:  # no rank 0 lines: every rank's Ring line, chained
         ring_count = len(following)
         rings = {c: _chained(source, c, following[c]) for c in following}
@@ -261,7 +261,7 @@ def _refused(source: str, element: XmlElement, message: str) -> InputError:
 def _text(source: str, element: XmlElement, key: str) -> str:
     """Attribute ``key`` of ``element``, required."""
     if key not in element.attrs:
-        raise _refused(source, element, f"required attribute {key!r} is missing")
+        raise _refused(source, element, f"required attribute {quoted(key)} is missing")
     return element.attrs[key]
 
 
@@ -272,10 +272,10 @@ def _number(source: str, element: XmlElement, key: str, kind: type[int] | type[f
         value = kind(text)
     except ValueError:
         raise _refused(source, element, f"expected {key} a {'whole ' if kind is int else ''}"
-                                        f"number, got {text!r}") from None
+                                        f"number, got {quoted(text)}") from None
     if not (math.isfinite(value) and value >= 0):
         raise _refused(source, element, f"expected {key} a finite number at least 0, got "
-                                        f"{text!r}")
+                                        f"{quoted(text)}")
     return value
 
 
@@ -287,12 +287,11 @@ v2.30.7), so anything above is a damaged line, not a machine."""
 
 def _bandwidth(source: str, number: int, text: str) -> float:
     """A Pattern line's ``bw`` figure as GB/s: finite, at most :data:`MAX_GRAPH_BANDWIDTH`
-    (a 400-digit figure is refused, not read as infinity), quoting at most 80 characters."""
+    (a 400-digit figure is refused, not read as infinity), quoted as an error quotes a value."""
     value = float(text)
     if not (math.isfinite(value) and value <= MAX_GRAPH_BANDWIDTH):
-        shown = text if len(text) <= 80 else text[:80] + "…"
         raise _error(source, number, f"expected bw in GB/s of at most "
-                                     f"{MAX_GRAPH_BANDWIDTH:,.0f}, got {shown}")
+                                     f"{MAX_GRAPH_BANDWIDTH:,.0f}, got {quoted(text)}")
     return value
 
 

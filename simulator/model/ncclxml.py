@@ -40,7 +40,7 @@ import functools
 import re
 from pathlib import Path
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.model.nccltopo import Cpu, Device, Gpu, NcclTopology, Net, NvLink
 from simulator.xmlsafe import XmlElement, read_xml
 
@@ -146,7 +146,7 @@ class _Reader:
             if name == "AuthenticAMD":
                 vendor = "amd"
             elif name is not None and name != "GenuineIntel":
-                self.problem(element, f"expected vendor GenuineIntel or AuthenticAMD, got {name!r}")
+                self.problem(element, f"expected vendor GenuineIntel or AuthenticAMD, got {quoted(name)}")
             if name == "GenuineIntel":
                 family = self.whole(element, "familyid") or 0
                 model = self.whole(element, "modelid") or 0
@@ -154,7 +154,7 @@ class _Reader:
             vendor = "arm"
         elif arch is not None:
             self.problem(element, f"expected arch x86_64 or arm64 (the CPUs NCCL's model covers), "
-                                  f"got {arch!r}")
+                                  f"got {quoted(arch)}")
         nets: list[Net] = []
         for child in element.children:
             if child.tag == "pci":
@@ -170,12 +170,12 @@ class _Reader:
         bandwidth = self.link(element)
         tags = {child.tag for child in element.children} - {"pcilink"}
         if klass and not re.fullmatch(r"0x[0-9a-f]{6}", klass):
-            self.problem(element, f"expected a class like 0x060400, got {klass!r}")
+            self.problem(element, f"expected a class like 0x060400, got {quoted(klass)}")
             return
         if "gpu" in tags:
             gpus = [child for child in element.children if child.tag == "gpu"]
             if klass and not klass.startswith(GPU_CLASS):
-                self.problem(element, f"expected class 0x03xxxx (a GPU) around a <gpu>, got {klass}")
+                self.problem(element, f"expected class 0x03xxxx (a GPU) around a <gpu>, got {quoted(klass)}")
             elif tags != {"gpu"} or len(gpus) > 1:
                 self.problem(element, "expected one <gpu> alone in a GPU's <pci> (several ranks "
                                       "on one GPU are not modelled)")
@@ -184,7 +184,7 @@ class _Reader:
                                            gpu=self.gpu(gpus[0], busid)))
         elif "nic" in tags:
             if klass and not klass.startswith((NIC_CLASS, *SWITCH_CLASSES[1:])):
-                self.problem(element, f"expected class 0x02xxxx (a NIC) around a <nic>, got {klass}")
+                self.problem(element, f"expected class 0x02xxxx (a NIC) around a <nic>, got {quoted(klass)}")
             elif tags != {"nic"}:
                 self.problem(element, "expected a <nic> alone in a NIC's <pci>")
             else:
@@ -252,7 +252,7 @@ class _Reader:
         key = rate.group(1).removesuffix(".0") if rate else None
         if key not in PCIE_X16_BPS:
             self.problem(element, f"expected link_speed as NCCL writes it (2.5, 5.0, 8.0, 16.0, "
-                                  f"32.0 or 64.0 GT/s PCIe), got {speed!r}")
+                                  f"32.0 or 64.0 GT/s PCIe), got {quoted(speed)}")
             return 0.0
         return PCIE_X16_BPS[key] * (width or 16) / 16
 
@@ -286,7 +286,7 @@ class _Reader:
                 if link.to == "gpu" and link.target.lower() not in busids:
                     self.problems.append(Problem(self.file, f"<nvlink> at line {link.line}", (
                         f"expected the target of a GPU link (tclass 0x03xxxx) to be a GPU's busid "
-                        f"in the file, got {link.target!r}")))
+                        f"in the file, got {quoted(link.target)}")))
         if not nets:
             self.problems.append(Problem(self.file, f"<gpu> at line {gpus[0].line}", (
                 f"expected a path from the GPU (rank {gpus[0].rank}, {gpus[0].busid}) to a NIC, "
@@ -302,7 +302,7 @@ class _Reader:
     def text(self, element: XmlElement, name: str) -> str | None:
         value = element.attrs.get(name)
         if value is None:
-            self.problem(element, f"expected a {name!r} attribute ({MEANING[name]}), missing")
+            self.problem(element, f"expected a {quoted(name)} attribute ({MEANING[name]}), missing")
         return value
 
     def whole(self, element: XmlElement, name: str, least: int = 0) -> int | None:
@@ -317,9 +317,8 @@ class _Reader:
         except ValueError:
             number = None
         if number is None or not least <= number <= INT_MAX:
-            shown = repr(value) if len(value) <= 80 else repr(value[:80]) + "…"
             self.problem(element, f"expected {name} to be a whole number from {least} to "
-                                  f"{INT_MAX}, got {shown}")
+                                  f"{INT_MAX}, got {quoted(value)}")
             return None
         return number
 
@@ -331,6 +330,6 @@ class _Reader:
         except ValueError:
             number = -1.0
         if not 0 <= number < float("inf"):
-            self.problem(element, f"expected {name} to be a number ≥ 0, got {value!r}")
+            self.problem(element, f"expected {name} to be a number ≥ 0, got {quoted(value)}")
             return None
         return number

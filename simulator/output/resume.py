@@ -23,7 +23,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.output.files import write_atomically
 from simulator.output.results import RESULT_COLUMNS, Result
 from simulator.output.settings_json import settings
@@ -135,6 +135,6 @@ def _value(name: str, text: str) -> object:
         return math.nan if text == "" else float(text)
     if isinstance(kind, types.UnionType) and set(kind.__args__) == {bool, type(None)}:
         if text not in ("", "True", "False"):
-            raise ValueError(f"{name}: expected True, False or nothing, got {text!r}")
+            raise ValueError(f"{name}: expected True, False or nothing, got {quoted(text)}")
         return None if text == "" else text == "True"
     raise ValueError(f"{name}: no reader for {kind}")

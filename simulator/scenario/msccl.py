@@ -31,7 +31,7 @@ from simulator.algorithms.msccl import (
     Threadblock,
     flaws,
 )
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.model.collective import Collective
 from simulator.xmlsafe import XmlElement, read_xml
 
@@ -147,7 +147,7 @@ class _Reader:
         """``value`` as a whole number ≥ ``least``; ``least`` after recording a problem."""
         if _INTEGER.fullmatch(value.strip()) and int(value) >= least:
             return int(value)
-        self.problem(element, f"expected {name} a whole number ≥ {least}, got {value!r}")
+        self.problem(element, f"expected {name} a whole number ≥ {least}, got {quoted(value)}")
         return least
 
     def choice(self, element: XmlElement, name: str, value: str, choices: tuple[str, ...],
@@ -155,7 +155,7 @@ class _Reader:
         if value in choices:
             return value
         self.problem(element, f"expected {name} one of {', '.join(choices)}{note}, got "
-                              f"{value!r}")
+                              f"{quoted(value)}")
         return None
 
     def children(self, element: XmlElement, tag: str) -> list[XmlElement]:
