@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from simulator.errors import UnitError, quoted
+from simulator.model.faults.kind import check_factor
 from simulator.units import parse_flag, parse_time
 
 flag = parse_flag
@@ -22,10 +23,12 @@ def time_value(value: object) -> float:
 
 
 def fraction(value: object) -> float:
-    """A factor above 0 and at most 1: the share of the bandwidth left."""
+    """A factor above 0 and at most 1: the share of the bandwidth left, at least
+    :data:`~simulator.limits.MIN_FAULT_FACTOR`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise UnitError(f"expected a factor above 0 and at most 1 (0.5 halves the bandwidth), "
                         f"got {quoted(value)}")
+    check_factor(value)
     return float(value)
 
 

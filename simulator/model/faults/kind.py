@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
 from simulator.errors import quoted
+from simulator.limits import MIN_FAULT_FACTOR
 from simulator.units import format_time
 
 if TYPE_CHECKING:
@@ -132,9 +133,13 @@ def check_time(at_s: float) -> None:
 
 
 def check_factor(factor: float) -> None:
-    """ValueError unless ``factor`` is finite and above 0."""
+    """ValueError unless ``factor`` is finite and at least :data:`MIN_FAULT_FACTOR`."""
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"expected a factor above 0, got {quoted(factor)}")
+    if factor < MIN_FAULT_FACTOR:
+        raise ValueError(f"expected a factor of at least {MIN_FAULT_FACTOR:g} (a millionth of "
+                         f"the bandwidth; a link that slow is down: link_down), got "
+                         f"{quoted(factor)}")
 
 
 def check_rank(rank: int) -> None:
