@@ -1,5 +1,6 @@
 """Reading input files safely: only regular files, at most MAX_INPUT_BYTES, as UTF-8 text; and
-YAML bounded in nesting and aliases before it is built (docs/scenarios.md#limits).
+YAML bounded in nesting and aliases before it is built, its text free of control characters
+(docs/scenarios.md#limits).
 
 Every reader of a scenario, preset, graph or nccl-tests log comes through :func:`read_text`
 (of a binary input, a Chakra trace, through :func:`read_bytes`), so a FIFO, a device or an
@@ -9,13 +10,27 @@ traceback.
 
 from __future__ import annotations
 
+import re
 import stat
 from pathlib import Path
 
 import yaml
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.limits import MAX_INPUT_BYTES, MAX_YAML_ALIASES, MAX_YAML_NESTING
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters refused in the text of an input's values and names: C0 but tab and
+newline, DEL, and C1. None belongs in a name, a number or a path, and they would reach a
+terminal or a CSV cell as they are (a NUL ends a C string; an ESC starts a terminal command)."""
+
+
+def control_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as a value or name read from a file: a control character
+    (:data:`CONTROL`); None where there is none."""
+    if CONTROL.search(text) is None:
+        return None
+    return f"expected text without control characters (NUL, ESC, ...), got {quoted(text)}"
 
 
 def read_text(path: Path, expected: str = "UTF-8 text") -> str:
@@ -56,7 +71,9 @@ def read_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
 
 def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader]) -> None:
     """InputError if the YAML ``text`` nests deeper than MAX_YAML_NESTING or uses more than
-    MAX_YAML_ALIASES aliases, found from its parse events (no recursion, nothing built).
+    MAX_YAML_ALIASES aliases, or holds a control character in a key or value (an escape such as
+    ``"\\0"``; PyYAML refuses them raw), found from its parse events (no recursion, nothing
+    built).
     yaml.YAMLError where it does not parse (the caller words it)."""
     depth = aliases = 0
 
@@ -71,6 +88,8 @@ def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader]) -> Non
                     f"expected mappings and lists nested at most {MAX_YAML_NESTING} deep"))])
         elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
             depth -= 1
+        elif isinstance(event, yaml.ScalarEvent) and (problem := control_problem(event.value)):
+            raise InputError([Problem(file, line(event), problem)])
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:

@@ -29,7 +29,7 @@ import defusedxml
 import defusedxml.sax
 
 from simulator.errors import InputError, Problem, quoted
-from simulator.inputs import read_text
+from simulator.inputs import control_problem, read_text
 from simulator.limits import MAX_XML_ELEMENTS, MAX_XML_NESTING
 
 
@@ -136,6 +136,10 @@ class _TreeBuilder(xml.sax.handler.ContentHandler):
             raise InputError([Problem(self.file, self.at(), (
                 f"expected elements nested at most {MAX_XML_NESTING} deep"))])
         line = (self._locator.getLineNumber() if self._locator is not None else None) or 0
+        for attribute, value in attrs.items():
+            if problem := control_problem(value):
+                raise InputError([Problem(self.file, f"<{name}> at line {line}",
+                                          f"{attribute}: {problem}")])
         self._open.append(_Open(name, MappingProxyType(dict(attrs)), line))
 
     def characters(self, content: str) -> None:
