@@ -28,9 +28,11 @@ terminal or a CSV cell as they are (a NUL ends a C string; an ESC starts a termi
 def control_problem(text: str) -> str | None:
     """What is wrong with ``text`` as a value or name read from a file: a control character
     (:data:`CONTROL`); None where there is none."""
-    if CONTROL.search(text) is None:
+    found = CONTROL.search(text)
+    if found is None:
         return None
-    return f"expected text without control characters (NUL, ESC, ...), got {quoted(text)}"
+    return (f"expected text without control characters, got {quoted(found[0])} at character "
+            f"{found.start() + 1:,} of {quoted(text)}")
 
 
 def read_text(path: Path, expected: str = "UTF-8 text") -> str:
