@@ -37,6 +37,7 @@ from simulator.model.nccl_tuning_log import (
     TuningLines,
 )
 from simulator.model.nccl_tuning_log import Tuned as Tuned
+from simulator.numbers import finite_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 GRAPH_IDS = {0: (NcclAlgorithm.RING,), 1: (NcclAlgorithm.TREE,),
@@ -288,8 +289,8 @@ v2.30.7), so anything above is a damaged line, not a machine."""
 def _bandwidth(source: str, number: int, text: str) -> float:
     """A Pattern line's ``bw`` figure as GB/s: finite, at most :data:`MAX_GRAPH_BANDWIDTH`
     (a 400-digit figure is refused, not read as infinity), quoted as an error quotes a value."""
-    value = float(text)
-    if not (math.isfinite(value) and value <= MAX_GRAPH_BANDWIDTH):
+    value = finite_in(text, 0, MAX_GRAPH_BANDWIDTH)
+    if value is None:
         raise _error(source, number, f"expected bw in GB/s of at most "
                                      f"{MAX_GRAPH_BANDWIDTH:,.0f}, got {quoted(text)}")
     return value

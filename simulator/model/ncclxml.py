@@ -37,11 +37,13 @@ and its line (``topo.xml: <gpu> at line 12: expected a 'sm' attribute ...``).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from pathlib import Path
 
 from simulator.errors import InputError, Problem, quoted
 from simulator.model.nccltopo import Cpu, Device, Gpu, NcclTopology, Net, NvLink
+from simulator.numbers import INT_MAX, finite_in, whole_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 SWITCH_CLASSES = ("0x0604", "0x080100")
@@ -69,10 +71,6 @@ MEANING = {"version": "1", "numaid": "the NUMA node", "arch": "x86_64 or arm64",
            "tclass": "the target's PCI class, e.g. 0x068000", "speed": "in Mb/s, e.g. 400000"}
 """What each required attribute holds, for the line that says it is missing."""
 
-INT_MAX = 2**31 - 1
-"""The largest value of the C ``int`` NCCL reads an integer attribute into."""
-MAX_DIGITS = 32
-"""Characters of an integer attribute worth parsing: more cannot be an ``int``."""
 
 
 PCIE_X16_BPS = {"2.5": 4.0e9, "5": 8.0e9, "8": 15.75e9, "16": 31.5e9, "32": 63.0e9,
@@ -312,11 +310,8 @@ class _Reader:
         value = self.text(element, name)
         if value is None:
             return None
-        try:
-            number = int(value.strip(), 0) if len(value) <= MAX_DIGITS else None
-        except ValueError:
-            number = None
-        if number is None or not least <= number <= INT_MAX:
+        number = whole_in(value, least, prefixed=True)
+        if number is None:
             self.problem(element, f"expected {name} to be a whole number from {least} to "
                                   f"{INT_MAX}, got {quoted(value)}")
             return None
@@ -325,11 +320,8 @@ class _Reader:
     def number(self, element: XmlElement, name: str) -> float | None:
         """An optional non-negative number attribute (0 when absent, as NCCL takes it)."""
         value = element.attrs.get(name, "0")
-        try:
-            number = float(value)
-        except ValueError:
-            number = -1.0
-        if not 0 <= number < float("inf"):
+        number = finite_in(value, 0, math.inf)
+        if number is None:
             self.problem(element, f"expected {name} to be a number ≥ 0, got {quoted(value)}")
             return None
         return number
