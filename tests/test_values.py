@@ -10,6 +10,7 @@ from simulator.cli import main
 from simulator.errors import MAX_LINE_CHARS, InputError, Problem, quoted
 from simulator.measured.nccl_tests import parse_nccl_tests
 from simulator.model.faults import LinkDegraded, SlowGpu
+from simulator.model.nccl_view import read_log
 from simulator.trainer import train
 from tests.conftest import REPO
 from tests.test_measured import NEW
@@ -231,3 +232,31 @@ def test_a_nul_in_an_nccl_tests_row_is_refused_naming_the_line(where, said):
     assert [str(p) for p in error.value.problems] == [
         f"h100.log: line 10: expected text without control characters, got {said} of "
         f"{quoted(bad.strip())}"]
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("9" * 30, f"expected nchannels a whole number ≥ 1 and at most 2147483647 (a C int), got "
+               f"'{'9' * 30}'"),
+    ("2147483648", "expected nchannels a whole number ≥ 1 and at most 2147483647 (a C int), got "
+                   "'2147483648'"),
+    ("0", "expected nchannels a whole number ≥ 1, got '0'"),
+])
+def test_an_msccl_count_is_a_c_int(tmp_path, capsys, value, said):
+    text = (REPO / "scenarios" / "msccl" / "allpairs_8.xml").read_text(encoding="utf-8")
+    bad = tmp_path / "bad.xml"
+    bad.write_text(text.replace('nchannels="1"', f'nchannels="{value}"', 1), encoding="utf-8")
+    code, lines = run(tmp_path, capsys, f"topology: {SWITCH.replace('4', '8', 1)}\n"
+                                        "algorithms: ['msccl:bad.xml']\nsizes: [4096]\n")
+    assert (code, lines) == (2, [f"{tmp_path / 's.yaml'}: algorithms[0]: {bad}: line 1: "
+                                 f"<algo name=\"allpairs\">: {said}"])
+
+
+def test_a_tuning_time_that_overflows_is_refused_naming_the_line(tmp_path):
+    log = tmp_path / "nccl.log"
+    text = (REPO / "tests" / "data" / "nccl-info-h100x2-2.31.log").read_text(encoding="utf-8")
+    log.write_text(text.replace("timeUs = 61.163963", f"timeUs = {'6' * 400}.0", 1),
+                   encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        read_log(log)
+    assert [str(p) for p in error.value.problems] == [
+        f"{log}: line 15: expected a finite time in us, got '{'6' * 79}… (402 characters)"]
