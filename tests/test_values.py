@@ -4,6 +4,7 @@ refused naming the field the file has, and faults strike a training step at ever
 
 from __future__ import annotations
 
+import networkx as nx
 import pytest
 
 from simulator.cli import main
@@ -260,3 +261,18 @@ def test_a_tuning_time_that_overflows_is_refused_naming_the_line(tmp_path):
         read_log(log)
     assert [str(p) for p in error.value.problems] == [
         f"{log}: line 15: expected a finite time in us, got '{'6' * 79}… (402 characters)"]
+
+
+def test_a_control_character_in_a_graphml_name_is_refused(tmp_path, capsys):
+    g = nx.Graph()
+    g.add_node("sw", kind="switch")
+    for r in range(2):
+        g.add_node(f"gpu\x9b{r}", kind="gpu", rank=r)
+        g.add_edge(f"gpu\x9b{r}", "sw", bandwidth=25e9, latency=1e-6)
+    nx.write_graphml(g, tmp_path / "fabric.graphml")
+    code, lines = run(tmp_path, capsys, "topology: {kind: graph, file: fabric.graphml}\n"
+                                        "algorithms: [ring]\nsizes: [1MiB]\n")
+    assert (code, lines) == (2, [
+        f"{tmp_path / 's.yaml'}: topology.file: {tmp_path / 'fabric.graphml'}: <node> at line 11: "
+        "id: expected text without control characters, got '\\x9b' at character 4 of "
+        "'gpu\\x9b0'"])

@@ -37,6 +37,7 @@ from simulator.errors import InputError, UnitError, quoted
 from simulator.inputs import check_yaml_shape, read_text
 from simulator.model.parts import GPU, NET_LINK, NIC, NVLINK, PCIE, SWITCH, File, ParamValue
 from simulator.units import parse_bandwidth, parse_time
+from simulator.xmlsafe import parse_xml
 
 KINDS = (GPU, NIC, SWITCH)
 LINKS = (NVLINK, PCIE, NET_LINK)
@@ -104,7 +105,9 @@ def _read(file: str, mtime_ns: int, size: int) -> GraphFile:
     reader = _Reader()
     try:
         text = read_text(path)
-        if path.suffix.lower() != ".graphml":
+        if path.suffix.lower() == ".graphml":  # read safely first: entities, depth, control
+            parse_xml(text, file, "GraphML")   # characters, as every XML input is
+        else:
             with contextlib.suppress(yaml.YAMLError):  # the YAML reader below says where
                 check_yaml_shape(text, file, yaml.SafeLoader)
     except InputError as error:
