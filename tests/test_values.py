@@ -276,3 +276,22 @@ def test_a_control_character_in_a_graphml_name_is_refused(tmp_path, capsys):
         f"{tmp_path / 's.yaml'}: topology.file: {tmp_path / 'fabric.graphml'}: <node> at line 11: "
         "id: expected text without control characters, got '\\x9b' at character 4 of "
         "'gpu\\x9b0'"])
+
+
+def test_a_layout_step_beyond_a_buffer_names_the_model_not_a_memory_error(tmp_path, capsys):
+    # once a MemoryError from the collectives' planning of a 3.3e16-byte TP allreduce
+    code, lines = run(tmp_path, capsys, """\
+topology: {preset: dgx_h100}
+algorithms: auto
+training:
+  model:
+    name: gpt
+    transformer: {layers: 2, hidden: 1000000000000, heads: 8, vocab: 51200, sequence: 2048}
+  batch: 8
+  parallelism: {tp: 8, microbatches: 1}
+""")
+    assert code == 2
+    assert lines[-1] == (
+        f"{tmp_path / 's.yaml'}: training.model: expected communications of at most 1 TiB a "
+        "rank (simulator/limits.py), got 'forward 0 tp allreduce' of 32,768,000,000,000,000 "
+        "bytes")

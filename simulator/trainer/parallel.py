@@ -21,7 +21,7 @@ from simulator.model.faults import Fault, Straggler, seen_by_bucket
 from simulator.plan import Setup
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
-from simulator.trainer.buckets import ddp_buckets
+from simulator.trainer.buckets import check_layout_step, ddp_buckets
 from simulator.trainer.costs import StepCosts
 from simulator.training.compute import backward_s, forward_s, optimizer_s
 from simulator.training.ddp_graph import ddp_plan
@@ -143,7 +143,9 @@ def _plan(scenario: Scenario, spec: TrainingSpec, layout: Parallelism, *,
     assert shape is not None  # the reader refuses model parallelism without a shape
     inputs = StepInputs(shape, spec.batch, spec.compute.flops, spec.compute.memory_bandwidth,
                         spec.optimizer, scenario.dtype.itemsize, spec.cap, spec.optimizer_s)
-    return step_plan(inputs, layout, folded=folded)
+    plan = step_plan(inputs, layout, folded=folded)
+    check_layout_step(scenario, plan.graph)
+    return plan
 
 
 def _late(graph: StepGraph, late: dict[int, float]) -> StepGraph:
