@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from simulator.errors import quoted
 from simulator.model.nccl_terms import NcclAlgorithm, Protocol
-from simulator.numbers import finite_in
+from simulator.units import finite_in
 
 TUNING_ALGORITHMS = {"TREE": NcclAlgorithm.TREE, "RING": NcclAlgorithm.RING,
                      "COLLNET_DIRECT": NcclAlgorithm.COLLNET_DIRECT,

@@ -37,7 +37,7 @@ from simulator.model.nccl_tuning_log import (
     TuningLines,
 )
 from simulator.model.nccl_tuning_log import Tuned as Tuned
-from simulator.numbers import finite_in
+from simulator.units import finite_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 GRAPH_IDS = {0: (NcclAlgorithm.RING,), 1: (NcclAlgorithm.TREE,),

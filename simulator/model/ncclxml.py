@@ -43,7 +43,7 @@ from pathlib import Path
 
 from simulator.errors import InputError, Problem, quoted
 from simulator.model.nccltopo import Cpu, Device, Gpu, NcclTopology, Net, NvLink
-from simulator.numbers import INT_MAX, finite_in, whole_in
+from simulator.units import INT_MAX, finite_in, whole_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 SWITCH_CLASSES = ("0x0604", "0x080100")

@@ -33,7 +33,7 @@ from simulator.algorithms.msccl import (
 )
 from simulator.errors import InputError, Problem, quoted
 from simulator.model.collective import Collective
-from simulator.numbers import INT_MAX, MAX_DIGITS, whole_in
+from simulator.units import INT_MAX, MAX_DIGITS, whole_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 PREFIX = "msccl:"
