@@ -12,6 +12,7 @@ from simulator.errors import MAX_LINE_CHARS, InputError, Problem, quoted
 from simulator.measured.nccl_tests import parse_nccl_tests
 from simulator.model.faults import LinkDegraded, SlowGpu
 from simulator.model.nccl_view import read_log
+from simulator.scenario import scenario_from_dict
 from simulator.trainer import train
 from tests.conftest import REPO
 from tests.test_measured import NEW
@@ -295,3 +296,19 @@ training:
         f"{tmp_path / 's.yaml'}: training.model: expected communications of at most 1 TiB a "
         "rank (simulator/limits.py), got 'forward 0 tp allreduce' of 32,768,000,000,000,000 "
         "bytes")
+
+
+@pytest.mark.parametrize(("given", "field"), [
+    ({"bucket_cap": 4_800_000_000_000_000_000_000_000}, "training.bucket_cap"),
+    ({"first_bucket": 4_800_000_000_000_000_000_000_000}, "training.first_bucket"),
+    ({"sweep": {"bucket_cap": ["1MiB", 4_800_000_000_000_000_000_000_000]}},
+     "training.sweep.bucket_cap[1]"),
+])
+def test_a_bucket_limit_beyond_a_buffer_is_refused(given, field):
+    with pytest.raises(InputError) as error:
+        scenario_from_dict({"topology": {"kind": "switch", "ranks": 2, "bandwidth": "25GB/s",
+                                         "latency": "1us"}, "algorithms": ["ring"],
+                            "training": {"model": "resnet50", "batch": 8, **given}})
+    assert [str(p) for p in error.value.problems] == [
+        f"<dict>: {field}: expected a size of at most 1 TiB (a bucket is one buffer), got "
+        "4800000000000000000000000"]

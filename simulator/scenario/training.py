@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from simulator.errors import UnitError, quoted
+from simulator.limits import MAX_SIZE_BYTES
 from simulator.scenario.fields import FieldReader
 from simulator.scenario.parallelism import read_parallelism
 from simulator.training.compute import ACCELERATORS, Optimizer, Precision
@@ -135,13 +136,21 @@ def _size_or_cap(value: object) -> int:
         size = 0
     if size < 1:
         raise UnitError(f"expected a size ≥ 1 byte or 'cap', got {quoted(value)}")
-    return size
+    return _within_a_buffer(size, value)
 
 
 def _positive_size(value: object) -> int:
     size = parse_size(value)
     if size < 1:
         raise UnitError(f"expected a size ≥ 1 byte, got {quoted(value)}")
+    return _within_a_buffer(size, value)
+
+
+def _within_a_buffer(size: int, value: object) -> int:
+    """``size``, a bucket's limit, if no larger than a buffer may be (MAX_SIZE_BYTES)."""
+    if size > MAX_SIZE_BYTES:
+        raise UnitError(f"expected a size of at most {MAX_SIZE_BYTES >> 40} TiB (a bucket is "
+                        f"one buffer), got {quoted(value)}")
     return size
 
 
