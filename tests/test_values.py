@@ -312,3 +312,16 @@ def test_a_bucket_limit_beyond_a_buffer_is_refused(given, field):
     assert [str(p) for p in error.value.problems] == [
         f"<dict>: {field}: expected a size of at most 1 TiB (a bucket is one buffer), got "
         "4800000000000000000000000"]
+
+
+def test_a_nul_in_an_nccl_log_line_is_refused_naming_the_line(tmp_path):
+    log = tmp_path / "nccl.log"
+    text = (REPO / "tests" / "data" / "nccl-info-h100x2-2.31.log").read_text(encoding="utf-8")
+    log.write_text(text.replace("timeUs = 61.163963", "timeUs = 61.16\x003963", 1),
+                   encoding="utf-8")
+    with pytest.raises(InputError) as error:
+        read_log(log)
+    line = text.splitlines()[14].strip().replace("61.163963", "61.16\x003963")
+    assert [str(p) for p in error.value.problems] == [
+        f"{log}: line 15: expected text without control characters, got '\\x00' at character "
+        f"{line.index(chr(0)) + 1} of {quoted(line)}"]

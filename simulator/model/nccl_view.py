@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError, Problem, quoted
-from simulator.inputs import read_text
+from simulator.inputs import control_problem, read_text
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import Graph, Hardware, NcclAlgorithm, Protocol
 from simulator.model.nccl_tuning_log import (
@@ -144,6 +144,8 @@ def read_log(path: Path) -> NcclView:
         if "NCCL INFO" not in line:
             continue
         text = line.strip()
+        if problem := control_problem(text):  # a NUL would hide the line from every pattern
+            raise _error(source, number, problem)
         try:
             if tuning.take(text):
                 continue
