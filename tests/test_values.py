@@ -7,6 +7,7 @@ from __future__ import annotations
 import networkx as nx
 import pytest
 
+from simulator import simulate
 from simulator.cli import main
 from simulator.errors import MAX_LINE_CHARS, InputError, Problem, quoted
 from simulator.measured.nccl_tests import parse_nccl_tests
@@ -325,3 +326,18 @@ def test_a_nul_in_an_nccl_log_line_is_refused_naming_the_line(tmp_path):
     assert [str(p) for p in error.value.problems] == [
         f"{log}: line 15: expected text without control characters, got '\\x00' at character "
         f"{line.index(chr(0)) + 1} of {quoted(line)}"]
+
+
+def test_a_nic_failing_while_no_message_waits_reroutes_the_flows_on_their_way():
+    # issue 40 item 6: numpy's bincount of no waiting message is integer zeros, and adding the
+    # flows' float bytes to it in place was "Cannot cast ufunc 'add' output from
+    # dtype('float64') to dtype('int64')"; a tree on two DGX H100s whose NIC fails at 50 us
+    base = {"topology": {"preset": "dgx_h100", "nodes": 2}, "algorithms": ["tree"],
+            "sizes": ["1MiB"]}
+    healthy = simulate(base)
+    hurt = simulate({**base, "faults": [{"kind": "nic_down", "nic": "n1.nic0", "at": "50us"}]})
+    assert hurt["verified"].tolist() == [True]
+    assert hurt["healthy_time_s"].tolist() == healthy["sim_time_s"].tolist()
+    assert hurt["sim_time_s"].iloc[0] > healthy["sim_time_s"].iloc[0]
+    assert hurt["faults"].tolist() == ["nic_down n1.nic0 at 50us"]
+
