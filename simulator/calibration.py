@@ -26,7 +26,7 @@ import numpy as np
 from simulator.algorithms.channels import on_channels_s
 from simulator.algorithms.cost import CostInputs
 from simulator.algorithms.registry import nccl_kernel
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.measured.nccl_tests import MeasuredSeries
 from simulator.model.collective import Collective
 from simulator.model.execution import (
@@ -247,18 +247,18 @@ def _machine(preset: str, source: str, nodes: int = 1) -> Machine:
     try:
         topology = load_preset(preset)
     except KeyError:
-        raise InputError([Problem(source, "--preset", f"no preset {preset!r}")]) from None
+        raise InputError([Problem(source, "--preset", f"no preset {quoted(preset)}")]) from None
     if nodes != topology.params.get("nodes", nodes):
         topology = TopologySpec(topology.kind, {**topology.params, "nodes": nodes},
                                 topology.label)
     machine = Machine.of(topology.build())
     if not (machine.compute_capability and machine.nvlinks):
-        raise InputError([Problem(source, "--preset", f"{preset!r} states no compute_capability "
+        raise InputError([Problem(source, "--preset", f"{quoted(preset)} states no compute_capability "
                                                       "and nvlinks, which execution: nccl needs")])
     if machine.library is not Library.NCCL:
         raise InputError([Problem(source, "--preset", (
             f"expected a preset of NVIDIA GPUs: calibrate fits NCCL's execution model, and "
-            f"{preset!r} runs {machine.library.value.upper()}, whose fit is not modelled"))])
+            f"{quoted(preset)} runs {machine.library.value.upper()}, whose fit is not modelled"))])
     return machine
 
 

@@ -7,6 +7,41 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+QUOTE_CHARS = 80
+"""Characters of an offending value an error quotes: a value as long as a line of a terminal is
+shown whole; a longer one (a 15-million-character XML attribute, a 400,000-character
+``nccl.algo``) is cut there, so that the line stays one a person reads."""
+
+MAX_LINE_CHARS = 1000
+"""Characters of one line of an error (a :class:`Problem` as printed): the longest messages
+written here (an MSCCL schedule's circle of waits, five steps named; the memory a point
+needs) take ~400 with their values quoted at QUOTE_CHARS, and a path as long again, so this
+cap only catches a message that embeds a value it did not quote: stderr never gets a longer
+line."""
+
+
+def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
+    """``repr(value)`` as an error quotes it: whole where it is at most ``limit`` characters
+    (quotes apart), else its first ``limit`` characters, ``…`` and, for text, its length.
+
+    >>> quoted("ring")
+    "'ring'"
+    >>> quoted("x" * 100, limit=8)
+    "'xxxxxxx… (100 characters)"
+    """
+    if isinstance(value, (str, bytes)):
+        text = repr(value[:limit])
+        if len(value) <= limit and len(text) <= limit + 2:  # + 2: the quotes
+            return text
+        return f"{text[:limit]}… ({len(value):,} characters)"
+    text = repr(value)
+    return text if len(text) <= limit + 2 else f"{text[:limit]}…"
+
+
+def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
+    """``text`` cut to ``limit`` characters with ``…``: the last guard of a line for a person."""
+    return text if len(text) <= limit else f"{text[:limit - 1]}…"
+
 
 class SimulatorError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -22,7 +57,7 @@ class Problem:
 
     def __str__(self) -> str:
         where = f"{self.file}: {self.field}" if self.field else self.file
-        return f"{where}: {self.message}"
+        return one_line(f"{where}: {self.message}")
 
 
 class InputError(SimulatorError):

@@ -1,5 +1,6 @@
 """Reading input files safely: only regular files, at most MAX_INPUT_BYTES, as UTF-8 text; and
-YAML bounded in nesting and aliases before it is built (docs/scenarios.md#limits).
+YAML bounded in nesting and aliases before it is built, its text free of control characters
+(docs/scenarios.md#limits).
 
 Every reader of a scenario, preset, graph or nccl-tests log comes through :func:`read_text`
 (of a binary input, a Chakra trace, through :func:`read_bytes`), so a FIFO, a device or an
@@ -12,6 +13,7 @@ traceback. Being the one way in, it is also where the files a run reads are reco
 from __future__ import annotations
 
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -21,8 +23,23 @@ from pathlib import Path
 
 import yaml
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.limits import MAX_INPUT_BYTES, MAX_YAML_ALIASES, MAX_YAML_NESTING
+
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters refused in the text of an input's values and names: C0 but tab and
+newline, DEL, and C1. None belongs in a name, a number or a path, and they would reach a
+terminal or a CSV cell as they are (a NUL ends a C string; an ESC starts a terminal command)."""
+
+
+def control_problem(text: str) -> str | None:
+    """What is wrong with ``text`` as a value or name read from a file: a control character
+    (:data:`CONTROL`); None where there is none."""
+    found = CONTROL.search(text)
+    if found is None:
+        return None
+    return (f"expected text without control characters, got {quoted(found[0])} at character "
+            f"{found.start() + 1:,} of {quoted(text)}")
 
 
 @dataclass(frozen=True)
@@ -122,9 +139,11 @@ def read_bytes(path: Path, limit: int = MAX_INPUT_BYTES) -> bytes:
 def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader],
                      lists: Mapping[str, Callable[[int], str | None]] | None = None) -> None:
     """InputError if the YAML ``text`` nests deeper than MAX_YAML_NESTING or uses more than
-    MAX_YAML_ALIASES aliases, found from its parse events (no recursion, nothing built), or if
-    a list under a top-level key of ``lists`` grows past what its rule (called with the items
-    so far) allows: refused where it does, before the rest of a long list is parsed.
+    MAX_YAML_ALIASES aliases, or holds a control character in a key or value (an escape such as
+    ``"\\0"``; PyYAML refuses them raw), found from its parse events (no recursion, nothing
+    built), or if a list under a top-level key of ``lists`` grows past what its rule (called
+    with the items so far) allows: refused where it does, before the rest of a long list is
+    parsed.
     yaml.YAMLError where it does not parse (the caller words it)."""
     depth = aliases = items = 0
     key: str | None = None  # the top-level key whose value comes next (None: a key comes next)
@@ -153,6 +172,8 @@ def check_yaml_shape(text: str, file: str, loader: type[yaml.SafeLoader],
             depth -= 1
             if depth == 1:
                 key, counted = None, None
+        elif isinstance(event, yaml.ScalarEvent) and (problem := control_problem(event.value)):
+            raise InputError([Problem(file, line(event), problem)])
         elif isinstance(event, yaml.AliasEvent):
             aliases += 1
             if aliases > MAX_YAML_ALIASES:

@@ -120,6 +120,14 @@ Measured: a ring of 1 MiB on 8 GPUs of a switch (87 us healthy, 0.03 s to simula
 10,000 periods of gpu0's cable, all while it runs (a period of 10 ns or 100 ns), takes 0.8 to
 2.4 s a point on either engine."""
 
+MIN_FAULT_FACTOR = 1e-6
+"""Least share of its bandwidth a ``link_degraded`` link (or of its reduction bandwidth a
+``slow_gpu``) keeps: a millionth leaves a 400 Gb/s NIC 50 kB/s, as good as down (``link_down``
+models that). Below it the degraded rate leaves float's range: at 5e-324 a 25 GB/s link's rate
+is a denormal 1.2e-313 B/s, a MiB's time overflows to infinity, and the run would end as a
+deadlock instead of a slow link; at 1e-6 the largest buffer (MAX_SIZE_BYTES) on a 1 GB/s link
+takes ~1.1e9 s, finite."""
+
 MAX_SIZE_BYTES = 1 << 40
 """Bytes per rank: 1 TiB, beyond any GPU's memory."""
 

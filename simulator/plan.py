@@ -30,7 +30,7 @@ from simulator.algorithms.schedule import Group
 from simulator.engine.payload import Payload
 from simulator.engine.plan import Labels, PointPlan
 from simulator.engine.run import RunSpec
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.limits import (
     MEMORY_BUDGET_BYTES,
     PAIR_BYTES,
@@ -247,7 +247,7 @@ def unsupported(scenario: Scenario, algorithm: Algorithm, machine: Machine) -> s
 
 def cannot_run(scenario: Scenario, field: str, name: str, reason: str) -> Problem:
     """The problem of an algorithm the scenario's topology cannot run, and why."""
-    return Problem(scenario.source, field, f"{name!r} cannot run on topology "
+    return Problem(scenario.source, field, f"{quoted(name)} cannot run on topology "
                                            f"{scenario.topology.label}: {reason}")
 
 
@@ -298,12 +298,12 @@ def chunking_problem(scenario: Scenario, algorithm: Algorithm, size_bytes: int,
     chunks, itemsize = algorithm.whole_chunks(ranks), scenario.dtype.itemsize
     if (size_bytes // itemsize) % chunks:
         return Problem(scenario.source, "sizes", (
-            f"{algorithm.name!r} cuts each rank's buffer into {chunks} equal chunks: expected "
+            f"{quoted(algorithm.name)} cuts each rank's buffer into {chunks} equal chunks: expected "
             f"sizes that are multiples of {chunks * itemsize} bytes ({chunks} "
             f"{scenario.dtype.name} elements), got {size_bytes}"))
     if channels > 1 and (chunks > 1 or algorithm.workspace_chunks()):
         return Problem(scenario.source, "channels", (
-            f"{algorithm.name!r} places its traffic on channels itself: expected channels: "
+            f"{quoted(algorithm.name)} places its traffic on channels itself: expected channels: "
             f"auto or 1, got {channels}"))
     return None
 
@@ -343,7 +343,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
                               op=scenario.reduce_op)
         except NcclRefusal as refusal:
             raise InputError([Problem(scenario.source, refusal.field,
-                                      f"{algorithm.name!r}: {refusal.message}")]) from None
+                                      f"{quoted(algorithm.name)}: {refusal.message}")]) from None
         machine = apply(nccl.charges, machine)
         timed = replace(cost, machine=machine)
         streamed = [replace(timed, stream_bytes=piece) for piece in stream_choices(size_bytes)]
@@ -420,7 +420,7 @@ def footprint_problem(scenario: Scenario, machine: Machine, algorithm: Algorithm
     if need <= MEMORY_BUDGET_BYTES:
         return None
     return Problem(scenario.source, "algorithms", (
-        f"{algorithm.name!r} at {size_bytes} bytes on {machine.ranks} ranks needs "
+        f"{quoted(algorithm.name)} at {size_bytes} bytes on {machine.ranks} ranks needs "
         f"~{need / 2**30:.1f} GiB to simulate on the {'vectorised' if on_vector else 'SimPy'} "
         f"engine ({entries}{counted.pairs:,} rank pairs at {PAIR_BYTES} bytes), more than the "
         f"{MEMORY_BUDGET_BYTES >> 30} GiB a point may take (simulator/limits.py); use fewer "

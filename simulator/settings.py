@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from simulator.errors import Problem
+from simulator.errors import Problem, quoted
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 
@@ -50,8 +50,8 @@ class RunSettings:
         problems = []
         seed, proxy = self.seed, self.proxy_elements
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            problems.append(Problem(source, "seed", f"expected a whole number ≥ 0, got {seed!r}"))
+            problems.append(Problem(source, "seed", f"expected a whole number ≥ 0, got {quoted(seed)}"))
         if isinstance(proxy, bool) or not isinstance(proxy, int) or proxy < 1:
             problems.append(Problem(source, "proxy_elements",
-                                    f"expected a whole number ≥ 1, got {proxy!r}"))
+                                    f"expected a whole number ≥ 1, got {quoted(proxy)}"))
         return problems

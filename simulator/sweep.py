@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from simulator.errors import InputError, Problem, SimulatorError
+from simulator.errors import InputError, Problem, SimulatorError, quoted
 from simulator.output.files import interrupts_held
 from simulator.output.results import Result, results_frame
 from simulator.plan import Setup, plan_point, prepare
@@ -397,7 +397,7 @@ def _connect(dask: _Dask, scheduler: str) -> Any:
     found = _ADDRESS.fullmatch(scheduler) if isinstance(scheduler, str) else None
     if found is None or not 0 < int(found[2]) < 65536:
         raise InputError([Problem("sweep", "scheduler", f"expected an address like "
-                                                        f"tcp://host:8786, got {scheduler!r}")])
+                                                        f"tcp://host:8786, got {quoted(scheduler)}")])
     try:  # Dask's own handshake waits without a bound: this one is bounded, then the client
         asyncio.run(_answers(dask.connect, scheduler))
         return dask.Client(scheduler, timeout=f"{CONNECT_S:g}s")
@@ -406,7 +406,7 @@ def _connect(dask: _Dask, scheduler: str) -> Any:
                            f"answer within {HANDSHAKE_S:g} s") from None
     except (OSError, ValueError) as error:
         raise InputError([Problem("sweep", "scheduler", f"no Dask scheduler answers at "
-                                                        f"{scheduler!r}: {error}")]) from None
+                                                        f"{quoted(scheduler)}: {error}")]) from None
 
 
 async def _answers(connect: Any, scheduler: str) -> None:

@@ -25,7 +25,7 @@ import pandas as pd
 
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.registry import REGISTRY
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.model.execution import Execution, system_of
 from simulator.model.nccl import CANDIDATES, Protocol, choose, protocols_of
 from simulator.model.nccl_terms import Library
@@ -61,7 +61,7 @@ class Tuning:
         kernels = "; ".join(f"{name} ({scenario.algorithm(name).nccl.family.value}) with "
                             f"{', '.join(p.value for p in protocols)}"
                             for name, protocols in self.candidates.items())
-        env = ", ".join(f"{name} {value!r}" for name, value in
+        env = ", ".join(f"{name} {quoted(value)}" for name, value in
                         (("nccl.algo", scenario.nccl.algo), ("nccl.proto", scenario.nccl.proto))
                         if value)
         return [

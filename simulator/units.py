@@ -7,6 +7,10 @@ This is the only module that knows about unit suffixes (docs/design.md §3):
 - times: ``500ns``, ``1us`` (or ``1µs``), ``2ms``, ``1s``;
 - compute rates: ``150TFLOP/s`` (also ``GFLOP/s``, ``PFLOP/s``; ``TFLOPS`` alike), or FLOP/s.
 
+Bare numbers in the text of an input file (an XML attribute, a log's figure) are read here too,
+each within bounds its reader states (:func:`whole_in`, :func:`finite_in`): no 30-digit integer
+taken for a C ``int``, no figure that overflows to infinity, no ``nan``.
+
 >>> parse_size("4KiB"), parse_bandwidth("200Gbps"), parse_time("500ns")
 (4096, 25000000000.0, 5e-07)
 """
@@ -18,7 +22,7 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
-from simulator.errors import UnitError
+from simulator.errors import UnitError, quoted
 
 _LARGEST = Fraction(10) ** 30  # any quantity beyond this is a typo, not a machine
 
@@ -48,14 +52,14 @@ _QUANTITY = re.compile(_NUMBER + r"\s*(?P<unit>[A-Za-zµ/]*)$")
 def _split(text: object, what: str, example: str) -> tuple[Fraction, str, str]:
     """The exact number and the unit of a quantity (a Fraction: '2.01KB' is exactly 2010 B)."""
     if isinstance(text, bool) or not isinstance(text, (str, int, float)):
-        raise UnitError(f"expected {what} like {example!r}, got {text!r}")
+        raise UnitError(f"expected {what} like {quoted(example)}, got {quoted(text)}")
     raw = str(text).strip()
     match = _QUANTITY.match(raw)
     if not match or (isinstance(text, float) and not math.isfinite(text)):
-        raise UnitError(f"expected {what} like {example!r}, got {text!r}")
+        raise UnitError(f"expected {what} like {quoted(example)}, got {quoted(text)}")
     value = Fraction(match["num"])
     if value > _LARGEST:
-        raise UnitError(f"expected {what} like {example!r}, got {text!r} (too large)")
+        raise UnitError(f"expected {what} like {quoted(example)}, got {quoted(text)} (too large)")
     return value, match["num"], match["unit"]
 
 
@@ -64,12 +68,12 @@ def parse_size(text: object) -> int:
     value, digits, unit = _split(text, "a size", "4MiB")
     if unit not in _SIZE_FACTORS:
         raise UnitError(f"expected a size like '4MiB', "
-                        f"got {text!r}")
+                        f"got {quoted(text)}")
     if unit == "" and not re.fullmatch(r"[0-9]+", digits):
-        raise UnitError(f"expected a whole number of bytes, got {text!r}")
+        raise UnitError(f"expected a whole number of bytes, got {quoted(text)}")
     size = value * _SIZE_FACTORS[unit]
     if size.denominator != 1:
-        raise UnitError(f"expected a whole number of bytes, got {text!r}")
+        raise UnitError(f"expected a whole number of bytes, got {quoted(text)}")
     return int(size)
 
 
@@ -81,9 +85,9 @@ def parse_bandwidth(text: object) -> float:
     elif unit in _BIT_RATE_FACTORS:
         rate = float(value * Fraction(_BIT_RATE_FACTORS[unit]) / 8)
     else:
-        raise UnitError(f"expected a bandwidth like '25GB/s', got {text!r}")
+        raise UnitError(f"expected a bandwidth like '25GB/s', got {quoted(text)}")
     if rate <= 0:
-        raise UnitError(f"expected a positive bandwidth, got {text!r}")
+        raise UnitError(f"expected a positive bandwidth, got {quoted(text)}")
     return rate
 
 
@@ -91,7 +95,7 @@ def parse_time(text: object) -> float:
     """Seconds in a time such as ``500ns``, ``1us``, ``2ms`` or ``1s`` (a unit is required)."""
     value, _, unit = _split(text, "a time", "500ns")
     if unit not in _TIME_DIVISORS:
-        raise UnitError(f"expected a time like '500ns', '1us', '2ms' or '1s', got {text!r}")
+        raise UnitError(f"expected a time like '500ns', '1us', '2ms' or '1s', got {quoted(text)}")
     return float(value / Fraction(_TIME_DIVISORS[unit]))  # exact, then rounded once
 
 
@@ -123,31 +127,31 @@ def parse_flops(text: object) -> float:
     """
     value, _, unit = _split(text, "a compute rate", "150TFLOP/s")
     if unit not in _FLOP_RATE_FACTORS or value <= 0:
-        raise UnitError(f"expected a positive compute rate like '150TFLOP/s', got {text!r}")
+        raise UnitError(f"expected a positive compute rate like '150TFLOP/s', got {quoted(text)}")
     return float(value * Fraction(_FLOP_RATE_FACTORS[unit]))
 
 
 def parse_count(value: object) -> int:
     """A whole number ≥ 1 (booleans and strings refused)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UnitError(f"expected a whole number ≥ 1, got {value!r}")
+        raise UnitError(f"expected a whole number ≥ 1, got {quoted(value)}")
     return value
 
 
 def parse_counts(value: object) -> tuple[int, ...]:
     """A non-empty list of whole numbers ≥ 1, such as a torus's ``dims: [4, 4, 8]``."""
     if not isinstance(value, list) or not value:
-        raise UnitError(f"expected a list of whole numbers ≥ 1, got {value!r}")
+        raise UnitError(f"expected a list of whole numbers ≥ 1, got {quoted(value)}")
     for item in value:
         if isinstance(item, bool) or not isinstance(item, int) or item < 1:
-            raise UnitError(f"expected a list of whole numbers ≥ 1, got {value!r}")
+            raise UnitError(f"expected a list of whole numbers ≥ 1, got {quoted(value)}")
     return tuple(value)
 
 
 def parse_seed(value: object) -> int:
     """A whole number ≥ 0, such as a hash seed (booleans and strings refused)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UnitError(f"expected a whole number ≥ 0, got {value!r}")
+        raise UnitError(f"expected a whole number ≥ 0, got {quoted(value)}")
     return value
 
 
@@ -161,21 +165,21 @@ def parse_ratio(value: object) -> float:
         if match and float(match[2]) > 0:
             ratio = float(match[1]) / float(match[2])
     if ratio is None or not math.isfinite(ratio) or ratio < 1:
-        raise UnitError(f"expected a ratio ≥ 1 like 3 or '3:1', got {value!r}")
+        raise UnitError(f"expected a ratio ≥ 1 like 3 or '3:1', got {quoted(value)}")
     return ratio
 
 
 def parse_file(value: object) -> str:
     """A file path (text; whether the file exists is checked where it is read)."""
     if not isinstance(value, str) or not value.strip():
-        raise UnitError(f"expected a file path, got {value!r}")
+        raise UnitError(f"expected a file path, got {quoted(value)}")
     return value
 
 
 def parse_flag(value: object) -> bool:
     """``true`` or ``false``."""
     if not isinstance(value, bool):
-        raise UnitError(f"expected true or false, got {value!r}")
+        raise UnitError(f"expected true or false, got {quoted(value)}")
     return value
 
 
@@ -186,7 +190,7 @@ def _shortest(value: float, units: dict[str, float], parse: Callable[[str], floa
         text = f"{scaled:.15g}"
         if (scaled >= 1 or value == 0) and "e" not in text and parse(text + unit) == value:
             return text + unit
-    return f"{value!r}{next(unit for unit, factor in units.items() if factor == 1)}"
+    return f"{quoted(value)}{next(unit for unit, factor in units.items() if factor == 1)}"
 
 
 def format_bandwidth(bandwidth_Bps: float) -> str:
@@ -206,3 +210,39 @@ def format_time(time_s: float) -> str:
     """
     divisors = {unit: 1 / divisor for unit, divisor in _TIME_DIVISORS.items() if unit != "µs"}
     return _shortest(time_s, divisors, parse_time)
+
+
+INT_MAX = 2**31 - 1
+"""The largest C ``int``: what NCCL reads an integer attribute of its XML into
+(``xmlGetAttrInt``, src/graph/xml.h), and MSCCL's runtime its schedule's
+(``mscclXmlGetAttrInt``, src/misc/msccl/msccl_parser.cc of msccl-executor-nccl)."""
+
+MAX_DIGITS = 32
+"""Characters of a number worth converting: no C ``int`` or finite figure a machine prints needs
+more (a 4,300-digit text would cost Python's int() and float() time for nothing)."""
+
+_DECIMAL = re.compile(r"\s*[-+]?[0-9]+\s*")
+
+
+def whole_in(text: str, least: int, most: int = INT_MAX, *, prefixed: bool = False) -> int | None:
+    """``text`` as a whole number from ``least`` to ``most``, or None: decimal digits, or with
+    ``prefixed`` any literal C's ``strtol`` of base 0 reads (``0x`` hex too)."""
+    if len(text) > MAX_DIGITS or not (prefixed or _DECIMAL.fullmatch(text)):
+        return None
+    try:
+        number = int(text.strip(), 0 if prefixed else 10)
+    except ValueError:
+        return None
+    return number if least <= number <= most else None
+
+
+def finite_in(text: str, least: float, most: float) -> float | None:
+    """``text`` as a finite number from ``least`` to ``most``, or None (``nan``, ``inf``, a
+    figure that overflows, more than MAX_DIGITS characters)."""
+    if len(text) > MAX_DIGITS:
+        return None
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) and least <= number <= most else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.output.writers import DEFAULT_FORMATS, WRITERS
 
 FORMATS = ", ".join(WRITERS)
@@ -36,7 +36,7 @@ def formats(text: str, no_plot: bool) -> tuple[str, ...]:
     unknown = [name for name in names if name not in WRITERS]
     if unknown or not names:
         raise InputError([Problem("command line", "--format", f"expected a comma-separated list "
-                                  f"of {FORMATS}, got {text!r}")])
+                                  f"of {FORMATS}, got {quoted(text)}")])
     chosen = tuple(name for name in dict.fromkeys(names) if not (no_plot and name == "png"))
     if not chosen:
         raise InputError([Problem("command line", "--no-plot", f"drops the only file --format "

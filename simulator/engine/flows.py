@@ -179,8 +179,11 @@ class Flows:
                               * (now - self.updated[flows]), 0.0)
             waiting = np.flatnonzero((held.arrived == INF) & np.isin(held.pair, pairs))
             waiting = waiting[~np.isin(waiting, self.active)]
-            unmoved = np.bincount(np.searchsorted(pairs, held.pair[waiting]),
-                                  weights=held.nbytes(waiting), minlength=len(pairs))
+            # bytes as floats even where no message waits: numpy's bincount of nothing gives
+            # integer zeros, weights or not, which cannot take the flows' float bytes in place
+            unmoved = np.zeros(len(pairs))
+            unmoved += np.bincount(np.searchsorted(pairs, held.pair[waiting]),
+                                   weights=held.nbytes(waiting), minlength=len(pairs))
             unmoved += np.bincount(np.searchsorted(pairs, pair[flows]), weights=left,
                                    minlength=len(pairs))
             tally.settle(routes, pairs, unmoved)

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 
 from simulator.errors import InputError, Problem
-from simulator.inputs import read_text
+from simulator.inputs import control_problem, read_text
 from simulator.measured.nccl_tests_json import parse_nccl_tests_json
 from simulator.measured.series import MeasuredSeries, Measurement, checked
 
@@ -82,6 +82,8 @@ def parse_nccl_tests(text: str, source: str) -> MeasuredSeries:
             continue
         if columns is None or not line[0].isdigit():
             continue  # launcher banners and other text before or between tables
+        if problem := control_problem(line):  # a NUL is no whitespace: "0\x00" went unread
+            raise _error(source, number, problem)
         fields = line.split()
         if len(fields) != len(columns):
             raise _error(source, number, f"expected {len(columns)} columns as in the header at "
@@ -119,7 +121,9 @@ def parse_csv(text: str, source: str) -> MeasuredSeries:
         raise _error(source, lines[0][0], f"expected columns size_bytes, time_us and busbw_GBps; "
                                           f"missing {', '.join(sorted(missing))}")
     rows = []
-    for (number, _), row in zip(lines[1:], reader, strict=True):
+    for (number, line), row in zip(lines[1:], reader, strict=True):
+        if problem := control_problem(line):
+            raise _error(source, number, problem)
         try:
             size, time = int(row["size_bytes"]), float(row["time_us"])
             busbw = float(row["busbw_GBps"])

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 
 MAX_MEASURED_BYTES = 1 << 40
 """The largest size a log may state: 1 TiB per rank, as a scenario's sizes (limits.py)."""
@@ -51,8 +51,8 @@ def checked(source: str, where: str, m: Measurement) -> Measurement:
         problem = f"expected times above 0 us, got {', '.join(repr(t) for t in times)}"
     if problem is None and not all(bandwidth_problem(b) is None
                                    for b in (m.algbw_GBps, m.busbw_GBps)):
-        problem = (f"expected bandwidths of 0 GB/s or more, got algbw {m.algbw_GBps!r} and busbw "
-                   f"{m.busbw_GBps!r}")
+        problem = (f"expected bandwidths of 0 GB/s or more, got algbw {quoted(m.algbw_GBps)} and busbw "
+                   f"{quoted(m.busbw_GBps)}")
     if problem is not None:
         raise InputError([Problem(source, where, problem)])
     return m
@@ -68,12 +68,12 @@ def size_problem(size_bytes: int) -> str | None:
 def time_problem(time_us: float) -> str | None:
     """What is wrong with a measured time (µs), or None: NaN, infinite, 0 or below."""
     if not (math.isfinite(time_us) and time_us > 0):
-        return f"expected a time above 0 us, got {time_us!r}"
+        return f"expected a time above 0 us, got {quoted(time_us)}"
     return None
 
 
 def bandwidth_problem(rate_GBps: float) -> str | None:
     """What is wrong with a measured bandwidth (GB/s), or None: NaN, infinite, below 0."""
     if not (math.isfinite(rate_GBps) and rate_GBps >= 0):
-        return f"expected a bandwidth of 0 GB/s or more, got {rate_GBps!r}"
+        return f"expected a bandwidth of 0 GB/s or more, got {quoted(rate_GBps)}"
     return None

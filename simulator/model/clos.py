@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
+from simulator.errors import quoted
 from simulator.model.parts import (
     GPU,
     HOST_DEFAULTS,
@@ -184,7 +185,7 @@ def fat_tree_problems(params: Mapping[str, ParamValue]) -> list[tuple[str, str]]
     """A fat-tree's k is even (k/2 GPUs, aggregation and core switches per switch)."""
     k = params["k"]
     return [] if isinstance(k, int) and k % 2 == 0 else [
-        ("k", f"expected an even whole number ≥ 2 (k/2 ports down, k/2 up), got {k!r}")]
+        ("k", f"expected an even whole number ≥ 2 (k/2 ports down, k/2 up), got {quoted(k)}")]
 
 
 @dataclass(frozen=True)

@@ -33,10 +33,11 @@ from typing import Any
 import networkx as nx
 import yaml
 
-from simulator.errors import InputError, UnitError
+from simulator.errors import InputError, UnitError, quoted
 from simulator.inputs import check_yaml_shape, note_read, read_text
 from simulator.model.parts import GPU, NET_LINK, NIC, NVLINK, PCIE, SWITCH, File, ParamValue
 from simulator.units import parse_bandwidth, parse_time
+from simulator.xmlsafe import parse_xml
 
 KINDS = (GPU, NIC, SWITCH)
 LINKS = (NVLINK, PCIE, NET_LINK)
@@ -101,11 +102,13 @@ def _read(file: str, mtime_ns: int, size: int) -> GraphFile:
     path = Path(file)
     if path.suffix.lower() not in SUFFIXES:
         return GraphFile(None, (("", f"expected a .graphml, .yaml or .yml file, got "
-                                    f"{path.name!r}"),))
+                                    f"{quoted(path.name)}"),))
     reader = _Reader()
     try:
         text = read_text(path)
-        if path.suffix.lower() != ".graphml":
+        if path.suffix.lower() == ".graphml":  # read safely first: entities, depth, control
+            parse_xml(text, file, "GraphML")   # characters, as every XML input is
+        else:
             with contextlib.suppress(yaml.YAMLError):  # the YAML reader below says where
                 check_yaml_shape(text, file, yaml.SafeLoader)
     except InputError as error:
@@ -168,7 +171,7 @@ class _Reader:
             ends = [self._end(graph, f"{where}.{key}", edge.get(key)) for key in ("from", "to")]
             duplex = edge.get("duplex", True)
             if not isinstance(duplex, bool):
-                self.problem(f"{where}.duplex", f"expected true or false, got {duplex!r}")
+                self.problem(f"{where}.duplex", f"expected true or false, got {quoted(duplex)}")
             if ends[0] is not None and ends[1] is not None:
                 self._edge(graph, where, ends[0], ends[1], edge, ("from", "to", "duplex"),
                            duplex is not False)
@@ -177,9 +180,9 @@ class _Reader:
     def from_graphml(self, source: nx.Graph) -> nx.DiGraph:
         graph = nx.DiGraph()
         for name, data in source.nodes(data=True):
-            self._node(graph, f"node {name!r}", str(name), data, ())
+            self._node(graph, f"node {quoted(name)}", str(name), data, ())
         for a, b, data in source.edges(data=True):
-            self._edge(graph, f"edge {a!r}-{b!r}", str(a), str(b), data, (),
+            self._edge(graph, f"edge {quoted(a)}-{quoted(b)}", str(a), str(b), data, (),
                        not source.is_directed())
         return graph
 
@@ -189,11 +192,11 @@ class _Reader:
             if key not in (*skip, "kind", "rank", "host", "latency"):
                 self.problem(f"{where}.{key}", "unknown key; expected kind, rank, host, latency")
         if name in graph:
-            self.problem(f"{where}.name", f"expected each node once, got {name!r} twice")
+            self.problem(f"{where}.name", f"expected each node once, got {quoted(name)} twice")
             return
         kind = data.get("kind")
         if kind not in KINDS:
-            self.problem(f"{where}.kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
+            self.problem(f"{where}.kind", f"expected one of {', '.join(KINDS)}, got {quoted(kind)}")
             graph.add_node(name)  # known by name, so that its edges are not reported too
             return
         attributes: dict[str, Any] = {"kind": kind}
@@ -201,7 +204,7 @@ class _Reader:
         if kind == GPU:
             if _whole(rank) is None:
                 self.problem(f"{where}.rank", f"expected a rank (a whole number ≥ 0) on a GPU, "
-                                              f"got {rank!r}")
+                                              f"got {quoted(rank)}")
             else:
                 attributes["rank"] = _whole(rank)
         elif rank is not None:
@@ -217,7 +220,7 @@ class _Reader:
 
     def _end(self, graph: nx.DiGraph, where: str, name: object) -> str | None:
         if not isinstance(name, str) or name not in graph:
-            self.problem(where, f"expected a node named in nodes, got {name!r}")
+            self.problem(where, f"expected a node named in nodes, got {quoted(name)}")
             return None
         return name
 
@@ -234,9 +237,9 @@ class _Reader:
                 values[key] = self._value(f"{where}.{key}", data[key], parse)
         link = data.get("link", NVLINK)
         if link not in LINKS:
-            self.problem(f"{where}.link", f"expected one of {', '.join(LINKS)}, got {link!r}")
+            self.problem(f"{where}.link", f"expected one of {', '.join(LINKS)}, got {quoted(link)}")
         if a == b:
-            self.problem(where, f"expected two different nodes, got {a!r} twice")
+            self.problem(where, f"expected two different nodes, got {quoted(a)} twice")
         if len(values) < 2:
             return
         for u, v in ((a, b), (b, a)) if duplex else ((a, b),):
@@ -254,7 +257,7 @@ class _Reader:
             if math.isfinite(value) and (value > 0 if bandwidth else value >= 0):
                 return float(value)
             self.problem(where, f"expected a {'positive bandwidth' if bandwidth else 'time ≥ 0'}"
-                                f", got {value!r}")
+                                f", got {quoted(value)}")
             return 0.0
         try:
             return float(parse(value))

@@ -22,7 +22,7 @@ from typing import TypeVar
 import networkx as nx
 import numpy as np
 
-from simulator.errors import AlgorithmError
+from simulator.errors import AlgorithmError, quoted
 from simulator.model.nccl import LATEST, CpuVendor, Graph, NcclAlgorithm, Version
 from simulator.model.nccl_terms import AMD_ARCHS, Library
 from simulator.model.routing import Route, Routing
@@ -314,10 +314,10 @@ class CapacityEvent:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.at_s) and self.at_s >= 0):
             raise ValueError(f"a capacity event's time must be finite and at least 0, got "
-                             f"{self.at_s!r}")
+                             f"{quoted(self.at_s)}")
         if not (math.isfinite(self.factor) and self.factor >= 0):
             raise ValueError(f"a capacity event's factor must be finite and at least 0, got "
-                             f"{self.factor!r}")
+                             f"{quoted(self.factor)}")
 
 
 @dataclass(frozen=True)
@@ -337,7 +337,7 @@ class Outage:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.at_s) and self.at_s >= 0):
             raise ValueError(f"an outage's time must be finite and at least 0, got "
-                             f"{self.at_s!r}")
+                             f"{quoted(self.at_s)}")
 
 
 def _check_stops_end(events: Sequence[CapacityEvent]) -> None:
@@ -353,7 +353,7 @@ def _check_stops_end(events: Sequence[CapacityEvent]) -> None:
     for link, event in last.items():
         if not event.factor:
             raise ValueError(f"capacity event on {link[0]}->{link[1]}: it carries nothing from "
-                             f"{event.at_s!r} s on; a later event must restore it (a link that "
+                             f"{quoted(event.at_s)} s on; a later event must restore it (a link that "
                              "fails for good is an Outage)")
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TypeVar
 
+from simulator.errors import quoted
 from simulator.model.collective import Collective
 from simulator.model.nccl import LATEST, Enabled, NcclAlgorithm, Protocol, Version
 from simulator.model.nccl_terms import Library
@@ -48,24 +49,24 @@ def enabled_by(text: str, elements: Sequence[E], collective: Collective, what: s
         prefix, colon, names = entry.partition(":")
         if not colon:
             if i > 0:
-                raise ValueError(f"entry {entry!r} has no COLLECTIVE: prefix, which only the "
+                raise ValueError(f"entry {quoted(entry)} has no COLLECTIVE: prefix, which only the "
                                  f"first may lack")
             prefix, names = "", entry
         elif ":" in names:
-            raise ValueError(f"entry {entry!r} has more than one ':'")
+            raise ValueError(f"entry {quoted(entry)} has more than one ':'")
         prefix = prefix.strip()
         if colon and prefix.lower() not in functions:
-            raise ValueError(f"no collective {prefix!r} ({', '.join(FUNCTIONS.values())})"
+            raise ValueError(f"no collective {quoted(prefix)} ({', '.join(FUNCTIONS.values())})"
                              f"{_hint(prefix, functions)}")
         names = names.strip()
         excluded = names.startswith("^")
         listed = [name.strip() for name in names.removeprefix("^").split(",") if name.strip()]
         if not listed and not excluded:
-            raise ValueError(f"entry {entry!r} names no {what}")
+            raise ValueError(f"entry {quoted(entry)} names no {what}")
         chosen = set()
         for name in listed:
             if name.lower() not in by_name:
-                raise ValueError(f"no {what} {name!r}{_hint(name, by_name)}")
+                raise ValueError(f"no {what} {quoted(name)}{_hint(name, by_name)}")
             chosen.add(by_name[name.lower()])
         if not prefix or prefix.lower() == FUNCTIONS[collective].lower():
             enabled = frozenset(e for e in elements if (e in chosen) != excluded)
@@ -79,7 +80,7 @@ def _hint(word: str, names: Mapping[str, object]) -> str:
     if not close:
         return ""
     spelt = names[close[0]]
-    return f"; did you mean {str(spelt.value if isinstance(spelt, Enum) else spelt)!r}?"
+    return f"; did you mean {quoted(str(spelt.value if isinstance(spelt, Enum) else spelt))}?"
 
 
 NVLS_FAMILIES = frozenset((NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE))
@@ -152,16 +153,16 @@ class NcclEnv:
                         f"leading ^: all but those; COLLECTIVE:LIST after a ; for one "
                         f"collective)")
             if not isinstance(text, str):
-                problems.append((f"nccl.{key}", f"expected {expected}, got {text!r}"))
+                problems.append((f"nccl.{key}", f"expected {expected}, got {quoted(text)}"))
                 continue
             try:
                 enabled = enabled_by(text, elements, collective, what)
             except ValueError as error:
-                problems.append((f"nccl.{key}", f"expected {expected}, got {text!r}: {error}"))
+                problems.append((f"nccl.{key}", f"expected {expected}, got {quoted(text)}: {error}"))
                 continue
             if not enabled:
                 problems.append((f"nccl.{key}", f"expected a list that leaves "
-                                                f"{collective.value} a {what}, got {text!r}"))
+                                                f"{collective.value} a {what}, got {quoted(text)}"))
         return problems
 
     def __bool__(self) -> bool:
@@ -201,4 +202,4 @@ def rccl_problem(algo: str) -> str | None:
     if not absent:
         return None
     return (f"expected Ring or Tree with library rccl: RCCL has no {', '.join(absent)} (no "
-            f"in-switch reduction on AMD Instinct), got {algo!r}")
+            f"in-switch reduction on AMD Instinct), got {quoted(algo)}")

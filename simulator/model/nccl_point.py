@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from simulator.errors import quoted
 from simulator.model.collective import Collective
 from simulator.model.execution import NcclCharges, nccl_charges, system_of
 from simulator.model.machine import Machine
@@ -226,7 +227,7 @@ def nccl_point(machine: Machine, binding: NcclBinding, size_bytes: int, collecti
                                          env.enabled(collective), collective)
             except ValueError as error:
                 raise NcclRefusal("nccl.proto",
-                                  f"{error}, which {env.proto!r} leaves out") from None
+                                  f"{error}, which {quoted(env.proto)} leaves out") from None
         try:
             charges = nccl_charges(machine, binding.family, protocol, size_bytes, binding.kernel)
         except ValueError as error:
@@ -270,12 +271,12 @@ def pick_problem(machine: Machine, size_bytes: int, collective: Collective, env:
         return "nccl.algo", (
             f"expected a list that leaves NCCL's tuner an algorithm it can run on topology "
             f"{topology}{'' if env.nvls else ' with nccl.nvls: false'} ({names}), got "
-            f"{env.algo!r}")
+            f"{quoted(env.algo)}")
     if not any(enabled.allows(a, p) for a, p in algorithms):
         pairs = ", ".join(f"{a.value}/{p.value}" for a, p in algorithms)
         return "nccl.proto", (
             f"expected a list that leaves NCCL's tuner a protocol for the algorithms nccl.algo "
-            f"leaves on topology {topology} ({pairs}), got {env.proto!r}")
+            f"leaves on topology {topology} ({pairs}), got {quoted(env.proto)}")
     return None
 
 
@@ -347,5 +348,5 @@ def _rccl_problem(machine: Machine, size_bytes: int, collective: Collective, env
                     op=ReduceOp.SUM) is None:
         return "nccl.algo", (
             f"expected a list that leaves RCCL's tuner Ring or Tree with LL or Simple on "
-            f"topology {topology}, got algo {env.algo!r} and proto {env.proto!r}")
+            f"topology {topology}, got algo {quoted(env.algo)} and proto {quoted(env.proto)}")
     return None

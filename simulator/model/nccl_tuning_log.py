@@ -13,10 +13,13 @@ symmetric kernel's argmin may ask the general one inside it (tuning.cc:275-283),
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
+from simulator.errors import quoted
 from simulator.model.nccl_terms import NcclAlgorithm, Protocol
+from simulator.units import finite_in
 
 TUNING_ALGORITHMS = {"TREE": NcclAlgorithm.TREE, "RING": NcclAlgorithm.RING,
                      "COLLNET_DIRECT": NcclAlgorithm.COLLNET_DIRECT,
@@ -114,7 +117,10 @@ class TuningLines:
         protocol = TUNING_PROTOCOLS.get(proto) if general else None
         if general and (algorithm is None or protocol is None):
             raise TuningLineError(f"expected an algorithm of {', '.join(TUNING_ALGORITHMS)} and "
-                                  f"a protocol of {', '.join(TUNING_PROTOCOLS)}, got {algo} "
-                                  f"{proto}")
-        self.tuned.append(Tuned(func, size, float(found["time"]), algorithm, protocol,
+                                  f"a protocol of {', '.join(TUNING_PROTOCOLS)}, got "
+                                  f"{quoted(algo)} {quoted(proto)}")
+        time_us = finite_in(found["time"], -math.inf, math.inf)
+        if time_us is None:
+            raise TuningLineError(f"expected a finite time in us, got {quoted(found['time'])}")
+        self.tuned.append(Tuned(func, size, time_us, algorithm, protocol,
                                 None if general else kernel, int(found["n"])))

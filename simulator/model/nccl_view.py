@@ -26,8 +26,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError, Problem
-from simulator.inputs import read_text
+from simulator.errors import InputError, Problem, quoted
+from simulator.inputs import control_problem, read_text
 from simulator.limits import MAX_LOG_CHANNELS
 from simulator.model.machine import Layout, Machine
 from simulator.model.nccl import Graph, Hardware, NcclAlgorithm, Protocol
@@ -38,6 +38,7 @@ from simulator.model.nccl_tuning_log import (
     TuningLines,
 )
 from simulator.model.nccl_tuning_log import Tuned as Tuned
+from simulator.units import finite_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 GRAPH_IDS = {0: (NcclAlgorithm.RING,), 1: (NcclAlgorithm.TREE,),
@@ -144,6 +145,8 @@ def read_log(path: Path) -> NcclView:
         if "NCCL INFO" not in line:
             continue
         text = line.strip()
+        if problem := control_problem(text):  # a NUL would hide the line from every pattern
+            raise _error(source, number, problem)
         try:
             if tuning.take(text):
                 continue
@@ -177,7 +180,7 @@ def read_log(path: Path) -> NcclView:
                 parents.setdefault(int(c), {})[int(rank)] = int(up)
         elif " Pattern " in text or " Trees [" in text or re.search(r" Channel \d+/\d+ :", text):
             raise _error(source, number, f"expected NCCL's format ({_expected(text)}), got "
-                                         f"{text[text.index('NCCL INFO') + 10:]!r}")
+                                         f"{quoted(text[text.index('NCCL INFO') + 10:])}")
     if not rings and following:  # no rank 0 lines: every rank's Ring line, chained
         ring_count = len(following)
         rings = {c: _chained(source, c, following[c]) for c in following}
@@ -279,7 +282,7 @@ def _refused(source: str, element: XmlElement, message: str) -> InputError:
 def _text(source: str, element: XmlElement, key: str) -> str:
     """Attribute ``key`` of ``element``, required."""
     if key not in element.attrs:
-        raise _refused(source, element, f"required attribute {key!r} is missing")
+        raise _refused(source, element, f"required attribute {quoted(key)} is missing")
     return element.attrs[key]
 
 
@@ -290,10 +293,10 @@ def _number(source: str, element: XmlElement, key: str, kind: type[int] | type[f
         value = kind(text)
     except ValueError:
         raise _refused(source, element, f"expected {key} a {'whole ' if kind is int else ''}"
-                                        f"number, got {text!r}") from None
+                                        f"number, got {quoted(text)}") from None
     if not (math.isfinite(value) and value >= 0):
         raise _refused(source, element, f"expected {key} a finite number at least 0, got "
-                                        f"{text!r}")
+                                        f"{quoted(text)}")
     return value
 
 
@@ -305,12 +308,11 @@ v2.30.7), so anything above is a damaged line, not a machine."""
 
 def _bandwidth(source: str, number: int, text: str) -> float:
     """A Pattern line's ``bw`` figure as GB/s: finite, at most :data:`MAX_GRAPH_BANDWIDTH`
-    (a 400-digit figure is refused, not read as infinity), quoting at most 80 characters."""
-    value = float(text)
-    if not (math.isfinite(value) and value <= MAX_GRAPH_BANDWIDTH):
-        shown = text if len(text) <= 80 else text[:80] + "…"
+    (a 400-digit figure is refused, not read as infinity), quoted as an error quotes a value."""
+    value = finite_in(text, 0, MAX_GRAPH_BANDWIDTH)
+    if value is None:
         raise _error(source, number, f"expected bw in GB/s of at most "
-                                     f"{MAX_GRAPH_BANDWIDTH:,.0f}, got {shown}")
+                                     f"{MAX_GRAPH_BANDWIDTH:,.0f}, got {quoted(text)}")
     return value
 
 

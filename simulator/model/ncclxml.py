@@ -37,12 +37,14 @@ and its line (``topo.xml: <gpu> at line 12: expected a 'sm' attribute ...``).
 from __future__ import annotations
 
 import functools
+import math
 import re
 from pathlib import Path
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.inputs import note_read
 from simulator.model.nccltopo import Cpu, Device, Gpu, NcclTopology, Net, NvLink
+from simulator.units import INT_MAX, finite_in, whole_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 SWITCH_CLASSES = ("0x0604", "0x080100")
@@ -70,10 +72,6 @@ MEANING = {"version": "1", "numaid": "the NUMA node", "arch": "x86_64 or arm64",
            "tclass": "the target's PCI class, e.g. 0x068000", "speed": "in Mb/s, e.g. 400000"}
 """What each required attribute holds, for the line that says it is missing."""
 
-INT_MAX = 2**31 - 1
-"""The largest value of the C ``int`` NCCL reads an integer attribute into."""
-MAX_DIGITS = 32
-"""Characters of an integer attribute worth parsing: more cannot be an ``int``."""
 
 
 PCIE_X16_BPS = {"2.5": 4.0e9, "5": 8.0e9, "8": 15.75e9, "16": 31.5e9, "32": 63.0e9,
@@ -148,7 +146,7 @@ class _Reader:
             if name == "AuthenticAMD":
                 vendor = "amd"
             elif name is not None and name != "GenuineIntel":
-                self.problem(element, f"expected vendor GenuineIntel or AuthenticAMD, got {name!r}")
+                self.problem(element, f"expected vendor GenuineIntel or AuthenticAMD, got {quoted(name)}")
             if name == "GenuineIntel":
                 family = self.whole(element, "familyid") or 0
                 model = self.whole(element, "modelid") or 0
@@ -156,7 +154,7 @@ class _Reader:
             vendor = "arm"
         elif arch is not None:
             self.problem(element, f"expected arch x86_64 or arm64 (the CPUs NCCL's model covers), "
-                                  f"got {arch!r}")
+                                  f"got {quoted(arch)}")
         nets: list[Net] = []
         for child in element.children:
             if child.tag == "pci":
@@ -172,12 +170,12 @@ class _Reader:
         bandwidth = self.link(element)
         tags = {child.tag for child in element.children} - {"pcilink"}
         if klass and not re.fullmatch(r"0x[0-9a-f]{6}", klass):
-            self.problem(element, f"expected a class like 0x060400, got {klass!r}")
+            self.problem(element, f"expected a class like 0x060400, got {quoted(klass)}")
             return
         if "gpu" in tags:
             gpus = [child for child in element.children if child.tag == "gpu"]
             if klass and not klass.startswith(GPU_CLASS):
-                self.problem(element, f"expected class 0x03xxxx (a GPU) around a <gpu>, got {klass}")
+                self.problem(element, f"expected class 0x03xxxx (a GPU) around a <gpu>, got {quoted(klass)}")
             elif tags != {"gpu"} or len(gpus) > 1:
                 self.problem(element, "expected one <gpu> alone in a GPU's <pci> (several ranks "
                                       "on one GPU are not modelled)")
@@ -186,7 +184,7 @@ class _Reader:
                                            gpu=self.gpu(gpus[0], busid)))
         elif "nic" in tags:
             if klass and not klass.startswith((NIC_CLASS, *SWITCH_CLASSES[1:])):
-                self.problem(element, f"expected class 0x02xxxx (a NIC) around a <nic>, got {klass}")
+                self.problem(element, f"expected class 0x02xxxx (a NIC) around a <nic>, got {quoted(klass)}")
             elif tags != {"nic"}:
                 self.problem(element, "expected a <nic> alone in a NIC's <pci>")
             else:
@@ -254,7 +252,7 @@ class _Reader:
         key = rate.group(1).removesuffix(".0") if rate else None
         if key not in PCIE_X16_BPS:
             self.problem(element, f"expected link_speed as NCCL writes it (2.5, 5.0, 8.0, 16.0, "
-                                  f"32.0 or 64.0 GT/s PCIe), got {speed!r}")
+                                  f"32.0 or 64.0 GT/s PCIe), got {quoted(speed)}")
             return 0.0
         return PCIE_X16_BPS[key] * (width or 16) / 16
 
@@ -288,7 +286,7 @@ class _Reader:
                 if link.to == "gpu" and link.target.lower() not in busids:
                     self.problems.append(Problem(self.file, f"<nvlink> at line {link.line}", (
                         f"expected the target of a GPU link (tclass 0x03xxxx) to be a GPU's busid "
-                        f"in the file, got {link.target!r}")))
+                        f"in the file, got {quoted(link.target)}")))
         if not nets:
             self.problems.append(Problem(self.file, f"<gpu> at line {gpus[0].line}", (
                 f"expected a path from the GPU (rank {gpus[0].rank}, {gpus[0].busid}) to a NIC, "
@@ -304,7 +302,7 @@ class _Reader:
     def text(self, element: XmlElement, name: str) -> str | None:
         value = element.attrs.get(name)
         if value is None:
-            self.problem(element, f"expected a {name!r} attribute ({MEANING[name]}), missing")
+            self.problem(element, f"expected a {quoted(name)} attribute ({MEANING[name]}), missing")
         return value
 
     def whole(self, element: XmlElement, name: str, least: int = 0) -> int | None:
@@ -314,25 +312,18 @@ class _Reader:
         value = self.text(element, name)
         if value is None:
             return None
-        try:
-            number = int(value.strip(), 0) if len(value) <= MAX_DIGITS else None
-        except ValueError:
-            number = None
-        if number is None or not least <= number <= INT_MAX:
-            shown = repr(value) if len(value) <= 80 else repr(value[:80]) + "…"
+        number = whole_in(value, least, prefixed=True)
+        if number is None:
             self.problem(element, f"expected {name} to be a whole number from {least} to "
-                                  f"{INT_MAX}, got {shown}")
+                                  f"{INT_MAX}, got {quoted(value)}")
             return None
         return number
 
     def number(self, element: XmlElement, name: str) -> float | None:
         """An optional non-negative number attribute (0 when absent, as NCCL takes it)."""
         value = element.attrs.get(name, "0")
-        try:
-            number = float(value)
-        except ValueError:
-            number = -1.0
-        if not 0 <= number < float("inf"):
-            self.problem(element, f"expected {name} to be a number ≥ 0, got {value!r}")
+        number = finite_in(value, 0, math.inf)
+        if number is None:
+            self.problem(element, f"expected {name} to be a number ≥ 0, got {quoted(value)}")
             return None
         return number

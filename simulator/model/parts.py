@@ -17,7 +17,7 @@ from typing import Annotated
 
 import networkx as nx
 
-from simulator.errors import UnitError
+from simulator.errors import UnitError, quoted
 from simulator.model.nccl import CpuVendor
 from simulator.model.transport import Transport
 from simulator.units import (
@@ -60,7 +60,7 @@ class Param(Enum):
             parse_count(value)
         elif self is Param.COUNTS:
             if not isinstance(value, tuple):
-                raise ValueError(f"expected a tuple of whole numbers ≥ 1, got {value!r}")
+                raise ValueError(f"expected a tuple of whole numbers ≥ 1, got {quoted(value)}")
             parse_counts(list(value))
         elif self is Param.FLAG:
             parse_flag(value)
@@ -70,7 +70,7 @@ class Param(Enum):
               or not math.isfinite(value) or value < 0 or (self is Param.BANDWIDTH and value == 0)):
             unit = "bytes/s" if self is Param.BANDWIDTH else "seconds"
             sign = "positive" if self is Param.BANDWIDTH else "non-negative"
-            raise ValueError(f"expected a {sign} number of {unit}, got {value!r}")
+            raise ValueError(f"expected a {sign} number of {unit}, got {quoted(value)}")
 
 
 ParamValue = int | float | bool | tuple[int, ...] | str
@@ -90,7 +90,7 @@ def _choice(values: tuple[str, ...], what: str) -> Callable[[object], ParamValue
     """A parser of one of ``values``; UnitError naming them otherwise."""
     def parse(value: object) -> ParamValue:
         if not isinstance(value, str) or value not in values:
-            raise UnitError(f"expected {what}, got {value!r}")
+            raise UnitError(f"expected {what}, got {quoted(value)}")
         return value
     return parse
 

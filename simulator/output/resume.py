@@ -24,7 +24,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.output.digests import Record, read_digests, records, sidecar, write_digests
 from simulator.output.files import write_atomically
 from simulator.output.results import RESULT_COLUMNS, Result
@@ -164,6 +164,6 @@ def _value(name: str, text: str) -> object:
         return math.nan if text == "" else float(text)
     if isinstance(kind, types.UnionType) and set(kind.__args__) == {bool, type(None)}:
         if text not in ("", "True", "False"):
-            raise ValueError(f"{name}: expected True, False or nothing, got {text!r}")
+            raise ValueError(f"{name}: expected True, False or nothing, got {quoted(text)}")
         return None if text == "" else text == "True"
     raise ValueError(f"{name}: no reader for {kind}")

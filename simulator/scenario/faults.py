@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
+from simulator.errors import quoted
 from simulator.model.faults import KINDS, Fault
 from simulator.scenario.fields import FieldReader
 
@@ -24,7 +25,7 @@ def read_faults(reader: FieldReader, value: object, ranks: int | None) -> tuple[
     topology is itself invalid); problems are recorded in ``reader``."""
     if not isinstance(value, list):
         reader.problem("faults", f"expected a list of faults, each a mapping with a kind, got "
-                                 f"{value!r}")
+                                 f"{quoted(value)}")
         return ()
     faults = []
     for i, item in enumerate(value):

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from simulator.errors import InputError, Problem, UnitError
+from simulator.errors import InputError, Problem, UnitError, quoted
 from simulator.inputs import check_yaml_shape, read_text
 
 T = TypeVar("T")
@@ -31,10 +31,10 @@ def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode) -
         key = loader.construct_object(key_node, deep=True)
         if not isinstance(key, (str, int, float, bool)) and key is not None:
             raise yaml.constructor.ConstructorError(
-                None, None, f"keys must be plain names, got {key!r}", key_node.start_mark)
+                None, None, f"keys must be plain names, got {quoted(key)}", key_node.start_mark)
         if key in seen:
             raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+                None, None, f"duplicate key {quoted(key)}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node)
 
@@ -87,7 +87,7 @@ def parse_yaml_mapping(text: str, file: str,
 def did_you_mean(word: object, choices: Iterable[str]) -> str:
     """`` (did you mean 'ring'?)`` for the closest choice, or an empty string."""
     close = difflib.get_close_matches(str(word), list(choices), n=1, cutoff=0.6)
-    return f"; did you mean {close[0]!r}?" if close else ""
+    return f"; did you mean {quoted(close[0])}?" if close else ""
 
 
 def choice_problem(value: object, choices: Iterable[str], what: str) -> str | None:
@@ -95,7 +95,7 @@ def choice_problem(value: object, choices: Iterable[str], what: str) -> str | No
     choices = list(choices)
     if isinstance(value, str) and value in choices:
         return None
-    return f"expected {what} ({', '.join(choices)}), got {value!r}{did_you_mean(value, choices)}"
+    return f"expected {what} ({', '.join(choices)}), got {quoted(value)}{did_you_mean(value, choices)}"
 
 
 class FieldReader:
@@ -147,7 +147,7 @@ class FieldReader:
         """``value`` if it is a mapping; otherwise a problem."""
         if isinstance(value, Mapping):
             return value
-        self.problem(field, f"expected a mapping of keys to values, got {value!r}")
+        self.problem(field, f"expected a mapping of keys to values, got {quoted(value)}")
         return None
 
 

@@ -31,9 +31,10 @@ from simulator.algorithms.msccl import (
     Threadblock,
     flaws,
 )
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.inputs import note_read
 from simulator.model.collective import Collective
+from simulator.units import INT_MAX, MAX_DIGITS, whole_in
 from simulator.xmlsafe import XmlElement, read_xml
 
 PREFIX = "msccl:"
@@ -146,10 +147,17 @@ class _Reader:
         return {name: element.attrs[name] for name in names}
 
     def integer(self, element: XmlElement, name: str, value: str, least: int) -> int:
-        """``value`` as a whole number ≥ ``least``; ``least`` after recording a problem."""
-        if _INTEGER.fullmatch(value.strip()) and int(value) >= least:
-            return int(value)
-        self.problem(element, f"expected {name} a whole number ≥ {least}, got {value!r}")
+        """``value`` as a whole number from ``least`` to INT_MAX (a C ``int``, as MSCCL's runtime
+        reads it); ``least`` after recording a problem."""
+        number = whole_in(value, least)
+        if number is not None:
+            return number
+        digits = value.strip()
+        above = _INTEGER.fullmatch(digits) and not digits.startswith("-") and (
+            len(digits) > MAX_DIGITS or int(digits) > INT_MAX)
+        most = f" and at most {INT_MAX} (a C int)" if above else ""
+        self.problem(element, f"expected {name} a whole number ≥ {least}{most}, got "
+                              f"{quoted(value)}")
         return least
 
     def choice(self, element: XmlElement, name: str, value: str, choices: tuple[str, ...],
@@ -157,7 +165,7 @@ class _Reader:
         if value in choices:
             return value
         self.problem(element, f"expected {name} one of {', '.join(choices)}{note}, got "
-                              f"{value!r}")
+                              f"{quoted(value)}")
         return None
 
     def children(self, element: XmlElement, tag: str) -> list[XmlElement]:

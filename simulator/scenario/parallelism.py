@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from simulator.errors import UnitError
+from simulator.errors import UnitError, quoted
 from simulator.scenario.fields import FieldReader
 from simulator.training.layout import DIMENSIONS, Parallelism, Schedule
 from simulator.units import parse_count, parse_flag
@@ -70,7 +70,7 @@ def resolve(layout: Parallelism, gpus: int) -> Parallelism:
 
 def _zero(value: object) -> int:
     if isinstance(value, bool) or value not in (0, 1, 2, 3):
-        raise UnitError(f"expected a ZeRO stage 0, 1, 2 or 3, got {value!r}")
+        raise UnitError(f"expected a ZeRO stage 0, 1, 2 or 3, got {quoted(value)}")
     assert isinstance(value, int)
     return value
 
@@ -79,12 +79,12 @@ def _imbalance(value: object) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(
             value) or value < 1:
         raise UnitError(f"expected a factor ≥ 1 (the busiest rank's tokens over the mean), got "
-                        f"{value!r}")
+                        f"{quoted(value)}")
     return float(value)
 
 
 def _placement(value: object) -> tuple[str, ...]:
     if not isinstance(value, list) or sorted(map(str, value)) != sorted(DIMENSIONS):
         raise UnitError(f"expected the dimensions {', '.join(DIMENSIONS)} in some order, "
-                        f"innermost first, got {value!r}")
+                        f"innermost first, got {quoted(value)}")
     return tuple(str(item) for item in value)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from simulator.algorithms.registry import REGISTRY, composable_names
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.limits import MAX_SIZE_BYTES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
@@ -129,7 +129,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
     channels = data.get("channels", AUTO)
     if channels != AUTO and (isinstance(channels, bool) or not isinstance(channels, int)):
         reader.problem("channels", f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, "
-                                   f"got {channels!r}")
+                                   f"got {quoted(channels)}")
         channels = AUTO
     nccl = _nccl(reader, data.get("nccl", {}), collective, source)
     training = read_training(reader, data["training"], imports) if "training" in data else None
@@ -139,7 +139,7 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
         if "faults" in data else ()
     output = data.get("output")
     if output is not None and (not isinstance(output, str) or not output.strip()):
-        reader.problem("output", f"expected a directory path, got {output!r}")
+        reader.problem("output", f"expected a directory path, got {quoted(output)}")
     reader.raise_if_any()
     assert topology is not None and gpu is not None and options is not None
     return Scenario(name=name, source=source, topology=topology, collective=collective,
@@ -207,7 +207,7 @@ def _topology(reader: FieldReader, value: object) -> TopologySpec | None:
         file = spec["nccl_xml"]
         if not isinstance(file, str) or not file.strip():
             reader.problem("topology.nccl_xml", f"expected the file NCCL_TOPO_DUMP_FILE wrote, "
-                                                f"got {file!r}")
+                                                f"got {quoted(file)}")
             return None
         return nccl_xml_topology(reader, spec, _beside(file, reader.file))
     if "kind" in spec:
@@ -219,16 +219,16 @@ def _topology(reader: FieldReader, value: object) -> TopologySpec | None:
     if isinstance(preset, str) and preset.endswith(".yaml"):
         path = _preset_path(preset, reader.file)
         if path is None:
-            reader.problem("topology.preset", f"no such preset file {preset!r}")
+            reader.problem("topology.preset", f"no such preset file {quoted(preset)}")
             return None
         base = load_preset_file(path)
         preset = path.stem
     elif name_problem(preset):
         reader.problem("topology.preset", f"expected a preset name such as 'dgx_h100', or a "
-                                          f".yaml file, got {preset!r}")
+                                          f".yaml file, got {quoted(preset)}")
         return None
     elif preset_text(str(preset)) is None:
-        reader.problem("topology.preset", f"no preset {preset!r}; expected one of "
+        reader.problem("topology.preset", f"no preset {quoted(preset)}; expected one of "
                                           f"{', '.join(preset_names())} or a .yaml file")
         return None
     else:
@@ -290,7 +290,7 @@ def _algorithms(reader: FieldReader, value: object, collective: Collective) -> t
     if not isinstance(names, list) or not names:
         reader.problem("algorithms", f"expected 'all' or a list of algorithm names "
                                      f"({', '.join(known)}), or 'auto' (NCCL's choice), got "
-                                     f"{value!r}")
+                                     f"{quoted(value)}")
         return None
     for i, name in enumerate(names):
         if is_msccl(name):
@@ -333,7 +333,7 @@ def _sizes(reader: FieldReader, value: object, dtype: np.dtype[Any]) -> tuple[in
         if repeated:
             reader.problem("sizes", repeated)
     else:
-        reader.problem("sizes", f"expected a list of sizes or {{from, to, factor}}, got {value!r}")
+        reader.problem("sizes", f"expected a list of sizes or {{from, to, factor}}, got {quoted(value)}")
         return ()
     for where, size in checks:
         problem = size_problem(size, dtype)
@@ -345,7 +345,7 @@ def _sizes(reader: FieldReader, value: object, dtype: np.dtype[Any]) -> tuple[in
 def _factor(value: object) -> int:
     factor = parse_count(value)
     if factor < 2:
-        raise ValueError(f"expected a whole number ≥ 2, got {value!r}")
+        raise ValueError(f"expected a whole number ≥ 2, got {quoted(value)}")
     return factor
 
 
@@ -374,14 +374,14 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
     if version is None:
         reader.problem("nccl.version", (
             f"expected the NCCL whose tuner picks: {VERSIONS} (2.26: NCCL 2.26-2.27; 2.30: "
-            f"2.30.x; 2.31: the 2.31.0a7 dev source), got {spec['version']!r}"))
+            f"2.30.x; 2.31: the 2.31.0a7 dev source), got {quoted(spec['version'])}"))
         problems.append(("nccl.version", ""))
     if view is not None and view[0] is None:
         problems.append(("nccl", ""))
     library = library_of(spec.get("library", Library.NCCL.value))
     if library is None:
         reader.problem("nccl.library", f"expected the collective library: {LIBRARIES} (rccl on "
-                                       f"AMD Instinct GPUs), got {spec['library']!r}")
+                                       f"AMD Instinct GPUs), got {quoted(spec['library'])}")
         problems.append(("nccl.library", ""))
     elif library is Library.RCCL and isinstance(env.algo, str) and rccl_problem(env.algo):
         reader.problem("nccl.algo", rccl_problem(env.algo) or "")
@@ -389,7 +389,7 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
     symmetric = spec.get("symmetric", False)
     if not isinstance(symmetric, bool):
         reader.problem("nccl.symmetric", "expected true (the buffers are registered as "
-                                         f"symmetric windows) or false, got {symmetric!r}")
+                                         f"symmetric windows) or false, got {quoted(symmetric)}")
         problems.append(("nccl.symmetric", ""))
     elif symmetric and collective in (Collective.ALLGATHER, Collective.REDUCE_SCATTER):
         reader.problem("nccl.symmetric", (
@@ -411,7 +411,7 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
     nvls = spec.get("nvls", True)
     if not isinstance(nvls, bool):
         reader.problem("nccl.nvls", "expected true (NCCL's default) or false (as "
-                                    f"NCCL_NVLS_ENABLE=0: no NVLS or NVLSTree), got {nvls!r}")
+                                    f"NCCL_NVLS_ENABLE=0: no NVLS or NVLSTree), got {quoted(nvls)}")
         problems.append(("nccl.nvls", ""))
     elif not nvls and symmetric is True:
         reader.problem("nccl.nvls", (
@@ -424,7 +424,7 @@ def _nccl(reader: FieldReader, value: object, collective: Collective, source: st
         gpus_per_thread = 1
         reader.problem("nccl.gpus_per_thread", (
             "expected how many GPUs one thread launches each collective on (nccl-tests' -g), "
-            f"a whole number from 1, got {spec['gpus_per_thread']!r}"))
+            f"a whole number from 1, got {quoted(spec['gpus_per_thread'])}"))
         problems.append(("nccl.gpus_per_thread", ""))
     if problems:
         return NcclEnv()
@@ -448,7 +448,7 @@ def _nccl_view(reader: FieldReader, spec: Mapping[str, Any],
     key = given[0]
     name = spec[key]
     if not isinstance(name, str) or not name:
-        reader.problem(f"nccl.{key}", f"expected a file name, got {name!r}")
+        reader.problem(f"nccl.{key}", f"expected a file name, got {quoted(name)}")
         return None, key, ""
     read = read_graph_dump if key == "graph" else read_log
     try:
@@ -526,4 +526,4 @@ def _option(reader: FieldReader, where: str, value: object, hint: Any) -> object
         return reader.parse(where, value, parse_flag)
     if hint is int:
         return reader.parse(where, value, parse_count)
-    raise TypeError(f"{where}: options of type {hint!r} are not supported yet")
+    raise TypeError(f"{where}: options of type {quoted(hint)} are not supported yet")

@@ -15,6 +15,7 @@ import numpy as np
 
 from simulator.algorithms.algorithm import Algorithm, Inner
 from simulator.algorithms.registry import REGISTRY, composable_names
+from simulator.errors import quoted
 from simulator.limits import MAX_PIECES, MAX_SIZE_BYTES, MAX_SIZES
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
@@ -69,7 +70,7 @@ def duplicate_problem(values: Iterable[object], what: str) -> str | None:
     seen: set[object] = set()
     for value in values:
         if value in seen:
-            return f"expected each {what} once, got {value!r} twice"
+            return f"expected each {what} once, got {quoted(value)} twice"
         seen.add(value)
     return None
 
@@ -146,14 +147,14 @@ def options_issues(collective: Collective, options: Mapping[str, object]) -> lis
             issues.append((where, choice_problem(name, REGISTRY[collective],
                                                  f"an algorithm for {collective.value}") or ""))
         elif not isinstance(value, algorithm.Options):
-            issues.append((where, f"expected {algorithm.Options.__name__}, got {value!r}"))
+            issues.append((where, f"expected {algorithm.Options.__name__}, got {quoted(value)}"))
         else:
             for key, hint in option_kinds(algorithm.Options).items():
                 inner = inner_of(hint)
                 chosen = getattr(value, key)
                 if inner is not None and not _registered_inner(chosen, inner):
                     names = composable_names(inner.collective)
-                    described = (f"the {chosen.collective.value} {chosen.name!r}"
+                    described = (f"the {chosen.collective.value} {quoted(chosen.name)}"
                                  if isinstance(chosen, Algorithm) else repr(chosen))
                     issues.append((f"{where}.{key}", f"expected {inner.what} "
                                                      f"({', '.join(names)}), got {described}"))
@@ -174,9 +175,9 @@ def gpu_issues(gpu: GpuSpec) -> list[Issue]:
     bandwidth, launch = gpu.reduce_bandwidth_Bps, gpu.launch_latency_s
     if bandwidth is not None and not (_is_real(bandwidth) and bandwidth > 0):
         issues.append(("gpu.reduce_bandwidth", f"expected a positive bandwidth in bytes/s, got "
-                                               f"{bandwidth!r}"))
+                                               f"{quoted(bandwidth)}"))
     if not (_is_real(launch) and launch >= 0):
-        issues.append(("gpu.launch_latency", f"expected a time ≥ 0 in seconds, got {launch!r}"))
+        issues.append(("gpu.launch_latency", f"expected a time ≥ 0 in seconds, got {quoted(launch)}"))
     return issues
 
 
@@ -234,7 +235,7 @@ def channels_problem(channels: int | None, collective: Collective) -> str | None
     if channels is None:
         return None
     if isinstance(channels, bool) or not 1 <= channels <= MAX_CHANNELS:
-        return f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, got {channels!r}"
+        return f"expected 'auto' or a whole number from 1 to {MAX_CHANNELS}, got {quoted(channels)}"
     if channels > 1 and collective is not Collective.ALLREDUCE:
         return (f"expected 'auto' or 1 for {collective.value}: channels split an allreduce's "
                 f"buffer only, got {channels}")

@@ -19,7 +19,7 @@ import numpy as np
 
 from simulator.algorithms.algorithm import Algorithm
 from simulator.algorithms.registry import REGISTRY
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.model.collective import Collective
 from simulator.model.execution import Execution
 from simulator.model.faults import KINDS, Fault
@@ -76,10 +76,10 @@ class TopologySpec:
     def __post_init__(self) -> None:
         if not isinstance(self.params, Mapping):
             raise InputError([Problem(CODE, "topology", f"expected a mapping of parameters, "
-                                                        f"got {self.params!r}")])
+                                                        f"got {quoted(self.params)}")])
         issues = topology_issues(self.kind, self.params)
         if not isinstance(self.label, str):
-            issues.append(("topology.label", f"expected a name, got {self.label!r}"))
+            issues.append(("topology.label", f"expected a name, got {quoted(self.label)}"))
         if issues:
             raise InputError([Problem(CODE, where, message) for where, message in issues])
         builder = BUILDERS[self.kind]
@@ -183,7 +183,7 @@ class Scenario:
             except ValueError:
                 issues.append(("protocol", f"expected a Protocol, one of "
                                            f"{', '.join(p.value for p in Protocol)} or None, got "
-                                           f"{self.protocol!r}"))
+                                           f"{quoted(self.protocol)}"))
         for name, enum in (("collective", Collective), ("reduce_op", ReduceOp),
                            ("execution", Execution)):
             value = getattr(self, name)
@@ -194,11 +194,11 @@ class Scenario:
                 try:
                     set_(name, enum(value))
                 except ValueError:
-                    issues.append((name, f"expected {what}, got {value!r}"))
+                    issues.append((name, f"expected {what}, got {quoted(value)}"))
         if isinstance(self.run, RunSettings):
             issues += _run_issues(self.run, lambda run: set_("run", run))
         else:
-            issues.append(("run", f"expected a RunSettings, got {self.run!r}"))
+            issues.append(("run", f"expected a RunSettings, got {quoted(self.run)}"))
         if not isinstance(self.dtype, np.dtype) or self.dtype.name not in DTYPES:
             problem = choice_problem(getattr(self.dtype, "name", self.dtype), DTYPES, "a dtype")
             issues.append(("dtype", problem))
@@ -206,7 +206,8 @@ class Scenario:
                 set_("dtype", np.dtype(str(self.dtype)))
         sizes = self.sizes if isinstance(self.sizes, (tuple, list)) else None
         if sizes is None or not all(_is_int(size) for size in sizes):
-            issues.append(("sizes", f"expected a sequence of whole numbers of bytes, got {self.sizes!r}"))
+            issues.append(("sizes", "expected a sequence of whole numbers of bytes, got "
+                                    f"{quoted(self.sizes)}"))
         else:
             set_("sizes", tuple(operator.index(size) for size in sizes))
         if isinstance(self.algorithms, str) and self.algorithms == AUTO:
@@ -221,7 +222,7 @@ class Scenario:
                 set_("piece_bytes", operator.index(self.piece_bytes))
             else:
                 issues.append(("piece_size", f"expected a whole number of bytes, got "
-                                             f"{self.piece_bytes!r}"))
+                                             f"{quoted(self.piece_bytes)}"))
         if isinstance(self.output, str):
             set_("output", Path(self.output))
         typed = (("name", str), ("topology", TopologySpec), ("gpu", GpuSpec),
@@ -229,7 +230,7 @@ class Scenario:
                  ("source", str), ("algorithm_options", Mapping), ("output", (Path, type(None))))
         for name, kind in typed:
             if not isinstance(getattr(self, name), kind):
-                issues.append((name, f"expected {_kind_name(kind)}, got {getattr(self, name)!r}"))
+                issues.append((name, f"expected {_kind_name(kind)}, got {quoted(getattr(self, name))}"))
         if isinstance(self.algorithm_options, Mapping):
             set_("algorithm_options", MappingProxyType(dict(self.algorithm_options)))
         return _present(issues)
@@ -286,14 +287,14 @@ class Scenario:
         """What is wrong with ``faults`` that the topology's rank count can tell (node names
         need the built graph: :func:`simulator.plan.prepare`)."""
         if not isinstance(self.faults, tuple):
-            return [("faults", f"expected a tuple of faults, got {self.faults!r}")]
+            return [("faults", f"expected a tuple of faults, got {quoted(self.faults)}")]
         issues: list[Issue] = []
         ranks = self.topology.ranks
         names = [kind.__name__ for kind in KINDS.values()]
         for i, fault in enumerate(self.faults):
             if not isinstance(fault, Fault):
                 issues.append((f"faults[{i}]", f"expected a {', '.join(names[:-1])} or "
-                                               f"{names[-1]}, got {fault!r}"))
+                                               f"{names[-1]}, got {quoted(fault)}"))
             elif (found := fault.rank_problem(ranks)) is not None:
                 issues.append((f"faults[{i}].{found[0]}", found[1]))
         return issues
@@ -313,7 +314,7 @@ class Scenario:
                              "restrict NCCL's choice: set execution: nccl)")]
         left = self.nccl_enabled.protocols
         if self.protocol is not None and self.protocol not in left:
-            return [("protocol", f"expected a protocol nccl.proto {self.nccl.proto!r} leaves "
+            return [("protocol", f"expected a protocol nccl.proto {quoted(self.nccl.proto)} leaves "
                                  f"({', '.join(p.value for p in Protocol if p in left)}), got "
                                  f"{self.protocol.value}")]
         return []
@@ -372,13 +373,13 @@ def _run_issues(run: RunSettings, set_run: Callable[[RunSettings], None]) -> lis
     issues: list[Issue] = [(problem.field, problem.message) for problem in run.problems("")]
     for key in ("verify", "fast_forward"):
         if not isinstance(getattr(run, key), bool):
-            issues.append((key, f"expected a bool, got {getattr(run, key)!r}"))
+            issues.append((key, f"expected a bool, got {quoted(getattr(run, key))}"))
     if not isinstance(run.engine, Engine):
         try:
             set_run(replace(run, engine=Engine(run.engine)))
         except ValueError:
             issues.append(("engine", f"expected an Engine or one of "
-                                     f"{', '.join(e.value for e in Engine)}, got {run.engine!r}"))
+                                     f"{', '.join(e.value for e in Engine)}, got {quoted(run.engine)}"))
     return issues
 
 

@@ -12,7 +12,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Literal
 
-from simulator.errors import UnitError
+from simulator.errors import UnitError, quoted
+from simulator.limits import MAX_SIZE_BYTES
 from simulator.scenario.fields import FieldReader
 from simulator.scenario.parallelism import read_parallelism
 from simulator.training.compute import ACCELERATORS, Optimizer, Precision
@@ -114,7 +115,7 @@ def _chakra(reader: FieldReader, section: Mapping[str, object]) -> Path | None:
     so no model, batch, layout or sweep beside them."""
     value = section["chakra"]
     if not isinstance(value, str) or not value.strip():
-        reader.problem("training.chakra", f"expected a directory of Chakra traces, got {value!r}")
+        reader.problem("training.chakra", f"expected a directory of Chakra traces, got {quoted(value)}")
         return None
     beside = [key for key in ("model", "batch", "parallelism", "sweep") if key in section]
     if beside:
@@ -134,14 +135,22 @@ def _size_or_cap(value: object) -> int:
     except UnitError:
         size = 0
     if size < 1:
-        raise UnitError(f"expected a size ≥ 1 byte or 'cap', got {value!r}")
-    return size
+        raise UnitError(f"expected a size ≥ 1 byte or 'cap', got {quoted(value)}")
+    return _within_a_buffer(size, value)
 
 
 def _positive_size(value: object) -> int:
     size = parse_size(value)
     if size < 1:
-        raise UnitError(f"expected a size ≥ 1 byte, got {value!r}")
+        raise UnitError(f"expected a size ≥ 1 byte, got {quoted(value)}")
+    return _within_a_buffer(size, value)
+
+
+def _within_a_buffer(size: int, value: object) -> int:
+    """``size``, a bucket's limit, if no larger than a buffer may be (MAX_SIZE_BYTES)."""
+    if size > MAX_SIZE_BYTES:
+        raise UnitError(f"expected a size of at most {MAX_SIZE_BYTES >> 40} TiB (a bucket is "
+                        f"one buffer), got {quoted(value)}")
     return size
 
 
@@ -164,7 +173,7 @@ def _model(reader: FieldReader, value: object, imports: Imports) -> Network | No
         return _layers(reader, spec)
     reader.problem(field, f"expected a preset ({', '.join(NETWORKS)}), {{torch: MODULE:FACTORY}}, "
                           f"{{transformer: {{...}}}} or {{name: NAME, layers: [...]}}, got "
-                          f"{dict(spec)!r}")
+                          f"{quoted(dict(spec))}")
     return None
 
 
@@ -198,19 +207,19 @@ def _torch(reader: FieldReader, spec: Mapping[str, object], imports: Imports) ->
     reader.check_keys(spec, field, ["torch", "input", "name"])
     target = spec["torch"]
     if not isinstance(target, str) or not _TARGET.fullmatch(target):
-        reader.problem(f"{field}.torch", f"expected 'package.module:factory', got {target!r}")
+        reader.problem(f"{field}.torch", f"expected 'package.module:factory', got {quoted(target)}")
         return None
     shape = spec.get("input")
     if shape is not None and (not isinstance(shape, list) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape)):
         reader.problem(f"{field}.input", f"expected one sample's shape, a list of whole "
-                                         f"numbers ≥ 1 like [3, 224, 224], got {shape!r}")
+                                         f"numbers ≥ 1 like [3, 224, 224], got {quoted(shape)}")
         return None
     name = str(spec.get("name", target.partition(":")[2]))
     if imports is Imports.SKIP:
         return Network(name, (), "not measured", f"torch module {target}, not imported")
     if imports is not Imports.ALLOW:
-        reader.problem(f"{field}.torch", f"importing {target!r} runs its code; pass "
+        reader.problem(f"{field}.torch", f"importing {quoted(target)} runs its code; pass "
                                          f"--allow-import to run to allow it "
                                          f"(imports=Imports.ALLOW from Python)")
         return None
@@ -269,7 +278,7 @@ def _layers(reader: FieldReader, spec: Mapping[str, object]) -> Network | None:
         return None
     items = spec["layers"]
     if not isinstance(items, list) or not items:
-        reader.problem(f"{field}.layers", f"expected a non-empty list of layers, got {items!r}")
+        reader.problem(f"{field}.layers", f"expected a non-empty list of layers, got {quoted(items)}")
         return None
     layers = []
     for i, item in enumerate(items):
@@ -295,14 +304,14 @@ def _layer(reader: FieldReader, field: str, item: object) -> Layer | None:
     params = spec.get("params", {})
     if not isinstance(params, Mapping):
         reader.problem(f"{field}.params", f"expected a mapping of parameter names to shapes, "
-                                          f"got {params!r}")
+                                          f"got {quoted(params)}")
         return None
     tensors = []
     for name, shape in params.items():
         if not isinstance(shape, list) or not shape or not all(
                 isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in shape):
             reader.problem(f"{field}.params.{name}", f"expected a shape, a list of whole "
-                                                     f"numbers ≥ 1 like [1024, 4096], got {shape!r}")
+                                                     f"numbers ≥ 1 like [1024, 4096], got {quoted(shape)}")
             return None
         tensors.append(Tensor(str(name), tuple(shape)))
     flops = spec.get("flops", 0)
@@ -312,7 +321,7 @@ def _layer(reader: FieldReader, field: str, item: object) -> Layer | None:
     if isinstance(flops, bool) or not isinstance(flops, (int, float)) or not (
             math.isfinite(flops) and flops >= 0):
         reader.problem(f"{field}.flops", f"expected forward FLOPs per sample, a number ≥ 0, "
-                                         f"got {flops!r}")
+                                         f"got {quoted(flops)}")
         return None
     times = {key: reader.parse(f"{field}.{key}", spec[key], parse_time)
              for key in ("forward", "backward") if key in spec}
@@ -362,7 +371,7 @@ def _optimizer(reader: FieldReader, value: object) -> tuple[Optimizer, float | N
         return Optimizer.ADAM, parse_time(value)
     except UnitError:
         reader.problem("training.optimizer", f"expected one of {', '.join(names)} or a time "
-                                             f"like '2ms', got {value!r}")
+                                             f"like '2ms', got {quoted(value)}")
         return Optimizer.ADAM, None
 
 
@@ -393,7 +402,7 @@ def _sweep(reader: FieldReader, value: object
         if scaled is not None and len(scaled) != 1:
             reader.problem(f"{field}.topology", f"expected one topology parameter and its "
                                                 f"values, like {{nodes: [1, 2, 4]}}, got "
-                                                f"{dict(scaled)!r}")
+                                                f"{quoted(dict(scaled))}")
         elif scaled is not None:
             [(param, values)] = scaled.items()
             counts = reader.parse(f"{field}.topology.{param}", values, parse_counts)
@@ -403,7 +412,7 @@ def _sweep(reader: FieldReader, value: object
 
 def _sizes(reader: FieldReader, field: str, value: object) -> tuple[int, ...]:
     if not isinstance(value, list) or not value:
-        reader.problem(field, f"expected a list of sizes like [1MiB, 25MiB], got {value!r}")
+        reader.problem(field, f"expected a list of sizes like [1MiB, 25MiB], got {quoted(value)}")
         return ()
     sizes = [reader.parse(f"{field}[{i}]", item, _positive_size) for i, item in enumerate(value)]
     return tuple(s for s in sizes if s is not None) if all(s is not None for s in sizes) else ()

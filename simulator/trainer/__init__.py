@@ -42,10 +42,11 @@ from simulator.scenario.parallelism import REST, resolve
 from simulator.scenario.spec import Scenario
 from simulator.scenario.training import Imports
 from simulator.settings import RunSettings
+from simulator.trainer.buckets import ddp_buckets
 from simulator.trainer.collective_run import collective_run
 from simulator.trainer.layouts import sweep_layouts
 from simulator.trainer.parallel import simulate_parallel_step, simulate_traced_step, step_graph
-from simulator.training.buckets import Bucket, assign_buckets
+from simulator.training.buckets import Bucket
 from simulator.training.compute import backward_s, forward_s, optimizer_s
 from simulator.training.graph import StepGraph
 from simulator.training.layout import Parallelism, layout_problems
@@ -193,11 +194,10 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
     bucket's healthy time (``healthy_step_s``)."""
     spec = _spec(scenario)
     network, compute = spec.network, spec.compute
-    itemsize = scenario.dtype.itemsize
     tensors = network.tensors
+    buckets = ddp_buckets(scenario, spec, cap)
     first = spec.first_limit(cap)
     cap = spec.cap if cap is None else cap
-    buckets = assign_buckets([t.numel * itemsize for t in tensors], cap=cap, first=first)
     layer_of = [i for i, layer in enumerate(network.layers) for _ in layer.tensors]
     forward = [forward_s(layer, spec.batch, compute.flops) for layer in network.layers]
     backward = [backward_s(layer, spec.batch, compute.flops) for layer in network.layers]

@@ -21,8 +21,8 @@ from simulator.model.faults import Fault, Straggler, seen_by_bucket
 from simulator.plan import Setup
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
+from simulator.trainer.buckets import check_layout_step, ddp_buckets
 from simulator.trainer.costs import StepCosts
-from simulator.training.buckets import assign_buckets
 from simulator.training.compute import backward_s, forward_s, optimizer_s
 from simulator.training.ddp_graph import ddp_plan
 from simulator.training.execute import Demand, Execution, Span, execute
@@ -134,8 +134,7 @@ def _plan(scenario: Scenario, spec: TrainingSpec, layout: Parallelism, *,
         layers = [(layer.name, forward_s(layer, spec.batch, compute.flops),
                    backward_s(layer, spec.batch, compute.flops)) for layer in network.layers]
         layer_of = [i for i, layer in enumerate(network.layers) for _ in layer.tensors]
-        buckets = assign_buckets([t.numel * scenario.dtype.itemsize for t in network.tensors],
-                                 cap=spec.cap, first=spec.first_limit())
+        buckets = ddp_buckets(scenario, spec)
         update = spec.optimizer_s if spec.optimizer_s is not None else optimizer_s(
             network.numel, spec.optimizer, compute.memory_bandwidth)
         return ddp_plan(layers, layer_of, buckets, update, layout, overlap=spec.overlap,
@@ -144,7 +143,9 @@ def _plan(scenario: Scenario, spec: TrainingSpec, layout: Parallelism, *,
     assert shape is not None  # the reader refuses model parallelism without a shape
     inputs = StepInputs(shape, spec.batch, spec.compute.flops, spec.compute.memory_bandwidth,
                         spec.optimizer, scenario.dtype.itemsize, spec.cap, spec.optimizer_s)
-    return step_plan(inputs, layout, folded=folded)
+    plan = step_plan(inputs, layout, folded=folded)
+    check_layout_step(scenario, plan.graph)
+    return plan
 
 
 def _late(graph: StepGraph, late: dict[int, float]) -> StepGraph:

@@ -55,7 +55,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.model.collective import Collective
 from simulator.training.chakra_schema import (
     COMM_TYPES,
@@ -244,7 +244,7 @@ def _declare(node: Any, file: str, ranks: int,
         first = declared.setdefault(entry["pg_name"], (members, file))
         if first[0] != members:
             raise InputError([Problem(file, where, (
-                f"process group {entry['pg_name']!r} holds ranks {list(members)}: expected "
+                f"process group {quoted(entry['pg_name'])} holds ranks {list(members)}: expected "
                 f"{list(first[0])}, as {first[1]} declares it"))])
 
 
@@ -298,7 +298,7 @@ def _groups(programs: list[list[Op]], declared: dict[str, tuple[tuple[int, ...],
                 if rank not in held:
                     raise InputError([Problem(files[rank], f"node {op.id} ({op.name}): "
                                               "attr pg_name", (
-                        f"{op.group!r}: expected a process group holding rank {rank}, it is "
+                        f"{quoted(op.group)}: expected a process group holding rank {rank}, it is "
                         f"declared with ranks {list(held)}"))])
     everyone = tuple(range(len(programs)))
     return (*(Group(name, ranks) for name, (ranks, _) in declared.items()),

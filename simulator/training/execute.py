@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from simulator.errors import quoted
 from simulator.training.graph import Op, OpKind, StepGraph
 
 MIN_COMPUTE_RATE = 0.1
@@ -274,9 +275,9 @@ class _Run:
         for program in self.graph.programs:
             for op in program.ops:
                 if (program.rank, op.id) not in self.spans:
-                    what = (f"communicator {op.group!r}" if op.kind is OpKind.COLLECTIVE else
+                    what = (f"communicator {quoted(op.group)}" if op.kind is OpKind.COLLECTIVE else
                             f"rank {op.peer}" if op.communicates else "its dependencies")
-                    return (f"the step cannot end: rank {program.rank}'s {op.name!r} (op "
+                    return (f"the step cannot end: rank {program.rank}'s {quoted(op.name)} (op "
                             f"{op.id}) waits forever on {what}")
         return "the step cannot end"
 

@@ -25,6 +25,7 @@ import subprocess
 import sys
 from typing import Any
 
+from simulator.errors import quoted
 from simulator.training.network import Layer, Network, Tensor
 
 _CHILD = ("import json, sys; request = json.loads(sys.stdin.read()); "
@@ -53,10 +54,10 @@ def network_from_factory(target: str, *, name: str, shape: tuple[int, ...] | Non
                               stdout=subprocess.PIPE, encoding="utf-8", errors="replace")
     except OSError as error:
         raise ValueError(f"cannot start Python ({sys.executable or 'none'}) to import "
-                         f"{target!r}: {error.strerror}") from None
+                         f"{quoted(target)}: {error.strerror}") from None
     reply = _reply(done.stdout)
     if reply is None:
-        raise ValueError(f"{target!r} failed: {_ended(done.returncode)}")
+        raise ValueError(f"{quoted(target)} failed: {_ended(done.returncode)}")
     if isinstance(reply, str):
         raise ValueError(reply)
     return reply
@@ -136,15 +137,15 @@ def _build(request: dict[str, Any]) -> Network:
     except (ImportError, AttributeError) as error:
         missing = isinstance(error, ModuleNotFoundError) and error.name is not None and \
             f"{module_name}.".startswith(f"{error.name}.")  # the target, not what it imports
-        raise _Failed(f"cannot load {target!r}: {_text(error)}" + (
+        raise _Failed(f"cannot load {quoted(target)}: {_text(error)}" + (
             "; the module is looked for on Python's path (the current directory under python -m, "
             "then PYTHONPATH), not beside the scenario" if missing else "")) from None
     except BaseException as error:  # the module's own code, run by the import
-        raise _Failed(f"{target!r} failed while importing {module_name}: {_said(error)}") from None
+        raise _Failed(f"{quoted(target)} failed while importing {module_name}: {_said(error)}") from None
     try:
         module = build()
     except BaseException as error:  # the user's factory: whatever it raises is its problem
-        raise _Failed(f"{target!r} failed: {_said(error)}") from None
+        raise _Failed(f"{quoted(target)} failed: {_said(error)}") from None
     try:
         import torch
 
@@ -152,7 +153,7 @@ def _build(request: dict[str, Any]) -> Network:
     except ImportError:
         raise _Failed(NO_TORCH) from None
     if not isinstance(module, torch.nn.Module):
-        raise _Failed(f"expected {target!r} to return a torch.nn.Module, got a "
+        raise _Failed(f"expected {quoted(target)} to return a torch.nn.Module, got a "
                       f"{type(module).__name__}")
     try:
         shape = request["input"]
@@ -162,13 +163,13 @@ def _build(request: dict[str, Any]) -> Network:
     except ValueError as error:  # no parameters, or a forward that fails on the input
         raise _Failed(_text(error)) from None
     except BaseException as error:  # the module's forward, run to count its FLOPs
-        raise _Failed(f"{target!r} failed: {_said(error)}") from None
+        raise _Failed(f"{quoted(target)} failed: {_said(error)}") from None
 
 
 def _said(error: BaseException) -> str:
     """What the user's code did, in one line: ``RuntimeError: boom``, ``it called sys.exit(3)``."""
     if isinstance(error, SystemExit):
-        return "it called sys.exit()" if error.code is None else f"it called sys.exit({error.code!r})"
+        return "it called sys.exit()" if error.code is None else f"it called sys.exit({quoted(error.code)})"
     text = _text(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
+from simulator.errors import quoted
 from simulator.model.collective import Collective
 
 
@@ -140,9 +141,9 @@ def _op_problems(graph: StepGraph, rank: int, op: Op) -> Sequence[str]:
         if op.collective is None:
             return ["a collective without its kind"]
         if op.group not in graph._by_name:
-            return [f"communicator {op.group!r} is not declared"]
+            return [f"communicator {quoted(op.group)} is not declared"]
         if rank not in graph._by_name[op.group].ranks:
-            return [f"rank {rank} is not a member of communicator {op.group!r}"]
+            return [f"rank {rank} is not a member of communicator {quoted(op.group)}"]
         return []
     if not 0 <= op.peer < graph.ranks or op.peer == rank:
         return [f"peer {op.peer}: expected another rank of 0..{graph.ranks - 1}"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from simulator.errors import UnitError
+from simulator.errors import UnitError, quoted
+from simulator.model.faults.kind import check_factor
 from simulator.units import parse_flag, parse_time
 
 flag = parse_flag
@@ -17,15 +18,17 @@ def time_value(value: object) -> float:
     """A time at least 0, with its unit."""
     seconds = parse_time(value)
     if seconds < 0:
-        raise UnitError(f"expected a time at least 0, got {value!r}")
+        raise UnitError(f"expected a time at least 0, got {quoted(value)}")
     return seconds
 
 
 def fraction(value: object) -> float:
-    """A factor above 0 and at most 1: the share of the bandwidth left."""
+    """A factor above 0 and at most 1: the share of the bandwidth left, at least
+    :data:`~simulator.limits.MIN_FAULT_FACTOR`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
         raise UnitError(f"expected a factor above 0 and at most 1 (0.5 halves the bandwidth), "
-                        f"got {value!r}")
+                        f"got {quoted(value)}")
+    check_factor(value)
     return float(value)
 
 
@@ -34,14 +37,14 @@ def link_ends(value: object) -> tuple[str, str]:
     if (not isinstance(value, list) or len(value) != 2
             or not all(isinstance(end, str) and end for end in value) or value[0] == value[1]):
         raise UnitError(f"expected two different node names [from, to], such as [gpu1, switch], "
-                        f"got {value!r}")
+                        f"got {quoted(value)}")
     return value[0], value[1]
 
 
 def node_name(value: object) -> str:
     """A node's name, as ``topo`` prints it."""
     if not isinstance(value, str) or not value:
-        raise UnitError(f"expected a node name, such as n0.nic0, got {value!r}")
+        raise UnitError(f"expected a node name, such as n0.nic0, got {quoted(value)}")
     return value
 
 
@@ -52,6 +55,6 @@ def rank_below(ranks: int | None) -> Callable[[object], int]:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0 or (
                 ranks is not None and value >= ranks):
             upto = f" to {ranks - 1}" if ranks is not None else " or more"
-            raise UnitError(f"expected a rank from 0{upto}, got {value!r}")
+            raise UnitError(f"expected a rank from 0{upto}, got {quoted(value)}")
         return value
     return parse

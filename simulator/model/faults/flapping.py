@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
-from simulator.errors import UnitError
+from simulator.errors import UnitError, quoted
 from simulator.limits import MAX_FLAPS
 from simulator.model.faults.entry import flag, link_ends, time_value
 from simulator.model.faults.kind import Fault, Fields, Problem, said
@@ -32,7 +32,7 @@ def positive_time(value: object) -> float:
     """A time above 0, with its unit."""
     seconds = time_value(value)
     if seconds <= 0:
-        raise UnitError(f"expected a time above 0, got {value!r}")
+        raise UnitError(f"expected a time above 0, got {quoted(value)}")
     return seconds
 
 
@@ -69,13 +69,13 @@ class LinkFlapping(Fault):
     def __post_init__(self) -> None:
         times = (self.at_s, self.until_s, self.period_s, self.down_s)
         if not all(math.isfinite(time) for time in times):
-            raise ValueError(f"expected finite times, got {times!r}")
+            raise ValueError(f"expected finite times, got {quoted(times)}")
         if not 0 < self.down_s < self.period_s:
             raise ValueError(f"expected a time down above 0 and below the period "
-                             f"({self.period_s!r} s), got {self.down_s!r}")
+                             f"({quoted(self.period_s)} s), got {quoted(self.down_s)}")
         if not self.until_s > self.at_s:
-            raise ValueError(f"expected 'until' after 'at' ({self.at_s!r} s), got "
-                             f"{self.until_s!r}")
+            raise ValueError(f"expected 'until' after 'at' ({quoted(self.at_s)} s), got "
+                             f"{quoted(self.until_s)}")
         count = periods(self.at_s, self.until_s, self.period_s)
         if count > MAX_FLAPS:
             raise ValueError(f"expected at most {MAX_FLAPS:,} periods, got {count:,}")
@@ -157,9 +157,9 @@ def _problems(fields: Fields, at: float, until: float, period: float,
     found: list[Problem] = []
     if down >= period:
         found.append(("down", f"expected a time below the period ({fields.raw('period')}), "
-                              f"got {fields.raw('down')!r}"))
+                              f"got {quoted(fields.raw('down'))}"))
     if until <= at:
-        found.append(("until", f"expected a time after 'at', got {fields.raw('until')!r}"))
+        found.append(("until", f"expected a time after 'at', got {quoted(fields.raw('until'))}"))
     elif (count := periods(at, until, period)) > MAX_FLAPS:
         found.append(("period", f"expected at most {MAX_FLAPS:,} periods from 'at' to 'until' "
                                 f"(simulator/limits.py), got {count:,}; use a longer period "

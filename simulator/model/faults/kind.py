@@ -18,6 +18,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar, Protocol, Self, TypeVar
 
+from simulator.errors import quoted
+from simulator.limits import MIN_FAULT_FACTOR
 from simulator.units import format_time
 
 if TYPE_CHECKING:
@@ -145,19 +147,23 @@ def said(time_s: float) -> str:
 def check_time(at_s: float) -> None:
     """ValueError unless ``at_s`` is a time at least 0."""
     if not (math.isfinite(at_s) and at_s >= 0):
-        raise ValueError(f"expected a time at least 0, got {at_s!r}")
+        raise ValueError(f"expected a time at least 0, got {quoted(at_s)}")
 
 
 def check_factor(factor: float) -> None:
-    """ValueError unless ``factor`` is finite and above 0."""
+    """ValueError unless ``factor`` is finite and at least :data:`MIN_FAULT_FACTOR`."""
     if not (math.isfinite(factor) and factor > 0):
-        raise ValueError(f"expected a factor above 0, got {factor!r}")
+        raise ValueError(f"expected a factor above 0, got {quoted(factor)}")
+    if factor < MIN_FAULT_FACTOR:
+        raise ValueError(f"expected a factor of at least {MIN_FAULT_FACTOR:g} (a millionth of "
+                         f"the bandwidth; a link that slow is down: link_down), got "
+                         f"{quoted(factor)}")
 
 
 def check_rank(rank: int) -> None:
     """ValueError unless ``rank`` is at least 0."""
     if rank < 0:
-        raise ValueError(f"expected a rank at least 0, got {rank!r}")
+        raise ValueError(f"expected a rank at least 0, got {quoted(rank)}")
 
 
 def node_problem(machine: Machine, node: str) -> str | None:
@@ -165,5 +171,5 @@ def node_problem(machine: Machine, node: str) -> str | None:
     if machine.routing.has_node(node):
         return None
     close = difflib.get_close_matches(node, machine.routing.node_names(), n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return f"no node {node!r} in the topology (the names `topo --names` prints){hint}"
+    hint = f"; did you mean {quoted(close[0])}?" if close else ""
+    return f"no node {quoted(node)} in the topology (the names `topo --names` prints){hint}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
+from simulator.errors import quoted
 from simulator.model.faults.entry import flag, fraction, link_ends, time_value
 from simulator.model.faults.kind import (
     Fault,
@@ -49,7 +50,7 @@ def link_problem(machine: Machine, link: Link, links: tuple[Link, ...]) -> Probl
             return "link", problem
     for a, b in links:
         if (a, b) not in capacities:
-            return "link", f"no link from {a!r} to {b!r} in the topology"
+            return "link", f"no link from {quoted(a)} to {quoted(b)} in the topology"
     return None
 
 
@@ -75,8 +76,8 @@ class LinkDegraded(Fault):
         check_factor(self.factor)
         check_time(self.at_s)
         if self.until_s is not None and not self.until_s > self.at_s:
-            raise ValueError(f"expected 'until' after 'at' ({self.at_s!r} s), got "
-                             f"{self.until_s!r}")
+            raise ValueError(f"expected 'until' after 'at' ({quoted(self.at_s)} s), got "
+                             f"{quoted(self.until_s)}")
 
     @classmethod
     def read(cls, fields: Fields) -> LinkDegraded | None:
@@ -87,7 +88,7 @@ class LinkDegraded(Fault):
         until = fields.get("until", time_value) if fields.given("until") else None
         both = fields.get("both", flag, False)
         if until is not None and at is not None and until <= at:
-            fields.problem("until", f"expected a time after 'at', got {fields.raw('until')!r}")
+            fields.problem("until", f"expected a time after 'at', got {quoted(fields.raw('until'))}")
             return None
         if link is None or factor is None or at is None or both is None:
             return None

@@ -7,6 +7,7 @@ import difflib
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, ClassVar
 
+from simulator.errors import quoted
 from simulator.model.faults.entry import node_name, time_value
 from simulator.model.faults.kind import (
     Fault,
@@ -55,9 +56,9 @@ class NicDown(Fault):
             nics = [name for name in machine.routing.node_names()
                     if machine.routing.node_kind(name) == "nic"]
             close = difflib.get_close_matches(self.nic, nics, n=1)
-            hint = (f"; did you mean {close[0]!r}?" if close
+            hint = (f"; did you mean {quoted(close[0])}?" if close
                     else "; this topology has none" if not nics else "")
-            return "nic", f"expected a NIC, got {self.nic!r}, a {kind or 'node'}{hint}"
+            return "nic", f"expected a NIC, got {quoted(self.nic)}, a {kind or 'node'}{hint}"
         return None
 
     def seen_by(self, start_s: float, ready_s: float) -> NicDown:

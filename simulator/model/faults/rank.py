@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
+from simulator.errors import quoted
 from simulator.model.execution import Execution
 from simulator.model.faults.entry import fraction, rank_below, time_value
 from simulator.model.faults.kind import Fault, Fields, Problem, check_factor, check_rank, said
@@ -35,7 +36,7 @@ class Straggler(Fault):
     def __post_init__(self) -> None:
         check_rank(self.rank)
         if not (math.isfinite(self.delay_s) and self.delay_s >= 0):
-            raise ValueError(f"expected a delay at least 0, got {self.delay_s!r}")
+            raise ValueError(f"expected a delay at least 0, got {quoted(self.delay_s)}")
 
     @classmethod
     def read(cls, fields: Fields) -> Straggler | None:
