@@ -38,6 +38,30 @@ def quoted(value: object, limit: int = QUOTE_CHARS) -> str:
     return text if len(text) <= limit + 2 else f"{text[:limit]}…"
 
 
+PATH_CHARS = 120
+"""The most of a file's path a line shows: a path the user gave (up to 4,096 characters on
+Linux) is theirs to know, and its two ends say which file it is."""
+
+
+def short_path(path: str, limit: int = PATH_CHARS) -> str:
+    """``path`` as a line names it: whole up to ``limit`` characters, else its start and its
+    end (the file's own name) around ``…``.
+
+    >>> short_path("a" * 200 + "/s.yaml", limit=20)
+    'aaaaaaaaaa…aa/s.yaml'
+    """
+    if len(path) <= limit:
+        return path
+    tail = (limit - 1) // 2
+    return f"{path[:limit - 1 - tail]}…{path[-tail:]}"
+
+
+def clipped(text: str, limit: int = QUOTE_CHARS) -> str:
+    """``text`` as a message shows it inside its own quotes (an XML attribute's value): whole
+    up to ``limit`` characters, else its first ``limit`` and ``…``."""
+    return text if len(text) <= limit else f"{text[:limit]}…"
+
+
 def one_line(text: str, limit: int = MAX_LINE_CHARS) -> str:
     """``text`` cut to ``limit`` characters with ``…``: the last guard of a line for a person."""
     return text if len(text) <= limit else f"{text[:limit - 1]}…"
@@ -56,7 +80,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
-        where = f"{self.file}: {self.field}" if self.field else self.file
+        file = short_path(self.file)
+        where = f"{file}: {self.field}" if self.field else file
         return one_line(f"{where}: {self.message}")
 
 

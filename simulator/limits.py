@@ -109,6 +109,12 @@ and every step of 4 KiB up to 16 MiB is 4,096. Each size is at least one point, 
 ~0.1 s to minutes, so 4,096 of them are already hours; a million (an expanded list pasted
 whole) ran past 300 s before its first point with no word said."""
 
+MAX_BATCH = 1 << 24
+"""Samples a GPU may take per training step (``training.batch``): 16,777,216. The largest batch
+of a published run is GPT-3's 3.2 million tokens for all of its GPUs (Brown et al. 2020, Table
+2.1: 1,563 sequences of 2,048), so no real step comes near it; a batch of 10^23 was accepted and
+gave a step time of thousands of years."""
+
 MAX_PIECES = 1 << 20
 """Pipeline pieces per buffer (each is a message on every hop it crosses)."""
 

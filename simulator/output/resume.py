@@ -53,9 +53,10 @@ def resumed(scenario: Scenario, run: RunSettings, output: Path,
                                  "is missing, so nothing says which run wrote it")
     try:
         written = json.loads(json_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as error:
+        why = "nested too deep" if isinstance(error, RecursionError) else str(error)
         raise _problem(scenario, f"cannot resume: {json_path} is not readable JSON "
-                                 f"({error})") from None
+                                 f"({why})") from None
     expected = json.loads(json.dumps(settings(scenario, run, output)))
     differs = _first_difference(expected, written)
     if differs is not None:

@@ -31,7 +31,7 @@ from simulator.algorithms.msccl import (
     Threadblock,
     flaws,
 )
-from simulator.errors import InputError, Problem, quoted
+from simulator.errors import InputError, Problem, clipped, quoted
 from simulator.inputs import note_read
 from simulator.model.collective import Collective
 from simulator.units import INT_MAX, MAX_DIGITS, whole_in
@@ -121,7 +121,7 @@ _NAMING = ("name", "id", "s", "type")
 
 def _tag(element: XmlElement) -> str:
     """``<step s="3" type="rrc">``: the element with the attributes that name it."""
-    shown = "".join(f' {name}="{element.attrs[name]}"' for name in _NAMING
+    shown = "".join(f' {name}="{clipped(element.attrs[name])}"' for name in _NAMING
                     if name in element.attrs)
     return f"<{element.tag}{shown}>"
 

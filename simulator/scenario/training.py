@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from simulator.errors import UnitError, quoted
-from simulator.limits import MAX_SIZE_BYTES
+from simulator.limits import MAX_BATCH, MAX_SIZE_BYTES
 from simulator.scenario.fields import FieldReader
 from simulator.scenario.parallelism import read_parallelism
 from simulator.training.compute import ACCELERATORS, Optimizer, Precision
@@ -77,7 +77,7 @@ def read_training(reader: FieldReader, value: object,
     network = _model(reader, section.get("model"), imports) if "model" in section else None
     if chakra is not None:
         network = Network("chakra", (), "a Chakra trace's step", str(chakra))
-    batch = reader.parse("training.batch", section.get("batch", 1), parse_count)
+    batch = reader.parse("training.batch", section.get("batch", 1), _batch)
     precision = reader.choice("training.precision", section.get("precision", "mixed"),
                               [p.value for p in Precision], "a precision")
     compute = _compute(reader, section.get("gpu", "h100"),
@@ -127,6 +127,15 @@ def _chakra(reader: FieldReader, section: Mapping[str, object]) -> Path | None:
     if not path.is_absolute() and not reader.file.startswith("<"):
         path = Path(reader.file).parent / path
     return path
+
+
+def _batch(value: object) -> int:
+    """Samples per GPU per step: a whole number from 1 to MAX_BATCH."""
+    batch = parse_count(value)
+    if batch > MAX_BATCH:
+        raise UnitError(f"expected at most {MAX_BATCH:,} samples per GPU (simulator/limits.py), "
+                        f"got {quoted(batch)}")
+    return batch
 
 
 def _size_or_cap(value: object) -> int:

@@ -7,7 +7,7 @@ the elements (messages, circles).
 from __future__ import annotations
 
 from simulator.algorithms.msccl.ir import Flaw, Gpu, Kind, MscclSchedule, Step, Threadblock
-from simulator.errors import rank_spans
+from simulator.errors import clipped, rank_spans
 from simulator.model.collective import Collective
 
 MAX_CHUNKS = 32767
@@ -36,7 +36,7 @@ def element_flaws(schedule: MscclSchedule) -> list[Flaw]:
 
 
 def _algo_flaws(schedule: MscclSchedule) -> list[Flaw]:
-    tag = f'<algo name="{schedule.name}">'
+    tag = f'<algo name="{clipped(schedule.name)}">'
     found = []
     if schedule.chunks > MAX_CHUNKS:
         found.append(Flaw(schedule.line, tag, (
