@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
                  "settings", "inputs", "xmlsafe"},
     "engine": {"engine", "algorithms", "model", "limits", "errors", "settings"},
     "output": {"output", "scenario", "training", "algorithms", "model", "units", "limits",
-               "errors", "version", "settings"},
+               "errors", "version", "settings", "inputs"},  # inputs: what no output may replace
     "plan": {"scenario", "algorithms", "model", "engine", "units", "limits", "errors",
              "settings"},
     "runner": {"plan", "scenario", "algorithms", "model", "engine", "output", "units", "limits",
@@ -41,7 +41,7 @@ ALLOWED: dict[str, set[str]] = {
                     "limits", "errors", "settings"},
     "dist": {"distributed"},  # the package's name until issue 37, an alias of it
     "commands": {"commands", "errors", "limits", "model", "output", "runner", "scenario",
-                 "calibration", "measured", "sweep", "trainer", "tune"},
+                 "calibration", "measured", "sweep", "trainer", "tune", "inputs"},
     "cli": {"commands", "output", "errors", "version"},  # the parser, the exit codes
     "calibration": {"algorithms", "errors", "measured", "model", "scenario"},
     "tune": {"runner", "plan", "output", "scenario", "algorithms", "model", "settings", "version",

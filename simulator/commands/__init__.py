@@ -11,6 +11,7 @@ once.
 May import: :mod:`simulator.runner`, :mod:`simulator.sweep`, :mod:`simulator.trainer`,
 :mod:`simulator.tune`, :mod:`simulator.calibration`, :mod:`simulator.measured`,
 :mod:`simulator.output`, :mod:`simulator.scenario`, :mod:`simulator.model` (a topology's
-numbers, for ``topo``), :mod:`simulator.limits`, :mod:`simulator.errors`. Never
+numbers, for ``topo``), :mod:`simulator.inputs` (the files read, which no output may be),
+:mod:`simulator.limits`, :mod:`simulator.errors`. Never
 :mod:`simulator.cli`, which imports them.
 """

@@ -12,6 +12,7 @@ both asked through :mod:`.observed`); and a topology's numbers as text and its d
 May import: :mod:`simulator.scenario` (to describe the settings), :mod:`simulator.training` (its
 results), :mod:`simulator.algorithms` (their names), :mod:`simulator.model`,
 :mod:`simulator.units`, :mod:`simulator.limits`, :mod:`simulator.errors`,
-:mod:`simulator.settings` (how a run went), :mod:`simulator.version`; pandas and matplotlib.
+:mod:`simulator.settings` (how a run went), :mod:`simulator.version`, :mod:`simulator.inputs`
+(no output over a file read); pandas and matplotlib.
 Never the engine: output only formats what a run computed.
 """
