@@ -64,6 +64,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except NetworkCut as error:  # the scenario's faults split the network: the run cannot end
         print(f"{command.input(args)}: {error}", file=sys.stderr)
         return EXIT_FAILED
+    except MemoryError:  # past the estimates made before running: the machine said no
+        print(f"{command.input(args)}: out of memory: the machine could not give the run what "
+              "it needed; files already written are complete (use fewer ranks or sizes, or a "
+              "smaller --proxy-elements)", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt as stop:  # every file is written atomically: none half-written
         print(f"{command.input(args)}: {stopped(stop)}; files already written are complete",
               file=sys.stderr)

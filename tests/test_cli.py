@@ -212,3 +212,17 @@ def test_failed_verification_exits_1_and_still_writes_results(tmp_path, capsys, 
     assert failed.endswith("): rank 0 chunk 0 of 4 differs from numpy's sum, first at element 0 "
                            "of the 1024 verified")
     assert not pd.read_csv(tmp_path / "broken.csv").verified.any()
+
+
+def test_out_of_memory_is_one_line_and_exit_1(tmp_path, capsys, monkeypatch):
+    import simulator.scenario.parse
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError  # as numpy raises when the address space is spent
+
+    monkeypatch.setattr(simulator.scenario.parse, "load_scenario", exhausted)
+    assert main(["run", str(tmp_path / "s.yaml"), "--output", str(tmp_path / "out")]) == 1
+    assert capsys.readouterr().err == (
+        f"{tmp_path / 's.yaml'}: out of memory: the machine could not give the run what it "
+        "needed; files already written are complete (use fewer ranks or sizes, or a smaller "
+        "--proxy-elements)\n")
