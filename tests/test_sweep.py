@@ -312,3 +312,31 @@ def test_ctrl_c_while_the_local_cluster_starts_is_taken_once_it_is_up(monkeypatc
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
     finally:
         signal.signal(signal.SIGINT, before)
+
+
+def test_output_puts_each_scenario_in_a_directory_of_its_name(tmp_path, capsys):
+    # over the scenario's own output: as run's --output
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(f"topology: {{kind: switch, ranks: 2, bandwidth: 1GB/s, latency: 1us}}\n"
+                 f"algorithms: [ring]\nsizes: [64]\noutput: {tmp_path / 'own'}\n")
+    b.write_text("topology: {kind: switch, ranks: 2, bandwidth: 1GB/s, latency: 1us}\n"
+                 "algorithms: [ring]\nsizes: [128]\n")
+    out = tmp_path / "swept"
+    assert main(["sweep", str(a), str(b), "--output", str(out), "--workers", "1",
+                 "--no-progress", "--no-plot"]) == 0
+    assert list(pd.read_csv(out / "a" / "a.csv").size_bytes) == [64]
+    assert list(pd.read_csv(out / "b" / "b.csv").size_bytes) == [128]
+    assert not (tmp_path / "own").exists()
+    assert f"# results: {out / 'a' / 'a.csv'}" in capsys.readouterr().out
+
+
+def test_output_with_two_scenarios_of_one_name_is_refused_before_running(tmp_path, capsys):
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    for path in (first, second):
+        path.write_text("name: same\ntopology: {kind: switch, ranks: 2, bandwidth: 1GB/s, "
+                        "latency: 1us}\nsizes: [64]\n")
+    assert main(["sweep", str(first), str(second), "--output", str(tmp_path / "d"),
+                 "--no-progress"]) == 2
+    assert capsys.readouterr().err == (f"{second}: output: expected its own directory, but "
+                                       f"{first} also writes to {tmp_path / 'd' / 'same'}\n")
+    assert not (tmp_path / "d").exists()

@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 def arguments(parser: argparse.ArgumentParser) -> None:
     """``sweep``'s arguments."""
     parser.add_argument("scenarios", type=Path, nargs="+", help="scenario YAML files")
+    parser.add_argument("--output", type=Path, metavar="DIR",
+                        help="write each scenario's files in DIR/<its name> (default: each "
+                             "scenario's own output, results/<name> where it sets none)")
     parser.add_argument("--scheduler", help="address of a running Dask scheduler, e.g. "
                                             "tcp://host:8786 (default: a local cluster)")
     parser.add_argument("--workers", type=int, help="worker processes of the local cluster "
@@ -71,6 +75,9 @@ def execute(args: argparse.Namespace) -> int:
     # it never builds a {torch: ...} model, with --allow-import or without
     with recording() as reads:
         scenarios = [load_scenario(path, imports=Imports.SKIP) for path in args.scenarios]
+    if args.output is not None:  # as run's --output, over each scenario's own
+        scenarios = [replace(scenario, output=args.output / scenario.name)
+                     for scenario in scenarios]
     _check_outputs(scenarios, reads)
     if args.workers is not None and args.workers < 1:  # before the files: a command-line slip
         raise InputError([Problem("command line", "--workers", f"expected a whole number ≥ 1, "
