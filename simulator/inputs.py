@@ -52,6 +52,11 @@ class InputFile:
     device: int
     inode: int
 
+    @classmethod
+    def of(cls, path: Path, status: os.stat_result) -> InputFile:
+        """``path``, whose ``status`` was taken (links followed), as an input file."""
+        return cls(path, status.st_dev, status.st_ino)
+
     def is_(self, status: os.stat_result) -> bool:
         """Whether ``status`` (of a path, links followed) is this file."""
         return (status.st_dev, status.st_ino) == (self.device, self.inode)
@@ -82,7 +87,7 @@ def note_read(path: Path, status: os.stat_result) -> None:
     :func:`recording` is open."""
     reads = _READS.get()
     if reads is not None and not any(read.is_(status) for read in reads):
-        reads.append(InputFile(path, status.st_dev, status.st_ino))
+        reads.append(InputFile.of(path, status))
 
 
 def identified(paths: Iterable[Path]) -> list[InputFile]:
@@ -94,7 +99,7 @@ def identified(paths: Iterable[Path]) -> list[InputFile]:
             status = path.stat()
         except OSError:
             continue
-        found.append(InputFile(path, status.st_dev, status.st_ino))
+        found.append(InputFile.of(path, status))
     return found
 
 

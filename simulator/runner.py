@@ -31,7 +31,7 @@ from simulator.engine.record import Recorder
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.model.collective import Expected
-from simulator.model.faults import Fault
+from simulator.model.faults import Fault, caveats
 from simulator.model.nccl_point import pick_problem
 from simulator.model.reduction import ReduceOp
 from simulator.model.span import Span
@@ -298,9 +298,8 @@ def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
               if plan.nccl is not None and plan.nccl.pick is not None}
     algorithms = (len({point.algorithm for point in planned}) if scenario.nccl_choice
                   else len(setup.algorithms))
-    caveats = tuple(caveat for fault in scenario.faults if (caveat := fault.caveat()))
     return Outlook(scenario.name, algorithms, len(scenario.sizes), planned,
-                   notes + plans.left_out + caveats, nccl_pick=scenario.nccl_choice,
+                   notes + plans.left_out + caveats(scenario.faults), nccl_pick=scenario.nccl_choice,
                    picks=tuple((size, picked[size]) for size in scenario.sizes
                                if size in picked))
 

@@ -402,8 +402,8 @@ def _connect(dask: _Dask, scheduler: str) -> Any:
         asyncio.run(_answers(dask.connect, scheduler))
         return dask.Client(scheduler, timeout=f"{CONNECT_S:g}s")
     except TimeoutError:  # Python's, and asyncio's: it took the connection but said nothing
-        raise ClusterError(f"the Dask scheduler at {scheduler!r} took the connection but did not "
-                           f"answer within {HANDSHAKE_S:g} s") from None
+        raise ClusterError(f"the Dask scheduler at {quoted(scheduler)} took the connection but "
+                           f"did not answer within {HANDSHAKE_S:g} s") from None
     except (OSError, ValueError) as error:
         raise InputError([Problem("sweep", "scheduler", f"no Dask scheduler answers at "
                                                         f"{quoted(scheduler)}: {error}")]) from None

@@ -197,15 +197,15 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
            chosen: tuple[str, ...]) -> int:
     """A training scenario: its step (verified) and sweeps, printed and written; Ctrl-C leaves
     the files as they were (they are written at the end, each atomically)."""
+    from simulator.model.faults import caveats
     from simulator.output.training import format_training
     from simulator.output.writers import write_training
     from simulator.runner import settings_of
     from simulator.trainer import train
 
     _refuse_point_options(args)
-    for fault in scenario.faults:  # said even if quiet, as a run of points says it
-        if (caveat := fault.caveat()) is not None:
-            print(f"{scenario.source}: {caveat}", file=sys.stderr, flush=True)
+    for caveat in caveats(scenario.faults):  # said even if quiet, as a run of points says it
+        print(f"{scenario.source}: {caveat}", file=sys.stderr, flush=True)
 
     def progress(what: str) -> None:
         if not args.quiet:

@@ -45,7 +45,8 @@ from simulator.model.faults.rank import SlowGpu, Straggler
 from simulator.model.machine import Machine
 
 __all__ = ["KINDS", "Fault", "Fields", "LinkDegraded", "LinkDown", "LinkFlapping", "NicDown",
-           "SlowGpu", "Straggler", "fault_problem", "said", "seen_by_bucket", "with_faults"]
+           "SlowGpu", "Straggler", "caveats", "fault_problem", "said", "seen_by_bucket",
+           "with_faults"]
 
 KINDS: dict[str, type[Fault]] = {kind.kind: kind for kind in (
     LinkDegraded,
@@ -64,6 +65,13 @@ def fault_problem(fault: Fault, machine: Machine, execution: Execution) -> Probl
     under ``execution`` (:meth:`Fault.problem <simulator.model.faults.kind.Fault.problem>`);
     None where it applies."""
     return fault.problem(machine, execution)
+
+
+def caveats(faults: Sequence[Fault]) -> tuple[str, ...]:
+    """The line each of ``faults`` says where its modelled outcome is not NCCL's
+    (:meth:`~simulator.model.faults.kind.Fault.caveat`), in their order: what a run says
+    beside its results, even if quiet."""
+    return tuple(caveat for fault in faults if (caveat := fault.caveat()) is not None)
 
 
 def seen_by_bucket(faults: Sequence[Fault], start_s: float, ready_s: float) -> tuple[Fault, ...]:
