@@ -88,6 +88,31 @@ class Point:
             return f"{self.algorithm.name} at {size}"
         return f"NCCL's pick at {size} ({self.algorithm.name}/{self.protocol.value})"
 
+    def left_out(self, reason: str) -> LeftOut:
+        """This point left out of ``all`` or ``auto``, and why."""
+        return LeftOut(self.size_bytes, reason, self.label, self.algorithm.name)
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A point ``all`` or ``auto`` leaves out, or a size at which NCCL's model picks nothing
+    (``algorithm`` None), and why: said on stderr before the run (:attr:`note`) and on its own
+    row of the table (issue 41: a size that cannot be answered says why, on its row)."""
+
+    size_bytes: int
+    reason: str
+    """Why, as the row gives it: ``execution: NCCL runs no ...``."""
+    label: str
+    """How the note names the point: :attr:`Point.label`, or ``no point at 4GiB``."""
+    algorithm: str | None = None
+
+    @property
+    def note(self) -> str:
+        """The line said on stderr: ``one_shot at 2GiB left out: execution: ...``."""
+        if self.algorithm is None:
+            return f"{self.label}: {self.reason}"
+        return f"{self.label} left out: {self.reason}"
+
 
 def as_scenario(scenario: str | Path | Mapping[str, Any] | Scenario, *,
                 imports: Imports = Imports.REFUSE) -> Scenario:
@@ -201,7 +226,8 @@ def nccl_runs(scenario: Scenario, machine: Machine, size_bytes: int) -> Point | 
     return Point(scenario.algorithm(algorithm.name), size_bytes, pick.protocol)
 
 
-def points_of(scenario: Scenario, setup: Setup) -> tuple[tuple[Point, ...], tuple[str, ...]]:
+def points_of(scenario: Scenario,
+              setup: Setup) -> tuple[tuple[Point, ...], tuple[LeftOut, ...]]:
     """The points a run of ``scenario`` on ``setup`` simulates, in its order, before they are
     planned, and a note for each size that has none. With ``algorithms: auto`` NCCL's pick at
     each size (:func:`nccl_runs`), ordered as when every algorithm ran (by algorithm, in the
@@ -214,8 +240,8 @@ def points_of(scenario: Scenario, setup: Setup) -> tuple[tuple[Point, ...], tupl
     for size in scenario.sizes:
         point = nccl_runs(scenario, setup.machine, size)
         if point is None:
-            notes.append(f"no point at {format_size(size)}: NCCL's model picks no algorithm "
-                         f"on topology {setup.topology.label}")
+            notes.append(LeftOut(size, f"NCCL's model picks no algorithm on topology "
+                                       f"{setup.topology.label}", f"no point at {format_size(size)}"))
         else:
             picked.append(point)
     order = algorithm_names(scenario.collective)

@@ -38,6 +38,7 @@ from simulator.model.span import Span
 from simulator.output.outlook import Outlook, Upcoming
 from simulator.output.results import Result, results_frame
 from simulator.plan import (
+    LeftOut,
     Setup,
     as_scenario,
     check_memory,
@@ -49,7 +50,7 @@ from simulator.plan import (
 from simulator.scenario.spec import Scenario
 from simulator.settings import Engine, RunSettings
 
-__all__ = ["Plans", "Setup", "as_scenario", "checked_setup", "outlook", "plan_points", "points_of",
+__all__ = ["LeftOut", "Plans", "Setup", "as_scenario", "checked_setup", "outlook", "plan_points", "points_of",
            "prepare", "run_plan", "run_point", "run_points", "settings_of", "simulate"]
 
 
@@ -246,7 +247,7 @@ class Plans:
     size where NCCL's model picks nothing."""
 
     plans: tuple[PointPlan, ...]
-    left_out: tuple[str, ...] = ()
+    left_out: tuple[LeftOut, ...] = ()
 
 
 def plan_points(scenario: Scenario, setup: Setup, settings: RunSettings) -> Plans:
@@ -265,20 +266,22 @@ def plan_points(scenario: Scenario, setup: Setup, settings: RunSettings) -> Plan
         except InputError as error:
             if scenario.algorithms is not None:
                 raise
-            left_out.append(f"{point.label} left out: " + "; ".join(
-                f"{problem.field}: {problem.message}" for problem in error.problems))
+            left_out.append(point.left_out("; ".join(
+                f"{problem.field}: {problem.message}" for problem in error.problems)))
             continue
         if point.protocol is not None and plan.nccl is not None and not plan.nccl.picked:
             # NCCL's model picks the family's protocol as its tuner picks the pair: only a
             # protocol the scenario forces runs the pick with another
             assert scenario.protocol is not None, point.label
-            left_out.append(f"{point.label} left out: protocol: the scenario runs every point "
-                            f"with {scenario.protocol.value}")
+            left_out.append(point.left_out(f"protocol: NCCL runs it with "
+                                           f"{point.protocol.value}, the scenario every point "
+                                           f"with {scenario.protocol.value}"))
             continue
         plans.append(plan)
     if not plans and left_out:  # nothing to simulate, nor a table or figure to make
         raise InputError([Problem(scenario.source, "algorithms", f"no point left to simulate: "
-                                                                 f"{note}") for note in left_out])
+                                                                 f"{note.note}")
+                          for note in left_out])
     return Plans(tuple(plans), tuple(left_out))
 
 
@@ -299,7 +302,8 @@ def outlook(scenario: Scenario, setup: Setup, plans: Plans) -> Outlook:
     algorithms = (len({point.algorithm for point in planned}) if scenario.nccl_choice
                   else len(setup.algorithms))
     return Outlook(scenario.name, algorithms, len(scenario.sizes), planned,
-                   notes + plans.left_out + caveats(scenario.faults), nccl_pick=scenario.nccl_choice,
+                   notes + tuple(left.note for left in plans.left_out) + caveats(scenario.faults),
+                   nccl_pick=scenario.nccl_choice,
                    picks=tuple((size, picked[size]) for size in scenario.sizes
                                if size in picked))
 

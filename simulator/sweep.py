@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 from simulator.errors import InputError, Problem, SimulatorError, quoted
 from simulator.output.files import interrupts_held
 from simulator.output.results import Result, results_frame
-from simulator.plan import Setup, plan_point, prepare
+from simulator.plan import LeftOut, Setup, plan_point, prepare
 from simulator.runner import checked_setup, plan_points, run_plan, settings_of
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
@@ -137,6 +137,8 @@ class Sweep:
     notes: tuple[str, ...] = ()
     """The points ``all`` and ``auto`` left out, one line each naming its scenario's file, as
     ``run`` says them (:func:`simulator.runner.plan_points`)."""
+    left_out: tuple[tuple[LeftOut, ...], ...] = ()
+    """The same points, per scenario in the order given: the rows of its table that say why."""
 
 
 _SETUPS: dict[str, Setup] = {}
@@ -185,12 +187,14 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
     done = [{(row.algorithm, row.size_bytes): row for row in rows}
             for rows in (kept if kept is not None else [[] for _ in scenarios])]
     notes: list[str] = []
+    left_out: list[tuple[LeftOut, ...]] = []
     for index, scenario in enumerate(scenarios):
         settings.append(settings_of(scenario, seed, proxy_elements))
         setup = checked_setup(scenario, settings[index])
         planned = plan_points(scenario, setup, settings[index])  # the run's points, as run's
         plans.append([(plan.algorithm.name, plan.size_bytes) for plan in planned.plans])
-        notes += [f"{scenario.source}: {note}" for note in planned.left_out]
+        notes += [f"{scenario.source}: {left.note}" for left in planned.left_out]
+        left_out.append(planned.left_out)
         work += [(index, *point) for point in plans[index] if point not in done[index]]
     if scheduler is None:
         cluster, client = _local(dask, workers or os.cpu_count() or 1)
@@ -223,7 +227,7 @@ def sweep(scenarios: Sequence[Scenario], *, scheduler: str | None = None,
             for index, plan in enumerate(plans)]  # kept and new alike, in the plan's order
     return Sweep(tuple(results_frame(r) for r in rows), tuple(failures),
                  sum(map(len, plans)) if taken.stop is not None else 0, taken.stop, tuple(stranded),
-                 tuple(notes))
+                 tuple(notes), tuple(left_out))
 
 
 @dataclass(frozen=True)

@@ -47,15 +47,28 @@ def test_golden_run_prints_the_table(golden):
     lines = proc.stdout.splitlines()
     assert lines[0] == ("# allreduce-sim · scenario dgx-small · topology dgx_h100 · 8 ranks · "
                         "allreduce")
-    assert lines[2].split() == ["#", "size(B)", "count", "type", "redop", "algorithm", "time(us)",
+    # one screen: a line per size, the fastest of what runs on unregistered buffers
+    assert lines[1:3] == [
+        "# one line per size: the fastest of 13 algorithms simulated (39 points: --verbose "
+        "prints each, the CSV holds them)",
+        "# left aside: one_shot, two_shot, two_shot_multicast, which need buffers registered "
+        "as symmetric windows (nccl.symmetric: true)"]
+    assert lines[4].split() == ["#", "size(B)", "count", "type", "redop", "algorithm", "time(us)",
                                 "algbw(GB/s)", "busbw(GB/s)", "model(us)", "dev(%)", "verified"]
-    assert lines[3].split()[:5] == ["1024", "256", "float32", "sum", "ring"]
+    assert [line.split()[:5] for line in lines[5:8]] == [
+        ["1024", "256", "float32", "sum", "direct"], ["1048576", "262144", "float32", "sum",
+                                                      "direct"],
+        ["67108864", "16777216", "float32", "sum", "nvls"]]  # in-switch reduction at 64 MiB
     assert lines[-1] == (f"# results: {out}/dgx-small.csv, {out}/dgx-small.json, "
                          f"{out}/dgx-small.png, {out}/dgx-small-crossover.png")
+    assert lines[-2] == "# --verbose: every point, each one's busiest link and the averages"
     best = lines.index("# Best algorithm per size (fastest simulated; the closed forms' pick "
                        "beside it)")
-    assert len(lines[best + 2:-1]) == 3  # one line per size
-    assert lines[-2].split()[:2] == ["67108864", "nvls"]  # in-switch reduction wins at 64 MiB
+    assert [line.split() for line in lines[best + 2:-2]] == [
+        ["1024", "direct", "1.20", "direct", "1.20", "yes"],
+        ["1048576", "direct", "6.11", "direct", "6.11", "yes"],
+        ["67108864", "nvls", "175.90", "nvls", "175.90", "yes"]]
+    assert not any(line.startswith(("# Avg bus", "# Bottleneck")) for line in lines)
     assert (out / "dgx-small.png").stat().st_size > 10_000
 
 

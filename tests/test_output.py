@@ -73,6 +73,6 @@ def test_suffers_least_is_the_least_time_added_not_the_least_ratio():
     frame = pd.DataFrame({"faults": ["straggler rank 3 +20us"] * 2, "size_bytes": [1024, 1024],
                           "algorithm": ["fast", "slow"], "healthy_time_s": [10e-6, 100e-6],
                           "sim_time_s": [30e-6, 150e-6], "fault_slowdown": [3.0, 1.5]})
-    lines = _fault_table(frame)
+    lines = _fault_table(frame, frame)
     assert lines[-2:] == ["# Suffers least per size (least time added; its slowdown beside it):",
                           "#       1024               fast +20.00 us (x3.000)"]

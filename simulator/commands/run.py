@@ -51,6 +51,10 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                                                              "(points, closed forms) and no "
                                                              "progress bar; a run that may "
                                                              "take long still says so")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print every point of the table, each one's busiest link and the "
+                             "averages (default: one screen, a line per size where several "
+                             "algorithms ran)")
     parser.add_argument("--trace", type=Path, metavar="FILE.json",
                         help="write a Perfetto / chrome://tracing timeline of every point to "
                              "FILE.json (traced points run on the SimPy engine)")
@@ -107,7 +111,8 @@ def execute(args: argparse.Namespace) -> int:
                             setup=setup, watch=watch, plans=plans[len(done):])
         _keep(points, coming.points[len(done):], files, args.quiet)
         say(format_table(files.frame, picks_only=scenario.nccl_choice,
-                         registered=scenario.nccl.symmetric))
+                         registered=scenario.nccl.symmetric, verbose=args.verbose,
+                         left_out=planning.left_out))
         with writing(scenario.source, output):
             paths = [*files.finish(), *write_observed(watch, scenario, args.trace, args.links)]
     except KeyboardInterrupt as stop:  # the points done are on disk, every file whole

@@ -28,7 +28,6 @@ from simulator.errors import InputError, Problem
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 if TYPE_CHECKING:
-    import pandas as pd
 
     from simulator.inputs import InputFile
     from simulator.output.results import Result
@@ -54,6 +53,9 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                              f"written (default {DEFAULT_FORMAT})")
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print every point of each table, each one's busiest link and the "
+                             "averages (default: a line per size where several algorithms ran)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the points a stopped sweep (or run) of the same scenarios and "
                              "settings already wrote, and run only the rest")
@@ -91,7 +93,7 @@ def execute(args: argparse.Namespace) -> int:
         except ClusterError as error:  # nothing ran: the files are as they were
             print(f"sweep: {error}; nothing ran", file=sys.stderr)
             return EXIT_FAILED
-        status = _write(args, scenarios, done.frames, chosen)
+        status = _write(args, scenarios, done, chosen)
         return _outcome(done, status)
 
 
@@ -147,8 +149,8 @@ def _missing(directory: Path) -> list[Path]:
     return missing
 
 
-def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],
-           frames: Sequence[pd.DataFrame], chosen: tuple[str, ...]) -> int:
+def _write(args: argparse.Namespace, scenarios: Sequence[Scenario], done: Sweep,
+           chosen: tuple[str, ...]) -> int:
     """Each scenario's table printed and files written; EXIT_FAILED where a row failed
     verification, else EXIT_OK."""
     from simulator.output.table import format_table
@@ -156,9 +158,11 @@ def _write(args: argparse.Namespace, scenarios: Sequence[Scenario],
     from simulator.runner import settings_of
 
     status = EXIT_OK
-    for scenario, results in zip(scenarios, frames, strict=True):
+    left_out = done.left_out or tuple(() for _ in scenarios)
+    for scenario, results, left in zip(scenarios, done.frames, left_out, strict=True):
         say(format_table(results, picks_only=scenario.nccl_choice,
-                         registered=scenario.nccl.symmetric))
+                         registered=scenario.nccl.symmetric, verbose=args.verbose,
+                         left_out=left))
         paths = write_results(results, scenario,
                               settings_of(scenario, args.seed, args.proxy_elements),
                               scenario.output_dir, chosen)

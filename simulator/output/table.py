@@ -7,13 +7,16 @@ Table code only formats what a run computed; it never runs a simulation.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from simulator.model.collective import Collective
 from simulator.output.links import bottleneck_lines
+
+if TYPE_CHECKING:
+    from simulator.plan import LeftOut
 
 _HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm':>18} "
            f"{'time(us)':>11} {'algbw(GB/s)':>11} {'busbw(GB/s)':>11} {'model(us)':>11} "
@@ -21,8 +24,10 @@ _HEADER = (f"{'size(B)':>12} {'count':>11} {'type':>8} {'redop':>5} {'algorithm'
 
 
 def format_table(results: pd.DataFrame, *, picks_only: bool = False,
-                 registered: bool = False) -> str:
-    """nccl-tests-like text: one line per (algorithm, size), then footnotes and averages.
+                 registered: bool = False, verbose: bool = True,
+                 left_out: Sequence[LeftOut] = ()) -> str:
+    """nccl-tests-like text: one line per (algorithm, size) (per size on one screen, below),
+    then footnotes and averages.
 
     ``model(us)`` is the closed-form time, ``dev(%)`` = (simulated − model) / model; the
     bottleneck block names each line's busiest link (:func:`~.links.bottleneck_lines`). With
@@ -31,38 +36,95 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False,
     choice block says how to run the alternatives instead of naming the fastest; otherwise it
     sets the fastest simulated point the user could run beside each pick (the symmetric-memory
     kernels only where the buffers are ``registered``: :func:`nccl_choice_per_size`).
+
+    Without ``verbose`` (the command line's default) the table fits one screen: where several
+    algorithms ran, one line per size, its fastest simulated point, and no per-point bottleneck
+    block or averages; the faults' comparison keeps its per-size summary. ``left_out`` (points
+    ``all`` or ``auto`` could not run, :class:`~simulator.plan.LeftOut`) get a line each, saying
+    why, where the point or its size would stand.
     """
     if results.empty:
         return "# no results\n"
     choice = nccl_choice_per_size(results, registered=registered)
-    table = (results[results.nccl_pick.fillna(False).astype(bool)]
-             .sort_values("size_bytes", kind="stable") if picks_only else results)
+    several = not picks_only and results.algorithm.nunique() > 1
+    if picks_only:
+        table = (results[results.nccl_pick.fillna(False).astype(bool)]
+                 .sort_values("size_bytes", kind="stable"))
+    elif several and not verbose:
+        table = _fastest_per_size(_runnable(results, registered))
+    else:
+        table = results
     first = results.iloc[0]
     lines = [f"# allreduce-sim · scenario {first['scenario']} · topology {first['topology']} · "
-             f"{first['ranks']} ranks · {first['collective']}", "#", "#" + _HEADER[1:]]
-    rows: Iterable[Any] = table.itertuples(index=False)
-    for row in rows:
-        redop = row.op if Collective(row.collective).reduces else "none"  # as nccl-tests prints
-        lines.append(
-            f"{row.size_bytes:>12} {row.count:>11} {row.dtype:>8} {redop:>5} {row.algorithm:>18} "
-            f"{row.sim_time_s * 1e6:>11.2f} {_num(row.algbw_GBps):>11} {_num(row.busbw_GBps):>11} "
-            f"{row.model_time_s * 1e6:>11.2f} {_deviation(row):>7} {_verified(row):>8}")
+             f"{first['ranks']} ranks · {first['collective']}"]
+    if several and not verbose:
+        lines.append(f"# one line per size: the fastest of {results.algorithm.nunique()} "
+                     f"algorithms simulated ({len(results)} points: --verbose prints each, "
+                     f"the CSV holds them)")
+        aside = sorted(set(results.algorithm) - set(_runnable(results, registered).algorithm))
+        if aside:
+            lines.append(f"# left aside: {', '.join(aside)}, which need buffers registered as "
+                         f"symmetric windows (nccl.symmetric: true)")
+    lines += ["#", "#" + _HEADER[1:]]
+    lines += _rows(table, first, left_out, by_size=picks_only or (several and not verbose))
     if (results.verified.notna() & (results.verified_elements < results["count"])).any():
         lines.append("# * verified on a proxy payload (column verified_elements of the CSV: "
                      "elements per rank, same partitioning); timed at the nominal size")
     lines.append(DEVIATION_GUIDE)
-    for algorithm, group in table.groupby("algorithm", sort=False):
-        busbw = group.busbw_GBps.dropna()
-        average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
-        lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
-    lines.extend(bottleneck_lines(table))
+    if verbose or not several:
+        for algorithm, group in table.groupby("algorithm", sort=False):
+            busbw = group.busbw_GBps.dropna()
+            average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
+            lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
+    if verbose:
+        lines.extend(bottleneck_lines(table))
     if "faults" in table and (table.faults.fillna("") != "").any():
-        lines.extend(_fault_table(table))
+        lines.extend(_fault_table(table, table if verbose else results))
     if not choice.empty:
         lines.extend(_choice_table(choice, alternatives=not picks_only))
-    elif results.algorithm.nunique() > 1:
-        lines.extend(_best_table(best_per_size(results)))
+    elif several:
+        lines.extend(_best_table(best_per_size(results if verbose
+                                               else _runnable(results, registered))))
+    if not verbose:
+        lines.append("# --verbose: every point, each one's busiest link and the averages")
     return "\n".join(lines) + "\n"
+
+
+def _fastest_per_size(results: pd.DataFrame) -> pd.DataFrame:
+    """Per size, in size order, the row of the fastest simulated point (ties: listed first)."""
+    rows = [int(group.index[int(group.sim_time_s.to_numpy().argmin())])
+            for _size, group in results.groupby("size_bytes", sort=True)]
+    return results.loc[rows]
+
+
+def _rows(table: pd.DataFrame, first: Any, left_out: Sequence[LeftOut], *,
+          by_size: bool) -> list[str]:
+    """The table's lines, each point left out on a line of its own saying why: in size order
+    where the table has a line per size (a size then stands for its points; a size with a
+    line is not repeated), else after its algorithm's lines (last where none ran)."""
+    lines: list[tuple[tuple[int, int], str]] = []
+    order = {name: index for index, name in enumerate(table.algorithm.unique())}
+    rows: Iterable[Any] = table.itertuples(index=False)
+    for number, row in enumerate(rows):
+        redop = row.op if Collective(row.collective).reduces else "none"  # as nccl-tests prints
+        key = (row.size_bytes, number) if by_size else (order[row.algorithm], number)
+        lines.append((key, f"{row.size_bytes:>12} {row.count:>11} {row.dtype:>8} {redop:>5} "
+                           f"{row.algorithm:>18} {row.sim_time_s * 1e6:>11.2f} "
+                           f"{_num(row.algbw_GBps):>11} {_num(row.busbw_GBps):>11} "
+                           f"{row.model_time_s * 1e6:>11.2f} {_deviation(row):>7} "
+                           f"{_verified(row):>8}"))
+    answered = set(table.size_bytes)
+    redop = first["op"] if Collective(first["collective"]).reduces else "none"
+    itemsize = int(first["size_bytes"]) // int(first["count"]) if first["count"] else 1
+    for number, left in enumerate(left_out, start=len(lines)):
+        if by_size and left.size_bytes in answered:  # a point ran there: that line answers
+            continue
+        key = ((left.size_bytes, number) if by_size
+               else (order.get(left.algorithm or "", len(order)), number))
+        name = left.algorithm or "-"
+        lines.append((key, f"{left.size_bytes:>12} {left.size_bytes // itemsize:>11} "
+                           f"{first['dtype']:>8} {redop:>5} {name:>18}  left out: {left.reason}"))
+    return [line for _key, line in sorted(lines, key=lambda item: item[0])]
 
 
 DEVIATION_GUIDE = ("# dev(%) = (time - model) / model: model is the algorithm's closed form "
@@ -85,7 +147,7 @@ def nccl_choice_per_size(results: pd.DataFrame, *, registered: bool = False) -> 
     """
     rows = []
     picked = results.nccl_pick.fillna(False).astype(bool)
-    runnable = results if registered else results[~results.algorithm.map(_needs_registration)]
+    runnable = _runnable(results, registered)
     for size, group in results[picked].groupby("size_bytes", sort=True):
         pick = group.iloc[0]
         same = pd.concat([group.iloc[:1], runnable[runnable.size_bytes == size]])
@@ -98,6 +160,16 @@ def nccl_choice_per_size(results: pd.DataFrame, *, registered: bool = False) -> 
     return pd.DataFrame(rows, columns=["size_bytes", "pick", "protocol", "nccl_time_s",
                                        "sim_time_s", "fastest", "fastest_protocol",
                                        "fastest_time_s", "best"])
+
+
+def _runnable(results: pd.DataFrame, registered: bool) -> pd.DataFrame:
+    """The rows of points the user could run: without ``registered`` buffers, not NCCL's
+    symmetric-memory kernels (all the rows where every one is such a kernel: the user named
+    them alone)."""
+    if registered:
+        return results
+    runnable = results[~results.algorithm.map(_needs_registration)]
+    return results if runnable.empty else runnable
 
 
 def _needs_registration(name: str) -> bool:
@@ -166,20 +238,19 @@ def _best_table(best: pd.DataFrame) -> list[str]:
     return lines
 
 
-def _fault_table(results: pd.DataFrame) -> list[str]:
-    """A block per algorithm, each size with and without the faults, then per size the
-    algorithm that suffers least: the least time added, which is what the faults cost a job
-    (a ratio favours an algorithm that was slow to begin with); its slowdown beside it (ties:
-    listed first)."""
-    lines = ["#", f"# Faults: {results.faults.iloc[0]}",
+def _fault_table(table: pd.DataFrame, results: pd.DataFrame) -> list[str]:
+    """A line per line of the ``table``, its time with and without the faults,
+    then per size the algorithm of ``results`` that suffers least: the least time added, which
+    is what the faults cost a job (a ratio favours an algorithm that was slow to begin with);
+    its slowdown beside it (ties: listed first)."""
+    lines = ["#", f"# Faults: {table.faults.iloc[0]}",
              f"#{'size(B)':>11} {'algorithm':>18} {'healthy(us)':>12} {'faulted(us)':>12} "
              f"{'slowdown':>9}"]
-    for _algorithm, group in results.groupby("algorithm", sort=False):
-        rows: Iterable[Any] = group.itertuples(index=False)
-        for row in rows:
-            lines.append(f"{row.size_bytes:>12} {row.algorithm:>18} "
-                         f"{row.healthy_time_s * 1e6:>12.2f} {row.sim_time_s * 1e6:>12.2f} "
-                         f"{'x' + format(row.fault_slowdown, '.3f'):>9}")
+    rows: Iterable[Any] = table.itertuples(index=False)
+    for row in rows:  # in the table's order: by size where it has a line per size
+        lines.append(f"{row.size_bytes:>12} {row.algorithm:>18} "
+                     f"{row.healthy_time_s * 1e6:>12.2f} {row.sim_time_s * 1e6:>12.2f} "
+                     f"{'x' + format(row.fault_slowdown, '.3f'):>9}")
     if results.algorithm.nunique() > 1:
         lines.append("# Suffers least per size (least time added; its slowdown beside it):")
         for size, group in results.groupby("size_bytes", sort=True):
