@@ -41,11 +41,12 @@ ALLOWED: dict[str, set[str]] = {
                     "limits", "errors", "settings"},
     "dist": {"distributed"},  # the package's name until issue 37, an alias of it
     "commands": {"commands", "errors", "limits", "model", "output", "runner", "scenario",
-                 "calibration", "measured", "sweep", "trainer", "tune", "inputs"},
+                 "calibration", "measured", "sweep", "trainer", "tune", "inputs", "nccl"},
     "cli": {"commands", "output", "errors", "version"},  # the parser, the exit codes
     "calibration": {"algorithms", "errors", "measured", "model", "scenario"},
     "tune": {"runner", "plan", "output", "scenario", "algorithms", "model", "settings", "version",
              "errors"},
+    "nccl": {"runner", "plan", "scenario", "model", "units", "errors"},  # NCCL's model asked
     "__main__": {"cli"},
     "__init__": {"version"},  # re-exports lazily, by name (PEP 562); only the leaf eagerly
     "topologies": set(),

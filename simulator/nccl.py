@@ -1,0 +1,281 @@
+"""NCCL's cost model as an API: for a machine, a collective and sizes, what NCCL runs at each size
+(its algorithm, protocol and channels) and the time its tuner predicts for it, without
+simulating anything: the best-by-size table ``ncclQueryCollTuning`` (torchcomms#3761) proposes
+to ask NCCL for.
+
+>>> table = query("dgx_h100", "allreduce", ["32KiB", "2MiB"])
+>>> [(r.algorithm, r.protocol, r.channels, round(r.time_us, 3)) for r in table.rows]
+[('Ring', 'LL', 1, 15.407), ('NVLS', 'Simple', 16, 34.557)]
+
+The machine is built as a scenario builds it: the topology is a scenario's ``topology:`` (or a
+word for one, :mod:`simulator.scenario.topology_word`), read by
+:func:`~simulator.scenario.parse.scenario_from_dict` under ``execution: nccl`` and ``algorithms:
+auto``, and prepared by :func:`~simulator.plan.prepare`; each size's pick is
+:func:`~simulator.plan.nccl_runs`'s (the one rule ``algorithms: auto`` runs), its time
+:func:`~simulator.model.nccl_point.nccl_point`'s (the results' ``nccl_time_s``), its channels
+:func:`~simulator.model.nccl_channels.channels`. With ``simulate=True`` the same scenario is run
+as ``algorithms: auto`` runs it (:func:`simulator.runner.simulate`), and each size's simulated
+time stands beside NCCL's. May import: the runner (only to simulate), plan, scenario, model,
+units and errors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from simulator.errors import InputError, Problem, quoted
+from simulator.model.execution import system_of
+from simulator.model.nccl_channels import channels as nccl_channels
+from simulator.model.nccl_point import NcclPick, nccl_point, pick_problem
+from simulator.model.nccl_terms import Library
+from simulator.model.nccl_versions import Version
+from simulator.plan import Setup, nccl_runs, prepare
+from simulator.scenario.parse import scenario_from_dict
+from simulator.scenario.spec import Scenario
+from simulator.scenario.topology_word import node_count, topology_word
+from simulator.units import format_size
+
+ENV = {"NCCL_ALGO": "algo", "NCCL_PROTO": "proto", "NCCL_NVLS_ENABLE": "nvls"}
+"""The NCCL variables the model reads, and the scenario's ``nccl:`` key each sets
+(:mod:`simulator.model.nccl_env`)."""
+
+
+@dataclass(frozen=True)
+class Names:
+    """What the messages of a query call its inputs: the ``source`` a problem names, and each
+    input's name (the function's parameters, or a command's options)."""
+
+    source: str = "nccl.query"
+    topology: str = "topology"
+    nodes: str = "nodes"
+    collective: str = "collective"
+    sizes: str = "sizes"
+    version: str = "version"
+    env: str = "env"
+
+    def of(self, field: str) -> str:
+        """The input a scenario's ``field`` came from (``nccl.algo``: ``env NCCL_ALGO``)."""
+        head, _, rest = field.partition("[")
+        tail = f"[{rest}" if rest else ""
+        keys = {f"nccl.{key}": f"{self.env} {name}" for name, key in ENV.items()}
+        named = {"topology.nodes": self.nodes, "collective": self.collective,
+                 "algorithms": self.collective,  # auto's: a collective NCCL's model has none of
+                 "sizes": self.sizes, "nccl.version": self.version, **keys}
+        if head in named:
+            return named[head] + tail
+        if head.startswith("sizes"):
+            return self.sizes + head.removeprefix("sizes") + tail
+        return self.topology if head.startswith(("topology", "execution")) else field
+
+
+API = Names()
+"""The names :func:`query`'s messages use."""
+
+
+@dataclass(frozen=True)
+class SizeTuning:
+    """NCCL's answer at one size: the ``algorithm`` and ``protocol`` it runs (NCCL's names:
+    ``Ring``, ``NVLSTree``, ``Simple``; a symmetric kernel's name on registered buffers, RCCL's
+    ``MSCCL NAME`` schedule), the ``channels`` it runs them on (None where not modelled:
+    :mod:`simulator.model.nccl_channels`), the time its tuner predicts (``time_us``,
+    ``ncclTopoGetAlgoTime``; NaN where it rates none, as RCCL's MSCCL schedules), and, when
+    simulated, the simulation's time of that pick (``sim_time_us``)."""
+
+    size_bytes: int
+    algorithm: str
+    protocol: str
+    channels: int | None
+    time_us: float
+    sim_time_us: float | None = None
+
+
+@dataclass(frozen=True)
+class NcclTable:
+    """What :func:`query` answers: the machine as NCCL counts it (``topology``'s label,
+    ``ranks``, ``nodes``, the ``library`` and its tuner's ``version``), the ``collective``, and
+    one :class:`SizeTuning` a size, in the order asked; ``version`` is empty on RCCL's GPUs,
+    whose one tuner model is :mod:`simulator.model.rccl`'s."""
+
+    topology: str
+    collective: str
+    library: str
+    version: str
+    ranks: int
+    nodes: int
+    rows: tuple[SizeTuning, ...]
+
+    def records(self) -> list[dict[str, Any]]:
+        """The rows as plain mappings (``--json``'s array), ``sim_time_us`` only if simulated,
+        a time the model has none for (NaN) as None (JSON's null)."""
+        simulated = any(row.sim_time_us is not None for row in self.rows)
+        return [{key: None if isinstance(value, float) and math.isnan(value) else value
+                 for key, value in asdict(row).items() if key != "sim_time_us" or simulated}
+                for row in self.rows]
+
+    def text(self) -> str:
+        """A compact table: a heading line, then a row a size."""
+        simulated = any(row.sim_time_us is not None for row in self.rows)
+        head = ["size", "algorithm", "protocol", "channels", "nccl_us"] + (
+            ["sim_us"] if simulated else [])
+        cells = [[format_size(row.size_bytes), row.algorithm, row.protocol,
+                  "-" if row.channels is None else str(row.channels), _us(row.time_us)]
+                 + ([_us(row.sim_time_us)] if simulated else []) for row in self.rows]
+        widths = [max(len(line[i]) for line in [head, *cells]) for i in range(len(head))]
+        lines = ["  ".join(cell.rjust(width) if i != 1 and i != 2 else cell.ljust(width)
+                           for i, (cell, width) in enumerate(zip(line, widths, strict=True)))
+                 .rstrip() for line in [head, *cells]]
+        tuner = f"NCCL {self.version}'s tuner" if self.version else "RCCL's tuner"
+        about = (f"# {tuner}, {self.collective} on "
+                 f"{self.topology}: {self.ranks} ranks on {self.nodes} "
+                 f"node{'' if self.nodes == 1 else 's'}")
+        return "\n".join([about, *lines]) + "\n"
+
+
+def _us(value: float | None) -> str:
+    """A time in µs for the table, ``-`` where there is none (None, or NaN: a pick the model
+    does not rate)."""
+    return "-" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+def query(topology: str | Path | Mapping[str, Any], collective: str = "allreduce",
+          sizes: Sequence[int | str] | Mapping[str, Any] = (), version: str | Version | None = None,
+          env: Mapping[str, str] | None = None, *, nodes: int | None = None,
+          simulate: bool = False) -> NcclTable:
+    """NCCL's pick, channels and predicted time at each of ``sizes`` (bytes, or labels such as
+    ``"1MiB"``, or a scenario's ``{from, to, factor}``) for ``collective`` on ``topology`` (a
+    preset's name, ``NAME:NODES``, a topology, scenario, graph or NCCL topology file, or a
+    scenario's ``topology:`` mapping; ``nodes`` hosts where given), with the tuner of NCCL
+    ``version`` (None: the default, :data:`~simulator.model.nccl_versions.LATEST`) under
+    ``env`` (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE). Nothing is simulated unless
+    ``simulate``, which runs each pick as ``algorithms: auto`` does and adds its time.
+    InputError naming the input at fault (:class:`Names`)."""
+    return answer(scenario_of(topology, collective, sizes, version, env, nodes), simulate)
+
+
+def scenario_of(topology: str | Path | Mapping[str, Any], collective: str,
+                sizes: Sequence[int | str] | Mapping[str, Any], version: str | Version | None,
+                env: Mapping[str, str] | None, nodes: int | str | None,
+                names: Names = API) -> Scenario:
+    """The scenario a query asks about: ``algorithms: auto`` under ``execution: nccl``, as a
+    scenario file would say it; InputError with ``names``' words for the inputs at fault."""
+    if isinstance(topology, Mapping):
+        word_topology, beside = dict(topology), None
+        if nodes is not None:
+            word_topology["nodes"] = node_count(nodes)
+    else:
+        word = topology_word(str(topology), nodes, names.source, names.topology)
+        word_topology, beside = dict(word.topology), word.beside
+    nccl: dict[str, Any] = _env(env, names)
+    if version is not None:
+        nccl["version"] = version.value if isinstance(version, Version) else version
+    sizes_value = dict(sizes) if isinstance(sizes, Mapping) else list(sizes)
+    data = {"name": "nccl", "topology": word_topology, "collective": collective,
+            "sizes": sizes_value, "execution": "nccl", "algorithms": "auto", "nccl": nccl}
+    source = beside or names.source
+    try:
+        return scenario_from_dict(data, source=source)
+    except InputError as error:
+        raise InputError([_renamed(problem, source, beside, names)
+                          for problem in error.problems]) from None
+
+
+def _renamed(problem: Problem, source: str, beside: str | None, names: Names) -> Problem:
+    """A problem of the query's scenario named by the query's inputs; one of the topology's
+    own file (a scenario file's ``topology:``, an NCCL topology file) as it stands."""
+    if problem.file != source:
+        return problem
+    field = names.of(problem.field)
+    if beside is not None and field == names.topology:
+        kept = problem.field if problem.field.startswith("topology") else "topology"
+        return Problem(beside, kept, problem.message)
+    return Problem(names.source, field, problem.message)
+
+
+def _env(env: Mapping[str, str] | None, names: Names) -> dict[str, Any]:
+    """The scenario's ``nccl:`` keys the NCCL variables ``env`` set; InputError for a variable
+    the model does not read, or NCCL_NVLS_ENABLE other than 0 or 1."""
+    nccl: dict[str, Any] = {}
+    for name, value in (env or {}).items():
+        if name not in ENV:
+            raise InputError([Problem(names.source, f"{names.env} {name}", (
+                f"expected one of {', '.join(ENV)}, the variables NCCL's model reads here"))])
+        if name == "NCCL_NVLS_ENABLE":
+            if value not in ("0", "1"):
+                raise InputError([Problem(names.source, f"{names.env} {name}", (
+                    f"expected 0 (no NVLS or NVLSTree) or 1, got {quoted(value)}"))])
+            nccl["nvls"] = value == "1"
+        else:
+            nccl[ENV[name]] = value
+    return nccl
+
+
+def answer(scenario: Scenario, simulate: bool = False, names: Names = API) -> NcclTable:
+    """The table of :func:`query` for a scenario it made (:func:`scenario_of`)."""
+    setup = prepare(scenario, select=False)
+    machine = setup.machine
+    found = pick_problem(machine, scenario.sizes[0], scenario.collective, scenario.nccl,
+                         scenario.topology.label)
+    if found is not None:
+        field, message = found
+        raise InputError([Problem(names.source, names.of(field) if field != "algorithms"
+                                  else names.topology, message)])
+    rows = [_row(scenario, setup, size, names) for size in scenario.sizes]
+    if simulate:
+        rows = _simulated(scenario, rows)
+    hosts = machine.layout.host_count
+    version = scenario.nccl.version.value if machine.library is Library.NCCL else ""
+    return NcclTable(scenario.topology.label, scenario.collective.value, machine.library.value,
+                     version, machine.ranks, hosts, tuple(rows))
+
+
+def _row(scenario: Scenario, setup: Setup, size: int, names: Names) -> SizeTuning:
+    """NCCL's answer at ``size``: the point ``algorithms: auto`` runs there
+    (:func:`~simulator.plan.nccl_runs`), NCCL's time for it (its plan's ``nccl_time_s``) and
+    its channels."""
+    machine = setup.machine
+    point = nccl_runs(scenario, machine, size)
+    if point is None:  # pick_problem has ruled out every machine NCCL picks nothing on
+        raise InputError([Problem(names.source, names.sizes, f"NCCL's model picks nothing "
+                                                             f"at {size} bytes")])
+    nccl = nccl_point(machine, point.algorithm.nccl, size, scenario.collective, scenario.nccl,
+                      point.protocol, dtype=scenario.dtype.name, op=scenario.reduce_op)
+    pick = nccl.pick
+    assert pick is not None  # nccl_runs found it
+    return SizeTuning(size, _algorithm(pick), pick.protocol.value,
+                      _channels(scenario, setup, pick, size), nccl.predicted_s * 1e6)
+
+
+def _algorithm(pick: NcclPick) -> str:
+    """NCCL's name of what it runs: the tuner's algorithm, the symmetric kernel, or RCCL's
+    MSCCL schedule."""
+    if pick.symmetric is not None:
+        return pick.symmetric.value
+    if pick.msccl:
+        return f"MSCCL {pick.msccl}"
+    assert pick.family is not None
+    return pick.family.value
+
+
+def _channels(scenario: Scenario, setup: Setup, pick: NcclPick, size: int) -> int | None:
+    """The channels NCCL runs its tuner's pick on (None for a symmetric kernel, RCCL's GPUs:
+    not modelled)."""
+    if pick.family is None or pick.symmetric is not None or pick.msccl \
+            or setup.machine.library is not Library.NCCL:
+        return None
+    return nccl_channels(system_of(setup.machine), pick.family, pick.protocol, size)
+
+
+def _simulated(scenario: Scenario, rows: Sequence[SizeTuning]) -> list[SizeTuning]:
+    """``rows`` with the simulated time of each size's pick, run as ``algorithms: auto`` runs
+    it (:func:`simulator.runner.simulate`)."""
+    from dataclasses import replace
+
+    from simulator.runner import simulate
+
+    frame = simulate(scenario)
+    times = dict(zip(frame.size_bytes.tolist(), frame.sim_time_s.tolist(), strict=True))
+    return [replace(row, sim_time_us=times[row.size_bytes] * 1e6) for row in rows]
