@@ -1,6 +1,7 @@
 """Command line: ``python -m simulator run FILE.yaml``, ``sweep FILE.yaml ...`` (every point on
 a Dask cluster), ``calibrate LOG --preset NAME``, ``topo FILE_OR_PRESET`` (a topology's
-numbers and drawing), ``plot RESULTS`` and ``tune FILE.yaml`` (NCCL's tuner configuration).
+numbers and drawing), ``plot RESULTS``, ``tune FILE.yaml`` (NCCL's tuner configuration) and
+``nccl TOPOLOGY`` (NCCL's pick and predicted time per size, from its model alone).
 
 The entry point: the parser, built from :data:`COMMANDS` (each command's module,
 :mod:`simulator.commands`, adds its own arguments and runs it), and the one place a command's
@@ -19,7 +20,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from simulator.commands import calibrate, plot, run, sweep, topo, tune
+from simulator.commands import calibrate, nccl, plot, run, sweep, topo, tune
 from simulator.commands.command import EXIT_BAD_INPUT, EXIT_FAILED, Command
 from simulator.commands.console import stop_code, stopped
 from simulator.errors import AlgorithmError, InputError, NetworkCut
@@ -27,7 +28,8 @@ from simulator.output.files import STOPPING, raise_terminated
 from simulator.version import __version__
 
 COMMANDS: dict[str, Command] = {command.name: command for command in (
-    run.COMMAND, sweep.COMMAND, calibrate.COMMAND, tune.COMMAND, topo.COMMAND, plot.COMMAND)}
+    run.COMMAND, sweep.COMMAND, calibrate.COMMAND, tune.COMMAND, nccl.COMMAND, topo.COMMAND,
+    plot.COMMAND)}
 """Every command by name, in the order ``--help`` lists them."""
 
 
