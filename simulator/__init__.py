@@ -9,6 +9,9 @@ DataFrame, the one the command line writes.
 >>> round(float(frame.loc[0, "sim_time_s"]) * 1e6, 6), bool(frame.loc[0, "verified"])
 (8.0, True)
 
+NCCL's cost model alone, per size and without simulating: ``from simulator import nccl;
+nccl.query("dgx_h100:8", "allreduce", ["1MiB"])`` (:mod:`simulator.nccl`).
+
 Names are imported on first use (PEP 562), so ``import simulator.units`` stays light.
 """
 

@@ -125,7 +125,7 @@ class NcclTable:
                   "-" if row.channels is None else str(row.channels), _us(row.time_us)]
                  + ([_us(row.sim_time_us)] if simulated else []) for row in self.rows]
         widths = [max(len(line[i]) for line in [head, *cells]) for i in range(len(head))]
-        lines = ["  ".join(cell.rjust(width) if i != 1 and i != 2 else cell.ljust(width)
+        lines = ["  ".join(cell.ljust(width) if i in (1, 2) else cell.rjust(width)
                            for i, (cell, width) in enumerate(zip(line, widths, strict=True)))
                  .rstrip() for line in [head, *cells]]
         tuner = f"NCCL {self.version}'s tuner" if self.version else "RCCL's tuner"
@@ -172,7 +172,8 @@ def scenario_of(topology: str | Path | Mapping[str, Any], collective: str,
     nccl: dict[str, Any] = _env(env, names)
     if version is not None:
         nccl["version"] = version.value if isinstance(version, Version) else version
-    sizes_value = dict(sizes) if isinstance(sizes, Mapping) else list(sizes)
+    sizes_value = (dict(sizes) if isinstance(sizes, Mapping) else
+                   [sizes] if isinstance(sizes, (str, int)) else list(sizes))
     data = {"name": "nccl", "topology": word_topology, "collective": collective,
             "sizes": sizes_value, "execution": "nccl", "algorithms": "auto", "nccl": nccl}
     source = beside or names.source
@@ -271,11 +272,13 @@ def _channels(scenario: Scenario, setup: Setup, pick: NcclPick, size: int) -> in
 
 def _simulated(scenario: Scenario, rows: Sequence[SizeTuning]) -> list[SizeTuning]:
     """``rows`` with the simulated time of each size's pick, run as ``algorithms: auto`` runs
-    it (:func:`simulator.runner.simulate`)."""
+    it (:func:`simulator.runner.simulate`); a size the run leaves out (a point too large to
+    hold) keeps None."""
     from dataclasses import replace
 
     from simulator.runner import simulate
 
     frame = simulate(scenario)
     times = dict(zip(frame.size_bytes.tolist(), frame.sim_time_s.tolist(), strict=True))
-    return [replace(row, sim_time_us=times[row.size_bytes] * 1e6) for row in rows]
+    return [replace(row, sim_time_us=times[row.size_bytes] * 1e6) if row.size_bytes in times
+            else row for row in rows]
