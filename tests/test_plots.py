@@ -331,3 +331,112 @@ def test_a_long_name_in_a_narrow_band_breaks_at_its_protocol():
                if not text.get_gid()}
     assert winners["two_shot_multicast\nSimple"] == 90.0
     assert winners["ring/Simple"] == 0.0
+
+
+def test_nccl_picks_are_ringed_where_the_csv_marks_them(dgx_results):
+    frame = read_results(dgx_results)
+    table = pd.read_csv(dgx_results)
+    chosen = table[table.nccl_pick].sort_values("size_bytes")
+    assert len(chosen) == 6  # one pick a size, scenarios/dgx.yaml's machine under NCCL
+    drawn = lines(results_figure(frame))
+    for gid, expected in (("nccl pick busbw", chosen.busbw_GBps),
+                          ("nccl pick time", chosen.sim_time_s * 1e6)):
+        assert list(drawn[gid].get_xdata()) == chosen.size_bytes.tolist()
+        np.testing.assert_allclose(drawn[gid].get_ydata(), expected.to_numpy(), rtol=1e-12)
+        assert (drawn[gid].get_marker(), drawn[gid].get_markeredgecolor()) == ("o", "k")
+    fastest = table.groupby("size_bytes").sim_time_s.min()
+    ratio = lines(crossover_figure(frame))["nccl pick ratio"]
+    assert list(ratio.get_xdata()) == chosen.size_bytes.tolist()
+    np.testing.assert_allclose(ratio.get_ydata(), chosen.sim_time_s.to_numpy()
+                               / fastest.loc[chosen.size_bytes].to_numpy(), rtol=1e-12)
+    legend = [text.get_text() for text in results_figure(frame).legends[0].get_texts()]
+    assert "NCCL's pick" in legend
+
+
+@pytest.mark.parametrize("column", [None, [False, False, None, None]])
+def test_a_run_without_picks_has_no_pick_marker(column):
+    frame = hand_frame({"ring": {1024: 3e-6, 2048: 4e-6}, "direct": {1024: 2e-6, 2048: 5e-6}})
+    if column is not None:  # execution: ideal writes the column empty
+        frame["nccl_pick"] = pd.array(column, dtype="boolean")
+    for figure in (results_figure(frame), crossover_figure(frame)):
+        assert not [gid for gid in lines(figure) if gid.startswith("nccl pick")]
+        legends = [text.get_text() for legend in [*figure.legends,
+                                                  *[axis.get_legend() for axis in figure.axes
+                                                    if axis.get_legend()]]
+                   for text in legend.get_texts()]
+        assert "NCCL's pick" not in legends
+
+
+def switch_ceiling(sizes):
+    """The fabric's ceiling of an allreduce on 4 ranks of a 25 GB/s switch: each GPU moves
+    2·3/4·S each way over its 25 GB/s, so the floor is 1.5·S / 25 GB/s and busbw at most
+    25 GB/s."""
+    from simulator.model.collective import Collective
+    from simulator.model.machine import Machine
+    from simulator.model.topology import switch
+    from simulator.output.figures import fabric_ceiling
+
+    return fabric_ceiling(Machine.of(switch(4, 25e9, 1e-6)), Collective.ALLREDUCE, sizes)
+
+
+def test_the_fabric_ceiling_is_the_floor_of_the_machine():
+    ceiling = switch_ceiling([10**8, 10**6, 10**7, 10**6])
+    assert ceiling.cut == "GPU" and not ceiling.in_switch
+    assert [size for size, _ in ceiling.floor_s] == [10**6, 10**7, 10**8]
+    np.testing.assert_allclose([seconds for _, seconds in ceiling.floor_s],
+                               [6e-5, 6e-4, 6e-3], rtol=1e-15)
+    assert ceiling.label([25.0, 25.0]) == "fabric's ceiling 25GB/s\n(GPU cut)"
+    assert switch_ceiling([]) is None
+
+
+def test_a_closed_form_past_the_fabric_ceiling_is_drawn_capped_at_it():
+    # floor 60 µs, 600 µs, 6 ms at 1, 10, 100 MB: ring's closed form is faster at 1 and 100 MB
+    frame = hand_frame({"ring": {10**6: 80e-6, 10**7: 800e-6, 10**8: 8e-3},
+                        "direct": {10**6: 90e-6, 10**7: 900e-6, 10**8: 9e-3}})
+    frame.loc[frame.algorithm == "ring", "model_time_s"] = [50e-6, 700e-6, 5e-3]
+    kept = frame.copy()
+    figure = results_figure(frame, LinkRate(25e9), switch_ceiling(frame.size_bytes))
+    drawn = lines(figure)
+    np.testing.assert_allclose(drawn["fabric ceiling"].get_ydata(), [25.0] * 3, rtol=1e-12)
+    np.testing.assert_allclose(drawn["fabric floor"].get_ydata(), [60.0, 600.0, 6000.0],
+                               rtol=1e-12)
+    ceiling = drawn["fabric ceiling"].get_ydata()
+    busbw = drawn["closed form busbw:ring"].get_ydata()
+    assert (busbw[0], busbw[2]) == (ceiling[0], ceiling[2])  # exactly the ceiling's values
+    assert busbw[1] == pytest.approx(1e7 / 700e-6 / 1e9 * 1.5, rel=1e-12)  # 21.4 GB/s, its own
+    np.testing.assert_allclose(drawn["closed form time:ring"].get_ydata(), [60.0, 700.0, 6000.0],
+                               rtol=1e-12)
+    assert list(drawn["capped busbw:ring"].get_xdata()) == [10**6, 10**8]
+    assert list(drawn["capped time:ring"].get_xdata()) == [10**6, 10**8]
+    assert not [gid for gid in drawn if gid.endswith(":direct") and gid.startswith("capped")]
+    np.testing.assert_allclose(drawn["closed form time:direct"].get_ydata(), [90, 900, 9000],
+                               rtol=1e-12)
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend[-2:] == ["fabric's ceiling 25GB/s\n(GPU cut);\non time: the fabric's floor",
+                           "closed form, capped at the\nfabric's ceiling (2 points)"]
+    pd.testing.assert_frame_equal(frame, kept)  # the results keep the closed form's own value
+
+
+def test_nothing_capped_says_nothing_of_capping():
+    frame = hand_frame({"ring": {10**6: 80e-6, 10**7: 800e-6}})
+    figure = results_figure(frame, None, switch_ceiling(frame.size_bytes))
+    assert not [gid for gid in lines(figure) if gid.startswith("capped")]
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend[-1] == "fabric's ceiling 25GB/s\n(GPU cut);\non time: the fabric's floor"
+
+
+def test_plot_takes_the_ceiling_from_the_settings_beside_the_csv(dgx_results, tmp_path, capsys):
+    from simulator.output.figures import limits_beside
+
+    rate, ceiling, why = limits_beside(dgx_results, read_results(dgx_results).size_bytes)
+    assert (rate, why) == (LinkRate(450e9, "nvlink"), "")
+    # one DGX H100 with the NVSwitch reducing: each GPU sends S and receives S over its 450 GB/s
+    # of NVLink and 63 GB/s of PCIe (tests/test_bounds.py), so busbw ≤ 2·7/8 · 513 GB/s
+    assert (ceiling.cut, ceiling.in_switch) == ("GPU", True)
+    assert dict(ceiling.floor_s)[1 << 30] == pytest.approx((1 << 30) / 513e9, rel=1e-12)
+    assert ceiling.label([897.75]) == "fabric's ceiling 898GB/s\n(GPU cut, switch reducing)"
+    alone = tmp_path / "alone.csv"
+    alone.write_bytes(dgx_results.read_bytes())
+    assert main(["plot", str(alone)]) == 0
+    assert capsys.readouterr().out.startswith(
+        f"# no link-rate line and no fabric's ceiling: {tmp_path / 'alone.json'} not found\n")

@@ -16,7 +16,8 @@ from simulator.errors import InputError, Problem
 def arguments(parser: argparse.ArgumentParser) -> None:
     """``plot``'s arguments."""
     parser.add_argument("results", type=Path, help="a results CSV written by run (its JSON beside "
-                                                   "it gives the link rate)")
+                                                   "it gives the link rate and the fabric's "
+                                                   "ceiling)")
     parser.add_argument("--reference", type=Path, help="an nccl-tests log, its -J JSON file, or a "
                                                        "CSV (size_bytes, time_us, busbw_GBps) to "
                                                        "overlay, with the error per size")
@@ -30,7 +31,7 @@ def execute(args: argparse.Namespace) -> int:
     from simulator.measured.nccl_tests import load_measurements
     from simulator.output.figures import (
         figure_paths,
-        link_rate_beside,
+        limits_beside,
         read_results,
         write_figures,
     )
@@ -51,9 +52,9 @@ def execute(args: argparse.Namespace) -> int:
     if problems:
         raise InputError([Problem(str(args.results), name, problem)
                           for name, problem in problems])
-    rate, why = link_rate_beside(args.results)
+    rate, ceiling, why = limits_beside(args.results, results.size_bytes)
     try:
-        paths = write_figures(results, output / args.results.stem, rate, reference)
+        paths = write_figures(results, output / args.results.stem, rate, reference, ceiling)
     except OSError as error:
         raise InputError([Problem(str(args.results), "output", f"cannot write "
                                   f"{error.filename or output}: {error.strerror}")]) from None
@@ -61,7 +62,7 @@ def execute(args: argparse.Namespace) -> int:
         say(f"# {args.results} against {args.reference}\n" + format_errors(errors(results,
                                                                                reference)))
     if rate is None:
-        say(f"# no link-rate line: {why}\n")
+        say(f"# no link-rate line and no fabric's ceiling: {why}\n")
     say(f"# figures: {', '.join(str(path) for path in paths)}\n")
     return EXIT_OK
 

@@ -2,9 +2,10 @@
 in each size band, and by how much it beats the runner-up.
 
 :func:`crossover` is the table behind it, one row per size; :func:`crossover_figure` draws it:
-above, every candidate's simulated time over the fastest one's at that size; below, a band per
-run of sizes with the same winner, in the winner's colour, with the margin over the runner-up
-written at each size. Only what the run computed is drawn.
+above, every candidate's simulated time over the fastest one's at that size, NCCL's pick ringed
+(how far it is from the fastest); below, a band per run of sizes with the same winner, in the
+winner's colour, with the margin over the runner-up written at each size. Only what the run
+computed is drawn.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from simulator.output.plots import (
     MAX_SIZE_LABELS,
+    PICK_STYLE,
     colours,
     declutter,
     one_rank,
     one_rank_figure,
+    pick_handle,
+    picks,
     size_axis,
     title,
 )
@@ -122,6 +126,14 @@ def crossover_figure(results: pd.DataFrame) -> Figure:
     shown = set(protocols.fillna(""))
     handles += [Line2D([], [], color="0.3", ls="", marker=mark, label=protocol)
                 for protocol, mark in marks.items() if protocol in shown]
+    chosen = results[picks(results)].sort_values("size_bytes")
+    if len(chosen):
+        best = fastest.loc[chosen.size_bytes].to_numpy(dtype=float)
+        picked = np.divide(chosen.sim_time_s.to_numpy(dtype=float), best,
+                           out=np.full(len(best), math.nan), where=best > 0)
+        ratio_axis.plot(chosen.size_bytes, picked, zorder=5, gid="nccl pick ratio",
+                        clip_on=False, **PICK_STYLE)
+        handles.append(pick_handle())
     ratio_axis.set_yscale("log")
     highest = max((line.get_ydata().max() for line in ratio_axis.get_lines()
                    if len(line.get_ydata()) and np.isfinite(line.get_ydata()).any()), default=1.0)

@@ -1,6 +1,7 @@
 """The run's figure: bus bandwidth and time against size, simulated beside the closed form, with
-the link rate a rank's bus bandwidth is measured against; and the pieces every figure of a
-results frame shares (the size axis, the colours, the title, the one-rank case).
+the link rate a rank's bus bandwidth is measured against, NCCL's pick marked and the closed form
+capped at the fabric's ceiling; and the pieces every figure of a results frame shares (the size
+axis, the colours, the title, the one-rank case, NCCL's picks).
 
 Plots only draw what a run computed; they never run a simulation. They use matplotlib's object
 API (a :class:`~matplotlib.figure.Figure` rendered by its own canvas), so importing this module
@@ -13,9 +14,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -49,6 +51,36 @@ class LinkRate:
         """``link rate 450GB/s (nvlink)``."""
         rate = format_bandwidth(float(f"{self.bandwidth_Bps:.4g}"))
         return f"link rate {rate}" + (f" ({self.kind})" if self.kind else "")
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """The fabric's ceiling: at each size, the least time any algorithm needs on the machine's
+    links (the fabric's floor, :func:`simulator.model.floor.floor_s`, on the wire as the graph
+    describes it), whose busbw no algorithm can pass. It is the physical limit a figure caps a
+    closed form at, not the link rate: a switch that reduces (NVLS on an NVSwitch) or a rank
+    driving several links at once passes the slowest link's rate (470 GB/s simulated over a
+    450 GB/s NVLink link), never the cut's. ``cut``: the tighter level (``GPU``: the links
+    around each GPU; ``host``: the network links around each host); ``in_switch``: whether a
+    switch reduces at that level, so each domain sends its input and receives its result once.
+    """
+
+    floor_s: tuple[tuple[int, float], ...]
+    cut: str
+    in_switch: bool = False
+
+    def seconds(self, sizes: Iterable[int]) -> np.ndarray:
+        """The floor (s) at each of ``sizes``; NaN at a size it was not taken at."""
+        at = dict(self.floor_s)
+        return np.array([at.get(int(size), math.nan) for size in sizes], dtype=float)
+
+    def label(self, busbw_GBps: Sequence[float]) -> str:
+        """``fabric's ceiling 898GB/s\n(GPU cut, switch reducing)``: its busbw at the sizes
+        drawn (one value, as a floor linear in size gives; else the range)."""
+        low, high = (format_bandwidth(float(f"{value:.3g}") * 1e9)
+                     for value in (min(busbw_GBps), max(busbw_GBps)))
+        how = f"{self.cut} cut" + (", switch reducing" if self.in_switch else "")
+        return f"fabric's ceiling {low if low == high else f'{low}–{high}'}\n({how})"
 
 
 TAB20 = ("#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
@@ -187,22 +219,65 @@ def time_axis_us(axis: Axes, values_us: Iterable[float]) -> None:
     axis.yaxis.set_minor_formatter(NullFormatter())
 
 
-def model_busbw_GBps(rows: pd.DataFrame) -> np.ndarray:
-    """The closed form's bus bandwidth: size / model time, times the collective's factor (as
-    the run computes ``busbw_GBps`` from the simulated time); NaN where the model time is 0."""
+def picks(results: pd.DataFrame) -> pd.Series:
+    """Whether each row is NCCL's pick at its size (``nccl_pick``; False where the column is
+    missing or empty, as under ``execution: ideal``)."""
+    if "nccl_pick" not in results:
+        return pd.Series(False, index=results.index)
+    return results.nccl_pick.fillna(False).astype(bool)
+
+
+def busbw_GBps(rows: pd.DataFrame, time_s: np.ndarray) -> np.ndarray:
+    """The bus bandwidth of ``rows`` done in ``time_s``: size / time, times the collective's
+    factor (as the run computes ``busbw_GBps`` from the simulated time); NaN where the time
+    is 0."""
     factor = np.array([Collective(c).busbw_factor(int(p))
                        for c, p in zip(rows.collective, rows.ranks, strict=True)])
-    time = rows.model_time_s.to_numpy(dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
-        algbw = np.where(time > 0, rows.size_bytes.to_numpy(dtype=float) / time / 1e9, np.nan)
+        algbw = np.where(time_s > 0, rows.size_bytes.to_numpy(dtype=float) / time_s / 1e9, np.nan)
     return np.asarray(algbw * factor, dtype=float)
 
 
-def results_figure(results: pd.DataFrame, link_rate: LinkRate | None = None) -> Figure:
+@dataclass(frozen=True)
+class ClosedForm:
+    """One algorithm's closed form as drawn: its time (s) and busbw, capped where it is faster
+    than the fabric's floor (``capped``: there it is drawn at the floor and its ceiling)."""
+
+    time_s: np.ndarray
+    busbw_GBps: np.ndarray
+    capped: np.ndarray
+
+    @classmethod
+    def of(cls, rows: pd.DataFrame, ceiling: Ceiling | None) -> ClosedForm:
+        """``rows``' closed form (``model_time_s``), capped at ``ceiling`` when given."""
+        time = rows.model_time_s.to_numpy(dtype=float)
+        floor = (ceiling.seconds(rows.size_bytes) if ceiling is not None
+                 else np.full(len(time), math.nan))
+        capped = np.isfinite(floor) & (floor > 0) & (time < floor)
+        drawn = np.where(capped, floor, time)
+        return cls(drawn, busbw_GBps(rows, drawn), capped)
+
+
+PICK_STYLE: dict[str, Any] = {"marker": "o", "ls": "", "ms": 12, "mfc": "none", "mec": "k",
+                              "mew": 1.6}
+"""NCCL's pick: a black ring around the algorithm's dot, on every figure that marks it."""
+
+
+def pick_handle() -> Line2D:
+    """The legend entry of :data:`PICK_STYLE`."""
+    return Line2D([], [], **PICK_STYLE, label="NCCL's pick")
+
+
+def results_figure(results: pd.DataFrame, link_rate: LinkRate | None = None,
+                   ceiling: Ceiling | None = None) -> Figure:
     """Two panels, one colour per algorithm: bus bandwidth against size, and time against size.
     Simulated: thick pale lines with dots; closed form: thin dashed lines drawn on top, so
     where the two agree the dashes run inside the simulated line. The bandwidth panel also has
-    the link rate (dotted) when given. One rank: a figure saying there is nothing to plot."""
+    the link rate (dotted) when given. NCCL's picks (``nccl_pick``) are ringed on both panels.
+    With ``ceiling``, the fabric's ceiling is drawn (dash-dot: its busbw, and on the time panel
+    its floor), and a closed form past it is drawn at it, each such point marked ``v`` and
+    counted in the legend; the results keep the closed form's own value. One rank: a figure
+    saying there is nothing to plot."""
     if one_rank(results):
         return one_rank_figure(title(results), results)
     figure = Figure(figsize=(13, 4.8), layout="constrained")
@@ -211,20 +286,25 @@ def results_figure(results: pd.DataFrame, link_rate: LinkRate | None = None) -> 
     palette = colours(results)
     bandwidths: list[float] = []
     times: list[float] = []
+    capped = 0
     for algorithm, rows in results.groupby("algorithm", sort=False):
         rows = rows.sort_values("size_bytes")
         colour = palette[str(algorithm)]
-        model_bw = model_busbw_GBps(rows)
-        for axis, simulated, model, kind in (
-                (bw_axis, rows.busbw_GBps.to_numpy(dtype=float), model_bw, "busbw"),
-                (time_axis, rows.sim_time_s.to_numpy(dtype=float) * 1e6,
-                 rows.model_time_s.to_numpy(dtype=float) * 1e6, "time")):
+        model = ClosedForm.of(rows, ceiling)
+        capped += int(model.capped.sum())
+        for axis, simulated, drawn, kind in (
+                (bw_axis, rows.busbw_GBps.to_numpy(dtype=float), model.busbw_GBps, "busbw"),
+                (time_axis, rows.sim_time_s.to_numpy(dtype=float) * 1e6, model.time_s * 1e6,
+                 "time")):
             axis.plot(rows.size_bytes, simulated, "o-", color=colour, lw=3.2, ms=6, alpha=0.5,
                       zorder=2, gid=f"simulated {kind}:{algorithm}")
-            axis.plot(rows.size_bytes, model, "--", color=colour, lw=1.4, zorder=3,
+            axis.plot(rows.size_bytes, drawn, "--", color=colour, lw=1.4, zorder=3,
                       gid=f"closed form {kind}:{algorithm}")
-        bandwidths += [*rows.busbw_GBps.dropna(), *model_bw[np.isfinite(model_bw)]]
-        times += [*rows.sim_time_s * 1e6, *rows.model_time_s * 1e6]
+            if model.capped.any():
+                axis.plot(rows.size_bytes[model.capped], drawn[model.capped], "v", color=colour,
+                          mec="k", mew=0.6, ms=6, zorder=4, gid=f"capped {kind}:{algorithm}")
+        bandwidths += [*rows.busbw_GBps.dropna(), *model.busbw_GBps[np.isfinite(model.busbw_GBps)]]
+        times += [*rows.sim_time_s * 1e6, *model.time_s * 1e6]
     handles = [Line2D([], [], color=palette[a], lw=3.2, alpha=0.6, label=a) for a in palette]
     handles += [Line2D([], [], color="0.3", lw=3.2, alpha=0.5, marker="o", label="simulated"),
                 Line2D([], [], color="0.2", lw=1.4, ls="--", label="closed form")]
@@ -234,6 +314,17 @@ def results_figure(results: pd.DataFrame, link_rate: LinkRate | None = None) -> 
         bandwidths.append(rate)
         handles.append(Line2D([], [], color="k", ls=":", lw=1.3,
                               label=f"{link_rate.label},\nper direction"))
+    chosen = results[picks(results)].sort_values("size_bytes")
+    if len(chosen):
+        bw_axis.plot(chosen.size_bytes, chosen.busbw_GBps, zorder=5, gid="nccl pick busbw",
+                     **PICK_STYLE)
+        time_axis.plot(chosen.size_bytes, chosen.sim_time_s * 1e6, zorder=5,
+                       gid="nccl pick time", **PICK_STYLE)
+        handles.append(pick_handle())
+    top = [] if ceiling is None else _ceiling(results, ceiling, bw_axis, time_axis)
+    if ceiling is not None and top:
+        bandwidths += top
+        handles += _ceiling_handles(ceiling, top, capped)
     sizes = results.size_bytes.unique()
     for axis in (bw_axis, time_axis):
         size_axis(axis, sizes)
@@ -247,11 +338,43 @@ def results_figure(results: pd.DataFrame, link_rate: LinkRate | None = None) -> 
     return declutter(figure)
 
 
+CEILING_STYLE: dict[str, Any] = {"color": "k", "ls": "-.", "lw": 1.1, "zorder": 1}
+"""The fabric's ceiling and floor: black dash-dot, under the data."""
+
+
+def _ceiling(results: pd.DataFrame, ceiling: Ceiling, bw_axis: Axes,
+             time_axis: Axes) -> list[float]:
+    """Draw the fabric's ceiling on the bandwidth panel and its floor on the time panel, at the
+    sizes it was taken at (the time panel's limits stay the data's: the floor of a small size
+    is far below them); the ceiling's busbw at those sizes."""
+    first = results.drop_duplicates("size_bytes").sort_values("size_bytes")
+    floor = ceiling.seconds(first.size_bytes)
+    known = np.isfinite(floor) & (floor > 0)
+    first, floor = first[known], floor[known]
+    top = busbw_GBps(first, floor)
+    bw_axis.plot(first.size_bytes, top, gid="fabric ceiling", **CEILING_STYLE)
+    time_axis.plot(first.size_bytes, floor * 1e6, gid="fabric floor", **CEILING_STYLE)
+    return [float(value) for value in top]
+
+
+def _ceiling_handles(ceiling: Ceiling, top: list[float], capped: int) -> list[Line2D]:
+    """The legend's entries for the ceiling (busbw ``top``) and, when any are, the ``capped``
+    closed-form points drawn at it."""
+    handles = [Line2D([], [], **CEILING_STYLE,
+                      label=f"{ceiling.label(top)};\non time: the fabric's floor")]
+    if capped:
+        handles.append(Line2D([], [], color="0.2", lw=1.4, ls="--", marker="v", mec="k",
+                              mew=0.6, label=f"closed form, capped at the\nfabric's ceiling "
+                                             f"({capped} point{'s' if capped != 1 else ''})"))
+    return handles
+
+
 def save(figure: Figure, path: Path) -> None:
     """Write a figure as PNG, atomically."""
     write_atomically(path, lambda tmp: figure.savefig(tmp, format="png", dpi=DPI))
 
 
-def plot_results(results: pd.DataFrame, path: Path, link_rate: LinkRate | None = None) -> None:
+def plot_results(results: pd.DataFrame, path: Path, link_rate: LinkRate | None = None,
+                 ceiling: Ceiling | None = None) -> None:
     """Write :func:`results_figure` as PNG, atomically."""
-    save(results_figure(results, link_rate), path)
+    save(results_figure(results, link_rate, ceiling), path)

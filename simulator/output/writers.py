@@ -109,10 +109,12 @@ def write_settings(results: pd.DataFrame, scenario: Scenario, run: RunSettings, 
 
 def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
     """The figures of :func:`~simulator.output.figures.write_figures`: ``<name>.png`` (busbw and
-    time against size, with the scenario's link rate) and ``<name>-crossover.png`` beside it."""
-    from simulator.output.figures import link_rate, write_figures
+    time against size, with the scenario's link rate and fabric's ceiling) and
+    ``<name>-crossover.png`` beside it."""
+    from simulator.output.figures import limits, write_figures
 
-    write_figures(results, path.with_suffix(""), link_rate(scenario))
+    rate, ceiling = limits(scenario, results.size_bytes)
+    write_figures(results, path.with_suffix(""), rate, ceiling=ceiling)
 
 
 def write_training_csv(training: Training, scenario: Scenario, run: RunSettings,
