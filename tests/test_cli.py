@@ -181,15 +181,16 @@ def test_the_formats_listed_are_the_writers(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    assert list(WRITERS) == ["csv", "json", "png", "parquet"]
-    assert "of csv, json, png, parquet; the CSV is always written (default csv,json,png;" in help_text
+    assert list(WRITERS) == ["csv", "json", "png", "parquet", "html"]
+    assert "of csv, json, png, parquet, html; the CSV is always written (default csv,json,png;" in help_text
 
 
 @pytest.mark.parametrize("args, message", [
     (["--proxy-elements", "0"], "command line: --proxy-elements: expected a whole number ≥ 1, got 0"),
     (["--seed", "-1"], "command line: --seed: expected a whole number ≥ 0, got -1"),
     (["--format", "csv,xlsx"],
-     "command line: --format: expected a comma-separated list of csv, json, png, parquet, got 'csv,xlsx'"),
+     "command line: --format: expected a comma-separated list of csv, json, png, parquet, html, "
+     "got 'csv,xlsx'"),
     (["--format", "png", "--no-plot"], "command line: --no-plot: drops the only file --format png asks for"),
 ])
 def test_bad_options_exit_2_with_one_line(tmp_path, capsys, args, message):

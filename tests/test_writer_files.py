@@ -20,7 +20,8 @@ topology: {kind: switch, ranks: 4, bandwidth: 25GB/s, latency: 500ns}
 algorithms: [ring, halving_doubling]
 sizes: [1KiB, 1MiB]
 """
-EVERY_FILE = ["tiny.csv", "tiny.json", "tiny.png", "tiny-crossover.png", "tiny.parquet"]
+EVERY_FILE = ["tiny.csv", "tiny.json", "tiny.png", "tiny-crossover.png", "tiny.parquet",
+              "tiny.html"]
 
 
 def write(tmp_path: Path) -> Path:
@@ -32,7 +33,7 @@ def write(tmp_path: Path) -> Path:
 def test_each_writer_names_its_files_results_file_first():
     assert {name: writer.files("tiny") for name, writer in WRITERS.items()} == {
         "csv": ("tiny.csv",), "json": ("tiny.json",), "png": ("tiny.png", "tiny-crossover.png"),
-        "parquet": ("tiny.parquet",)}
+        "parquet": ("tiny.parquet",), "html": ("tiny.html",)}
     assert [file for writer in WRITERS.values() for file in writer.files("tiny")] == EVERY_FILE
 
 

@@ -10,7 +10,7 @@ from simulator.errors import InputError, Problem, quoted
 from simulator.output.writers import DEFAULT_FORMATS, WRITERS
 
 FORMATS = ", ".join(WRITERS)
-"""The formats ``--format`` takes, as ``--help`` and its error list them: csv, json, png, parquet
+"""The formats ``--format`` takes, as ``--help`` and its error list them: csv, json, png, parquet, html
 (``output.writers`` is light to import, so ``--help`` still loads no pandas nor matplotlib)."""
 DEFAULT_FORMAT = ",".join(DEFAULT_FORMATS)
 

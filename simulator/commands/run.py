@@ -21,7 +21,7 @@ from simulator.commands.paths import (
     scenario_inputs,
     writing,
 )
-from simulator.errors import InputError, Problem
+from simulator.errors import InputError, Problem, quoted
 from simulator.limits import DEFAULT_PROXY_ELEMENTS
 
 if TYPE_CHECKING:
@@ -76,7 +76,7 @@ def execute(args: argparse.Namespace) -> int:
     training step), keeping each point in the results files as it finishes."""
     check_options(args)
     chosen = formats(args.format, args.no_plot)
-    from simulator.output.observed import watch_for, write_observed
+    from simulator.output.observed import link_usage, watch_for, write_observed
     from simulator.output.stream import ResultsStream
     from simulator.output.table import format_table
     from simulator.runner import (
@@ -114,7 +114,9 @@ def execute(args: argparse.Namespace) -> int:
                          registered=scenario.nccl.symmetric, verbose=args.verbose,
                          left_out=planning.left_out))
         with writing(scenario.source, output):
-            paths = [*files.finish(), *write_observed(watch, scenario, args.trace, args.links)]
+            usage = link_usage(watch, args.links)  # the links file's table, and the report's
+            paths = [*files.finish(usage),
+                     *write_observed(watch, scenario, args.trace, args.links, usage)]
     except KeyboardInterrupt as stop:  # the points done are on disk, every file whole
         print(f"{scenario.source}: {stopped(stop)}: {_kept(files, total)}", file=sys.stderr)
         return stop_code(stop)
@@ -208,7 +210,7 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
     from simulator.runner import settings_of
     from simulator.trainer import train
 
-    _refuse_point_options(args)
+    _refuse_point_options(args, chosen)
     for caveat in caveats(scenario.faults):  # said even if quiet, as a run of points says it
         print(f"{scenario.source}: {caveat}", file=sys.stderr, flush=True)
 
@@ -236,8 +238,16 @@ def _train(args: argparse.Namespace, scenario: Scenario, output: Path,
     return EXIT_OK
 
 
-def _refuse_point_options(args: argparse.Namespace) -> None:
-    """InputError for an option of a run of points given with a training scenario."""
+def _refuse_point_options(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
+    """InputError for an option of a run of points given with a training scenario, and for a
+    format only a run of points writes (the HTML report)."""
+    from simulator.output.writers import TRAINING_FORMATS
+
+    if refused := [name for name in chosen if name not in TRAINING_FORMATS]:
+        raise InputError([Problem("command line", "--format", (
+            f"expected {', '.join(TRAINING_FORMATS)} with a training scenario, got "
+            f"{quoted(args.format)} ({', '.join(refused)}: a report of a run of sizes; a "
+            f"training step's tables and figures are its csv and png files)"))])
     for option in ("trace", "trace_point", "links"):
         if getattr(args, option) is not None:
             flag = "--" + option.replace("_", "-")

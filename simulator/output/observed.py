@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from simulator.errors import InputError, Problem
 from simulator.model.activity import Watch
 from simulator.output.link_figure import write_link_heatmap
@@ -37,9 +39,16 @@ def watch_for(scenario: Scenario, algorithms: Sequence[str], trace: Path | None,
                  else {parse_trace_point(trace_point, scenario, algorithms, points)})
 
 
+def link_usage(watch: Watch | None, links: Path | None) -> pd.DataFrame | None:
+    """The links table ``--links`` asks for (:func:`~.links.links_frame`), which its file and
+    the HTML report show; None where it was not asked for."""
+    return links_frame(watch.activities) if watch is not None and links is not None else None
+
+
 def write_observed(watch: Watch | None, scenario: Scenario, trace: Path | None,
-                   links: Path | None) -> list[Path]:
-    """Write what ``watch`` saw to the files asked for, each atomically; the paths written."""
+                   links: Path | None, usage: pd.DataFrame | None = None) -> list[Path]:
+    """Write what ``watch`` saw to the files asked for, each atomically (``usage``: the links
+    table, where :func:`link_usage` made it already); the paths written."""
     if watch is None:
         return []
     paths = []
@@ -47,7 +56,7 @@ def write_observed(watch: Watch | None, scenario: Scenario, trace: Path | None,
         write_trace(trace, watch.activities, scenario=scenario.name)
         paths.append(trace)
     if links is not None:
-        frame = links_frame(watch.activities)
+        frame = usage if usage is not None else links_frame(watch.activities)
         write_links(links, frame)
         paths.append(links)
         if not frame.empty:

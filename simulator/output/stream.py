@@ -83,8 +83,8 @@ class ResultsStream:
         file not asked for now), so that a stopped run never leaves them beside results they
         do not describe."""
         name = self.scenario.name
-        # the figures, drawn at the end, and a Parquet file not asked for
-        unwritten = ("png", *(() if "parquet" in self.formats else ("parquet",)))
+        # the figures and the report, drawn at the end, and a Parquet file not asked for
+        unwritten = ("png", "html", *(() if "parquet" in self.formats else ("parquet",)))
         for stale in (*(file for kind in unwritten for file in WRITERS[kind].files(name)),
                       f"{name}-reference.png"):  # plot --reference's, no writer's
             (self.directory / stale).unlink(missing_ok=True)
@@ -94,12 +94,13 @@ class ResultsStream:
         if self._lock is not None:
             self._lock.release()
 
-    def finish(self) -> list[Path]:
-        """Write what waits for the whole run (the figures; anything not yet written when no
-        point came); every file of the run, in ``formats`` order (each writer's
+    def finish(self, links: pd.DataFrame | None = None) -> list[Path]:
+        """Write what waits for the whole run (the figures, the report with the link usage
+        ``links`` where ``run --links`` recorded it; anything not yet written when no point
+        came); every file of the run, in ``formats`` order (each writer's
         :meth:`~simulator.output.writers.Writer.files`)."""
         rest = tuple(name for name in self.formats if name not in self._written)
-        write_results(self.frame, self.scenario, self.run, self.directory, rest)
+        write_results(self.frame, self.scenario, self.run, self.directory, rest, links)
         self._written.update(rest)
         return [self.directory / file for name in self.formats
                 for file in WRITERS[name].files(self.scenario.name)]

@@ -1,10 +1,11 @@
 """The files a run writes, one registry of writers for a run of sizes and a training run alike:
-``--format csv,json,png,parquet`` picks among :data:`WRITERS`.
+``--format csv,json,png,parquet,html`` picks among :data:`WRITERS`.
 
 Each :class:`Writer` is one format. For a run of sizes it writes ``<name><suffix>`` from the
 results frame; for a training run, its tables as ``<name>-steps<suffix>`` and
 ``<name>-buckets<suffix>``, its settings as ``<name>.json`` and its figures as
-``<name>-timeline.png`` and ``<name>-sweeps.png`` (docs/results.md, docs/training.md). Every
+``<name>-timeline.png`` and ``<name>-sweeps.png`` (docs/results.md, docs/training.md); the
+HTML report (``<name>.html``, :mod:`.report`) is a run of sizes' only. Every
 file is written atomically (:func:`~simulator.output.files.write_atomically`). The JSON states
 the scenario's resolved settings and the simulator's version (:mod:`.settings_json`), so a file
 found later says how it was made.
@@ -39,15 +40,18 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Writer:
     """One output format: its suffix, how it writes a run of sizes' results file, how it writes
-    a training run's files into a directory (returning their paths, in order), whether it
-    holds the results' rows (a run of sizes then rewrites it after every point), and the
-    endings of the files it writes beside the results file (``-crossover.png``)."""
+    a training run's files into a directory (returning their paths, in order; None: a format
+    a training run refuses), whether it holds the results' rows (a run of sizes then rewrites
+    it after every point), the endings of the files it writes beside the results file
+    (``-crossover.png``), and how it writes the results with the link usage ``run --links``
+    recorded beside them (None: a format that does not show it)."""
 
     suffix: str
     results: Callable[[pd.DataFrame, Scenario, RunSettings, Path], None]
-    training: Callable[[Training, Scenario, RunSettings, Path], list[Path]]
+    training: Callable[[Training, Scenario, RunSettings, Path], list[Path]] | None
     holds_rows: bool = False
     beside: tuple[str, ...] = ()
+    with_links: Callable[[pd.DataFrame, Scenario, Path, pd.DataFrame], None] | None = None
 
     def files(self, name: str) -> tuple[str, ...]:
         """The names of the files this writer writes for a run of sizes named ``name``, its
@@ -115,6 +119,23 @@ def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path:
 
     rate, ceiling = limits(scenario, results.size_bytes)
     write_figures(results, path.with_suffix(""), rate, ceiling=ceiling)
+
+
+def write_html(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
+    """The report of :mod:`simulator.output.report`: one self-contained HTML file of the
+    table, the choice block, the figures and the fault comparison (the links' heatmap with
+    ``run --links``: :data:`Writer.with_links`)."""
+    from simulator.output.report import write_report
+
+    write_report(results, scenario, path)
+
+
+def write_html_with_links(results: pd.DataFrame, scenario: Scenario, path: Path,
+                          links: pd.DataFrame) -> None:
+    """The report with the links' heatmap of ``links`` (:func:`~.links.links_frame`)."""
+    from simulator.output.report import write_report
+
+    write_report(results, scenario, path, links)
 
 
 def write_training_csv(training: Training, scenario: Scenario, run: RunSettings,
@@ -215,25 +236,36 @@ WRITERS: dict[str, Writer] = {
     "png": Writer(".png", write_png, write_training_png, beside=("-crossover.png",)),
     # the CSV's tables again, typed (pyarrow)
     "parquet": Writer(".parquet", write_parquet, write_training_parquet, holds_rows=True),
+    # one self-contained page of the table, figures, choice block, link heatmap and faults; a
+    # training run refuses it (its step has its own tables and figures)
+    "html": Writer(".html", write_html, None, with_links=write_html_with_links),
 }
 """Every output format by name; ``--format`` takes a comma-separated list of these."""
 
 DEFAULT_FORMATS = ("csv", "json", "png")
 """What a run writes unless told otherwise (Parquet needs an optional package)."""
 
+TRAINING_FORMATS = tuple(name for name, writer in WRITERS.items() if writer.training is not None)
+"""The formats a training run writes (``run`` refuses the others with a training scenario)."""
+
 RESULTS_FORMATS = tuple(name for name, writer in WRITERS.items() if writer.holds_rows)
 """The formats that hold the results' rows: a run of sizes rewrites them after every point."""
 
 
 def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, directory: Path,
-                  formats: Sequence[str] = DEFAULT_FORMATS) -> list[Path]:
+                  formats: Sequence[str] = DEFAULT_FORMATS,
+                  links: pd.DataFrame | None = None) -> list[Path]:
     """Write ``<directory>/<name><suffix>`` for each format, in order; the paths written, each
-    format's :meth:`Writer.files` (a figure and its crossover chart beside it)."""
+    format's :meth:`Writer.files` (a figure and its crossover chart beside it). ``links``, the
+    link usage ``run --links`` recorded, goes to the formats that show it."""
     paths = []
     for name in formats:
         writer = WRITERS[name]
         files = [directory / file for file in writer.files(scenario.name)]
-        writer.results(results, scenario, run, files[0])
+        if links is not None and writer.with_links is not None:
+            writer.with_links(results, scenario, files[0], links)
+        else:
+            writer.results(results, scenario, run, files[0])
         paths += files
     return paths
 
@@ -241,7 +273,13 @@ def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, d
 def write_training(training: Training, scenario: Scenario, run: RunSettings, directory: Path,
                    formats: Sequence[str] = DEFAULT_FORMATS) -> list[Path]:
     """Write a training run's files of each format into ``directory``, in order; the paths
-    written."""
+    written. ValueError for a format a training run does not write (``run`` refuses it
+    before the step runs: :data:`TRAINING_FORMATS`)."""
     directory.mkdir(parents=True, exist_ok=True)
-    return [path for name in formats
-            for path in WRITERS[name].training(training, scenario, run, directory)]
+    paths = []
+    for name in formats:
+        write = WRITERS[name].training
+        if write is None:
+            raise ValueError(f"a training run writes {', '.join(TRAINING_FORMATS)}, not {name}")
+        paths += write(training, scenario, run, directory)
+    return paths
