@@ -164,7 +164,7 @@ def test_a_fault_nccl_would_abort_on_is_said_at_the_top(tmp_path, capsys):
     assert caveat.startswith("nic_down n0.nic1 at 2us: NCCL does not re-route")
     page = (tmp_path / "out" / "nic.html").read_text(encoding="utf-8")
     assert f'<p class="caveat">{escape(caveat)}</p>' in page
-    assert page.index('class="caveat"') < page.index("<h2>Results</h2>")
+    assert page.index('class="caveat"') < page.index("<h2>")  # above the answer
 
 
 def test_a_training_scenario_refuses_the_report_before_it_runs(tmp_path, capsys):
@@ -176,3 +176,22 @@ def test_a_training_scenario_refuses_the_report_before_it_runs(tmp_path, capsys)
         "got 'csv,html' (html: a report of a run of sizes; a training step's tables and figures "
         "are its csv and png files)\n")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_resumed_run_reports_every_point_kept_and_new(tmp_path, capsys):
+    (tmp_path / "small.yaml").write_text(SCENARIO.replace("[ring, nvls]", "[ring]")
+                                         .replace(", 16MiB", ""))
+    out, args = tmp_path / "out", ["--format", "csv,json,html"]
+    assert main(["run", str(tmp_path / "small.yaml"), "--output", str(out), *args,
+                 "--quiet"]) == 0
+    lines = (out / "small.csv").read_text().splitlines(keepends=True)
+    (out / "small.csv").write_text("".join(lines[:2]))  # a run stopped after its first point
+    (out / "small.html").unlink()
+    capsys.readouterr()
+    assert main(["run", str(tmp_path / "small.yaml"), "--output", str(out), "--resume",
+                 *args]) == 0
+    assert "(1 kept from the stopped run)" in capsys.readouterr().err
+    page = (out / "small.html").read_text(encoding="utf-8")
+    start = page.index('<table id="results">')
+    results = page[start:page.index("</table>", start)]
+    assert re.findall(r'<tr><td class="num">(\d+)</td>', results) == ["65536", "1048576"]

@@ -190,13 +190,13 @@ def test_the_next_run_removes_what_a_kill_left_mid_write(tmp_path):
 
 
 def test_a_new_run_leaves_no_figure_of_the_last_one_beside_its_results(tmp_path, capsys):
-    # the figures are drawn when a run ends: a run stopped before that must not leave the last
-    # run's figures (or a Parquet file it did not ask for) beside its own results
+    # the figures and the report are drawn when a run ends: a run stopped before that must not
+    # leave the last run's (or a Parquet file it did not ask for) beside its own results
     scenario = write(tmp_path, SCENARIO.replace("engine: simpy", "engine: vector"))
     out = tmp_path / "out"
     out.mkdir()
     for name in ("killed.png", "killed-crossover.png", "killed-reference.png", "killed.parquet",
-                 "other.png"):
+                 "killed.html", "other.png"):
         (out / name).write_text("from the last run")
     assert main(["run", str(scenario), "--output", str(out), "--no-plot", "--quiet"]) == 0
     assert sorted(p.name for p in out.iterdir()) == [".killed.resume", "killed.csv", "killed.json",

@@ -1,12 +1,13 @@
 """The HTML report of a run of sizes (``--format html``): one self-contained file,
 ``<output>/<name>.html``, holding what the run printed and drew, to open in a browser.
 
-In order: a heading (scenario, topology, ranks, collective), the caveats of its faults (where
-NCCL would abort rather than go on), the results table (the text table's columns; each rounded
-number's exact value, as the CSV holds it, in its tooltip) with the deviation's reading line,
-NCCL's choice per size (or, without NCCL's pick, the best algorithm per size), the figures of
-the ``png`` writer, the links' heatmap (with ``run --links``), the fault comparison (a scenario
-with faults), and the text table as the run printed it. It only formats what a run computed.
+In order, the answer first: a heading (scenario, topology, ranks, collective), the caveats of
+its faults (where NCCL would abort rather than go on), NCCL's choice per size (or, without
+NCCL's pick, the best algorithm per size), the figures of the ``png`` writer, the results table
+(the text table's columns; each rounded number's exact value, as the CSV holds it, in its
+tooltip) with the deviation's reading line, the links' heatmap (with ``run --links``), the
+fault comparison (a scenario with faults), and the text table as the run printed it. It only
+formats what a run computed.
 """
 
 from __future__ import annotations
@@ -69,15 +70,15 @@ def report(results: pd.DataFrame, scenario: Scenario, links: pd.DataFrame | None
                       f"{results.algorithm.nunique()} algorithm(s) × "
                       f"{results.size_bytes.nunique()} size(s)", "meta"),
             *(paragraph(caveat, "caveat") for caveat in caveats(scenario.faults)),
-            "<h2>Results</h2>",
-            table("results", RESULT_HEADERS, (_result_cells(row) for row in _rows(shown))),
-            paragraph(DEVIATION_GUIDE.removeprefix("# "), "note guide"),
             *_choice(results, scenario),
             "<h2>Figures</h2>",
             figure("results-figure", results_figure(results, link_rate(scenario)),
                    "bus bandwidth and time against size, simulated beside the closed form"),
             figure("crossover-figure", crossover_figure(results),
                    "the fastest algorithm per size"),
+            "<h2>Results</h2>",
+            table("results", RESULT_HEADERS, (_result_cells(row) for row in _rows(shown))),
+            paragraph(DEVIATION_GUIDE.removeprefix("# "), "note guide"),
             "<h2>Link usage</h2>", _links(links),
             *_faults(shown),
             "<details><summary>The text table, as the run printed it</summary>"
