@@ -22,7 +22,7 @@ import pandas as pd
 from simulator.model.collective import Collective
 from simulator.model.faults import caveats
 from simulator.output.crossover import crossover_figure
-from simulator.output.figures import link_rate
+from simulator.output.figures import limits
 from simulator.output.files import write_atomically
 from simulator.output.html import Cell, figure, page, paragraph, table
 from simulator.output.link_figure import link_heatmap
@@ -72,7 +72,7 @@ def report(results: pd.DataFrame, scenario: Scenario, links: pd.DataFrame | None
             *(paragraph(caveat, "caveat") for caveat in caveats(scenario.faults)),
             *_choice(results, scenario),
             "<h2>Figures</h2>",
-            figure("results-figure", results_figure(results, link_rate(scenario)),
+            figure("results-figure", results_figure(results, *limits(scenario, results.size_bytes)),
                    "bus bandwidth and time against size, simulated beside the closed form"),
             figure("crossover-figure", crossover_figure(results),
                    "the fastest algorithm per size"),
@@ -88,10 +88,10 @@ def report(results: pd.DataFrame, scenario: Scenario, links: pd.DataFrame | None
 
 
 def _text_table(results: pd.DataFrame, scenario: Scenario) -> str:
-    """The text table in full, as ``run`` prints it: the one call of
+    """The text table in full, as ``run --verbose`` prints it: the one call of
     :func:`~.table.format_table` here."""
     return format_table(results, picks_only=scenario.nccl_choice,
-                        registered=scenario.nccl.symmetric)
+                        registered=scenario.nccl.symmetric, verbose=True)
 
 
 def _result_cells(row: Any) -> list[Cell]:
