@@ -61,14 +61,18 @@ def test_golden_run_prints_the_table(golden):
         ["67108864", "16777216", "float32", "sum", "nvls"]]  # in-switch reduction at 64 MiB
     assert lines[-1] == (f"# results: {out}/dgx-small.csv, {out}/dgx-small.json, "
                          f"{out}/dgx-small.png, {out}/dgx-small-crossover.png")
-    assert lines[-2] == "# --verbose: every point, each one's busiest link and the averages"
+    assert lines[-2] == "# --verbose: every point, its busiest link, the averages"
     best = lines.index("# Best algorithm per size (fastest simulated; the closed forms' pick "
                        "beside it)")
     assert [line.split() for line in lines[best + 2:-2]] == [
         ["1024", "direct", "1.20", "direct", "1.20", "yes"],
         ["1048576", "direct", "6.11", "direct", "6.11", "yes"],
         ["67108864", "nvls", "175.90", "nvls", "175.90", "yes"]]
-    assert not any(line.startswith(("# Avg bus", "# Bottleneck")) for line in lines)
+    assert not any(line.startswith("# Avg bus") for line in lines)
+    block = lines.index("# Bottleneck per point: the link busy longest (at least one flow on it), "
+                        "and that time as a share of the point's")
+    assert [line.split()[1:3] for line in lines[block + 2:block + 5]] == [
+        ["1024", "direct"], ["1048576", "direct"], ["67108864", "nvls"]]  # the lines shown
     assert (out / "dgx-small.png").stat().st_size > 10_000
 
 

@@ -39,8 +39,11 @@ def test_one_screen_has_the_fastest_point_of_each_size_in_size_order(frame):
     lines = table.splitlines()
     assert lines[1] == ("# one line per size: the fastest of 3 algorithms simulated (6 points: "
                         "--verbose prints each, the CSV holds them)")
-    assert lines[-1] == "# --verbose: every point, each one's busiest link and the averages"
-    assert not any(line.startswith(("# Avg bus", "# Bottleneck")) for line in lines)
+    assert lines[-1] == "# --verbose: every point, its busiest link, the averages"
+    assert not any(line.startswith("# Avg bus") for line in lines)
+    block = next(n for n, line in enumerate(lines) if line.startswith("# Bottleneck per point"))
+    assert [line.split()[1:3] for line in lines[block + 2:block + 4]] == [
+        [str(row.size_bytes), row.algorithm] for row in fastest]  # of the lines shown
 
 
 def test_verbose_is_every_point_with_its_bottleneck_and_the_averages(frame):

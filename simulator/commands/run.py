@@ -52,7 +52,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                                                              "progress bar; a run that may "
                                                              "take long still says so")
     parser.add_argument("--verbose", action="store_true",
-                        help="print every point of the table, each one's busiest link and the "
+                        help="print every point of the table, its busiest link, and the "
                              "averages (default: one screen, a line per size where several "
                              "algorithms ran)")
     parser.add_argument("--trace", type=Path, metavar="FILE.json",

@@ -54,7 +54,7 @@ def arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plot", action="store_true", help="skip the PNG figures")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     parser.add_argument("--verbose", action="store_true",
-                        help="print every point of each table, each one's busiest link and the "
+                        help="print every point of each table, its busiest link, and the "
                              "averages (default: a line per size where several algorithms ran)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the points a stopped sweep (or run) of the same scenarios and "

@@ -38,8 +38,9 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False,
     kernels only where the buffers are ``registered``: :func:`nccl_choice_per_size`).
 
     Without ``verbose`` (the command line's default) the table fits one screen: where several
-    algorithms ran, one line per size, its fastest simulated point, and no per-point bottleneck
-    block or averages; the faults' comparison keeps its per-size summary. ``left_out`` (points
+    algorithms ran, one line per size, its fastest simulated point (the bottleneck block then
+    names that point's busiest link), and no averages; the faults' comparison keeps its
+    per-size summary. ``left_out`` (points
     ``all`` or ``auto`` could not run, :class:`~simulator.plan.LeftOut`) get a line each, saying
     why, where the point or its size would stand.
     """
@@ -76,8 +77,7 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False,
             busbw = group.busbw_GBps.dropna()
             average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
             lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
-    if verbose:
-        lines.extend(bottleneck_lines(table))
+    lines.extend(bottleneck_lines(table))
     if "faults" in table and (table.faults.fillna("") != "").any():
         lines.extend(_fault_table(table, table if verbose else results))
     if not choice.empty:
@@ -86,7 +86,7 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False,
         lines.extend(_best_table(best_per_size(results if verbose
                                                else _runnable(results, registered))))
     if not verbose:
-        lines.append("# --verbose: every point, each one's busiest link and the averages")
+        lines.append("# --verbose: every point, its busiest link, the averages")
     return "\n".join(lines) + "\n"
 
 
