@@ -195,3 +195,20 @@ def test_a_resumed_run_reports_every_point_kept_and_new(tmp_path, capsys):
     start = page.index('<table id="results">')
     results = page[start:page.index("</table>", start)]
     assert re.findall(r'<tr><td class="num">(\d+)</td>', results) == ["65536", "1048576"]
+
+
+def test_a_point_left_out_is_said_in_the_report_with_why(tmp_path):
+    from simulator import simulate
+    from simulator.output.report import report
+    from simulator.output.writers import Observed
+    from simulator.plan import LeftOut
+    from simulator.scenario.parse import scenario_from_dict
+
+    described = {"name": "two", "topology": {"kind": "switch", "ranks": 4, "bandwidth": "25GB/s",
+                                             "latency": "1us"},
+                 "algorithms": ["ring", "direct"], "sizes": ["1KiB"], "verify": False}
+    left = LeftOut(1 << 30, "execution: <too> big", "ring at 1GiB", "ring")
+    page = report(simulate(described), scenario_from_dict(described), Observed(left_out=(left,)))
+    assert '<p class="note left-out">ring at 1GiB left out: execution: &lt;too&gt; big</p>' in page
+    assert ("  1073741824   268435456  float32   sum               ring  left out: execution: "
+            "&lt;too&gt; big") in page  # the whole text table's line, escaped

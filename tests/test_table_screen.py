@@ -37,7 +37,7 @@ def test_one_screen_has_the_fastest_point_of_each_size_in_size_order(frame):
     assert [row[4] for row in _rows(table)] == [row.algorithm for row in fastest]
     assert [row[0] for row in _rows(table)] == ["1024", "1048576"]
     lines = table.splitlines()
-    assert lines[1] == ("# one line per size: the fastest of 3 algorithms simulated (6 points: "
+    assert lines[1] == ("# one line per size: the fastest of 3 algorithms (6 points simulated: "
                         "--verbose prints each, the CSV holds them)")
     assert lines[-1] == "# --verbose: every point, its busiest link, the averages"
     assert not any(line.startswith("# Avg bus") for line in lines)
@@ -97,3 +97,4 @@ def test_auto_says_on_its_row_why_a_size_has_no_point(tmp_path):
         "runs it with LL, the scenario every point with Simple",
         "    67108864    16777216  float32   sum               nvls      302.28      222.01      "
         "388.51      302.28    0.00      off"]
+    assert not any(line.startswith("# --verbose") for line in lines)  # nothing is hidden

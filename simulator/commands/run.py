@@ -79,6 +79,7 @@ def execute(args: argparse.Namespace) -> int:
     from simulator.output.observed import link_usage, watch_for, write_observed
     from simulator.output.stream import ResultsStream
     from simulator.output.table import format_table
+    from simulator.output.writers import Observed
     from simulator.runner import (
         checked_setup,
         outlook,
@@ -115,7 +116,7 @@ def execute(args: argparse.Namespace) -> int:
                          left_out=planning.left_out))
         with writing(scenario.source, output):
             usage = link_usage(watch, args.links)  # the links file's table, and the report's
-            paths = [*files.finish(usage),
+            paths = [*files.finish(Observed(usage, planning.left_out)),
                      *write_observed(watch, scenario, args.trace, args.links, usage)]
     except KeyboardInterrupt as stop:  # the points done are on disk, every file whole
         print(f"{scenario.source}: {stopped(stop)}: {_kept(files, total)}", file=sys.stderr)

@@ -154,7 +154,7 @@ def _write(args: argparse.Namespace, scenarios: Sequence[Scenario], done: Sweep,
     """Each scenario's table printed and files written; EXIT_FAILED where a row failed
     verification, else EXIT_OK."""
     from simulator.output.table import format_table
-    from simulator.output.writers import write_results
+    from simulator.output.writers import Observed, write_results
     from simulator.runner import settings_of
 
     status = EXIT_OK
@@ -165,7 +165,7 @@ def _write(args: argparse.Namespace, scenarios: Sequence[Scenario], done: Sweep,
                          left_out=left))
         paths = write_results(results, scenario,
                               settings_of(scenario, args.seed, args.proxy_elements),
-                              scenario.output_dir, chosen)
+                              scenario.output_dir, chosen, Observed(left_out=left))
         say(f"# results: {', '.join(str(path) for path in paths)}\n")
         status = max(status, verification(scenario.source, results))
     return status

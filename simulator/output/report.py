@@ -36,6 +36,7 @@ from simulator.output.table import (
     format_table,
     nccl_choice_per_size,
 )
+from simulator.output.writers import Observed
 from simulator.scenario.spec import Scenario
 from simulator.version import __version__
 
@@ -45,9 +46,9 @@ RESULT_HEADERS = ("size(B)", "count", "type", "redop", "algorithm", "time(us)", 
 
 
 def write_report(results: pd.DataFrame, scenario: Scenario, path: Path,
-                 links: pd.DataFrame | None = None) -> None:
+                 observed: Observed | None = None) -> None:
     """:func:`report` written to ``path``, atomically."""
-    text = report(results, scenario, links)
+    text = report(results, scenario, observed or Observed())
 
     def write(tmp: Path) -> None:
         tmp.write_text(text, encoding="utf-8")
@@ -55,9 +56,11 @@ def write_report(results: pd.DataFrame, scenario: Scenario, path: Path,
     write_atomically(path, write)
 
 
-def report(results: pd.DataFrame, scenario: Scenario, links: pd.DataFrame | None = None) -> str:
-    """The whole page of a run's ``results``; ``links`` is the link usage ``run --links``
-    recorded (:func:`~.links.links_frame`), None where it was not asked for."""
+def report(results: pd.DataFrame, scenario: Scenario, observed: Observed | None = None) -> str:
+    """The whole page of a run's ``results``, with what the run ``observed`` beyond its rows:
+    the link usage ``run --links`` recorded (None where it was not asked for) and the points
+    ``all`` or ``auto`` left out."""
+    observed = observed or Observed()
     if results.empty:
         return page(f"allreduce-sim · {scenario.name}",
                     [f"<h1>{_escaped(scenario.name)}</h1>", paragraph("no results")])
@@ -79,19 +82,22 @@ def report(results: pd.DataFrame, scenario: Scenario, links: pd.DataFrame | None
             "<h2>Results</h2>",
             table("results", RESULT_HEADERS, (_result_cells(row) for row in _rows(shown))),
             paragraph(DEVIATION_GUIDE.removeprefix("# "), "note guide"),
-            "<h2>Link usage</h2>", _links(links),
+            *(paragraph(left.note, "note left-out")
+              for left in observed.left_out),
+            "<h2>Link usage</h2>", _links(observed.links),
             *_faults(shown),
-            "<details><summary>The text table, as the run printed it</summary>"
-            f"<pre>{_escaped(_text_table(results, scenario))}</pre></details>",
+            "<details><summary>The whole text table, as run --verbose prints it</summary>"
+            f"<pre>{_escaped(_text_table(results, scenario, observed))}</pre></details>",
             paragraph(f"allreduce-sim {__version__}")]
     return page(f"allreduce-sim · {first['scenario']}", body)
 
 
-def _text_table(results: pd.DataFrame, scenario: Scenario) -> str:
+def _text_table(results: pd.DataFrame, scenario: Scenario, observed: Observed) -> str:
     """The text table in full, as ``run --verbose`` prints it: the one call of
     :func:`~.table.format_table` here."""
     return format_table(results, picks_only=scenario.nccl_choice,
-                        registered=scenario.nccl.symmetric, verbose=True)
+                        registered=scenario.nccl.symmetric, verbose=True,
+                        left_out=observed.left_out)
 
 
 def _result_cells(row: Any) -> list[Cell]:

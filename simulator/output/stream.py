@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING
 
 from simulator.output.files import DirectoryLock, interrupts_held, remove_stale_lock
 from simulator.output.results import Result, results_frame
-from simulator.output.writers import RESULTS_FORMATS, WRITERS, append_csv, write_results
+from simulator.output.writers import (
+    RESULTS_FORMATS,
+    WRITERS,
+    Observed,
+    append_csv,
+    write_results,
+)
 from simulator.scenario.spec import Scenario
 from simulator.settings import RunSettings
 
@@ -94,13 +100,12 @@ class ResultsStream:
         if self._lock is not None:
             self._lock.release()
 
-    def finish(self, links: pd.DataFrame | None = None) -> list[Path]:
-        """Write what waits for the whole run (the figures, the report with the link usage
-        ``links`` where ``run --links`` recorded it; anything not yet written when no point
-        came); every file of the run, in ``formats`` order (each writer's
-        :meth:`~simulator.output.writers.Writer.files`)."""
+    def finish(self, observed: Observed | None = None) -> list[Path]:
+        """Write what waits for the whole run (the figures, the report with what the run
+        ``observed``; anything not yet written when no point came); every file of the run, in
+        ``formats`` order (each writer's :meth:`~simulator.output.writers.Writer.files`)."""
         rest = tuple(name for name in self.formats if name not in self._written)
-        write_results(self.frame, self.scenario, self.run, self.directory, rest, links)
+        write_results(self.frame, self.scenario, self.run, self.directory, rest, observed)
         self._written.update(rest)
         return [self.directory / file for name in self.formats
                 for file in WRITERS[name].files(self.scenario.name)]

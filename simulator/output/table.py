@@ -48,44 +48,45 @@ def format_table(results: pd.DataFrame, *, picks_only: bool = False,
         return "# no results\n"
     choice = nccl_choice_per_size(results, registered=registered)
     several = not picks_only and results.algorithm.nunique() > 1
+    screen = several and not verbose  # one line per size stands for several points
+    runnable = _runnable(results, registered)
     if picks_only:
         table = (results[results.nccl_pick.fillna(False).astype(bool)]
                  .sort_values("size_bytes", kind="stable"))
-    elif several and not verbose:
-        table = _fastest_per_size(_runnable(results, registered))
+    elif screen:
+        table = _fastest_per_size(runnable)
     else:
         table = results
     first = results.iloc[0]
     lines = [f"# allreduce-sim · scenario {first['scenario']} · topology {first['topology']} · "
              f"{first['ranks']} ranks · {first['collective']}"]
-    if several and not verbose:
-        lines.append(f"# one line per size: the fastest of {results.algorithm.nunique()} "
-                     f"algorithms simulated ({len(results)} points: --verbose prints each, "
-                     f"the CSV holds them)")
-        aside = sorted(set(results.algorithm) - set(_runnable(results, registered).algorithm))
+    if screen:
+        lines.append(f"# one line per size: the fastest of {runnable.algorithm.nunique()} "
+                     f"algorithms ({len(results)} points simulated: --verbose prints each, the "
+                     f"CSV holds them)")
+        aside = sorted(set(results.algorithm) - set(runnable.algorithm))
         if aside:
             lines.append(f"# left aside: {', '.join(aside)}, which need buffers registered as "
                          f"symmetric windows (nccl.symmetric: true)")
     lines += ["#", "#" + _HEADER[1:]]
-    lines += _rows(table, first, left_out, by_size=picks_only or (several and not verbose))
+    lines += _rows(table, first, left_out, by_size=picks_only or screen)
     if (results.verified.notna() & (results.verified_elements < results["count"])).any():
         lines.append("# * verified on a proxy payload (column verified_elements of the CSV: "
                      "elements per rank, same partitioning); timed at the nominal size")
     lines.append(DEVIATION_GUIDE)
-    if verbose or not several:
+    if not screen:
         for algorithm, group in table.groupby("algorithm", sort=False):
             busbw = group.busbw_GBps.dropna()
             average = f"{busbw.mean():.2f} GB/s" if len(busbw) else "n/a"
             lines.append(f"# Avg bus bandwidth ({algorithm}): {average}")
     lines.extend(bottleneck_lines(table))
     if "faults" in table and (table.faults.fillna("") != "").any():
-        lines.extend(_fault_table(table, table if verbose else results))
+        lines.extend(_fault_table(table, runnable if screen else table))
     if not choice.empty:
         lines.extend(_choice_table(choice, alternatives=not picks_only))
     elif several:
-        lines.extend(_best_table(best_per_size(results if verbose
-                                               else _runnable(results, registered))))
-    if not verbose:
+        lines.extend(_best_table(best_per_size(runnable if screen else results)))
+    if screen:
         lines.append("# --verbose: every point, its busiest link, the averages")
     return "\n".join(lines) + "\n"
 

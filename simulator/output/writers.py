@@ -33,8 +33,19 @@ from simulator.settings import RunSettings
 if TYPE_CHECKING:
     import pandas as pd
 
+    from simulator.plan import LeftOut
     from simulator.scenario.spec import Scenario
     from simulator.training.results import Training
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a run saw beyond its rows, for the formats that show it (the report): the link
+    usage ``run --links`` recorded (:func:`~.links.links_frame`; None where not asked for)
+    and the points ``all`` or ``auto`` left out, each with why."""
+
+    links: pd.DataFrame | None = None
+    left_out: tuple[LeftOut, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -43,15 +54,15 @@ class Writer:
     a training run's files into a directory (returning their paths, in order; None: a format
     a training run refuses), whether it holds the results' rows (a run of sizes then rewrites
     it after every point), the endings of the files it writes beside the results file
-    (``-crossover.png``), and how it writes the results with the link usage ``run --links``
-    recorded beside them (None: a format that does not show it)."""
+    (``-crossover.png``), and how it writes the results with what the run observed beside
+    them (:class:`Observed`; None: a format that shows none of it)."""
 
     suffix: str
     results: Callable[[pd.DataFrame, Scenario, RunSettings, Path], None]
     training: Callable[[Training, Scenario, RunSettings, Path], list[Path]] | None
     holds_rows: bool = False
     beside: tuple[str, ...] = ()
-    with_links: Callable[[pd.DataFrame, Scenario, Path, pd.DataFrame], None] | None = None
+    observed: Callable[[pd.DataFrame, Scenario, Path, Observed], None] | None = None
 
     def files(self, name: str) -> tuple[str, ...]:
         """The names of the files this writer writes for a run of sizes named ``name``, its
@@ -123,19 +134,19 @@ def write_png(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path:
 
 def write_html(results: pd.DataFrame, scenario: Scenario, run: RunSettings, path: Path) -> None:
     """The report of :mod:`simulator.output.report`: one self-contained HTML file of the
-    table, the choice block, the figures and the fault comparison (the links' heatmap with
-    ``run --links``: :data:`Writer.with_links`)."""
+    table, the choice block, the figures and the fault comparison (the links' heatmap and the
+    points left out where the run observed them: :data:`Writer.observed`)."""
     from simulator.output.report import write_report
 
     write_report(results, scenario, path)
 
 
-def write_html_with_links(results: pd.DataFrame, scenario: Scenario, path: Path,
-                          links: pd.DataFrame) -> None:
-    """The report with the links' heatmap of ``links`` (:func:`~.links.links_frame`)."""
+def write_html_observed(results: pd.DataFrame, scenario: Scenario, path: Path,
+                        observed: Observed) -> None:
+    """The report with what the run ``observed``: the links' heatmap, the points left out."""
     from simulator.output.report import write_report
 
-    write_report(results, scenario, path, links)
+    write_report(results, scenario, path, observed)
 
 
 def write_training_csv(training: Training, scenario: Scenario, run: RunSettings,
@@ -238,7 +249,7 @@ WRITERS: dict[str, Writer] = {
     "parquet": Writer(".parquet", write_parquet, write_training_parquet, holds_rows=True),
     # one self-contained page of the table, figures, choice block, link heatmap and faults; a
     # training run refuses it (its step has its own tables and figures)
-    "html": Writer(".html", write_html, None, with_links=write_html_with_links),
+    "html": Writer(".html", write_html, None, observed=write_html_observed),
 }
 """Every output format by name; ``--format`` takes a comma-separated list of these."""
 
@@ -254,16 +265,16 @@ RESULTS_FORMATS = tuple(name for name, writer in WRITERS.items() if writer.holds
 
 def write_results(results: pd.DataFrame, scenario: Scenario, run: RunSettings, directory: Path,
                   formats: Sequence[str] = DEFAULT_FORMATS,
-                  links: pd.DataFrame | None = None) -> list[Path]:
+                  observed: Observed | None = None) -> list[Path]:
     """Write ``<directory>/<name><suffix>`` for each format, in order; the paths written, each
-    format's :meth:`Writer.files` (a figure and its crossover chart beside it). ``links``, the
-    link usage ``run --links`` recorded, goes to the formats that show it."""
+    format's :meth:`Writer.files` (a figure and its crossover chart beside it). What the run
+    ``observed`` beyond its rows goes to the formats that show it."""
     paths = []
     for name in formats:
         writer = WRITERS[name]
         files = [directory / file for file in writer.files(scenario.name)]
-        if links is not None and writer.with_links is not None:
-            writer.with_links(results, scenario, files[0], links)
+        if observed is not None and writer.observed is not None:
+            writer.observed(results, scenario, files[0], observed)
         else:
             writer.results(results, scenario, run, files[0])
         paths += files
