@@ -440,3 +440,25 @@ def test_plot_takes_the_ceiling_from_the_settings_beside_the_csv(dgx_results, tm
     assert main(["plot", str(alone)]) == 0
     assert capsys.readouterr().out.startswith(
         f"# no link-rate line and no fabric's ceiling: {tmp_path / 'alone.json'} not found\n")
+
+
+def test_a_closed_form_past_the_link_rate_is_named_with_why():
+    # busbw = S / t · 1.5: ring 1e6 / 80 µs · 1.5 = 18.75 GB/s over a 10 GB/s link, under the
+    # 25 GB/s ceiling; direct 1e6 / 200 µs · 1.5 = 7.5 GB/s, under the link
+    frame = hand_frame({"ring": {10**6: 80e-6}, "direct": {10**6: 200e-6}})
+    figure = results_figure(frame, LinkRate(10e9), switch_ceiling(frame.size_bytes))
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert ("closed form past the link rate:\nring\n(a switch reduces, or a rank drives\n"
+            "several links; the fabric's\nceiling still bounds it)") in legend
+    assert not any("past the link" in text for text in [
+        text.get_text() for text in results_figure(frame, LinkRate(20e9)).legends[0].get_texts()])
+
+
+def test_a_far_ceiling_stays_off_the_axis_and_says_so():
+    # busbw 1e6 / 400 µs · 1.5 = 3.75 GB/s; the 25 GB/s ceiling lies far above it
+    frame = hand_frame({"ring": {10**6: 400e-6, 10**7: 4e-3}})
+    figure = results_figure(frame, None, switch_ceiling(frame.size_bytes))
+    assert figure.axes[0].get_ylim()[1] == pytest.approx(3.75 * 1.12, rel=1e-12)
+    legend = [text.get_text() for text in figure.legends[0].get_texts()]
+    assert legend[-1] == ("fabric's ceiling 25GB/s\n(GPU cut) (above\nthe axis);\non time: the "
+                          "fabric's floor")

@@ -321,15 +321,22 @@ def results_figure(results: pd.DataFrame, link_rate: LinkRate | None = None,
         time_axis.plot(chosen.size_bytes, chosen.sim_time_s * 1e6, zorder=5,
                        gid="nccl pick time", **PICK_STYLE)
         handles.append(pick_handle())
+    if link_rate is not None and (past := _past_the_link(results, link_rate, ceiling)):
+        handles.append(Line2D([], [], color="none", label=(
+            f"closed form past the link rate:\n{', '.join(past)}\n(a switch reduces, or a "
+            f"rank drives\nseveral links; the fabric's\nceiling still bounds it)")))
     top = [] if ceiling is None else _ceiling(results, ceiling, bw_axis, time_axis)
+    height = max(bandwidths, default=1.0) * 1.12 or 1.0
     if ceiling is not None and top:
-        bandwidths += top
-        handles += _ceiling_handles(ceiling, top, capped)
+        above = min(top) > height * CEILING_ROOM  # drawn, but off the axis the data need
+        if not above:
+            height = max(height, max(top) * 1.12)
+        handles += _ceiling_handles(ceiling, top, capped, above)
     sizes = results.size_bytes.unique()
     for axis in (bw_axis, time_axis):
         size_axis(axis, sizes)
         axis.grid(True, which="major", alpha=0.3)
-    bw_axis.set_ylim(0, max(bandwidths, default=1.0) * 1.12 or 1.0)
+    bw_axis.set_ylim(0, height)
     bw_axis.set_ylabel("bus bandwidth (GB/s)")
     time_axis.set_ylabel("time (µs)")
     time_axis_us(time_axis, times)
@@ -357,11 +364,31 @@ def _ceiling(results: pd.DataFrame, ceiling: Ceiling, bw_axis: Axes,
     return [float(value) for value in top]
 
 
-def _ceiling_handles(ceiling: Ceiling, top: list[float], capped: int) -> list[Line2D]:
-    """The legend's entries for the ceiling (busbw ``top``) and, when any are, the ``capped``
-    closed-form points drawn at it."""
+CEILING_ROOM = 1.25
+"""The bandwidth panel rises to show the fabric's ceiling only where it lies within a quarter
+above the data (and the link rate): a far ceiling (898 GB/s over one DGX H100's curves, which
+reach 480) would squash them; its legend entry then says it is above the axis."""
+
+
+def _past_the_link(results: pd.DataFrame, link_rate: LinkRate,
+                   ceiling: Ceiling | None) -> list[str]:
+    """The algorithms whose closed form (as drawn: capped at the ceiling) passes the link
+    rate's busbw somewhere: the figure says why that is no error (in-switch reduction, or a
+    rank driving several links at once, which the link rate does not bound)."""
+    rate = link_rate.bandwidth_Bps / 1e9
+    return [str(algorithm) for algorithm, rows in results.groupby("algorithm", sort=False)
+            if (ClosedForm.of(rows.sort_values("size_bytes"), ceiling).busbw_GBps
+                > rate * (1 + 1e-9)).any()]
+
+
+def _ceiling_handles(ceiling: Ceiling, top: list[float], capped: int,
+                     above: bool = False) -> list[Line2D]:
+    """The legend's entries for the ceiling (busbw ``top``; ``above`` the axis, where the
+    panel does not rise to it) and, when any are, the ``capped`` closed-form points drawn at
+    it."""
+    where = " (above\nthe axis)" if above else ""
     handles = [Line2D([], [], **CEILING_STYLE,
-                      label=f"{ceiling.label(top)};\non time: the fabric's floor")]
+                      label=f"{ceiling.label(top)}{where};\non time: the fabric's floor")]
     if capped:
         handles.append(Line2D([], [], color="0.2", lw=1.4, ls="--", marker="v", mec="k",
                               mew=0.6, label=f"closed form, capped at the\nfabric's ceiling "
