@@ -47,8 +47,8 @@ $(TEST_STAMP): $(STAMP)  # the test, lint and optional extras on top of the main
 	touch $(TEST_STAMP)
 
 $(BROWSER):  # headless Chromium for tests/test_html_report.py (make test only; here ~22 s: 131 packages, 285 MB download, 580 MB installed)
-	@command -v apt-get >/dev/null || { echo "make test: tests/test_html_report.py needs Chromium and its driver (/usr/bin/chromium, $(BROWSER)); no apt-get here: install them with your package manager"; exit 1; }
-	@test "$$(id -u)" = 0 || { echo "make test: tests/test_html_report.py needs Chromium: run 'sudo apt-get install chromium chromium-driver' (apt-get needs root)"; exit 1; }
+	@command -v apt-get >/dev/null || { echo "make test: tests/test_html_report.py needs Chromium and its driver (/usr/bin/chromium, $(BROWSER)); no apt-get here: install them with your package manager (the rest of the suite runs)"; exit 0; }
+	@test "$$(id -u)" = 0 || { echo "make test: tests/test_html_report.py needs Chromium: run 'sudo apt-get install chromium chromium-driver' (apt-get needs root; the rest of the suite runs)"; exit 0; }
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; }
 
 clean:
