@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from simulator.errors import InputError, Problem, quoted
+from simulator.model.collective import Collective
 from simulator.model.execution import system_of
+from simulator.model.nccl import CANDIDATES
 from simulator.model.nccl_channels import channels as nccl_channels
 from simulator.model.nccl_point import NcclPick, nccl_point, pick_problem
 from simulator.model.nccl_terms import Library
@@ -42,6 +44,13 @@ from simulator.units import format_size
 ENV = {"NCCL_ALGO": "algo", "NCCL_PROTO": "proto", "NCCL_NVLS_ENABLE": "nvls"}
 """The NCCL variables the model reads, and the scenario's ``nccl:`` key each sets
 (:mod:`simulator.model.nccl_env`)."""
+
+DEFAULT_SIZES: Mapping[str, Any] = {"from": "1KiB", "to": "1GiB", "factor": 4}
+"""The sizes asked when none are given (:func:`query`'s ``sizes``, ``nccl`` without
+``--sizes``): 1 KiB to 1 GiB, ×4 (11 sizes)."""
+
+COLLECTIVES = tuple(collective.value for collective in CANDIDATES)
+"""The collectives NCCL's model picks for (allreduce, reduce_scatter, allgather)."""
 
 
 @dataclass(frozen=True)
@@ -57,19 +66,53 @@ class Names:
     version: str = "version"
     env: str = "env"
 
-    def of(self, field: str) -> str:
-        """The input a scenario's ``field`` came from (``nccl.algo``: ``env NCCL_ALGO``)."""
+    def of(self, field: str, origin: Origin | None = None) -> str:
+        """The input a scenario's ``field`` came from (``nccl.algo``: ``env NCCL_ALGO``), as
+        ``origin`` tells where the topology and its node count came from: a topology mapping's
+        own key keeps its name under the topology's (``topology.gpu_per_node``); a node count
+        not given apart is the topology's (``dgx_h100:0``)."""
+        origin = origin or Origin()
         head, _, rest = field.partition("[")
         tail = f"[{rest}" if rest else ""
         keys = {f"nccl.{key}": f"{self.env} {name}" for name, key in ENV.items()}
-        named = {"topology.nodes": self.nodes, "collective": self.collective,
-                 "algorithms": self.collective,  # auto's: a collective NCCL's model has none of
-                 "sizes": self.sizes, "nccl.version": self.version, **keys}
+        named = {"collective": self.collective, "sizes": self.sizes,
+                 "nccl.version": self.version, **keys}
+        if head == "topology.nodes" and origin.nodes_apart:
+            return self.nodes + tail
         if head in named:
             return named[head] + tail
         if head.startswith("sizes"):
             return self.sizes + head.removeprefix("sizes") + tail
+        if origin.mapping and head.startswith("topology."):
+            return self.topology + head.removeprefix("topology") + tail
         return self.topology if head.startswith(("topology", "execution")) else field
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a query's inputs came from, for its messages: the topology as a mapping (its keys
+    are the caller's: ``mapping``), the node count given apart (``nodes``: ``nodes_apart``),
+    and the scenario file whose ``collective:`` and ``nccl:`` keys it took (``file``, the
+    fields ``taken``)."""
+
+    mapping: bool = False
+    nodes_apart: bool = False
+    file: str | None = None
+    taken: frozenset[str] = frozenset()
+
+    def took(self, field: str) -> bool:
+        """Whether ``field`` (``nccl.algo``, ``collective``) is the scenario file's value."""
+        return field.partition("[")[0] in self.taken
+
+
+@dataclass(frozen=True)
+class Question:
+    """What a query asks (:func:`question`): the ``scenario`` it is, the ``names`` its messages
+    call the inputs by, and where they came from (``origin``)."""
+
+    scenario: Scenario
+    names: Names
+    origin: Origin
 
 
 API = Names()
@@ -141,69 +184,107 @@ def _us(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.3f}"
 
 
-def query(topology: str | Path | Mapping[str, Any], collective: str = "allreduce",
-          sizes: Sequence[int | str] | Mapping[str, Any] = (), version: str | Version | None = None,
-          env: Mapping[str, str] | None = None, *, nodes: int | None = None,
-          simulate: bool = False) -> NcclTable:
+def query(topology: str | Path | Mapping[str, Any], collective: str | None = None,
+          sizes: Sequence[int | str] | Mapping[str, Any] = DEFAULT_SIZES,
+          version: str | Version | None = None, env: Mapping[str, Any] | None = None, *,
+          nodes: int | None = None, simulate: bool = False) -> NcclTable:
     """NCCL's pick, channels and predicted time at each of ``sizes`` (bytes, or labels such as
-    ``"1MiB"``, or a scenario's ``{from, to, factor}``) for ``collective`` on ``topology`` (a
-    preset's name, ``NAME:NODES``, a topology, scenario, graph or NCCL topology file, or a
+    ``"1MiB"``, or a scenario's ``{from, to, factor}``; default :data:`DEFAULT_SIZES`) for
+    ``collective`` (default allreduce, or a scenario file's ``collective:``) on ``topology``
+    (a preset's name, ``NAME:NODES``, a topology, scenario, graph or NCCL topology file, or a
     scenario's ``topology:`` mapping; ``nodes`` hosts where given), with the tuner of NCCL
-    ``version`` (None: the default, :data:`~simulator.model.nccl_versions.LATEST`) under
-    ``env`` (NCCL_ALGO, NCCL_PROTO, NCCL_NVLS_ENABLE). Nothing is simulated unless
-    ``simulate``, which runs each pick as ``algorithms: auto`` does and adds its time.
+    ``version`` (None: a scenario file's ``nccl.version``, else the default,
+    :data:`~simulator.model.nccl_versions.LATEST`) under ``env`` (NCCL_ALGO, NCCL_PROTO,
+    NCCL_NVLS_ENABLE, each over a scenario file's ``nccl:`` key it sets). Nothing is simulated
+    unless ``simulate``, which runs each pick as ``algorithms: auto`` does and adds its time.
     InputError naming the input at fault (:class:`Names`)."""
-    return answer(scenario_of(topology, collective, sizes, version, env, nodes), simulate)
+    return answer(question(topology, collective, sizes, version, env, nodes), simulate)
 
 
-def scenario_of(topology: str | Path | Mapping[str, Any], collective: str,
-                sizes: Sequence[int | str] | Mapping[str, Any], version: str | Version | None,
-                env: Mapping[str, str] | None, nodes: int | str | None,
-                names: Names = API) -> Scenario:
+def question(topology: str | Path | Mapping[str, Any], collective: str | None,
+             sizes: Sequence[int | str] | Mapping[str, Any], version: str | Version | None,
+             env: Mapping[str, Any] | None, nodes: int | str | None,
+             names: Names = API) -> Question:
     """The scenario a query asks about: ``algorithms: auto`` under ``execution: nccl``, as a
-    scenario file would say it; InputError with ``names``' words for the inputs at fault."""
+    scenario file would say it, a scenario file's ``collective:`` and ``nccl:`` where the
+    query gives none; InputError with ``names``' words for the inputs at fault."""
+    settings: Mapping[str, Any] = {}
     if isinstance(topology, Mapping):
         word_topology, beside = dict(topology), None
         if nodes is not None:
             word_topology["nodes"] = node_count(nodes)
     else:
         word = topology_word(str(topology), nodes, names.source, names.topology)
-        word_topology, beside = dict(word.topology), word.beside
+        word_topology, beside, settings = dict(word.topology), word.beside, word.settings
     nccl: dict[str, Any] = _env(env, names)
+    taken = {key for key in ("collective",) if collective is None and key in settings}
+    file_nccl = settings.get("nccl")
+    if isinstance(file_nccl, Mapping):
+        kept = {key: value for key, value in file_nccl.items()
+                if key not in nccl and not (key == "version" and version is not None)}
+        taken |= {f"nccl.{key}" for key in kept} | ({"nccl"} if kept else set())
+        nccl = {**kept, **nccl}
+    elif file_nccl is not None and not nccl and version is None:
+        nccl, taken = file_nccl, taken | {"nccl"}  # for the scenario's check to refuse
     if version is not None:
         nccl["version"] = version.value if isinstance(version, Version) else version
+    chosen = settings["collective"] if "collective" in taken else collective or "allreduce"
+    if chosen not in COLLECTIVES:
+        where = ((beside, "collective") if beside and "collective" in taken
+                 else (names.source, names.collective))
+        raise InputError([Problem(*where, (
+            f"expected {', '.join(COLLECTIVES[:-1])} or {COLLECTIVES[-1]}, the collectives "
+            f"NCCL's model answers, got {quoted(chosen)}"))])
     sizes_value = (dict(sizes) if isinstance(sizes, Mapping) else
                    [sizes] if isinstance(sizes, (str, int)) else list(sizes))
-    data = {"name": "nccl", "topology": word_topology, "collective": collective,
+    data = {"name": "nccl", "topology": word_topology, "collective": chosen,
             "sizes": sizes_value, "execution": "nccl", "algorithms": "auto", "nccl": nccl}
     source = beside or names.source
+    origin = Origin(mapping=isinstance(topology, Mapping), nodes_apart=nodes is not None,
+                    file=beside, taken=frozenset(taken))
     try:
-        return scenario_from_dict(data, source=source)
+        return Question(scenario_from_dict(data, source=source), names, origin)
     except InputError as error:
-        raise InputError([_renamed(problem, source, beside, names)
-                          for problem in error.problems]) from None
+        problems = [_renamed(problem, source, origin, names) for problem in error.problems]
+        raise InputError(list(dict.fromkeys(problems))) from None
 
 
-def _renamed(problem: Problem, source: str, beside: str | None, names: Names) -> Problem:
+def _renamed(problem: Problem, source: str, origin: Origin, names: Names) -> Problem:
     """A problem of the query's scenario named by the query's inputs; one of the topology's
-    own file (a scenario file's ``topology:``, an NCCL topology file) as it stands."""
+    own file (a scenario file's ``topology:``, an NCCL topology file) or of what the query
+    took from a scenario file (its ``collective:``, ``nccl:``) as it stands."""
     if problem.file != source:
         return problem
-    field = names.of(problem.field)
-    if beside is not None and field == names.topology:
+    if origin.file is not None and origin.took(problem.field):
+        return problem
+    field = names.of(problem.field, origin)
+    if origin.file is not None and field == names.topology:
         kept = problem.field if problem.field.startswith("topology") else "topology"
-        return Problem(beside, kept, problem.message)
+        return Problem(origin.file, kept, problem.message)
     return Problem(names.source, field, problem.message)
 
 
-def _env(env: Mapping[str, str] | None, names: Names) -> dict[str, Any]:
-    """The scenario's ``nccl:`` keys the NCCL variables ``env`` set; InputError for a variable
-    the model does not read, or NCCL_NVLS_ENABLE other than 0 or 1."""
+def _env(env: Mapping[str, Any] | None, names: Names) -> dict[str, Any]:
+    """The scenario's ``nccl:`` keys the NCCL variables ``env`` set, each value as NCCL reads
+    it, by its text (``0``; a bool as ``1`` or ``0``); InputError for ``env`` not a mapping, a
+    variable the model does not read, a value neither text nor a number, or
+    NCCL_NVLS_ENABLE other than 0 or 1."""
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise InputError([Problem(names.source, names.env, (
+            f"expected a mapping of NCCL variables to their values ({{'NCCL_ALGO': 'Ring'}}), "
+            f"got {quoted(env)}"))])
     nccl: dict[str, Any] = {}
-    for name, value in (env or {}).items():
+    for name, given in env.items():
         if name not in ENV:
             raise InputError([Problem(names.source, f"{names.env} {name}", (
                 f"expected one of {', '.join(ENV)}, the variables NCCL's model reads here"))])
+        if not isinstance(given, (str, int)):
+            raise InputError([Problem(names.source, f"{names.env} {name}", (
+                f"expected text or a whole number, as NCCL reads the variable, got "
+                f"{quoted(given)}"))])
+        value = str(int(given)) if isinstance(given, int) else given
         if name == "NCCL_NVLS_ENABLE":
             if value not in ("0", "1"):
                 raise InputError([Problem(names.source, f"{names.env} {name}", (
@@ -214,23 +295,40 @@ def _env(env: Mapping[str, str] | None, names: Names) -> dict[str, Any]:
     return nccl
 
 
-def answer(scenario: Scenario, simulate: bool = False, names: Names = API) -> NcclTable:
-    """The table of :func:`query` for a scenario it made (:func:`scenario_of`)."""
+def answer(asked: Question, simulate: bool = False) -> NcclTable:
+    """The table of :func:`query` for what it asks (:func:`question`)."""
+    scenario, names, origin = asked.scenario, asked.names, asked.origin
     setup = prepare(scenario, select=False)
     machine = setup.machine
-    found = pick_problem(machine, scenario.sizes[0], scenario.collective, scenario.nccl,
-                         scenario.topology.label)
+    found = _machine_problem(scenario, setup, names) or pick_problem(
+        machine, scenario.sizes[0], scenario.collective, scenario.nccl, scenario.topology.label)
     if found is not None:
         field, message = found
-        raise InputError([Problem(names.source, names.of(field) if field != "algorithms"
+        if origin.file is not None and origin.took(field):
+            raise InputError([Problem(origin.file, field, message)])
+        raise InputError([Problem(names.source, names.of(field, origin) if field != "algorithms"
                                   else names.topology, message)])
     rows = [_row(scenario, setup, size, names) for size in scenario.sizes]
     if simulate:
-        rows = _simulated(scenario, rows)
+        rows = _simulated(scenario, rows, names)
     hosts = machine.layout.host_count
     version = scenario.nccl.version.value if machine.library is Library.NCCL else ""
     return NcclTable(scenario.topology.label, scenario.collective.value, machine.library.value,
                      version, machine.ranks, hosts, tuple(rows))
+
+
+def _machine_problem(scenario: Scenario, setup: Setup, names: Names) -> tuple[str, str] | None:
+    """(the field, what was expected) where the machine leaves NCCL's model nothing to answer,
+    in the query's words: one rank, where NCCL picks nothing (it copies the buffer), and a
+    collective other than allreduce on RCCL's GPUs, whose model has no other."""
+    machine, label = setup.machine, scenario.topology.label
+    if machine.ranks == 1:
+        return "topology", (f"expected more than one GPU: NCCL picks no algorithm on one rank "
+                            f"(it copies the buffer), got topology {label} of one GPU")
+    if machine.library is Library.RCCL and scenario.collective is not Collective.ALLREDUCE:
+        return "collective", (f"expected allreduce on topology {label}, the one collective "
+                              f"RCCL's model answers, got {scenario.collective.value}")
+    return None
 
 
 def _row(scenario: Scenario, setup: Setup, size: int, names: Names) -> SizeTuning:
@@ -270,15 +368,33 @@ def _channels(scenario: Scenario, setup: Setup, pick: NcclPick, size: int) -> in
     return nccl_channels(system_of(setup.machine), pick.family, pick.protocol, size)
 
 
-def _simulated(scenario: Scenario, rows: Sequence[SizeTuning]) -> list[SizeTuning]:
+def _simulated(scenario: Scenario, rows: Sequence[SizeTuning],
+               names: Names) -> list[SizeTuning]:
     """``rows`` with the simulated time of each size's pick, run as ``algorithms: auto`` runs
-    it (:func:`simulator.runner.simulate`); a size the run leaves out (a point too large to
-    hold) keeps None."""
+    it, after the checks ``run`` makes before it simulates (:func:`simulator.runner.
+    checked_setup`, :func:`~simulator.runner.plan_points`) and a point too large to trace
+    (:func:`~simulator.plan.traced_problem`): InputError for any, before anything runs. A
+    size whose point ``auto`` leaves out (its plan refused, :func:`~simulator.runner.
+    plan_points`' note) keeps None."""
     from dataclasses import replace
 
-    from simulator.runner import simulate
+    from simulator.plan import traced_problem
+    from simulator.runner import checked_setup, plan_points, settings_of, simulate
 
-    frame = simulate(scenario)
+    settings = settings_of(scenario)
+    try:
+        setup = checked_setup(scenario, settings)
+        plans = plan_points(scenario, setup, settings).plans
+    except InputError as error:
+        raise InputError([Problem(names.source, names.sizes if problem.field == "algorithms"
+                                  else names.of(problem.field), problem.message)
+                          if problem.file == scenario.source else problem
+                          for problem in error.problems]) from None
+    too_large = [message for plan in plans if (message := traced_problem(plan)) is not None]
+    if too_large:
+        raise InputError([Problem(names.source, names.sizes, message)
+                          for message in too_large])
+    frame = simulate(scenario)  # planned again, as checked: a few milliseconds
     times = dict(zip(frame.size_bytes.tolist(), frame.sim_time_s.tolist(), strict=True))
     return [replace(row, sim_time_us=times[row.size_bytes] * 1e6) if row.size_bytes in times
             else row for row in rows]

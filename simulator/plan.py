@@ -37,6 +37,7 @@ from simulator.limits import (
     PROXY_BUDGET_BYTES,
     SIMPY_HELD_BYTES,
     SIMPY_MESSAGE_S,
+    TRACE_ENTRY_BYTES,
     VECTOR_ENTRY_BYTES,
     VECTOR_FAULTED_MESSAGE_S,
     VECTOR_MESSAGE_S,
@@ -417,6 +418,28 @@ def wall_estimate_s(plan: PointPlan) -> tuple[int | None, float]:
     else:
         each = VECTOR_FAULTED_MESSAGE_S if plan.faults else VECTOR_MESSAGE_S
     return counted.entries, counted.entries * each
+
+
+def traced_problem(plan: PointPlan) -> str | None:
+    """Why ``plan``'s point, whose schedule is traced as it runs rather than counted
+    (:func:`wall_estimate_s`'s None), would hold more entries than the engine lets a trace
+    hold (``MEMORY_BUDGET_BYTES // TRACE_ENTRY_BYTES``, simulator/engine/executor.py:82), which
+    it would only find out after allocating them: at least two entries a rank for each
+    pipeline piece of the buffer (NVLS's program, simulator/algorithms/nvls.py:62-66, a piece
+    up and its sum down; the one NCCL pick whose schedule is traced). None where it would not,
+    or where its schedule is counted (:func:`footprint_problem` then)."""
+    if wall_estimate_s(plan)[0] is not None:
+        return None
+    piece = plan.spec.piece_bytes or PIPELINE_BYTES
+    entries = 2 * plan.machine.ranks * -(-plan.size_bytes // piece)
+    limit = MEMORY_BUDGET_BYTES // TRACE_ENTRY_BYTES
+    if entries <= limit:
+        return None
+    return (f"expected a size whose schedule fits a point: {plan.algorithm.name} at "
+            f"{plan.size_bytes} bytes on {plan.machine.ranks} ranks traces at least "
+            f"{entries:,} schedule entries (two a rank for each {piece}-byte pipeline piece), "
+            f"more than the {limit:,} a point may hold ({TRACE_ENTRY_BYTES} bytes each, "
+            f"simulator/limits.py); use smaller sizes")
 
 
 def footprint_problem(scenario: Scenario, machine: Machine, algorithm: Algorithm,

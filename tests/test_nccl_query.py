@@ -175,7 +175,9 @@ def test_the_docs_example_is_what_the_command_prints(capsys):
                   "mi300x_cluster, mi325x, p4d), optionally with :NODES (dgx_h100:8), or a "
                   "topology, scenario, graph or NCCL topology file"),
     (["nope.xml"], "command line: TOPOLOGY: no such file 'nope.xml'"),
-    (["dgx_h100:x"], "command line: --nodes: expected a whole number ≥ 1, got 'x'"),
+    (["dgx_h100:x"], "command line: TOPOLOGY: expected a whole number ≥ 1, got 'x'"),
+    (["dgx_h100:0"], "command line: TOPOLOGY: expected a whole number ≥ 1, got 0"),
+    (["dgx_h100", "--nodes", "0"], "command line: --nodes: expected a whole number ≥ 1, got 0"),
     (["dgx_h100:2", "--nodes", "3"],
      "command line: TOPOLOGY: expected the node count once, got 'dgx_h100:2' and nodes 3"),
     (["dgx_h100", "--sizes", "1MiB", "3"], "command line: --sizes[1]: expected a positive "
@@ -197,8 +199,19 @@ def test_the_docs_example_is_what_the_command_prints(capsys):
     (["dgx_h100", "--env", "NCCL_ALGO"],
      "command line: --env: expected NAME=VALUE (NCCL_ALGO=Ring), got 'NCCL_ALGO'"),
     (["dgx_h100", "--collective", "alltoall"],
-     "command line: --collective: expected 'all' or a list of algorithm names for alltoall: "
-     "'auto' (NCCL's choice) is modelled for allreduce, reduce_scatter and allgather only"),
+     "command line: --collective: expected allreduce, reduce_scatter or allgather, the "
+     "collectives NCCL's model answers, got 'alltoall'"),
+    (["mi300x", "--collective", "allgather"],
+     "command line: --collective: expected allreduce on topology mi300x, the one collective "
+     "RCCL's model answers, got allgather"),
+    (["dgx_h100", "--env", "NCCL_ALGO=Ring", "--env", "NCCL_ALGO=Tree"],
+     "command line: --env NCCL_ALGO: expected the variable once (NCCL reads one value), got "
+     "'NCCL_ALGO=Ring' and 'NCCL_ALGO=Tree'"),
+    (["dgx_h100", "--sizes", "1KiB", "1TiB", "--simulate"],
+     "command line: --sizes: expected a size whose schedule fits a point: nvls at "
+     "1099511627776 bytes on 8 ranks traces at least 33,554,432 schedule entries (two a rank "
+     "for each 524288-byte pipeline piece), more than the 28,633,115 a point may hold (600 "
+     "bytes each, simulator/limits.py); use smaller sizes"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, line, capsys):
     assert main(["nccl", *argv]) == 2
@@ -234,3 +247,104 @@ def test_the_docs_python_runs(capsys):
     [body] = re.findall(r"```python\n(.*?)```", page, re.S)
     exec(compile(body, "docs/nccl-api.md", "exec"), {"__name__": "docs_nccl_api"})
     assert capsys.readouterr().out.startswith("# NCCL 2.30's tuner, allreduce on dgx_h100")
+
+
+# --- the reviewer's defects (issue 41 item 4, the fixes) -----------------------------------------
+
+def test_the_api_asks_the_default_sizes():
+    # sizes=DEFAULT_SIZES, as the command without --sizes: 1 KiB to 1 GiB, ×4
+    table = nccl.query("dgx_h100")
+    assert [row.size_bytes for row in table.rows] == [KIB << (2 * i) for i in range(11)]
+    assert table.collective == "allreduce"
+
+
+def test_a_topology_mappings_problems_keep_their_key_once_each():
+    with pytest.raises(InputError) as error:
+        nccl.query({"preset": "dgx_h100", "gpu_per_node": 1}, "allreduce", ["1MiB"])
+    assert [str(p) for p in error.value.problems] == [
+        "nccl.query: topology.gpu_per_node: unknown key; did you mean 'gpus_per_node'?"]
+    with pytest.raises(InputError) as error:
+        nccl.query({"kind": "dgx"}, "allreduce", ["1MiB"])
+    assert [str(p) for p in error.value.problems] == [
+        f"nccl.query: topology.{key}: required but missing" for key in (
+            "nodes", "gpus_per_node", "nvlink_bandwidth", "nvlink_latency", "pcie_bandwidth",
+            "pcie_latency", "nic_bandwidth", "nic_latency")]
+    with pytest.raises(InputError) as error:  # the count given apart is the nodes parameter's
+        nccl.query({"preset": "dgx_h100"}, "allreduce", ["1MiB"], nodes=0)
+    assert [str(p) for p in error.value.problems] == [
+        "nccl.query: nodes: expected a whole number ≥ 1, got 0"]
+
+
+def test_one_rank_is_refused_in_the_querys_words():
+    with pytest.raises(InputError) as error:
+        nccl.query({"preset": "dgx_h100", "gpus_per_node": 1}, "allreduce", ["1MiB"])
+    assert [str(p) for p in error.value.problems] == [
+        "nccl.query: topology: expected more than one GPU: NCCL picks no algorithm on one rank "
+        "(it copies the buffer), got topology dgx_h100[gpus_per_node=1] of one GPU"]
+
+
+def test_env_takes_numbers_and_bools_by_their_text_and_refuses_a_string():
+    # NCCL_NVLS_ENABLE=0 leaves one DGX H100 Ring/Simple at 1 GiB on 24 channels; 1 is NVLS
+    for off in (0, False, "0"):
+        [row] = nccl.query("dgx_h100", sizes=["1GiB"], env={"NCCL_NVLS_ENABLE": off}).rows
+        assert (row.algorithm, row.protocol, row.channels) == ("Ring", "Simple", 24)
+    [row] = nccl.query("dgx_h100", sizes=["1GiB"], env={"NCCL_NVLS_ENABLE": True}).rows
+    assert (row.algorithm, row.channels) == ("NVLS", 16)
+    with pytest.raises(InputError) as error:
+        nccl.query("dgx_h100", sizes=["1GiB"], env="NCCL_ALGO=Ring")  # type: ignore[arg-type]
+    assert [str(p) for p in error.value.problems] == [
+        "nccl.query: env: expected a mapping of NCCL variables to their values "
+        "({'NCCL_ALGO': 'Ring'}), got 'NCCL_ALGO=Ring'"]
+    with pytest.raises(InputError) as error:
+        nccl.query("dgx_h100", sizes=["1GiB"], env={"NCCL_NVLS_ENABLE": 2})
+    assert [str(p) for p in error.value.problems] == [
+        "nccl.query: env NCCL_NVLS_ENABLE: expected 0 (no NVLS or NVLSTree) or 1, got '2'"]
+
+
+def test_a_scenario_files_collective_and_nccl_are_the_defaults(capsys, tmp_path):
+    # scenarios/pat_cluster.yaml is reduce_scatter: PAT at 4 KiB (one GPU a node), and
+    # allreduce only where --collective says so
+    pat = str(REPO / "scenarios" / "pat_cluster.yaml")
+    assert rows(nccl.query(pat, sizes=["4KiB"])) == [(4 * KIB, "PAT", "Simple", 4)]
+    assert nccl.query(pat, sizes=["4KiB"]).collective == "reduce_scatter"
+    assert main(["nccl", pat, "--sizes", "4KiB", "--collective", "allreduce"]) == 0
+    assert capsys.readouterr().out.splitlines()[2].split() == ["4KiB", "Tree", "LL", "1",
+                                                               "47.807"]
+    # nccl: {algo: Ring, proto: Simple} on two nodes: Ring/Simple at 1 MiB; an --env
+    # variable wins over the key it sets, the others hold
+    scenario = tmp_path / "ring.yaml"
+    scenario.write_text("name: ring\ntopology: {preset: dgx_h100, nodes: 2}\n"
+                        "algorithms: auto\nsizes: [1MiB]\n"
+                        "nccl: {algo: Ring, proto: Simple, version: '2.26'}\n")
+    table = nccl.query(str(scenario), sizes=["1MiB"])
+    assert rows(table) == [(MIB, "Ring", "Simple", 16)] and table.version == "2.26"
+    assert rows(nccl.query(str(scenario), sizes=["1MiB"], env={"NCCL_PROTO": "LL"})) == [
+        (MIB, "Ring", "LL", 16)]
+    assert nccl.query(str(scenario), sizes=["1MiB"], version="2.30").version == "2.30"
+    # a bad value of the file's is the file's
+    scenario.write_text("name: ring\ntopology: {preset: dgx_h100}\nalgorithms: auto\n"
+                        "sizes: [1MiB]\ncollective: alltoall\n")
+    assert main(["nccl", str(scenario)]) == 2
+    assert capsys.readouterr().err == (
+        f"{scenario}: collective: expected allreduce, reduce_scatter or allgather, the "
+        f"collectives NCCL's model answers, got 'alltoall'\n")
+
+
+def test_simulate_refuses_a_point_too_large_before_anything_runs(monkeypatch):
+    # 1 TiB of NVLS on 8 ranks: 2 entries × 8 ranks × 2^21 pieces of 512 KiB = 33,554,432,
+    # above 16 GiB / 600 bytes = 28,633,115 (the executor's trace budget)
+    import simulator.runner
+
+    def ran(*args, **kwargs):
+        raise AssertionError("simulated")
+
+    monkeypatch.setattr(simulator.runner, "simulate", ran)
+    monkeypatch.setattr(simulator.runner, "run_plan", ran)
+    with pytest.raises(InputError) as error:
+        nccl.query("dgx_h100", sizes=["1KiB", "1TiB"], simulate=True)
+    [problem] = error.value.problems
+    assert (problem.file, problem.field) == ("nccl.query", "sizes")
+    assert "33,554,432 schedule entries" in problem.message
+    # 512 GiB is 16,777,216 entries: under the budget, so it reaches the runner
+    with pytest.raises(AssertionError, match="simulated"):
+        nccl.query("dgx_h100", sizes=["512GiB"], simulate=True)

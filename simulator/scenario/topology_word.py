@@ -7,6 +7,7 @@ take it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,11 +31,13 @@ def node_count(nodes: int | str) -> int | str:
 
 @dataclass(frozen=True)
 class TopologyWord:
-    """A scenario's ``topology:`` mapping for a word, and the file its relative file names are
-    read beside (a scenario file's; None: the working directory)."""
+    """A scenario's ``topology:`` mapping for a word, the file its relative file names are
+    read beside (a scenario file's; None: the working directory), and a scenario file's
+    ``collective:`` and ``nccl:`` as it gives them (``settings``: the defaults of ``nccl``)."""
 
     topology: Mapping[str, Any]
     beside: str | None = None
+    settings: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def topology_word(text: str, nodes: int | str | None, source: str, field: str) -> TopologyWord:
@@ -63,7 +66,8 @@ def topology_word(text: str, nodes: int | str | None, source: str, field: str) -
         if "kind" in data:
             return TopologyWord({"preset": text, **extra})
         if "topology" in data and isinstance(data["topology"], Mapping):
-            return TopologyWord({**data["topology"], **extra}, beside=text)
+            settings = {key: data[key] for key in ("collective", "nccl") if key in data}
+            return TopologyWord({**data["topology"], **extra}, beside=text, settings=settings)
         if "edges" in data:
             return TopologyWord({"kind": "graph", "file": text, **extra})
         raise InputError([Problem(text, "", (
