@@ -269,14 +269,21 @@ def test_topo_of_a_preset_file_and_of_a_scenario(tmp_path, capsys):
     assert Path(lines[-1].split(": ")[1]).read_bytes()[:8] == PNG
 
 
-def test_topo_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
+def test_topo_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    # TOPOLOGY is read as nccl reads it (simulator/scenario/topology_word.py), in its words
     assert main(["topo", "dgx_h1000", "--output", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("dgx_h1000: no such preset or file; expected a preset (dgx1_v100, ")
-    assert err.endswith(", a topology file (kind: ...) or a scenario file\n")
+    assert err.startswith("command line: TOPOLOGY: no such preset or file 'dgx_h1000'; expected "
+                          "a preset (dgx1_v100, ")
+    assert err.endswith(", p4d), optionally with :NODES (dgx_h100:8), or a topology, scenario, "
+                        "graph or NCCL topology file\n")
     assert err.count("\n") == 1
-    assert main(["topo", str(tmp_path / "gone.yaml")]) == 2
-    assert capsys.readouterr().err == f"{tmp_path}/gone.yaml: no such file\n"
+    monkeypatch.chdir(tmp_path)
+    assert main(["topo", "gone.yaml"]) == 2
+    assert capsys.readouterr().err == "command line: TOPOLOGY: no such file 'gone.yaml'\n"
+    assert main(["topo", "dgx_h100:0", "--output", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == ("command line: TOPOLOGY: expected a whole number ≥ 1, "
+                                       "got 0\n")
     bad = tmp_path / "bad.yaml"
     bad.write_text("kind: torus\ndims: [4, 4]\nbandwidth: 50\nlatency: 1us\n")
     assert main(["topo", str(bad), "--output", str(tmp_path)]) == 2
@@ -286,8 +293,31 @@ def test_topo_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     other.write_text("name: x\n")
     assert main(["topo", str(other)]) == 2
     assert capsys.readouterr().err == (f"{other}: expected a topology file (kind: and the "
-                                       "builder's parameters) or a scenario file (topology: ...)\n")
+                                       "builder's parameters), a scenario file (topology: ...), "
+                                       "a YAML edge list (nodes: and edges:), a GraphML file or "
+                                       "NCCL's topology file (.xml)\n")
     assert list(tmp_path.glob("*.png")) == []
+
+
+def test_topo_reads_topology_as_nccl_does(tmp_path, capsys):
+    # NAME:NODES, as nccl takes it: the same machine as a scenario's {preset, nodes: 2}
+    assert main(["topo", "dgx_h100:2", "--output", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:3] == ["# topology dgx_h100[nodes=2] · builder dgx(2x8)",
+                         "GPUs               16", "hosts              2"]
+    assert lines[-1] == f"# figure: {tmp_path}/dgx_h100_nodes=2.png"
+    # a GraphML file: four GPUs on a switch (tests/test_graphfile.py's)
+    g = nx.Graph()
+    g.add_node("sw", kind="switch")
+    for r in range(4):
+        g.add_node(f"gpu{r}", kind="gpu", rank=r)
+        g.add_edge(f"gpu{r}", "sw", bandwidth=25e9, latency=1e-6)
+    nx.write_graphml(g, tmp_path / "fabric.graphml")
+    assert main(["topo", str(tmp_path / "fabric.graphml"), "--output", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == ["# topology graph · builder graph(fabric.graphml)",
+                         "GPUs               4"]
+    assert lines[-1] == f"# figure: {tmp_path}/graph.png"
 
 
 # --- the multi-tier fabrics (issue 8) ------------------------------------------------------

@@ -20,9 +20,11 @@ if TYPE_CHECKING:
 
 def arguments(parser: argparse.ArgumentParser) -> None:
     """``topo``'s arguments."""
-    parser.add_argument("topology", help="a preset name (e.g. dgx_h100), a preset-style YAML "
-                                         "file (kind: and its parameters), a scenario file or "
-                                         "NCCL's topology file (NCCL_TOPO_DUMP_FILE's .xml)")
+    parser.add_argument("topology", help="a preset name (e.g. dgx_h100, or dgx_h100:8 for 8 "
+                                         "nodes), a preset-style YAML file (kind: and its "
+                                         "parameters), a scenario file, a graph file (YAML "
+                                         "edge list or GraphML) or NCCL's topology file "
+                                         "(NCCL_TOPO_DUMP_FILE's .xml), as nccl reads it")
     parser.add_argument("--output", type=Path, help="directory for the drawing (default "
                                                     "results/topo)")
     parser.add_argument("--names", action="store_true",
@@ -58,36 +60,21 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _topology_spec(text: str) -> TopologySpec:
-    """The topology ``topo`` is given: a preset-style file (``kind:``), a scenario file's
-    ``topology``, NCCL's topology file (``.xml``: one host on a leaf switch), or a preset's
-    name."""
-    from simulator.inputs import read_bytes
-    from simulator.scenario.fields import load_yaml_mapping
-    from simulator.scenario.ncclxml import load_nccl_xml
-    from simulator.scenario.parse import load_preset, load_preset_file, load_scenario
-    from simulator.scenario.presets import preset_names
-    from simulator.scenario.training import Imports
+    """The topology ``topo`` is given, read as ``nccl`` reads its TOPOLOGY
+    (:func:`~simulator.scenario.topology_word.topology_word`: a preset, ``NAME:NODES``, a
+    preset-style, scenario, graph or NCCL topology file) and checked as a scenario's
+    ``topology:`` (:func:`~simulator.scenario.parse.topology_from_dict`); InputError naming
+    TOPOLOGY, or the file at fault."""
+    from simulator.scenario.parse import topology_from_dict
+    from simulator.scenario.topology_word import topology_word
 
-    path = Path(text)
-    if path.exists() and not path.is_file() and not path.is_dir():
-        read_bytes(path)  # a FIFO or a device: it says which, not "no such file"
-    if path.is_file() and path.suffix.lower() == ".xml":  # NCCL's topology file: one host
-        return load_nccl_xml(text)
-    if path.is_file():
-        data = load_yaml_mapping(path)
-        if "kind" in data:
-            return load_preset_file(path)
-        if "topology" in data:  # a {torch: ...} model is left unbuilt: topo needs no model
-            return load_scenario(path, imports=Imports.SKIP).topology
-        raise InputError([Problem(text, "", "expected a topology file (kind: and the builder's "
-                                            "parameters) or a scenario file (topology: ...)")])
-    if text in preset_names():
-        return load_preset(text)
-    if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
-        raise InputError([Problem(text, "", "no such file")])
-    raise InputError([Problem(text, "", f"no such preset or file; expected a preset "
-                                        f"({', '.join(preset_names())}), a topology file "
-                                        "(kind: ...) or a scenario file")])
+    word = topology_word(text, None, "command line", "TOPOLOGY")
+    try:
+        return topology_from_dict(word.topology, source=word.beside or "command line")
+    except InputError as error:  # what the command line gave is TOPOLOGY, as nccl says it
+        raise InputError([Problem(problem.file, "TOPOLOGY", problem.message)
+                          if problem.file == "command line" else problem
+                          for problem in error.problems]) from None
 
 
 COMMAND = Command("topo", "summarise a topology (GPUs, switches, cables, diameter, bisection, "

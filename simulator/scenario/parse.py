@@ -156,6 +156,17 @@ def scenario_from_dict(data: Mapping[str, Any], *, source: str = "<dict>",
                     training=training, nccl=nccl, faults=faults)
 
 
+def topology_from_dict(value: Mapping[str, Any], *, source: str) -> TopologySpec:
+    """A scenario's ``topology:`` mapping read and checked as :func:`scenario_from_dict` reads
+    it, alone (``topo``'s, :mod:`simulator.scenario.topology_word`); ``source`` names the file
+    its relative names are read beside and its problems; InputError listing every one."""
+    reader = FieldReader(source)
+    spec = _topology(reader, value)
+    reader.raise_if_any()
+    assert spec is not None  # _topology records a problem wherever it returns None
+    return spec
+
+
 def load_preset(name: str) -> TopologySpec:
     """Topology preset ``name``: ``kind`` plus every required parameter of that builder;
     KeyError if there is no such preset, InputError if it is malformed."""
@@ -216,7 +227,7 @@ def _topology(reader: FieldReader, value: object) -> TopologySpec | None:
                   if kind else None)
         return _checked(reader, kind, params, kind) if kind and params is not None else None
     preset = spec["preset"]
-    if isinstance(preset, str) and preset.endswith(".yaml"):
+    if isinstance(preset, str) and preset.endswith((".yaml", ".yml")):
         path = _preset_path(preset, reader.file)
         if path is None:
             reader.problem("topology.preset", f"no such preset file {quoted(preset)}")
