@@ -123,6 +123,13 @@ def test_channels_follow_enqueue_cc():
     assert channels(h100, RING, SIMPLE, 512 * 64 * 3) == 3
     slow = System(ranks=8, nodes=1, arch=Arch.HOPPER, graphs={RING: Graph(1, 10.0, 10.0)})
     assert channels(slow, RING, SIMPLE, 256 * 64 * 2) == 2
+    # the ring's channels as init.cc:1459 leaves them, the fewer of ring and tree: 5 GB/s ×
+    # min(4, 2) = 10 is at most PCI_BW (not 5 × 4 = 20), so 256 threads; nc = 2 × 2 = 4, cut
+    # while 49152 < nc × 256 × 64: to 3 (512 threads would cut it to 1)
+    split = System(ranks=8, nodes=1, arch=Arch.HOPPER,
+                   graphs={RING: Graph(4, 5.0, 5.0), TREE: Graph(2, 5.0, 5.0)})
+    assert comm_channels(split) == 4
+    assert channels(split, RING, SIMPLE, 256 * 64 * 3) == 3
     # SM90 across nodes: a ring faster than 45 GB/s inside the node doubles 2 × 6 = 12 to 24
     fast = System(ranks=16, nodes=2, arch=Arch.HOPPER, graphs={RING: Graph(6, 48.0, 48.0)})
     assert comm_channels(fast) == 24

@@ -1,12 +1,14 @@
 """How many channels NCCL runs a collective on, from the same :class:`~simulator.model.nccl.
-System` its tuner rates (NVIDIA/nccl tag v2.30.7-1, commit 73cf1122): the communicator's
-channels as ``ncclTopoPostset`` leaves them, NVLS's own count, then ``topoGetAlgoInfo``'s cut of
-channels on small buffers (src/enqueue.cc:2070-2097), which is what ``info->nMaxChannels``
-holds when no tuner plugin sets it (enqueue.cc:2174).
+System` its tuner rates: the communicator's channels as ``ncclTopoPostset`` leaves them, NVLS's
+own count, then ``topoGetAlgoInfo``'s cut of channels on small buffers (src/enqueue.cc:
+2070-2097), which ``info->nMaxChannels`` takes (enqueue.cc:2114) and keeps when no tuner plugin
+sets it (enqueue.cc:2178). Every line cited here is of NVIDIA/nccl tag v2.30.7-1 (commit
+73cf1122, NCCL 2.30.7), checked again against the mirror's HEAD (tag nccl4py-v0.3.1, commit
+5067397c, whose src/ is the same: NCCL 2.30.7).
 
 Not modelled (None): NVLS and NVLSTree across Blackwell nodes, whose count
 ``ncclNvlsTreeSm100Tuning`` sets from the NIC's rate and the GPUs a node (src/transport/
-nvls.cc:164-196); and the NCCL_* variables that change these counts (NCCL_MIN_NCHANNELS,
+nvls.cc:164-200); and the NCCL_* variables that change these counts (NCCL_MIN_NCHANNELS,
 NCCL_MAX_NCHANNELS, NCCL_NTHREADS, NCCL_THREAD_THRESHOLDS, NCCL_NVLS_NCHANNELS): NCCL's
 defaults throughout. The rules are 2.30.7's for every tuner version the model holds.
 """
@@ -23,11 +25,11 @@ PCI_BW_GBPS = 12.0
 
 SPLIT_CHANNELS_BW_GBPS = 45.0
 """The ring's bwIntra above which SM90+ doubles a multi-node communicator's channels under 16
-(src/graph/connect.cc:481-484: "4 compute channels per search channel ... on <8 PPN")."""
+(src/graph/connect.cc:480-483: "4 compute channels per search channel ... on <8 PPN")."""
 
 NVLS_CHANNELS = {Arch.HOPPER: 16, Arch.BLACKWELL: 24}
-"""``nvlsChannels`` on one node (src/transport/nvls.cc:155-157, 209-214): NVLS_NCHANNELS_SM90
-16, NVLS_NCHANNELS_SM100_NVL 24."""
+"""``nvlsChannels`` on one node (src/transport/nvls.cc:155-157, 209-214, set at 238):
+NVLS_NCHANNELS_SM90 16, NVLS_NCHANNELS_SM100_NVL 24."""
 
 THREAD_THRESHOLD = {Protocol.LL: 8, Protocol.LL128: 8, Protocol.SIMPLE: 64}
 """Bytes of work per thread before NCCL adds threads and channels (src/include/comm.h:49-51:
@@ -43,16 +45,27 @@ _NVLS, _NVLS_TREE = NcclAlgorithm.NVLS, NcclAlgorithm.NVLS_TREE
 _CD, _CC = NcclAlgorithm.COLLNET_DIRECT, NcclAlgorithm.COLLNET_CHAIN
 
 
-def comm_channels(system: System) -> int | None:
-    """``comm->nChannels``: the fewer of the ring's and the tree's graph channels (src/init.cc:
-    1459), doubled by ``ncclTopoPostset`` (src/graph/connect.cc:460), half as many again with
-    CollNet where its chain graph is faster inside the node than across and a node has several
-    GPUs (connect.cc:464-469), and doubled on SM90+ across nodes where the ring's bwIntra is
-    above 45 GB/s and fewer than 16 remain (connect.cc:481-484). None without a ring graph."""
+def search_channels(system: System) -> int | None:
+    """The ring's and the tree's graph channels after src/init.cc:1459 cut both to the fewer of
+    the two (``ringGraph->nChannels``, which ``ncclTopoTuneModel`` reads later, init.cc:1644);
+    None without a ring graph."""
     ring, tree = system.graphs.get(_RING), system.graphs.get(_TREE)
     if ring is None:
         return None
-    channels = min(MAXCHANNELS, 2 * min(ring.channels, tree.channels if tree else ring.channels))
+    return min(ring.channels, tree.channels) if tree is not None else ring.channels
+
+
+def comm_channels(system: System) -> int | None:
+    """``comm->nChannels``: the fewer of the ring's and the tree's graph channels
+    (:func:`search_channels`), doubled by ``ncclTopoPostset`` (src/graph/connect.cc:460), half
+    as many again with CollNet where its chain graph is faster inside the node than across and
+    a node has several GPUs (connect.cc:464-469), and doubled on SM90+ across nodes where the
+    ring's bwIntra is above 45 GB/s and fewer than 16 remain (connect.cc:480-483). None without
+    a ring graph."""
+    ring, searched = system.graphs.get(_RING), search_channels(system)
+    if ring is None or searched is None:
+        return None
+    channels = min(MAXCHANNELS, 2 * searched)
     chain = system.graphs.get(_CC)
     if (system.collnet and chain is not None and chain.bw_intra_GBps > chain.bw_inter_GBps
             and system.ranks > system.nodes):
@@ -65,7 +78,9 @@ def comm_channels(system: System) -> int | None:
 
 def max_threads(system: System, algorithm: NcclAlgorithm, protocol: Protocol) -> int:
     """``comm->maxThreads[algorithm][protocol]`` with NCCL's defaults (src/graph/tuning.cc:
-    244-256): Ring Simple 256 where the ring's bwIntra × channels is at most PCI_BW, else 512;
+    244-256): Ring Simple 256 where the ring's bwIntra × channels is at most PCI_BW, else 512,
+    its channels those init.cc:1459 left (:func:`search_channels`: ``ncclTopoTuneModel`` runs
+    after it, init.cc:1644);
     Tree Simple 512; CollNet, NVLS and NVLSTree 640; LL 512; LL128 640; PAT's is never set (0,
     so its channels are never cut)."""
     if algorithm is NcclAlgorithm.PAT:
@@ -75,8 +90,8 @@ def max_threads(system: System, algorithm: NcclAlgorithm, protocol: Protocol) ->
     if protocol is Protocol.LL128:
         return _LL128_MAX_NTHREADS
     if algorithm is _RING:
-        ring = system.graphs[_RING]
-        return 256 if ring.bw_intra_GBps * ring.channels <= PCI_BW_GBPS else _SIMPLE_MAX_NTHREADS
+        ring, searched = system.graphs[_RING], search_channels(system) or 0
+        return 256 if ring.bw_intra_GBps * searched <= PCI_BW_GBPS else _SIMPLE_MAX_NTHREADS
     return _SIMPLE_MAX_NTHREADS if algorithm is _TREE else _MAX_NTHREADS
 
 
