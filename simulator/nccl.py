@@ -85,7 +85,7 @@ class Names:
             return self.sizes + head.removeprefix("sizes") + tail
         if origin.mapping and head.startswith("topology."):
             return self.topology + head.removeprefix("topology") + tail
-        return self.topology if head.startswith(("topology", "execution")) else field
+        return self.topology if head.startswith(("topology", "execution", "algorithms")) else field
 
 
 @dataclass(frozen=True)

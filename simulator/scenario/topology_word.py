@@ -54,7 +54,7 @@ def topology_word(text: str, nodes: int | str | None, source: str, field: str) -
         text, nodes = match["name"], match["nodes"]
     extra: dict[str, Any] = {} if nodes is None else {"nodes": node_count(nodes)}
     path = Path(text)
-    if path.exists() and not path.is_file():
+    if text and path.exists() and not path.is_file():  # '' is no file, though '.' is
         read_bytes(path)  # a directory or a FIFO: it says which
     suffix = path.suffix.lower()
     if path.is_file() and suffix == ".xml":
