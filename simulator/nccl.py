@@ -217,7 +217,7 @@ def question(topology: str | Path | Mapping[str, Any], collective: str | None,
         word = topology_word(str(topology), nodes, names.source, names.topology)
         word_topology, beside, settings = dict(word.topology), word.beside, word.settings
     nccl: dict[str, Any] = _env(env, names)
-    taken = {key for key in ("collective",) if collective is None and key in settings}
+    taken = {"collective"} if collective is None and "collective" in settings else set()
     file_nccl = settings.get("nccl")
     if isinstance(file_nccl, Mapping):
         kept = {key: value for key, value in file_nccl.items()

@@ -37,7 +37,8 @@ def arguments(parser: argparse.ArgumentParser) -> None:
                                                             "size")
     parser.add_argument("--simulate", action="store_true",
                         help="also simulate each size's pick (as algorithms: auto runs it) and "
-                             "print its time beside NCCL's")
+                             "print its time beside NCCL's; run's checks first: a size too "
+                             "large to simulate is refused before anything runs")
 
 
 CLI_NAMES_FIELDS = {"source": "command line", "topology": "TOPOLOGY", "nodes": "--nodes",
