@@ -372,28 +372,27 @@ def _simulated(scenario: Scenario, rows: Sequence[SizeTuning],
                names: Names) -> list[SizeTuning]:
     """``rows`` with the simulated time of each size's pick, run as ``algorithms: auto`` runs
     it, after the checks ``run`` makes before it simulates (:func:`simulator.runner.
-    checked_setup`, :func:`~simulator.runner.plan_points`) and a point too large to trace
-    (:func:`~simulator.plan.traced_problem`): InputError for any, before anything runs. A
-    size whose point ``auto`` leaves out (its plan refused, :func:`~simulator.runner.
-    plan_points`' note) keeps None."""
+    checked_setup`, :func:`~simulator.runner.plan_points`, which leaves out a point too large
+    to trace, :func:`~simulator.plan.traced_problem`): InputError for any problem and any
+    point left out, each saying why, before anything runs (asked to simulate, the query
+    answers every size or none)."""
     from dataclasses import replace
 
-    from simulator.plan import traced_problem
     from simulator.runner import checked_setup, plan_points, settings_of, simulate
 
     settings = settings_of(scenario)
     try:
         setup = checked_setup(scenario, settings)
-        plans = plan_points(scenario, setup, settings).plans
+        left_out = plan_points(scenario, setup, settings).left_out
     except InputError as error:
         raise InputError([Problem(names.source, names.sizes if problem.field == "algorithms"
                                   else names.of(problem.field), problem.message)
                           if problem.file == scenario.source else problem
                           for problem in error.problems]) from None
-    too_large = [message for plan in plans if (message := traced_problem(plan)) is not None]
-    if too_large:
-        raise InputError([Problem(names.source, names.sizes, message)
-                          for message in too_large])
+    if left_out:
+        raise InputError([Problem(names.source, names.sizes, f"expected sizes it can "
+                                                             f"simulate: {left.note}")
+                          for left in left_out])
     frame = simulate(scenario)  # planned again, as checked: a few milliseconds
     times = dict(zip(frame.size_bytes.tolist(), frame.sim_time_s.tolist(), strict=True))
     return [replace(row, sim_time_us=times[row.size_bytes] * 1e6) if row.size_bytes in times

@@ -45,6 +45,7 @@ from simulator.plan import (
     plan_point,
     points_of,
     prepare,
+    traced_problem,
     wall_estimate_s,
 )
 from simulator.scenario.spec import Scenario
@@ -263,6 +264,8 @@ def plan_points(scenario: Scenario, setup: Setup, settings: RunSettings) -> Plan
     for point in points:
         try:
             plan = plan_point(scenario, setup, point.algorithm, point.size_bytes, settings)
+            if (too_large := traced_problem(plan)) is not None:  # before it allocates them
+                raise InputError([Problem(scenario.source, "sizes", too_large)])
         except InputError as error:
             if scenario.algorithms is not None:
                 raise

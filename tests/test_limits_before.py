@@ -179,3 +179,14 @@ def test_a_dist_collective_that_may_take_long_warns_before_it_runs(monkeypatch):
     assert [str(warning.message) for warning in warned] == [
         "dist.spawn: all_reduce on 4 ranks may take up to about 480us to simulate (24 messages; "
         "docs/scenarios.md#limits): fewer ranks, sizes or algorithms run sooner"]
+
+
+def test_nvls_traced_past_what_a_point_may_hold_is_refused_before_it_runs(tmp_path, capsys):
+    # NVLS's schedule is traced as it runs: 2 entries a rank per 512 KiB piece, 8 ranks at
+    # 1 TiB = 33,554,432 > 16 GiB / 600 B = 28,633,115 (run ran out of memory here before)
+    assert refused(tmp_path, capsys, "topology: {preset: dgx_h100, nodes: 1}\n"
+                                     "algorithms: [nvls]\nsizes: [1TiB]\n") == (
+        "s.yaml: sizes: expected a size whose schedule fits a point: nvls at 1099511627776 "
+        "bytes on 8 ranks traces at least 33,554,432 schedule entries (two a rank for each "
+        "524288-byte pipeline piece), more than the 28,633,115 a point may hold (600 bytes "
+        "each, simulator/limits.py); use smaller sizes")

@@ -215,7 +215,8 @@ def test_the_docs_example_is_what_the_command_prints(capsys):
      "command line: --env NCCL_ALGO: expected the variable once (NCCL reads one value), got "
      "'NCCL_ALGO=Ring' and 'NCCL_ALGO=Tree'"),
     (["dgx_h100", "--sizes", "1KiB", "1TiB", "--simulate"],
-     "command line: --sizes: expected a size whose schedule fits a point: nvls at "
+     "command line: --sizes: expected sizes it can simulate: NCCL's pick at 1024GiB "
+     "(nvls/Simple) left out: sizes: expected a size whose schedule fits a point: nvls at "
      "1099511627776 bytes on 8 ranks traces at least 33,554,432 schedule entries (two a rank "
      "for each 524288-byte pipeline piece), more than the 28,633,115 a point may hold (600 "
      "bytes each, simulator/limits.py); use smaller sizes"),
