@@ -76,10 +76,9 @@ def execute(args: argparse.Namespace) -> int:
     training step), keeping each point in the results files as it finishes."""
     check_options(args)
     chosen = formats(args.format, args.no_plot)
-    from simulator.output.observed import link_usage, watch_for, write_observed
+    from simulator.output.observed import Observed, link_usage, watch_for, write_observed
     from simulator.output.stream import ResultsStream
     from simulator.output.table import format_table
-    from simulator.output.writers import Observed
     from simulator.runner import (
         checked_setup,
         outlook,

@@ -153,8 +153,9 @@ def _write(args: argparse.Namespace, scenarios: Sequence[Scenario], done: Sweep,
            chosen: tuple[str, ...]) -> int:
     """Each scenario's table printed and files written; EXIT_FAILED where a row failed
     verification, else EXIT_OK."""
+    from simulator.output.observed import Observed
     from simulator.output.table import format_table
-    from simulator.output.writers import Observed, write_results
+    from simulator.output.writers import write_results
     from simulator.runner import settings_of
 
     status = EXIT_OK

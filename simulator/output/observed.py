@@ -1,11 +1,14 @@
 """What ``run --trace FILE.json [--trace-point ALGO:SIZE]`` and ``--links FILE.csv`` ask of a
 run, and the files they write once it is done: the trace (:mod:`.trace`), the per-link table
-(:mod:`.links`) and its heatmap (:mod:`.link_figure`, ``FILE.png`` beside the table)."""
+(:mod:`.links`) and its heatmap (:mod:`.link_figure`, ``FILE.png`` beside the table); and what
+a run saw beyond its rows, for the formats that show it (:class:`Observed`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -15,6 +18,19 @@ from simulator.output.link_figure import write_link_heatmap
 from simulator.output.links import links_frame, write_links
 from simulator.output.trace import parse_trace_point, write_trace
 from simulator.scenario.spec import Scenario
+
+if TYPE_CHECKING:
+    from simulator.plan import LeftOut
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What a run saw beyond its rows, for the formats that show it (the report): the link
+    usage ``run --links`` recorded (:func:`~.links.links_frame`; None where not asked for)
+    and the points ``all`` or ``auto`` left out, each with why."""
+
+    links: pd.DataFrame | None = None
+    left_out: tuple[LeftOut, ...] = ()
 
 
 def watch_for(scenario: Scenario, algorithms: Sequence[str], trace: Path | None,

@@ -26,6 +26,7 @@ from simulator.output.figures import limits
 from simulator.output.files import write_atomically
 from simulator.output.html import Cell, figure, page, paragraph, table
 from simulator.output.link_figure import link_heatmap
+from simulator.output.observed import Observed
 from simulator.output.plots import results_figure
 from simulator.output.table import (
     DEVIATION_GUIDE,
@@ -36,7 +37,6 @@ from simulator.output.table import (
     format_table,
     nccl_choice_per_size,
 )
-from simulator.output.writers import Observed
 from simulator.scenario.spec import Scenario
 from simulator.version import __version__
 

@@ -21,7 +21,6 @@ from simulator.output.results import Result, results_frame
 from simulator.output.writers import (
     RESULTS_FORMATS,
     WRITERS,
-    Observed,
     append_csv,
     write_results,
 )
@@ -30,6 +29,8 @@ from simulator.settings import RunSettings
 
 if TYPE_CHECKING:
     import pandas as pd
+
+    from simulator.output.observed import Observed
 
 
 class ResultsStream:

@@ -33,19 +33,9 @@ from simulator.settings import RunSettings
 if TYPE_CHECKING:
     import pandas as pd
 
-    from simulator.plan import LeftOut
+    from simulator.output.observed import Observed
     from simulator.scenario.spec import Scenario
     from simulator.training.results import Training
-
-
-@dataclass(frozen=True)
-class Observed:
-    """What a run saw beyond its rows, for the formats that show it (the report): the link
-    usage ``run --links`` recorded (:func:`~.links.links_frame`; None where not asked for)
-    and the points ``all`` or ``auto`` left out, each with why."""
-
-    links: pd.DataFrame | None = None
-    left_out: tuple[LeftOut, ...] = ()
 
 
 @dataclass(frozen=True)
