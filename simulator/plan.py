@@ -285,10 +285,15 @@ def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
     (each GPU's NIC then carries one channel's crossing, as NCCL's rings use every rail) and one
     otherwise (on one host, on the ideal wire, or for a schedule that spreads over the rails
     itself); RCCL's ring on one host runs on RCCL's channels, each on its own ring order
-    (:func:`~simulator.model.rccl_execution.ring_channels`: 56 on an MI300X node). Never more
-    than leave each channel an element per rank: NCCL too runs fewer channels on small
-    buffers."""
-    if scenario.collective is not Collective.ALLREDUCE:
+    (:func:`~simulator.model.rccl_execution.ring_channels`: 56 on an MI300X node). NCCL's ring
+    reduce-scatter and allgather run across hosts on as many, each channel on a part of every
+    rank's chunk (:func:`~simulator.algorithms.channels.channel_shares`; NCCL's rings run them
+    on every channel: src/device/reduce_scatter.h, all_gather.h ``ncclCollCbdPart``); every
+    other collective on one. Never more than leave each channel an element per rank: NCCL too
+    runs fewer channels on small buffers."""
+    ring = algorithm.nccl.kernel and algorithm.nccl.family is NcclAlgorithm.RING
+    by_chunks = scenario.collective.by_rank_chunks and ring
+    if scenario.collective is not Collective.ALLREDUCE and not by_chunks:
         return 1
     wanted = scenario.channels
     if wanted is None and algorithm.rail_aware:
@@ -298,8 +303,8 @@ def channels_for(scenario: Scenario, machine: Machine, algorithm: Algorithm,
         several = machine.layout.host_count > 1 and len(per_host) == 1
         nccl = scenario.execution is Execution.NCCL
         wanted = next(iter(per_host)) if several and nccl else 1
-        if (nccl and not several and machine.library is Library.RCCL and machine.layout.rings
-                and algorithm.nccl.kernel and algorithm.nccl.family is NcclAlgorithm.RING):
+        if (nccl and not several and not by_chunks and machine.library is Library.RCCL
+                and machine.layout.rings and ring):
             wanted = ring_channels(machine)  # RCCL's ring: 56 channels on its 28 rings
     count = size_bytes // scenario.dtype.itemsize
     return max(1, min(wanted, count // machine.ranks))

@@ -118,15 +118,18 @@ def test_estimates_are_the_closed_forms_documented_exact_nowhere():
 
 @pytest.mark.parametrize(("preset", "execution"), TIMED)
 def test_every_bound_closed_form_is_at_least_the_floor(preset, execution):
-    """Every registered algorithm of every collective on one node of ``preset`` and every
-    allreduce on two (where NCCL's channels split the buffer): each closed form claiming a
-    bound is at or above the fabric's floor. A GB200 rack is 72 GPUs: on two of them, the
-    allreduces whose closed forms stay cheap at 144 ranks."""
+    """Every registered algorithm of every collective on one node of ``preset``, and every
+    allreduce and the ring reduce-scatter and allgather on two (where NCCL's channels split
+    the buffer, or each rank's chunk): each closed form claiming a bound is at or above the
+    fabric's floor. A GB200 rack is 72 GPUs: on two of them, the allreduces whose closed forms
+    stay cheap at 144 ranks."""
     planned = [plan for collective in Collective
                for plan in plans(preset, 1, execution, collective)]
     two = ["ring", "tree", "double_binary_tree", "halving_doubling", "swing", "nvls_tree"]
     planned += plans(preset, 2, execution, Collective.ALLREDUCE,
                      two if preset == "gb200_nvl72" else "all")
+    for collective in (Collective.REDUCE_SCATTER, Collective.ALLGATHER):
+        planned += plans(preset, 2, execution, collective, ["ring"])
     assert len(planned) >= 20
     assert below_floor(planned) == []
 

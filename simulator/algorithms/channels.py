@@ -9,12 +9,21 @@ channel: where every GPU has its own NIC (a rail), C channels cross between host
 once, where one channel crosses on one. Inside a host the channels share each GPU's links.
 
 Any allreduce runs on channels unchanged: its program never learns that its buffer is a slice
-and its group a rotation.
+and its group a rotation. A reduce-scatter or allgather, whose buffer is laid out by the ranks'
+chunks, runs channel c on the c-th part of every rank's chunk instead (:meth:`Span.split_chunks
+<simulator.model.span.Span.split_chunks>`), as NCCL's rings do: each channel's ``gridOffset``
+within the per-rank ``count`` (src/include/device.h ``ncclCollCbdPart``), the rank's chunk at
+``dataOffset + rankDest * count`` (src/device/reduce_scatter.h:41, all_gather.h:53). Its ring
+program takes those parts as its members' chunks (:attr:`Comm.owned
+<simulator.algorithms.comm.Comm.owned>`), listed in channel c's rotated order, so that every
+rank still ends with its own chunk.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from simulator.algorithms.algorithm import Algorithm, ModelKind
 from simulator.algorithms.comm import Comm, Program
@@ -24,6 +33,38 @@ from simulator.algorithms.schedule import Blocks, Group, Schedule
 from simulator.algorithms.trace import trace_program
 from simulator.model.floor import floor_s
 from simulator.model.machine import Layout
+from simulator.model.span import Span
+
+
+@dataclass(frozen=True)
+class ChannelShare:
+    """What channel c runs on: its ranks in its rotated ``order``, the ``buffer`` span it works
+    within, and where the collective is laid out by rank chunks, ``owned``: the channel's part
+    of each member's chunk in ``order``'s numbering (None: the whole of ``buffer``)."""
+
+    order: tuple[int, ...]
+    buffer: Span
+    owned: tuple[Span, ...] | None
+
+
+def channel_shares(algorithm: Algorithm, buffer: Span, layout: Layout,
+                   channels: int) -> list[ChannelShare]:
+    """Every channel's share of ``buffer`` (:class:`ChannelShare`): the c-th of ``channels``
+    contiguous slices, or for a reduce-scatter or allgather (:attr:`Collective.by_rank_chunks
+    <simulator.model.collective.Collective.by_rank_chunks>`) the c-th part of every rank's chunk,
+    ranks in the order of channel c (:meth:`Layout.channel_order`)."""
+    orders = [layout.channel_order(c) for c in range(channels)]
+    if not algorithm.collective.by_rank_chunks:
+        return [ChannelShare(order, part, None)
+                for order, part in zip(orders, buffer.split(channels), strict=True)]
+    parts = buffer.split_chunks(len(layout.hosts), channels)
+    return [ChannelShare(order, buffer, _in_order(parts[c], order))
+            for c, order in enumerate(orders)]
+
+
+def _in_order(parts: Sequence[Span], order: tuple[int, ...]) -> tuple[Span, ...]:
+    """Rank ``order[i]``'s part at position i: the channel's member i owns its own chunk."""
+    return tuple(parts[rank] for rank in order)
 
 
 def on_channels(algorithm: Algorithm, comm: Comm, channels: int) -> Program:
@@ -31,10 +72,10 @@ def on_channels(algorithm: Algorithm, comm: Comm, channels: int) -> Program:
     if channels == 1:
         yield from algorithm.program(comm)
         return
-    slices = comm.buffer.split(channels)
+    shares = channel_shares(algorithm, comm.buffer, comm.layout, channels)
     yield comm.parallel(*(
-        algorithm.program(comm.subgroup(comm.layout.channel_order(c), slices[c]).within_channel(c))
-        for c in range(channels)))
+        algorithm.program(comm.subgroup(share.order, share.buffer, share.owned).within_channel(c))
+        for c, share in enumerate(shares)))
 
 
 def on_channels_s(algorithm: Algorithm, cost: CostInputs, count: int, channels: int) -> float:
@@ -88,9 +129,8 @@ def footprint_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
     count, the whole held at once; None where the algorithm has no count."""
     if channels == 1:
         return algorithm.counted(group)
-    slices = group.buffer.split(channels)
-    counted = [algorithm.counted(group.subgroup(layout.channel_order(c), slices[c]))
-               for c in range(channels)]
+    counted = [algorithm.counted(group.subgroup(share.order, share.buffer, share.owned))
+               for share in channel_shares(algorithm, group.buffer, layout, channels)]
     if any(one is None for one in counted):
         return None
     return Footprint.joined([one.as_whole() for one in counted if one is not None])
@@ -107,6 +147,6 @@ def schedule_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
     if not algorithm.has_builder():
         return trace_program(group, lambda comm: on_channels(algorithm, comm, channels),
                              algorithm.name)
-    slices = group.buffer.split(channels)
-    return Schedule.concat([algorithm.scheduled(group.subgroup(layout.channel_order(c), slices[c]))
-                            for c in range(channels)])
+    return Schedule.concat([algorithm.scheduled(group.subgroup(share.order, share.buffer,
+                                                               share.owned))
+                            for share in channel_shares(algorithm, group.buffer, layout, channels)])

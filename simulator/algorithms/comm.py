@@ -196,12 +196,22 @@ class Comm:
         self.members: tuple[int, ...] = tuple(range(size))
         """The global rank of each member of this group."""
         self.channel = 0
+        self.owned: tuple[Span, ...] | None = None
+        """Each member's chunk, where it is not the buffer's contiguous split: on a channel of a
+        reduce-scatter or allgather, the channel's part of every member's chunk
+        (:meth:`Span.split_chunks`), in this group's numbering (None: the split)."""
         self._enclosing: tuple[int, ...] = ()
         self._outbox = outbox if outbox is not None else Outbox()
 
     def chunks(self, parts: int) -> list[Span]:
-        """The buffer cut into ``parts`` nearly equal chunks (see :meth:`Span.split`)."""
-        return self.buffer.split(parts)
+        """The buffer cut into ``parts`` nearly equal chunks (see :meth:`Span.split`), or each
+        member's :attr:`owned` chunk where it has one (then ``parts`` must be the members)."""
+        if self.owned is None:
+            return self.buffer.split(parts)
+        if parts != len(self.owned):
+            raise AlgorithmError(f"rank {self.members[self.rank]}: {parts} chunks of a channel "
+                                 f"that holds a part of each of {len(self.owned)} chunks")
+        return list(self.owned)
 
     def pieces(self, span: Span, default_bytes: int | None = None) -> list[Span]:
         """``span`` cut into pipeline pieces of the scenario's ``piece_size`` bytes, the last
@@ -257,7 +267,8 @@ class Comm:
     def on_channel(self, channel: int) -> Comm:
         """This communicator on another channel: a separate connection to every peer (its own
         FIFO and message matching), as NCCL runs each tree or ring on its own channel."""
-        view = self._view(self.rank, self.size, self.buffer, self.layout, self.members)
+        view = self._view(self.rank, self.size, self.buffer, self.layout, self.members,
+                          self.owned)
         view.channel = channel
         return view
 
@@ -266,7 +277,8 @@ class Comm:
         opens (channel 0 first, then its :meth:`on_channel` numbers) lies inside that one, so
         whole algorithms can run side by side on their own connections, as NCCL runs one ring
         or tree per channel."""
-        view = self._view(self.rank, self.size, self.buffer, self.layout, self.members)
+        view = self._view(self.rank, self.size, self.buffer, self.layout, self.members,
+                          self.owned)
         view._enclosing = (*self._enclosing, self.channel, channel)
         view.channel = 0
         return view
@@ -317,20 +329,24 @@ class Comm:
         """This communicator's channel path (as a :class:`Send` carries it)."""
         return (*self._enclosing, self.channel)
 
-    def subgroup(self, ranks: Sequence[int], buffer: Span) -> Comm:
+    def subgroup(self, ranks: Sequence[int], buffer: Span,
+                 owned: Sequence[Span] | None = None) -> Comm:
         """A communicator over ``ranks`` (this group's numbering, including this rank) that
-        works on ``buffer``, a span of this one."""
+        works on ``buffer``, a span of this one, or on the members' ``owned`` chunks
+        (:attr:`owned`, in the subgroup's numbering) within it."""
         ranks = tuple(ranks)
         if self.rank not in ranks:
             raise AlgorithmError(f"rank {self.members[self.rank]} is not in subgroup {ranks}")
         return self._view(ranks.index(self.rank), len(ranks), buffer, self.layout.subgroup(ranks),
-                          tuple(self.members[r] for r in ranks))
+                          tuple(self.members[r] for r in ranks),
+                          None if owned is None else tuple(owned))
 
     def _view(self, rank: int, size: int, buffer: Span, layout: Layout,
-              members: tuple[int, ...]) -> Comm:
+              members: tuple[int, ...], owned: tuple[Span, ...] | None = None) -> Comm:
         view = Comm(rank, size, buffer, itemsize=self.itemsize, piece_bytes=self.piece_bytes,
                     layout=layout, outbox=self._outbox, stream_bytes=self.stream_bytes)
         view.members = members
+        view.owned = owned
         view.channel = self.channel
         view._enclosing = self._enclosing
         return view

@@ -557,6 +557,9 @@ class Group:
     machine: Machine | None = None
     """The machine, where a trace must know which switches reduce for a group (None: each
     round in one switch, which the engine finds)."""
+    owned: tuple[Span, ...] | None = None
+    """Each member's chunk where it is not the buffer's contiguous split (:attr:`Comm.owned
+    <simulator.algorithms.comm.Comm.owned>`: a channel's part of every member's chunk)."""
 
     @property
     def size(self) -> int:
@@ -594,6 +597,7 @@ class Group:
                         piece_bytes=self.piece_bytes, layout=layout, outbox=outbox,
                         stream_bytes=self.stream_bytes)
             comm.members = members
+            comm.owned = self.owned
             comms.append(comm)
         return comms
 
@@ -603,22 +607,32 @@ class Group:
         return int(self.members.max(initial=0)) + 1
 
     def chunks(self, parts: int) -> tuple[Index, Index]:
-        """(starts, stops) of the buffer cut into ``parts`` chunks, as :meth:`Span.split`."""
+        """(starts, stops) of the buffer cut into ``parts`` chunks, as :meth:`Span.split`, or of
+        the members' :attr:`owned` chunks, as :meth:`Comm.chunks
+        <simulator.algorithms.comm.Comm.chunks>`."""
+        if self.owned is not None:
+            if parts != len(self.owned):
+                raise AlgorithmError(f"{parts} chunks of a channel that holds a part of each of "
+                                     f"{len(self.owned)} chunks")
+            return (np.array([span.start for span in self.owned], dtype=np.int64),
+                    np.array([span.stop for span in self.owned], dtype=np.int64))
         base, extra = divmod(self.buffer.count, parts)
         sizes = np.full(parts, base, dtype=np.int64)
         sizes[:extra] += 1
         stops = self.buffer.start + np.cumsum(sizes)
         return stops - sizes, stops
 
-    def subgroup(self, positions: Sequence[int] | Index, buffer: Span) -> Group:
-        """The group of the members at ``positions`` (this group's numbering), on ``buffer``; it
-        keeps the grid only where the positions are every member (:meth:`Grid.subgroup
+    def subgroup(self, positions: Sequence[int] | Index, buffer: Span,
+                 owned: Sequence[Span] | None = None) -> Group:
+        """The group of the members at ``positions`` (this group's numbering), on ``buffer`` or
+        on the members' ``owned`` chunks within it (:attr:`owned`); it keeps the grid only where
+        the positions are every member (:meth:`Grid.subgroup
         <simulator.model.machine.Grid.subgroup>`)."""
         chosen = np.asarray(positions, dtype=np.int64)
         return Group(self.members[chosen], buffer, self.itemsize, self.piece_bytes,
                      None if self.hosts is None else self.hosts[chosen], self.stream_bytes,
                      None if self.grid is None else self.grid.subgroup(chosen.tolist()),
-                     self.machine)
+                     self.machine, None if owned is None else tuple(owned))
 
 
 def pieces_per_span(counts: Index, itemsize: int, piece_bytes: int | None) -> tuple[Index, int]:

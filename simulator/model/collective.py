@@ -66,6 +66,14 @@ class Collective(Enum):
         return 1.0
 
     @property
+    def by_rank_chunks(self) -> bool:
+        """Whether each rank's outcome is laid out by the ranks' chunks (a reduce-scatter leaves
+        rank r chunk r, an allgather gathers chunk r from rank r), so that a channel takes a
+        part of every chunk rather than a slice of the whole buffer (NCCL's rings:
+        src/device/reduce_scatter.h, all_gather.h, ``offset = dataOffset + rankDest * count``)."""
+        return self in (Collective.REDUCE_SCATTER, Collective.ALLGATHER)
+
+    @property
     def reduces(self) -> bool:
         """Whether the collective combines data with the reduction operator."""
         return self in (Collective.ALLREDUCE, Collective.REDUCE_SCATTER, Collective.REDUCE)

@@ -41,6 +41,19 @@ class Span:
             raise ValueError(f"cannot split into {parts} parts")
         return list(_split(self.start, self.stop, parts))
 
+    def split_chunks(self, ranks: int, parts: int) -> list[tuple[Span, ...]]:
+        """Part c of every rank's chunk, for each of ``parts`` parts: the buffer cut into
+        ``ranks`` chunks (:meth:`split`), each chunk cut into ``parts`` (:meth:`split`), and
+        the c-th part of chunk r at ``[c][r]``. A collective whose buffer is laid out by rank
+        chunks (reduce-scatter, allgather) runs channel c on part c of each chunk, as NCCL's
+        ring does (src/device/reduce_scatter.h: ``offset = dataOffset + rankDest * count``).
+
+        >>> [[(s.start, s.stop) for s in part] for part in Span(0, 12).split_chunks(2, 3)]
+        [[(0, 2), (6, 8)], [(2, 4), (8, 10)], [(4, 6), (10, 12)]]
+        """
+        by_chunk = [chunk.split(parts) for chunk in self.split(ranks)]
+        return [tuple(chunk[c] for chunk in by_chunk) for c in range(parts)]
+
     def cut(self, sizes: list[int]) -> list[Span]:
         """Consecutive spans of the given element counts from ``start`` (they must sum to count).
 
