@@ -492,13 +492,11 @@ def llama_section() -> str:
                      f"({_seconds(best_in[1].step_s)} s against "
                      f"{_seconds(best_across[1].step_s)} s a step).")
     lines += ["", (
-        "The margin with sequence parallelism is overstated: across nodes the simulator runs a "
-        "ring reduce-scatter or all-gather on one channel, so through one NIC (1.353 ms at "
-        "64 MiB on two DGX H100, NCCL's own model 0.245 ms), where NCCL runs one ring per "
-        "channel, each on its own rail, as it does for allreduce (`plan.channels_for` gives "
-        "channels to allreduce only; a channel's rotated ring would leave each rank another's "
-        "chunk, so the fix needs the channels to split every rank's chunk, not the buffer). "
-        "The layouts without sequence parallelism (allreduces) are not affected."), ""]
+        "Across nodes the ring reduce-scatters and all-gathers of sequence parallelism run on "
+        "NCCL's channels, one per GPU of a host, each on its own rail and on a part of every "
+        "rank's chunk, as NCCL's rings do (0.226 ms at 64 MiB on two DGX H100, NCCL's own "
+        "model 0.245 ms; on one channel, through one NIC, they took 1.353 ms, which overstated "
+        "the margin: [model.md](model.md#nccls-channels))."), ""]
     return "\n".join(lines)
 
 

@@ -11,8 +11,10 @@ once, where one channel crosses on one. Inside a host the channels share each GP
 Any allreduce runs on channels unchanged: its program never learns that its buffer is a slice
 and its group a rotation. A reduce-scatter or allgather, whose buffer is laid out by the ranks'
 chunks, runs channel c on the c-th part of every rank's chunk instead (:meth:`Span.split_chunks
-<simulator.model.span.Span.split_chunks>`), as NCCL's rings do: each channel's ``gridOffset``
-within the per-rank ``count`` (src/include/device.h ``ncclCollCbdPart``), the rank's chunk at
+<simulator.model.span.Span.split_chunks>`), as NCCL's rings do: the scheduler cuts the per-rank
+count (``recvcount``, ``sendcount``: src/collectives.cc:238, :131) over up to ``nChannels``
+channels (src/enqueue.cc:583, 656-704), each channel's ``gridOffset`` within it
+(src/include/device.h ``ncclCollCbdPart``), and the kernel finds rank r's chunk at
 ``dataOffset + rankDest * count`` (src/device/reduce_scatter.h:41, all_gather.h:53). Its ring
 program takes those parts as its members' chunks (:attr:`Comm.owned
 <simulator.algorithms.comm.Comm.owned>`), listed in channel c's rotated order, so that every
