@@ -494,9 +494,9 @@ def llama_section() -> str:
     lines += ["", (
         "Across nodes the ring reduce-scatters and all-gathers of sequence parallelism run on "
         "NCCL's channels, one per GPU of a host, each on its own rail and on a part of every "
-        "rank's chunk, as NCCL's rings do (0.226 ms at 64 MiB on two DGX H100, NCCL's own "
-        "model 0.245 ms; on one channel, through one NIC, they took 1.353 ms, which overstated "
-        "the margin: [model.md](model.md#nccls-channels))."), ""]
+        "rank's chunk, as NCCL's rings do (0.246 ms at 64 MiB across two nodes in the table "
+        "above, NCCL's own model 0.245 ms; on one channel, through one NIC, they took 1.353 ms, "
+        "which overstated the margin: [model.md](model.md#nccls-channels))."), ""]
     return "\n".join(lines)
 
 
