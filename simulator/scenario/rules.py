@@ -230,8 +230,9 @@ MAX_CHANNELS = 64
 
 
 def channels_problem(channels: int | None, collective: Collective) -> str | None:
-    """Channels: auto (None) or 1..MAX_CHANNELS; more than one splits an allreduce only, whose
-    every rank ends with the whole buffer (a reduce-scatter's chunks would move)."""
+    """Channels: auto (None) or 1..MAX_CHANNELS; more than one splits an allreduce only (``auto``
+    alone runs NCCL's ring reduce-scatter and allgather across hosts on channels, each on a part
+    of every rank's chunk: ``simulator.plan.channels_for``)."""
     if channels is None:
         return None
     if isinstance(channels, bool) or not 1 <= channels <= MAX_CHANNELS:
