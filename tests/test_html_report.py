@@ -199,8 +199,8 @@ def test_a_resumed_run_reports_every_point_kept_and_new(tmp_path, capsys):
 
 def test_a_point_left_out_is_said_in_the_report_with_why(tmp_path):
     from simulator import simulate
-    from simulator.output.report import report
     from simulator.output.observed import Observed
+    from simulator.output.report import report
     from simulator.plan import LeftOut
     from simulator.scenario.parse import scenario_from_dict
 
