@@ -30,12 +30,13 @@ from simulator.output.observed import Observed
 from simulator.output.plots import results_figure
 from simulator.output.table import (
     DEVIATION_GUIDE,
-    _deviation,
-    _num,
-    _verified,
     best_per_size,
+    deviation_text,
     format_table,
     nccl_choice_per_size,
+    number_text,
+    suffers_least,
+    verified_text,
 )
 from simulator.scenario.spec import Scenario
 from simulator.version import __version__
@@ -109,10 +110,10 @@ def _result_cells(row: Any) -> list[Cell]:
     return [Cell(str(row.size_bytes), number=True), Cell(str(row.count), number=True),
             Cell(str(row.dtype)), Cell(str(redop)), Cell(str(row.algorithm)),
             _us(row.sim_time_s, "sim_time_s"),
-            Cell(_num(row.algbw_GBps), f"algbw_GBps = {float(row.algbw_GBps)}", True),
-            Cell(_num(row.busbw_GBps), f"busbw_GBps = {float(row.busbw_GBps)}", True),
+            Cell(number_text(row.algbw_GBps), f"algbw_GBps = {float(row.algbw_GBps)}", True),
+            Cell(number_text(row.busbw_GBps), f"busbw_GBps = {float(row.busbw_GBps)}", True),
             _us(row.model_time_s, "model_time_s"),
-            Cell(_deviation(row), number=True), Cell(_verified(row), checked)]
+            Cell(deviation_text(row), number=True), Cell(verified_text(row), checked)]
 
 
 def _choice(results: pd.DataFrame, scenario: Scenario) -> list[str]:
@@ -169,9 +170,7 @@ def _faults(results: pd.DataFrame) -> list[str]:
     row of the algorithm that suffers least at its size (the least time added) marked."""
     if "faults" not in results or not (results.faults.fillna("") != "").any():
         return []
-    added = results.sim_time_s - results.healthy_time_s
-    least = set(added.groupby(results.size_bytes).idxmin()) if results.algorithm.nunique() > 1 \
-        else set()  # idxmin: ties go to the row listed first
+    least = set(suffers_least(results)) if results.algorithm.nunique() > 1 else set()
     rows = [[Cell(str(row.size_bytes), number=True), Cell(str(row.algorithm)),
              _us(row.healthy_time_s, "healthy_time_s"), _us(row.sim_time_s, "sim_time_s"),
              Cell(f"+{(row.sim_time_s - row.healthy_time_s) * 1e6:.2f}", number=True),
