@@ -76,6 +76,18 @@ def _h1024_ring() -> dict[str, Any]:
             "nccl": {"algo": "ring", "proto": "LL128"}}
 
 
+def _superpod_ring(nodes: int) -> Callable[[], dict[str, Any]]:
+    """The ring of ``h1024-ring`` at 4 GiB on ``nodes`` DGX H100 of the superpod preset: 32
+    nodes (one scalable unit) keep the ring's steps in lockstep, 64 (two units, crossing on the
+    spine tier) do not: 7,193 against 472,243 instants (issue 36; docs/benchmark.md)."""
+    def scenario() -> dict[str, Any]:
+        return {"name": f"su-ring-{nodes}", "topology": {"preset": "dgx_h100_superpod",
+                                                         "nodes": nodes},
+                "algorithms": ["ring"], "sizes": ["4GiB"], "nccl": {"algo": "ring",
+                                                                    "proto": "LL128"}}
+    return scenario
+
+
 def _h1024_auto() -> dict[str, Any]:
     return {"name": "h1024-auto", "topology": {"preset": "dgx_h100_superpod", "nodes": 128},
             "algorithms": "auto", "sizes": ["1MiB", "256MiB", "4GiB"]}
@@ -115,6 +127,10 @@ CASES = (
     Case("superpod64-all", "the same with algorithms: all", 300.0, _superpod_all, default=False),
     Case("h1024-ring", "128 x DGX H100 (1,024 GPUs), ring LL128 at 4, 8, 16 GiB", 60.0,
          _h1024_ring, default=False),
+    Case("su1-ring", "h1024-ring's ring at 4 GiB on 32 x DGX H100 (one SU, 256 GPUs); "
+         "target: h1024-ring's", 60.0, _superpod_ring(32), default=False),
+    Case("su2-ring", "the same on 64 x DGX H100 (two SUs, 512 GPUs: crossing on the spines)",
+         60.0, _superpod_ring(64), default=False),
     Case("h1024-auto", "128 x DGX H100 (1,024 GPUs), auto at 1 MiB, 256 MiB, 4 GiB", 60.0,
          _h1024_auto, default=False),
     Case("h8192-auto", "1,024 x DGX H100 (8,192 GPUs), auto at 1 GiB", 300.0, _h8192_auto,
