@@ -164,6 +164,33 @@ def test_a_proxy_checks_the_gradients_it_holds():
     assert "      ok*  ring ×2" in format_training(training)
 
 
+def test_buckets_of_one_size_share_one_verified_run(monkeypatch):
+    # Four identical layers of 2 MiB gradients with a 2 MiB cap (no small first bucket): four
+    # buckets of 2,097,152 bytes. The first is simulated with its own gradients and checked;
+    # the other three share that run (issue 36), so the fabric runs once, and the check covers
+    # the first bucket's two tensors.
+    import simulator.trainer as trainer
+
+    layers = [{"name": f"l{i}", "params": {f"l{i}.weight": [512, 1023], f"l{i}.bias": [512]},
+               "backward": "1ms"} for i in range(4)]
+    calls = []
+    real = trainer.collective_run
+
+    def counted(*args, **kwargs):
+        calls.append(args[3])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "collective_run", counted)
+    training = train(scenario(model={"name": "same", "layers": layers}, bucket_cap="2MiB",
+                              first_bucket="cap"), proxy_elements=1 << 20)
+    step = training.step
+    assert [b.nbytes for b in step.buckets] == [2 * MiB] * 4
+    assert calls == [2 * MiB]
+    assert len({(b.time_s, b.algorithm, b.verified) for b in step.buckets}) == 1
+    assert (step.verified, step.identical, step.checked_tensors, step.whole) == (True, True, 2,
+                                                                                  True)
+
+
 def test_averaged_gradients_against_numpy_by_hand():
     # The bucket's data path as DDP takes it, spelled out once with numpy: g / p on each rank,
     # the simulated allreduce sums them; every rank then holds mean(g) exactly (p = 4).

@@ -184,10 +184,11 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
                   cache: dict[tuple[int, tuple[Fault, ...]], Result] | None = None,
                   faults: tuple[Fault, ...] | None = None) -> Step:
     """One step of the scenario's training on ``setup``'s machine (its topology), with DDP's
-    bucket cap ``cap`` (None: the scenario's). With ``settings.verify``, every bucket's
-    allreduce moves its own gradients and the averages are checked; without, each distinct
-    bucket size (and faults it sees) is simulated once (in ``cache``, if given, across calls on
-    the same machine). The buckets' allreduces lie on one timeline: the scenario's faults (or
+    bucket cap ``cap`` (None: the scenario's). Each distinct bucket size (and faults it sees) is
+    simulated once and its later buckets share that run (issue 36: "buckets of equal size share
+    one plan and one result"). With ``settings.verify`` the run moves its first bucket's own
+    gradients and the averages are checked; without, it is timed only (in ``cache``, if given,
+    across calls on the same machine). The buckets' allreduces lie on one timeline: the scenario's faults (or
     ``faults``: ``()`` for a healthy step on another topology), timed from the backward pass's
     start, strike the allreduces that run when they do
     (:func:`~simulator.model.faults.seen_by_bucket`), and the step is timed again with every
@@ -208,21 +209,22 @@ def simulate_step(scenario: Scenario, setup: Setup, settings: RunSettings, *,
         check_memory(scenario, setup, settings, tuple(sorted({b.nbytes for b in buckets})))
     runs: list[Result] = []
     check = _Check()
-    memo = cache if cache is not None else {}
+    # one run per bucket size and faults seen: a later bucket of the same size takes the same
+    # schedule on the same links, and the engine's timing never reads the data it moves, so
+    # it shares the first one's run (time and verification) rather than simulating it again
+    memo = cache if cache is not None and not settings.verify else {}
     backward_start = sum(forward)
     suffered = scenario.faults if faults is None else faults
 
     def allreduce_s(position: int, ready_s: float, start_s: float) -> float:
         bucket = buckets[position]
         seen = seen_by_bucket(suffered, start_s - backward_start, ready_s - backward_start)
-        if settings.verify:
-            runs.append(_verified_allreduce(scenario, setup, settings, bucket, tensors, check,
-                                            seen))
-        else:
-            key = (bucket.nbytes, seen)
-            if key not in memo:
-                memo[key] = collective_run(scenario, setup, settings, bucket.nbytes, faults=seen)
-            runs.append(memo[key])
+        key = (bucket.nbytes, seen)
+        if key not in memo:
+            memo[key] = (_verified_allreduce(scenario, setup, settings, bucket, tensors, check,
+                                             seen) if settings.verify else
+                         collective_run(scenario, setup, settings, bucket.nbytes, faults=seen))
+        runs.append(memo[key])
         return float(runs[-1].sim_time_s)
 
     names = [layer.name for layer in network.layers]
