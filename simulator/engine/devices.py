@@ -93,11 +93,12 @@ class Devices:
             return messages
         duration = self.reduce_s(messages)
         busy = duration > 0
+        now_done = messages
         if busy.any():
             reducing, duration = messages[busy], duration[busy]
             gpus = self.held.s.dst[reducing]
             later.add(reducing, serve_in_order(self.gpu_free, gpus, now, duration))
-        now_done: np.ndarray = messages[~busy]
+            now_done = messages[~busy]
         if self.entry is not None and len(now_done):  # a late rank takes nothing before it enters
             dst = self.held.s.dst[now_done]
             entry = np.where(dst >= 0, self.entry[np.maximum(dst, 0)], now)

@@ -180,27 +180,23 @@ class _Run:
         held = self.held
         while len(starting) or len(ended) or len(completing):
             if len(starting):
-                instant = ~self.flows.moves(starting)
-                ended = np.concatenate([ended, starting[instant]])
-                flows = starting[~instant]
+                moves = self.flows.moves(starting)
+                flows = starting
+                if not moves.all():  # no bytes or no link: they arrive as they start
+                    ended = np.concatenate([ended, starting[~moves]])
+                    flows = starting[moves]
                 if len(flows):
                     held.touch(flows)
                     self.flows.join(flows, now)
-                starting = np.zeros(0, dtype=np.int64)
-            new_starting, new_completing = [], []
+            arrived = completed = None
             if len(ended):
                 held.arrived[ended] = now
                 held.touch(ended)
-                s, c = self._arrive(ended, now)
-                new_starting.append(s)
-                new_completing.append(c)
+                arrived = self._arrive(ended, now)
             if len(completing):
-                s, c = self._complete(completing, now)
-                new_starting.append(s)
-                new_completing.append(c)
-            ended = np.zeros(0, dtype=np.int64)
-            starting = np.concatenate(new_starting) if new_starting else ended
-            completing = np.concatenate(new_completing) if new_completing else ended
+                completed = self._complete(completing, now)
+            ended = _NONE
+            starting, completing = _joined(arrived, completed)
         self.flows.settle(now)
 
     def _arrive(self, ended: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
@@ -211,9 +207,11 @@ class _Run:
         ready = np.maximum(self.devices.ready(following, held.posted[following]), now)
         starting = self._schedule_starts(following, ready, now)
         previous = held.local(held.s.receive_previous[ended])
-        can = (previous < 0)
-        can[~can] = held.received[previous[~can]]
-        return starting, self.devices.receive(ended[can], now, self.completions)
+        can = previous < 0
+        if not can.all():  # a receive waits for the one before it on its rank's thread
+            can[~can] = held.received[previous[~can]]
+            ended = ended[can]
+        return starting, self.devices.receive(ended, now, self.completions)
 
     def _complete(self, messages: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
         """Receives that complete now: combine their data, post what they release, and request
@@ -243,17 +241,24 @@ class _Run:
             self.steady.record(Op.POST, messages, held.window.start)
         previous = held.local(held.s.connection_previous[messages])
         free = previous < 0
-        free[~free] = held.arrived[previous[~free]] < INF
-        ready = self.devices.ready(messages[free], held.posted[messages[free]])
-        behind = previous[free]
-        has = behind >= 0
-        ready[has] = np.maximum(ready[has], held.arrived[behind[has]])
-        return self._schedule_starts(messages[free], ready, now)
+        if not free.all():  # behind another message on its connection: free once it arrived
+            free[~free] = held.arrived[previous[~free]] < INF
+            messages, previous = messages[free], previous[free]
+        ready = self.devices.ready(messages, held.posted[messages])
+        behind = previous >= 0
+        if behind.any():
+            ready[behind] = np.maximum(ready[behind], held.arrived[previous[behind]])
+        return self._schedule_starts(messages, ready, now)
 
     def _schedule_starts(self, messages: np.ndarray, ready: np.ndarray,
                          now: float) -> np.ndarray:
         """Queue starts at ``ready``; those due now are returned."""
         due = ready == now
+        if due.all():
+            return messages
+        if not due.any():
+            self.starts.add(messages, ready)
+            return _NONE
         self.starts.add(messages[~due], ready[~due])
         due_now: np.ndarray = messages[due]
         return due_now
@@ -287,6 +292,21 @@ class _Run:
                             instants=self.instants, sharing_wall_s=self.flows.sharing_wall_s,
                             held=held.most,
                             skipped=self.steady.skipped if self.steady is not None else 0)
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+_NONE.flags.writeable = False
+"""No messages (read-only: every step that adds messages makes a new array)."""
+
+
+def _joined(first: tuple[np.ndarray, np.ndarray] | None,
+            second: tuple[np.ndarray, np.ndarray] | None) -> tuple[np.ndarray, np.ndarray]:
+    """The starts and the completions two steps of an instant released, in step order (one
+    concatenation only where both released some)."""
+    if first is None or second is None:
+        found = first if second is None else second
+        return found if found is not None else (_NONE, _NONE)
+    return (np.concatenate([first[0], second[0]]), np.concatenate([first[1], second[1]]))
 
 
 def declines(schedule: Schedule | Blocks, machine: Machine, *, asked: bool = False) -> str | None:
