@@ -2,6 +2,7 @@
 hand on a switch, verified data, both engines equal, refused across hosts; and NCCL's model of
 its symmetric kernels (simulator/model/nccl_symmetric.py) against figures computed by hand."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -351,3 +352,17 @@ def test_symmetric_kernels_need_every_gpu_a_direct_nvlink_peer():
         "they need every GPU a direct NVLink peer of every other, and rank 0 reaches rank 2 "
         "through GPU gpu1")
     assert sym.symmetric_pick(machine("ring"), 1024, "float32", ReduceOp.SUM) is None
+
+
+def test_auto_runs_the_shot_traces_vectorised_with_simpys_times_to_the_bit():
+    # one_shot and two_shot_multicast have no builder; engine: auto runs their traces on the
+    # vectorised engine (Algorithm.trace_vectorised: the faster there), which must give the
+    # times SimPy gives, to the bit, under both executions and with a GPU's reduction cost
+    for execution in ("ideal", "nccl"):
+        scenario = {"topology": {"preset": "dgx_h100"}, "execution": execution,
+                    "algorithms": ["one_shot", "two_shot_multicast"],
+                    "sizes": [4000, 64 << 20], "gpu": {"reduce_bandwidth": "1.1TB/s"}}
+        auto, simpy = (simulate({**scenario, "engine": engine}) for engine in ("auto", "simpy"))
+        assert list(auto.engine) == ["vector"] * 4 and list(simpy.engine) == ["simpy"] * 4
+        np.testing.assert_array_equal(auto.sim_time_s, simpy.sim_time_s)
+        assert auto.verified.all() and simpy.verified.all()

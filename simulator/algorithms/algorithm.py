@@ -115,8 +115,10 @@ class Algorithm(ABC):
     trace_vectorised: ClassVar[bool] = False
     """Whether ``engine: auto`` runs this algorithm's trace on the vectorised engine (where it has
     no builder): for a schedule whose instants move many flows at once, where that engine is the
-    faster (the CollNet algorithms; ``nvls_tree``, before it had a builder, ran 1 GiB on two
-    DGX H100 in 5 s there against 80 s on SimPy)."""
+    faster (the CollNet algorithms and the one- and two-shot kernels; ``nvls_tree``, before it
+    had a builder, ran 1 GiB on two DGX H100 in 5 s there against 80 s on SimPy). The two
+    engines give the same times to the bit, so this moves only the ``engine`` and ``events``
+    columns."""
 
     def __eq__(self, other: object) -> bool:
         """Algorithms are values: equal when of the same class with the same options."""

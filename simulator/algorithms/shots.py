@@ -67,6 +67,7 @@ class OneShotAllreduce(Algorithm):
     collective = Collective.ALLREDUCE
     exact_on = _FLAT
     nccl = NcclBinding(symmetric=(SymKernel.ONE_SHOT, SymKernel.ONE_SHOT_MULTICAST))
+    trace_vectorised = True  # scenarios/dgx.yaml's 11 points: 0.29 s on SimPy, 0.13 s here
 
     def unsupported(self, machine: Machine) -> str | None:
         return _one_node(machine)
@@ -124,6 +125,8 @@ class TwoShotMulticastAllreduce(Algorithm):
     name = "two_shot_multicast"
     collective = Collective.ALLREDUCE
     nccl = NcclBinding(symmetric=(SymKernel.TWO_SHOT_MULTICAST,))
+    trace_vectorised = True  # its pieces move together: 1 GiB on a DGX H100 is 1,024 instants
+    # here against 364,976 SimPy events (4.0 s against 9.0 s, the same time to the bit)
 
     def unsupported(self, machine: Machine) -> str | None:
         reason = _one_node(machine)
