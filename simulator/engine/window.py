@@ -42,18 +42,24 @@ class Window:
         self.buffers: dict[str, np.ndarray] = {}
         self.lo = self.hi = 0
         self.start = 0
+        self.views: dict[str, np.ndarray] = {}  # the columns' views, until the window moves
 
     def __len__(self) -> int:
         """How many messages the window holds."""
         return self.hi - self.lo
 
     def __getitem__(self, name: str) -> np.ndarray:
-        """A column of the messages held (a view: writes go to the window)."""
-        return self.buffers[name][self.lo:self.hi]
+        """A column of the messages held (a view: writes go to the window), made once per
+        move of the window (a column read per message posted costs a slice otherwise)."""
+        view = self.views.get(name)
+        if view is None:
+            view = self.views[name] = self.buffers[name][self.lo:self.hi]
+        return view
 
     def append(self, columns: dict[str, np.ndarray]) -> None:
         """Messages at the end of the window, a value per column each."""
         added = len(next(iter(columns.values())))
+        self.views = {}
         if not self.buffers:
             self.buffers, self.lo, self.hi = dict(columns), 0, added
             return
@@ -72,12 +78,14 @@ class Window:
 
     def drop(self, messages: int) -> None:
         """Forget the first ``messages`` held."""
+        self.views = {}
         self.lo += messages
         self.start += messages
 
 
 class Snapshots:
-    """Data of posted messages not yet received: one array per posting instant."""
+    """Data of posted messages not yet received: one array per posting (of one message, or of
+    every message an instant posts at once)."""
 
     def __init__(self, window: Window) -> None:
         self.window = window  # columns "batch" and "offset": where each message's data is
@@ -103,16 +111,33 @@ class Snapshots:
 
     def keep(self, messages: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> None:
         """Hold ``data``, the concatenated data of ``messages`` (``lengths`` elements each)."""
-        key = self.batches
-        self.batches += 1
-        self.arrays[key] = data
-        self.pending[key] = len(messages)
-        self.batch[messages] = key
+        self.batch[messages] = self._hold(data, len(messages))
         offset = self.offset
         if lengths[0] == lengths.min() == lengths.max():
             offset[messages] = np.arange(len(messages)) * lengths[0]
         else:
             offset[messages] = np.cumsum(lengths) - lengths
+
+    def keep_one(self, m: int, data: np.ndarray) -> None:
+        """:meth:`keep` of message ``m`` alone, whose data are all of ``data``."""
+        self.batch[m] = self._hold(data, 1)
+        self.offset[m] = 0
+
+    def take_one(self, m: int, length: int) -> np.ndarray:
+        """:meth:`take` of message ``m`` alone (``length`` elements), by a slice of its
+        posting's array: a view, as nothing writes a posting's array once kept."""
+        key, first = int(self.batch[m]), int(self.offset[m])
+        data: np.ndarray = self.arrays[key][first:first + length]
+        self._taken(key, 1)
+        return data
+
+    def _hold(self, data: np.ndarray, messages: int) -> int:
+        """Hold ``data`` of a new posting instant of ``messages`` messages; its key."""
+        key = self.batches
+        self.batches += 1
+        self.arrays[key] = data
+        self.pending[key] = messages
+        return key
 
     def take(self, messages: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The data of ``messages``, concatenated in order."""

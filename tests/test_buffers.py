@@ -1,0 +1,146 @@
+"""The vectorised engine's data (simulator.engine.buffers): the loop of slices over a few
+messages gives the general path's bits, on messages whose spans meet (several into one
+receiver, copies and reductions mixed) and on in-switch rounds; whole runs of every algorithm
+give the same buffers and frame with either path; and a timing-only payload moves nothing."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator import simulate
+from simulator.engine import vector
+from simulator.engine.buffers import Buffers
+from simulator.engine.window import Snapshots, Window
+from simulator.model.reduction import ReduceOp
+
+RANKS, WIDTH = 5, 24
+ALL_GENERAL, ALL_LOOPED = 0, 1 << 30
+"""``Buffers.few`` that sends every post and receive down the general path, and down the loop."""
+
+
+def held_of(src, dst, start, length, reduce, posted_after=None, receive_previous=None,
+            switches=False):
+    """The parts of a run's ``Held`` that :class:`Buffers` reads, for the messages given (spans
+    ``start`` to ``start + length`` on both sides), at schedule number 0 onwards."""
+    size = len(src)
+    none = np.full(size, -1, dtype=np.int64)
+    window = Window()
+    window.append({"x": np.zeros(size), **Snapshots.columns(size)})
+    schedule = SimpleNamespace(
+        src=np.array(src), dst=np.array(dst), reduce=np.array(reduce, dtype=bool),
+        posted_after=none if posted_after is None else np.array(posted_after),
+        receive_previous=none if receive_previous is None else np.array(receive_previous))
+    view = (np.array(start, dtype=np.int64), np.array(length, dtype=np.int64))
+    return SimpleNamespace(s=schedule, send_view=view, recv_view=view, window=window,
+                           switch_delay=np.zeros(1) if switches else None)
+
+
+def replayed(monkeypatch, few, held, steps):
+    """The ranks' buffers after ``steps`` (("post" or "receive", window positions) each) with
+    ``Buffers.few`` at ``few``: float32 data whose sums round, so that any change in the order
+    of two reductions of one element shows."""
+    monkeypatch.setattr(Buffers, "few", few)
+    data = np.random.default_rng(1).standard_normal((RANKS, WIDTH)).astype(np.float32)
+    buffers = Buffers(held, data, ReduceOp.SUM)
+    for op, messages in steps:
+        (buffers.snapshot if op == "post" else buffers.combine)(np.array(messages))
+    assert buffers.snapshots.arrays == {} and buffers.sums == {}  # all received, all dropped
+    return data
+
+
+def both_paths(monkeypatch, held, steps):
+    """The buffers ``steps`` leave by the general path, asserted equal to the loop's."""
+    general = replayed(monkeypatch, ALL_GENERAL, held, steps)
+    np.testing.assert_array_equal(replayed(monkeypatch, ALL_LOOPED, held, steps), general)
+    return general
+
+
+def test_the_loop_gives_the_general_paths_bits_where_spans_meet(monkeypatch):
+    rng = np.random.default_rng(0)
+    size = 60
+    start = rng.integers(0, WIDTH - 8, size)
+    length = rng.integers(0, 9, size)
+    src, dst = rng.integers(0, RANKS, size), rng.integers(0, RANKS, size)
+    dst[:20] = 3  # twenty messages into one rank, most of them onto the same elements
+    start[:20] = rng.integers(0, 4, 20)
+    reduce = rng.random(size) < 0.7
+    held = held_of(src, dst, start, length, reduce)
+    order = rng.permutation(size)
+    steps = [("post", order[i:i + 7].tolist()) for i in range(0, size, 7)]
+    received = rng.permutation(size)  # across postings, several of one posting at once
+    steps += [("receive", received[i:i + 6].tolist()) for i in range(0, size, 6)]
+    before = replayed(monkeypatch, ALL_GENERAL, held, [])
+    after = both_paths(monkeypatch, held, steps)
+    assert not np.array_equal(after, before)  # the messages did move data
+
+
+def test_the_loop_gives_the_general_paths_bits_on_switch_rounds(monkeypatch):
+    # round 0 on switch endpoint -1: ranks 0-3 upload (0-3, in chain order), its last upload
+    # releases a copy down to each (4-7); round 1: the uploads 8-11 sum on -1, whose sum goes
+    # on to endpoint -2 (12, between two switches), where rank 3 adds to it (13) before the
+    # copies down from -2 (14-17)
+    src = [0, 1, 2, 3, -1, -1, -1, -1, 0, 1, 2, 3, -1, 3, -2, -2, -2, -2]
+    dst = [-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, -2, -2, 0, 1, 2, 3]
+    start = [0] * 8 + [8] * 10
+    posted = [-1] * 4 + [3] * 4 + [-1] * 4 + [11, -1] + [13] * 4
+    previous = [-1, 0, 1, 2] + [-1] * 4 + [-1, 8, 9, 10] + [-1, 12] + [-1] * 4
+    reduce = [False] * 18
+    held = held_of(src, dst, start, [8] * 18, reduce, posted, previous, switches=True)
+    steps = [("post", [0, 1, 2]), ("post", [3, 8, 9, 10, 11, 13]), ("receive", [0, 1]),
+             ("receive", [2, 3]), ("post", [4, 5, 6, 7]), ("receive", [8, 9, 10, 11]),
+             ("post", [12]), ("receive", [4, 12]), ("receive", [13]),
+             ("post", [14, 15, 16, 17]), ("receive", [5, 6, 7, 14]), ("receive", [15, 16, 17])]
+    after = both_paths(monkeypatch, held, steps)
+    data = replayed(monkeypatch, ALL_GENERAL, held, [])
+    total = data[0, 8:16] + data[1, 8:16] + data[2, 8:16] + data[3, 8:16] + data[3, 8:16]
+    np.testing.assert_array_equal(after[:4, 8:16], np.tile(total, (4, 1)))
+
+
+@pytest.fixture
+def runs(monkeypatch):
+    """Each vectorised run's name and its ranks' buffers (flat) as it finishes."""
+    finished: list[tuple[str, np.ndarray]] = []
+    run = vector._Run.run
+
+    def kept(self):
+        timing = run(self)
+        finished.append((self.name, self.buffers.flat.copy()))
+        return timing
+
+    monkeypatch.setattr(vector._Run, "run", kept)
+    return finished
+
+
+def test_every_algorithm_moves_the_same_bits_either_way(monkeypatch, runs):
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
+                "algorithms": "all", "sizes": [4096, 3 << 20], "engine": "vector",
+                "dtype": "float16"}
+    frames, buffers = [], []
+    for few in (ALL_GENERAL, ALL_LOOPED, Buffers.few):
+        monkeypatch.setattr(Buffers, "few", few)
+        frames.append(simulate(scenario))
+        buffers.append(list(runs))
+        runs.clear()
+    assert frames[0].verified.all() and len(buffers[0]) > 10
+    for frame, kept in zip(frames[1:], buffers[1:], strict=True):
+        pd.testing.assert_frame_equal(frame, frames[0], check_exact=True)
+        assert [name for name, _ in kept] == [name for name, _ in buffers[0]]
+        for (_, mine), (_, theirs) in zip(kept, buffers[0], strict=True):
+            np.testing.assert_array_equal(mine, theirs)
+
+
+def test_a_timing_only_payload_moves_nothing(monkeypatch):
+    made: list[Buffers] = []
+    init = Buffers.__init__
+
+    def kept(self, *args):
+        init(self, *args)
+        made.append(self)
+
+    monkeypatch.setattr(Buffers, "__init__", kept)
+    frame = simulate({"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
+                      "algorithms": ["ring", "tree"], "sizes": [3 << 20], "verify": False})
+    assert list(frame.engine) == ["vector"] * 2 and len(made) == 2
+    assert all(not buffers.moves and buffers.snapshots.batches == 0 for buffers in made)
