@@ -88,9 +88,9 @@ def test_the_loop_gives_the_general_paths_bits_on_switch_rounds(monkeypatch):
     previous = [-1, 0, 1, 2] + [-1] * 4 + [-1, 8, 9, 10] + [-1, 12] + [-1] * 4
     reduce = [False] * 18
     held = held_of(src, dst, start, [8] * 18, reduce, posted, previous, switches=True)
-    steps = [("post", [0, 1, 2]), ("post", [3, 8, 9, 10, 11, 13]), ("receive", [0, 1]),
+    steps = [("post", [0, 1, 2]), ("post", [3, 8, 9, 10, 11]), ("receive", [0, 1]),
              ("receive", [2, 3]), ("post", [4, 5, 6, 7]), ("receive", [8, 9, 10, 11]),
-             ("post", [12]), ("receive", [4, 12]), ("receive", [13]),
+             ("post", [12, 13]), ("receive", [4, 12]), ("receive", [13]),
              ("post", [14, 15, 16, 17]), ("receive", [5, 6, 7, 14]), ("receive", [15, 16, 17])]
     after = both_paths(monkeypatch, held, steps)
     data = replayed(monkeypatch, ALL_GENERAL, held, [])

@@ -49,21 +49,22 @@ class Buffers:
             start, length = self.held.send_view[0][messages], self.held.send_view[1][messages]
             self.snapshots.keep(messages, self._sent(messages, start, length), length)
             return
-        held, width, flat = self.held, self.width, self.flat
+        held, width, flat, sums = self.held, self.width, self.flat, self.sums
         first, count = held.send_view
         src, rounds = held.s.src, held.s.posted_after
-        sent = []  # the rounds whose sums the copies down take: dropped once all are kept
-        for m in messages.tolist():
+        each = messages.tolist()
+        sent, copied = [], []  # copied: the rounds whose sums copies down take, dropped after
+        for m in each:
             sender = int(src[m])
             if sender < 0:  # sums are never written in place: a copy down can hold its own
-                sent.append(int(rounds[m]))
-                data = self.sums[sent[-1]]
+                copied.append(int(rounds[m]))
+                sent.append(sums[copied[-1]])
             else:
                 at = sender * width + int(first[m])
-                data = flat[at:at + int(count[m])].copy()
-            self.snapshots.keep_one(m, data)
-        for key in sent:
-            self.sums.pop(key, None)
+                sent.append(flat[at:at + int(count[m])].copy())
+        self.snapshots.keep_each(each, sent)
+        for key in copied:
+            sums.pop(key, None)
 
     def combine(self, messages: np.ndarray) -> None:
         """Copy or reduce the data of received ``messages`` into their receivers' spans (a
@@ -76,22 +77,25 @@ class Buffers:
         held, width, flat, ufunc = self.held, self.width, self.flat, self.ufunc
         first, count = held.recv_view
         dst, reduce = held.s.dst, held.s.reduce
+        each = messages.tolist()
         copies = []  # (span, data) of the copies, made after every reduction (as ranks do)
-        for m in messages.tolist():
-            length = int(count[m])
-            data = self.snapshots.take_one(m, length)
+        uploads: tuple[list[int], list[np.ndarray]] = ([], [])  # to switches, summed apart
+        for m, data in zip(each, self.snapshots.take_each(each, count), strict=True):
             receiver = int(dst[m])
             if receiver < 0:  # a switch upload (only switches have negative endpoints)
-                self._add_upload(m, data)
+                uploads[0].append(m)
+                uploads[1].append(data)
                 continue
             at = receiver * width + int(first[m])
             if reduce[m]:
-                target = flat[at:at + length]
+                target = flat[at:at + len(data)]
                 ufunc(target, data, out=target)
             else:
-                copies.append((at, length, data))
-        for at, length, data in copies:
-            flat[at:at + length] = data
+                copies.append((at, data))
+        for at, data in copies:
+            flat[at:at + len(data)] = data
+        if uploads[0]:
+            self._add_each(*uploads)
 
     def _combine_many(self, messages: np.ndarray) -> None:
         """:meth:`combine` of any number of messages, by index arrays."""
@@ -129,34 +133,46 @@ class Buffers:
         if self.held.switch_delay is None or (src >= 0).all():
             data: np.ndarray = self.flat[ranges(src * self.width + start, length)]
             return data
+        mine = src >= 0
+        rounds = s.posted_after[messages[~mine]].tolist()
+        sums = np.concatenate([self.sums[key] for key in rounds])  # the copies down's, in order
+        for key in set(rounds):
+            del self.sums[key]
+        if not mine.any():
+            return sums
         data = np.empty(int(length.sum()), dtype=self.flat.dtype)
         at = np.cumsum(length) - length
-        mine = src >= 0
         data[ranges(at[mine], length[mine])] = self.flat[ranges(src[mine] * self.width
                                                                 + start[mine], length[mine])]
-        rounds = s.posted_after[messages]
-        for m in np.flatnonzero(~mine).tolist():
-            data[at[m]:at[m] + length[m]] = self.sums[int(rounds[m])]
-        for key in np.unique(rounds[~mine]).tolist():
-            del self.sums[key]
+        data[ranges(at[~mine], length[~mine])] = sums
         return data
 
     def _add_uploads(self, messages: np.ndarray, data: np.ndarray,
                      length: np.ndarray) -> np.ndarray:
-        """Add the data of the switch uploads among ``messages`` (just received) to their
-        rounds' sums, in each round's chain order (as the switch sums its members' in group
-        order); returns which of ``messages`` are not uploads."""
+        """:meth:`_add_each` of the switch uploads among ``messages`` (their data concatenated
+        in ``data``); returns which of ``messages`` are not uploads."""
         up = self.held.s.dst[messages] < 0
-        at = np.cumsum(length) - length
-        for m in np.flatnonzero(up).tolist():
-            self._add_upload(int(messages[m]), data[at[m]:at[m] + length[m]])
+        at = (np.cumsum(length) - length).tolist()
+        ups = np.flatnonzero(up).tolist()
+        self._add_each(messages[ups].tolist(),
+                       [data[at[i]:at[i] + int(length[i])] for i in ups])
         rest: np.ndarray = ~up
         return rest
 
-    def _add_upload(self, m: int, data: np.ndarray) -> None:
-        """Add ``data``, of switch upload ``m`` (a window position, just received), to its
-        round's sum: the upload before it in the round's chain holds the sum so far (none:
-        the round's first upload), which from now on is kept under ``m``."""
-        before = int(self.held.s.receive_previous[m])
-        self.sums[m + self.held.window.start] = (
-            data.copy() if before < 0 else self.ufunc(self.sums.pop(before), data))
+    def _add_each(self, uploads: list[int], data: list[np.ndarray]) -> None:
+        """Add the ``data`` of each of ``uploads`` (switch uploads just received, window
+        positions) to its round's sum, in their order, which is each round's chain order (as
+        the switch sums its members' in group order): the upload before one in its round's
+        chain holds the sum so far (none: the round's first upload), kept from then on under
+        this one. A sum is a new array that only its round writes till the round's last upload
+        releases its copies, so it is added to in place (``ufunc(a, b, out=a)``: the same
+        elementwise operation as ``ufunc(a, b)``)."""
+        previous, start, sums, ufunc = (self.held.s.receive_previous, self.held.window.start,
+                                        self.sums, self.ufunc)
+        for m, mine in zip(uploads, data, strict=True):
+            before = int(previous[m])
+            if before < 0:
+                sums[m + start] = mine.copy()
+            else:
+                total = sums.pop(before)
+                sums[m + start] = ufunc(total, mine, out=total)

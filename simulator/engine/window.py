@@ -111,33 +111,42 @@ class Snapshots:
 
     def keep(self, messages: np.ndarray, data: np.ndarray, lengths: np.ndarray) -> None:
         """Hold ``data``, the concatenated data of ``messages`` (``lengths`` elements each)."""
-        self.batch[messages] = self._hold(data, len(messages))
+        key = self.batches
+        self.batches += 1
+        self.arrays[key] = data
+        self.pending[key] = len(messages)
+        self.batch[messages] = key
         offset = self.offset
         if lengths[0] == lengths.min() == lengths.max():
             offset[messages] = np.arange(len(messages)) * lengths[0]
         else:
             offset[messages] = np.cumsum(lengths) - lengths
 
-    def keep_one(self, m: int, data: np.ndarray) -> None:
-        """:meth:`keep` of message ``m`` alone, whose data are all of ``data``."""
-        self.batch[m] = self._hold(data, 1)
-        self.offset[m] = 0
+    def keep_each(self, messages: list[int], data: list[np.ndarray]) -> None:
+        """:meth:`keep` of ``messages`` one by one, each holding all of its ``data`` (a posting
+        of its own): the arrays need no concatenation."""
+        key, batch, offset = self.batches, self.batch, self.offset
+        arrays, pending = self.arrays, self.pending
+        for m, sent in zip(messages, data, strict=True):
+            arrays[key], pending[key], batch[m], offset[m] = sent, 1, key, 0
+            key += 1
+        self.batches = key
 
-    def take_one(self, m: int, length: int) -> np.ndarray:
-        """:meth:`take` of message ``m`` alone (``length`` elements), by a slice of its
-        posting's array: a view, as nothing writes a posting's array once kept."""
-        key, first = int(self.batch[m]), int(self.offset[m])
-        data: np.ndarray = self.arrays[key][first:first + length]
-        self._taken(key, 1)
-        return data
-
-    def _hold(self, data: np.ndarray, messages: int) -> int:
-        """Hold ``data`` of a new posting instant of ``messages`` messages; its key."""
-        key = self.batches
-        self.batches += 1
-        self.arrays[key] = data
-        self.pending[key] = messages
-        return key
+    def take_each(self, messages: list[int], lengths: np.ndarray) -> list[np.ndarray]:
+        """:meth:`take` of ``messages`` one by one (``lengths``: a column of the window, each
+        held message's length), by slices of their postings' arrays: views, as nothing
+        writes a posting's array once kept."""
+        batch, offset, arrays, pending = self.batch, self.offset, self.arrays, self.pending
+        taken = []
+        for m in messages:
+            key, first = int(batch[m]), int(offset[m])
+            taken.append(arrays[key][first:first + int(lengths[m])])
+            left = pending[key] - 1
+            if left:
+                pending[key] = left
+            else:
+                del arrays[key], pending[key]
+        return taken
 
     def take(self, messages: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """The data of ``messages``, concatenated in order."""
