@@ -1,7 +1,8 @@
 """The vectorised engine's data (simulator.engine.buffers): the loop of slices over a few
 messages gives the general path's bits, on messages whose spans meet (several into one
 receiver, copies and reductions mixed) and on in-switch rounds; whole runs of every algorithm
-give the same buffers and frame with either path; and a timing-only payload moves nothing."""
+give the same buffers and frame with either path; a timing-only payload moves nothing; and
+the window's followers of one message are what the general lookup lists."""
 
 from types import SimpleNamespace
 
@@ -12,7 +13,7 @@ import pytest
 from simulator import simulate
 from simulator.engine import vector
 from simulator.engine.buffers import Buffers
-from simulator.engine.window import Snapshots, Window
+from simulator.engine.window import Followers, Snapshots, Window
 from simulator.model.reduction import ReduceOp
 
 RANKS, WIDTH = 5, 24
@@ -144,3 +145,22 @@ def test_a_timing_only_payload_moves_nothing(monkeypatch):
                       "algorithms": ["ring", "tree"], "sizes": [3 << 20], "verify": False})
     assert list(frame.engine) == ["vector"] * 2 and len(made) == 2
     assert all(not buffers.moves and buffers.snapshots.batches == 0 for buffers in made)
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_the_followers_of_one_message_are_those_the_general_path_lists(shared):
+    # pointers to earlier messages (schedule numbers; -1: none) over a window that dropped its
+    # first 3; ``shared``: two messages name message 4, so the followers go by CSR
+    pointer = np.array([-1, 0, 1, 1 if shared else -1, 2, 4, 4 if shared else 3, -1, 5, 6])
+    window = Window()
+    window.append({"pointer": pointer, "column": np.full(len(pointer), -1)})
+    followers = Followers(window, "pointer", "column")
+    followers.grown(len(pointer))
+    window.drop(3)
+    followers.dropped()
+    assert (followers.csr is not None) == shared
+    held = np.arange(len(window))
+    each = [followers.of(np.array([m])) for m in held.tolist()]
+    assert all(found.dtype == np.int64 for found in each)
+    np.testing.assert_array_equal(np.concatenate(each), followers.of(held))
+    assert sum(len(found) for found in each) == (pointer >= 3).sum()

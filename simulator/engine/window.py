@@ -213,7 +213,15 @@ class Followers:
                     np.flatnonzero(has)[np.argsort(targets, kind="stable")])
 
     def of(self, messages: np.ndarray) -> np.ndarray:
-        """Every follower of ``messages`` (window positions), concatenated."""
+        """Every follower of ``messages`` (window positions), concatenated: for one message
+        (most instants) by reading its entries as Python integers, the same numbers."""
+        if len(messages) == 1:
+            m = int(messages[0])
+            if self.csr is None:
+                follower = int(self.window[self.column][m]) - self.window.start
+                return np.array([follower] if follower >= 0 else [], dtype=np.int64)
+            first, order = self.csr
+            return order[int(first[m]):int(first[m + 1])].copy()
         if self.csr is None:
             followers = self.window[self.column][messages]
             found: np.ndarray = followers[followers >= 0] - self.window.start
@@ -267,19 +275,21 @@ class Held:
 
     def touch(self, messages: np.ndarray) -> None:
         """``messages`` (window positions, some) were posted, started or arrived: :attr:`top`."""
-        self.top = max(self.top, int(messages.max()) + self.window.start)
+        last = int(messages[0]) if len(messages) == 1 else int(messages.max())
+        self.top = max(self.top, last + self.window.start)
 
     def local(self, pointer: np.ndarray) -> np.ndarray:
-        """Schedule numbers to window positions; negative for none, and for messages dropped
-        (received long since)."""
-        local: np.ndarray = np.where(pointer >= 0, pointer - self.window.start, NONE)
+        """Schedule numbers to window positions; negative for none (a pointer's only negative
+        value is NONE, -1: -1 - start stays negative), and for messages dropped (received long
+        since)."""
+        local: np.ndarray = pointer - self.window.start
         return local
 
     def nbytes(self, messages: np.ndarray) -> np.ndarray:
-        """Nominal bytes of ``messages`` (Payload.nbytes), as floats."""
-        s = self.s
-        counts: np.ndarray = (s.send_stop[messages] - s.send_start[messages]) * self.itemsize
-        return counts.astype(np.float64)
+        """Nominal bytes of ``messages`` (Payload.nbytes), as floats: a column filled as each
+        block loads, by the same integer product, cast to float64."""
+        counts: np.ndarray = self._bytes[messages]
+        return counts
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -321,8 +331,11 @@ class Held:
             "pair": self.routes.pairs(block.src, block.dst),
             "posted": np.full(size, INF), "arrived": np.full(size, INF),
             "received": np.zeros(size, dtype=bool), **Snapshots.columns(size),
+            "nbytes": np.empty(size),
             "next_send": unset, "next_receive": unset.copy(), "releases": unset.copy()})
         self._views()
+        loaded = slice(len(self.window) - size, None)  # nominal bytes as nbytes() reads them
+        self._bytes[loaded] = (self.s.send_stop[loaded] - self.s.send_start[loaded]) * self.itemsize
         self.most = max(self.most, len(self.window))
         self.messages += size - int(block.markers.sum())
         self.block_ends.append(first + size)
@@ -341,6 +354,7 @@ class Held:
         self.pair = window["pair"]
         self.posted, self.arrived = window["posted"], window["arrived"]
         self.received = window["received"]
+        self._bytes = window["nbytes"]
 
     def _switches(self, ends: tuple[SwitchEnd, ...]) -> None:
         """Route the schedule's switch endpoints to their switches, and charge what each waits
