@@ -431,17 +431,44 @@ def test_remembered_shares_give_the_times_of_shares_solved_anew(monkeypatch):
 
 
 def test_a_component_is_every_route_linked_to_a_changed_link():
-    # routes 0-1 share link 1, routes 2-3 share link 5, route 4 is alone on link 7
-    link_of = np.array([0, 1, 1, 2, 4, 5, 5, 6, 7])
-    route_of = np.array([0, 0, 1, 1, 2, 2, 3, 3, 4])
+    # routes 0-1 share link 1, routes 2-3 share link 5, route 4 is alone on link 7; rows are
+    # padded with link 8, one past the links, which links no routes
+    links = np.array([[0, 1], [1, 2], [4, 5], [5, 6], [7, 8]])
     dirty = np.zeros(8, dtype=bool)
     dirty[2] = True  # route 1's link: route 0 shares link 1 with it
-    assert flows.component(dirty, link_of, route_of, 5).tolist() == [
-        True, True, False, False, False]
+    assert flows.component(dirty, links).tolist() == [True, True, False, False, False]
     dirty[:] = False
     dirty[6] = True
-    assert flows.component(dirty, link_of, route_of, 5).tolist() == [
-        False, False, True, True, False]
+    assert flows.component(dirty, links).tolist() == [False, False, True, True, False]
+
+
+@pytest.mark.parametrize("width", [0, 1, 2, 3, 4, 8, 16])
+def test_rows_any_reads_rows_as_words_as_any_does(width):
+    rng = np.random.default_rng(width)
+    mask = rng.random((50, width)) < 0.1
+    assert routes.rows_any(mask).tolist() == mask.any(axis=1).tolist()
+
+
+def test_the_table_of_routes_holds_the_links_of_each_pair_in_order(monkeypatch):
+    # links_of reads the padded table: the same links, in the same order, as the slices of
+    # the routes' concatenated links
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [1 << 20],
+                "algorithms": ["ring"], "engine": "vector"}
+    seen: list[routes.Routes] = []
+    original = routes.Routes.links_of
+
+    def spy(self, pairs):
+        seen.append(self)
+        return original(self, pairs)
+
+    monkeypatch.setattr(routes.Routes, "links_of", spy)
+    simulate(scenario)
+    known = seen[-1]
+    pairs = np.arange(len(known.count))[::-1]
+    sliced = known.links[ranges(known.first[pairs], known.count[pairs])]
+    assert known.links_of(pairs).tolist() == sliced.tolist()
+    assert (known.table(pairs) == len(known.capacity)).sum(axis=1).tolist() == (
+        known.table(pairs).shape[1] - known.count[pairs]).tolist()
 
 
 def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monkeypatch):
@@ -450,6 +477,6 @@ def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monk
                 "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
     touched = simulate(scenario)
     monkeypatch.setattr(flows, "component",
-                        lambda dirty, link_of, route_of, routes: np.ones(routes, dtype=bool))
+                        lambda dirty, links: np.ones(len(links), dtype=bool))
     everything = simulate(scenario)
     np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)

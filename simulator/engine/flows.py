@@ -17,29 +17,29 @@ import time
 import numpy as np
 
 from simulator.engine.kernel import INF, CapacityStep
-from simulator.engine.routes import Routes
+from simulator.engine.routes import Routes, rows_any
 from simulator.engine.tally import LinkTally
 from simulator.engine.window import Held
 
 
-def component(dirty: np.ndarray, link_of: np.ndarray, route_of: np.ndarray,
-              routes: int) -> np.ndarray:
-    """Which of ``routes`` routes (entry k: route ``route_of[k]`` crosses link ``link_of[k]``)
-    are connected to a ``dirty`` link through links they share: grown from the dirty links
-    until no route joins, or every route once more than half have (re-sharing all is exact
-    too, and then cheaper than finding the rest)."""
-    reached = dirty.copy()
-    touched = np.zeros(routes, dtype=bool)
+def component(dirty: np.ndarray, links: np.ndarray) -> np.ndarray:
+    """Which routes (row r of ``links``: the links route r crosses, padded with link
+    ``len(dirty)``, on no route) are connected to a ``dirty`` link through links they share:
+    grown from the dirty links until no route joins, or every route once more than half have
+    (re-sharing all is exact too, and then cheaper than finding the rest)."""
+    reached = np.zeros(len(dirty) + 1, dtype=bool)  # the padding: never reached, so it
+    reached[:-1] = dirty  # links no routes
+    touched = np.zeros(len(links), dtype=bool)
     while True:
-        hit = np.zeros(routes, dtype=bool)
-        hit[route_of[reached[link_of]]] = True
-        new = hit & ~touched
+        new = rows_any(reached[links])
+        new &= ~touched
         if not new.any():
             return touched
         touched |= new
-        if 2 * int(touched.sum()) > routes:
-            return np.ones(routes, dtype=bool)
-        reached[link_of[new[route_of]]] = True
+        if 2 * int(np.count_nonzero(touched)) > len(links):
+            return np.ones(len(links), dtype=bool)
+        reached[links[new]] = True
+        reached[-1] = False
 
 
 class Flows:
@@ -117,36 +117,36 @@ class Flows:
         a component alone the rates it gets among every flow, to the bit, and the others keep
         theirs); retime those whose rate moved."""
         dirty, self.dirty = self.dirty, np.zeros(len(self.dirty), dtype=bool)
-        if len(self.active) == 0:
-            return
+        if len(self.active) == 0 or not self.routes.users[dirty].any():
+            return  # no flow crosses a changed link: the component is empty, no rate moves
         clock = time.perf_counter()
         routes = self.routes
         pair = self.held.pair[self.active]
         if routes.users.max() <= 1:  # no link shared: every flow alone on its route
+            moving = np.arange(len(pair))
             rates = routes.alone[pair]
         else:  # flows on one route get one rate: share each route once, with its flow count
             copies = np.bincount(pair, minlength=len(routes.count))
             routed = np.flatnonzero(copies)
             whole = routes.recall(routed, copies[routed])  # this very set met before
             touched = routed if whole is not None else routed[component(
-                dirty, routes.links_of(routed),
-                np.repeat(np.arange(len(routed)), routes.count[routed]), len(routed))]
+                dirty, routes.table(routed))]
             which = np.full(len(copies), -1, dtype=np.int64)
             which[touched] = np.arange(len(touched), dtype=np.int64)
             shared = whole if whole is not None else routes.shares(touched, copies[touched])
             mine = which[pair]
-            rates = self.rate.copy()
-            inside = mine >= 0
-            rates[inside] = shared[mine[inside]]
-        moved = rates != self.rate
+            moving = np.flatnonzero(mine >= 0)  # the others keep their rates
+            rates = shared[mine[moving]]
+        moved = rates != self.rate[moving]
         if moved.any():
+            rates, moved = rates[moved], moving[moved]
             remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])
             self.remaining[moved] = np.maximum(remaining, 0.0)
             self.updated[moved] = now
-            self.rate[moved] = rates[moved]
+            self.rate[moved] = rates
             with np.errstate(divide="ignore", invalid="ignore"):  # rate 0: a link carries
-                ends = now + self.remaining[moved] / rates[moved]  # nothing, the flow waits
-            self.ends[moved] = np.where(rates[moved] > 0, ends, INF)
+                ends = now + self.remaining[moved] / rates  # nothing, the flow waits
+            self.ends[moved] = np.where(rates > 0, ends, INF)
         self.sharing_wall_s += time.perf_counter() - clock
 
     def step(self, step: CapacityStep, tally: LinkTally | None) -> None:
