@@ -422,7 +422,7 @@ def test_remembered_shares_give_the_times_of_shares_solved_anew(monkeypatch):
     # a pipelined tree meets the same sets of flows again and again: rates remembered for a
     # set are the rates solved anew, so the times do not move by a bit when nothing is kept
     scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [16 << 20],
-                "algorithms": ["double_binary_tree", "ring"], "engine": "vector"}
+                "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
     remembered = simulate(scenario)
     monkeypatch.setattr(routes, "SHARES_BYTES", 0)
     anew = simulate(scenario)
@@ -469,6 +469,44 @@ def test_the_table_of_routes_holds_the_links_of_each_pair_in_order(monkeypatch):
     assert known.links_of(pairs).tolist() == sliced.tolist()
     assert (known.table(pairs) == len(known.capacity)).sum(axis=1).tolist() == (
         known.table(pairs).shape[1] - known.count[pairs]).tolist()
+
+
+def test_the_flows_counted_as_they_join_and_leave_are_the_active_flows(monkeypatch):
+    # Flows keeps each pair's flow count and the set's fingerprint as flows join and leave
+    # (afresh after a renumbering): at every re-share they are those of the active flows
+    checked = []
+    original = flows.Flows._reshare
+
+    def check(self, now):
+        original(self, now)
+        if len(self.active) and not self.stale:
+            pair = self.held.pair[self.active]
+            counted = np.bincount(pair, minlength=len(self.copies))
+            assert self.copies.tolist() == counted.tolist()
+            assert self.fingerprint == int(self.routes.weight[pair].sum())
+            checked.append(now)
+
+    monkeypatch.setattr(flows.Flows, "_reshare", check)
+    calls: list[str] = []
+
+    def counting(name, method):
+        def counted(self, *args):
+            calls.append(name)
+            method(self, *args)
+        return counted
+
+    for name in ("renumber", "shift"):
+        monkeypatch.setattr(flows.Flows, name, counting(name, getattr(flows.Flows, name)))
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 64)  # a step a block
+    for scenario in (  # a window dropping blocks; steady jumps (Flows.shift); NVLS's sharing
+            {"topology": {"kind": "switch", "ranks": 64, "bandwidth": "25GB/s",
+                          "latency": "1us"}, "algorithms": ["ring"], "sizes": [1 << 20]},
+            {"topology": {"kind": "switch", "ranks": 8, "bandwidth": "25GB/s", "latency": "1us"},
+             "algorithms": ["tree"], "sizes": [64 << 20], "fast_forward": True},
+            {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [64 << 20],
+             "algorithms": ["nvls_tree"]}):
+        assert simulate({**scenario, "engine": "vector"}).verified.all()
+    assert len(checked) > 500 and calls.count("renumber") > 100 and "shift" in calls
 
 
 def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monkeypatch):

@@ -38,7 +38,7 @@ def component(dirty: np.ndarray, links: np.ndarray) -> np.ndarray:
         touched |= new
         if 2 * int(np.count_nonzero(touched)) > len(links):
             return np.ones(len(links), dtype=bool)
-        reached[links[new]] = True
+        reached[links.compress(new, axis=0)] = True  # numpy masks rows far slower
         reached[-1] = False
 
 
@@ -56,6 +56,13 @@ class Flows:
         self.ends = np.zeros(0)
         self.dirty = np.zeros(len(routes.users), dtype=bool)
         """Links whose flows or capacity changed since the last re-share."""
+        self.copies = np.zeros(0, dtype=np.int64)
+        """Active flows on each pair (by pair number), kept as flows join and leave."""
+        self.fingerprint = 0
+        """The sum of the active flows' pairs' weights (``Routes.weight``), modulo 2**64."""
+        self.stale = False
+        """Whether the flows' messages were renumbered since ``copies`` and ``fingerprint``
+        were counted: counted afresh at the next re-share, when the window holds them."""
         self.changed = False
         """Whether a flow joined or left, or a capacity changed, since the last re-share."""
         self.sharing_wall_s = 0.0
@@ -76,9 +83,11 @@ class Flows:
     def join(self, flows: np.ndarray, now: float) -> None:
         """``flows`` (messages) start moving their bytes ``now``, at no rate until re-shared."""
         routes = self.routes
-        links = routes.links_of(self.held.pair[flows])
+        pairs = self.held.pair[flows]
+        links = routes.links_of(pairs)
         routes.users += np.bincount(links, minlength=len(routes.users))
         self.dirty[links] = True
+        self._count(pairs, 1)
         self.active = np.concatenate([self.active, flows])
         self.remaining = np.concatenate([self.remaining, self.held.nbytes(flows)])
         self.rate = np.concatenate([self.rate, np.zeros(len(flows))])
@@ -98,12 +107,27 @@ class Flows:
         if keep.all():
             return
         routes = self.routes
-        links = routes.links_of(self.held.pair[self.active[~keep]])
+        pairs = self.held.pair[self.active[~keep]]
+        links = routes.links_of(pairs)
         routes.users -= np.bincount(links, minlength=len(routes.users))
         self.dirty[links] = True
+        self._count(pairs, -1)
         self.active, self.remaining = self.active[keep], self.remaining[keep]
         self.rate, self.updated, self.ends = self.rate[keep], self.updated[keep], self.ends[keep]
         self.changed = True
+
+    def _count(self, pairs: np.ndarray, sign: int) -> None:
+        """Flows on ``pairs`` join (``sign`` 1) or leave (-1): their pairs' counts and the
+        fingerprint follow (wrapping sums: the order of joins and leaves does not matter)."""
+        if self.stale:
+            return
+        known = len(self.routes.count)
+        if len(self.copies) < known:  # pairs routed since
+            self.copies = np.concatenate([self.copies,
+                                          np.zeros(known - len(self.copies), dtype=np.int64)])
+        self.copies += sign * np.bincount(pairs, minlength=known)
+        weight = int(self.routes.weight[pairs].sum())  # numpy's sum wraps at 2**64
+        self.fingerprint = (self.fingerprint + sign * weight) % (1 << 64)
 
     def settle(self, now: float) -> None:
         """The end of an instant: re-share if anything changed in it."""
@@ -122,31 +146,42 @@ class Flows:
         clock = time.perf_counter()
         routes = self.routes
         pair = self.held.pair[self.active]
+        if self.stale:
+            self.copies, self.fingerprint, self.stale = np.zeros(0, dtype=np.int64), 0, False
+            self._count(pair, 1)
+        remembered: np.ndarray | None = np.zeros(0)  # only sets sharing links are remembered
         if routes.users.max() <= 1:  # no link shared: every flow alone on its route
             moving = np.arange(len(pair))
             rates = routes.alone[pair]
-        else:  # flows on one route get one rate: share each route once, with its flow count
-            copies = np.bincount(pair, minlength=len(routes.count))
-            routed = np.flatnonzero(copies)
-            whole = routes.recall(routed, copies[routed])  # this very set met before
-            touched = routed if whole is not None else routed[component(
-                dirty, routes.table(routed))]
-            which = np.full(len(copies), -1, dtype=np.int64)
-            which[touched] = np.arange(len(touched), dtype=np.int64)
-            shared = whole if whole is not None else routes.shares(touched, copies[touched])
-            mine = which[pair]
-            moving = np.flatnonzero(mine >= 0)  # the others keep their rates
-            rates = shared[mine[moving]]
+        else:
+            remembered = routes.whole(self.fingerprint, self.copies)
+            if remembered is not None:  # this very set of flows met before: its rates then
+                moving, rates = np.arange(len(pair)), remembered[pair]
+            else:  # flows on one route get one rate: share each route once, with its count
+                copies = self.copies
+                routed = np.flatnonzero(copies)
+                touched = routed[component(dirty, routes.table(routed))]
+                which = np.full(len(copies), -1, dtype=np.int64)
+                which[touched] = np.arange(len(touched), dtype=np.int64)
+                shared = routes.shares(touched, copies[touched])
+                mine = which[pair]
+                moving = np.flatnonzero(mine >= 0)  # the others keep their rates
+                rates = shared[mine[moving]]
         moved = rates != self.rate[moving]
         if moved.any():
             rates, moved = rates[moved], moving[moved]
-            remaining = self.remaining[moved] - self.rate[moved] * (now - self.updated[moved])
-            self.remaining[moved] = np.maximum(remaining, 0.0)
+            remaining = np.maximum(self.remaining[moved] - self.rate[moved]
+                                   * (now - self.updated[moved]), 0.0)
+            self.remaining[moved] = remaining
             self.updated[moved] = now
             self.rate[moved] = rates
             with np.errstate(divide="ignore", invalid="ignore"):  # rate 0: a link carries
-                ends = now + self.remaining[moved] / rates  # nothing, the flow waits
+                ends = now + remaining / rates  # nothing, the flow waits
             self.ends[moved] = np.where(rates > 0, ends, INF)
+        if remembered is None:  # every flow now has its rate in this set: one per pair
+            by_pair = np.full(len(self.copies), np.nan)
+            by_pair[pair] = self.rate
+            routes.keep_whole(self.fingerprint, self.copies.copy(), by_pair)
         self.sharing_wall_s += time.perf_counter() - clock
 
     def step(self, step: CapacityStep, tally: LinkTally | None) -> None:
@@ -195,9 +230,11 @@ class Flows:
     def renumber(self, dropped: int) -> None:
         """The window dropped ``dropped`` messages from its front."""
         self.active = self.active - dropped
+        self.stale = True
 
     def shift(self, messages: int, seconds: float) -> None:
         """A steady period's jump: each flow ``messages`` further on, its times ``seconds``
         later (its bytes and rate as they are)."""
         self.active = self.active + messages
         self.ends, self.updated = self.ends + seconds, self.updated + seconds
+        self.stale = True

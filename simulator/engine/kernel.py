@@ -220,7 +220,7 @@ def ranges(starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     >>> ranges(np.array([5, 0]), np.array([2, 3])).tolist()
     [5, 6, 0, 1, 2]
     """
-    if len(lengths) and lengths[0] == lengths.min() == lengths.max():  # all alike: broadcast
+    if len(lengths) and (lengths == lengths[0]).all():  # all alike: broadcast
         return (starts[:, None] + np.arange(int(lengths[0]), dtype=np.int64)).ravel()
     total = int(lengths.sum())
     if total == 0:

@@ -53,6 +53,23 @@ def rows_any(mask: np.ndarray) -> np.ndarray:
     return wide
 
 
+def mixed(numbers: np.ndarray) -> np.ndarray:
+    """64 well-mixed bits for each of ``numbers`` (SplitMix64's finaliser, in numpy's
+    wrapping unsigned arithmetic): weights whose sums tell sets apart but for a chance of
+    about 2**-64, which a comparison of the sets then settles.
+
+    >>> mixed(np.array([0, 1])).tolist() != mixed(np.array([1, 0])).tolist()
+    True
+    """
+    bits = (numbers.astype(np.uint64) + np.uint64(1)) * np.uint64(0x9E3779B97F4A7C15)
+    bits ^= bits >> np.uint64(30)
+    bits *= np.uint64(0xBF58476D1CE4E5B9)
+    bits ^= bits >> np.uint64(27)
+    bits *= np.uint64(0x94D049BB133111EB)
+    bits ^= bits >> np.uint64(31)
+    return bits
+
+
 def _size(key: tuple[bytes, bytes], rates: np.ndarray) -> int:
     """Bytes a remembered set of flows and its rates hold."""
     return len(key[0]) + len(key[1]) + rates.nbytes
@@ -84,10 +101,37 @@ class Routes:
         """Each pair's rate alone on its route: the smallest capacity it crosses."""
         self.users = np.zeros(len(self.capacity), dtype=np.int64)
         """Active flows on each link, kept as flows join and leave."""
+        self.weight = np.zeros(0, dtype=np.uint64)
+        """Each pair's fingerprint weight: a set of flows is known by the sum of its flows'
+        pairs' weights (:meth:`whole`), which flows joining and leaving keep up to date."""
         self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
         self._table: np.ndarray | None = None  # each pair's links in a row (:meth:`table`)
         self._shares: OrderedDict[tuple[bytes, bytes], np.ndarray] = OrderedDict()
         self._shares_bytes = 0
+        self._wholes: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._wholes_bytes = 0
+
+    def whole(self, fingerprint: int, copies: np.ndarray) -> np.ndarray | None:
+        """The max-min rate of every pair (by pair number) when ``copies[p]`` flows are on
+        each pair ``p``, if :meth:`keep_whole` kept this very set (its ``fingerprint`` found,
+        then its counts compared whole: a fingerprint alone could collide), else None."""
+        kept = self._wholes.get(fingerprint)
+        if kept is None or not np.array_equal(kept[0], copies):
+            return None
+        self._wholes.move_to_end(fingerprint)
+        return kept[1]
+
+    def keep_whole(self, fingerprint: int, copies: np.ndarray, rates: np.ndarray) -> None:
+        """Remember ``rates`` (by pair) for the set of flows ``copies`` counts (by pair): the
+        max-min rates are a function of the set and the capacities, which forget every set
+        when they change; the latest sets up to :data:`SHARES_BYTES`."""
+        if fingerprint in self._wholes:
+            return
+        self._wholes[fingerprint] = (copies, rates)
+        self._wholes_bytes += copies.nbytes + rates.nbytes
+        while self._wholes_bytes > SHARES_BYTES:
+            old_copies, old_rates = self._wholes.popitem(last=False)[1]
+            self._wholes_bytes -= old_copies.nbytes + old_rates.nbytes
 
     def recall(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray | None:
         """The rates :meth:`shares` remembers for this set of flows, None if it does not."""
@@ -168,6 +212,7 @@ class Routes:
         self.first = np.cumsum(self.count) - self.count
         self.links = np.concatenate([self.links, np.array(links, dtype=np.int64)])
         self.key_of = np.concatenate([self.key_of, keys])
+        self.weight = np.concatenate([self.weight, mixed(ids)])
         keys, ids = np.concatenate([self.keys, keys]), np.concatenate([self.ids, ids])
         order = np.argsort(keys, kind="stable")
         self.keys, self.ids = keys[order], ids[order]
@@ -207,6 +252,8 @@ class Routes:
         self.capacity[links] = capacities
         self._shares.clear()
         self._shares_bytes = 0
+        self._wholes.clear()
+        self._wholes_bytes = 0
         pairs = len(self.count)
         self.alone = lone_rates(np.repeat(np.arange(pairs), self.count), self.links, pairs,
                                 self.capacity)
@@ -224,12 +271,12 @@ class Routes:
             table[np.repeat(np.arange(len(self.count)), self.count),
                   np.arange(len(self.links)) - np.repeat(self.first, self.count)] = self.links
             self._table = table
-        rows: np.ndarray = self._table[pairs]
+        rows: np.ndarray = self._table.take(pairs, axis=0)  # numpy indexes rows far slower
         return rows
 
     def links_of(self, pairs: np.ndarray) -> np.ndarray:
         """The links of each pair's route, concatenated: the rows of :meth:`table` without
         their padding (in the same order as each pair's slice of ``links``)."""
         padded = self.table(pairs).ravel()
-        links: np.ndarray = padded[padded < len(self.capacity)]
+        links: np.ndarray = padded.compress(padded < len(self.capacity))
         return links
