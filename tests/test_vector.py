@@ -425,6 +425,7 @@ def test_remembered_shares_give_the_times_of_shares_solved_anew(monkeypatch):
                 "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
     remembered = simulate(scenario)
     monkeypatch.setattr(routes, "SHARES_BYTES", 0)
+    monkeypatch.setattr(routes, "WHOLES_BYTES", 0)
     anew = simulate(scenario)
     np.testing.assert_array_equal(remembered.sim_time_s, anew.sim_time_s)
     assert remembered.verified.all() and anew.verified.all()
