@@ -189,10 +189,10 @@ class _Ops:
             position.marker = marker
         return position.marker
 
-    def schedule(self, reducing_threads: int, threaded: bool,
+    def schedule(self, reducing_threads: int, threads: np.ndarray | None,
                  switches: tuple[SwitchEnd, ...]) -> Schedule:
-        """The ops as a schedule, in creation order (``threaded``: with their channels as
-        :attr:`Schedule.thread`)."""
+        """The ops as a schedule, in creation order (``threads``: each channel number's thread,
+        their :attr:`Schedule.thread`; None: one thread)."""
 
         def column(values: Sequence[int | bool]) -> np.ndarray:
             return np.array(values, dtype=np.int64)
@@ -203,7 +203,8 @@ class _Ops:
             column([s.stop for s in self.recv]), column(self.reduce).astype(bool),
             column(self.posted_after), column(self.connection_previous),
             column(self.receive_previous), reducing_threads=reducing_threads,
-            thread=column(self.channel) if threaded else None, switches=switches)
+            thread=threads[column(self.channel)] if threads is not None else None,
+            switches=switches)
 
 
 @dataclass
@@ -471,8 +472,20 @@ class _Recording:
                 self.rounds.contribute(rank, post, after)
 
     def channel_of(self, channel: tuple[int, ...]) -> int:
-        """The number of a channel path (first seen first): :attr:`Schedule.thread`."""
+        """The number of a channel path (first seen first)."""
         return self.channel_numbers.setdefault(channel, len(self.channel_numbers))
+
+    def threads(self) -> np.ndarray | None:
+        """Each channel number's :attr:`Schedule.thread` (None: one path): its path's place
+        among the paths in order, so that threads sort as their channels do (the order a
+        network proxy takes the messages handed it at one time in:
+        :class:`simulator.engine.fabric._Proxies`)."""
+        if len(self.channel_numbers) <= 1:
+            return None
+        threads = np.empty(len(self.channel_numbers), dtype=np.int64)
+        threads[[self.channel_numbers[path] for path in sorted(self.channel_numbers)]] = \
+            np.arange(len(self.channel_numbers))
+        return threads
 
     # -- the schedule --------------------------------------------------------------------------
 
@@ -482,7 +495,7 @@ class _Recording:
         where ops wait in a circle."""
         self.match_messages()
         self.rounds.match()
-        created = self.ops.schedule(self.reducing_threads(), len(self.channel_numbers) > 1,
+        created = self.ops.schedule(self.reducing_threads(), self.threads(),
                                     tuple(self.rounds.ends))
         levels, stuck_ops = dependency_levels(created)
         if stuck_ops.size:
