@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import networkx as nx
@@ -338,6 +339,41 @@ def test_fabric_counts_transfers_and_bytes_and_ends_with_no_active_flow():
     assert fabric.stats.transfers == 3
     assert fabric.stats.bytes_moved == 4 * MB
     assert fabric.sharing.rates == {}
+
+
+class _Proxied(Routing):
+    """Every route's sender posts through its network proxy, ``proxy_s`` a message."""
+
+    def __init__(self, graph: nx.DiGraph, proxy_s: float) -> None:
+        super().__init__(graph)
+        self.proxy_s = proxy_s
+
+    def route(self, src: str, dst: str) -> Route:
+        return dataclasses.replace(super().route(src, dst), proxy_s=self.proxy_s)
+
+
+def test_a_proxy_takes_what_it_is_handed_at_one_time_in_channel_order():
+    # switch(4), route latency 1 us, a proxy of 1 us a message. At 0 gpu0 hands its proxy a
+    # message on channel (2,), then one on channel (1,): the proxy posts channel 1's first (NCCL's
+    # proxy sweeps its operations in channel order), from 0, then channel 2's from 1 us; a
+    # message on channel (0,) handed at 0.5 us comes after both (first come, first served), from
+    # 2 us; gpu1's own proxy is free (from 0). First bytes leave a route latency after the post.
+    env = simpy.Environment()
+    fabric = Fabric(env, _Proxied(switch(4, GBps, 5e-7), 1e-6))
+    started: dict[str, float] = {}
+
+    def send(name, at, src, dst, turn):
+        if at:
+            yield env.timeout(at)
+        yield fabric.transfer(src, dst, 1000, moved=lambda start, _: started.update({name: start}),
+                              turn=turn)
+
+    for spec in [("ch2", 0, "gpu0", "gpu1", (2,)), ("ch1", 0, "gpu0", "gpu2", (1,)),
+                 ("later", 5e-7, "gpu0", "gpu3", (0,)), ("other", 0, "gpu1", "gpu3", (3,))]:
+        env.process(send(*spec))
+    env.run()
+    assert started == {"ch1": 1e-6, "ch2": 1e-6 + 1e-6, "later": 2e-6 + 1e-6, "other": 1e-6}
+    assert fabric.stats.proxy_rounds == 2  # at 0 and at 0.5 us
 
 
 # --- fabric against an independent fluid simulation -----------------------------------------------

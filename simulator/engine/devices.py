@@ -1,7 +1,8 @@
 """What a vectorised run's messages wait for besides the links they share: their route's latency
 (and before a copy down of an in-switch sum, the switch's reduction latency), their sender's
-network proxy (:func:`~simulator.engine.kernel.serve_spans`), their receiver's GPU reducer
-(:func:`~simulator.engine.kernel.serve_in_order`) and, for a late rank, its entry. The same
+network proxy (:func:`~simulator.engine.kernel.serve_spans`; the run hands it a time's
+messages once that time is over, :meth:`simulator.engine.vector._Run._hand`), their receiver's
+GPU reducer (:func:`~simulator.engine.kernel.serve_in_order`) and, for a late rank, its entry. The same
 floating-point operations as the SimPy engine's timeouts and queues, so the two engines agree
 to the bit.
 """
@@ -59,21 +60,31 @@ class Devices:
         ready = (at + delay) + self.latency(messages)
         return ready
 
+    def proxied(self, messages: np.ndarray) -> np.ndarray:
+        """Which of ``messages`` are network messages: their route has a ``proxy_s``, their
+        sender's proxy posts them."""
+        proxied: np.ndarray = self.routes.proxy[self.held.pair[messages]] > 0
+        return proxied
+
     def handed(self, messages: np.ndarray, now: float) -> np.ndarray:
-        """When ``messages``, posted ``now``, are handed on: now (a late rank's when it enters),
-        or for a network message (``proxy_s`` > 0) when its sender's proxy gets to it, in
-        message order (the same floating-point operations as the SimPy fabric's wait)."""
-        held = self.held
-        proxy = self.routes.proxy[held.pair[messages]]
+        """When ``messages`` (not network messages), posted ``now``, are handed on: now, a late
+        rank's when it enters."""
         at = np.full(len(messages), now)
         if self.entry is not None:  # a late rank posts when it enters (ranks, not switches)
-            src = held.s.src[messages]
+            src = self.held.s.src[messages]
             at = np.where(src >= 0, np.maximum(at, self.entry[np.maximum(src, 0)]), at)
-        busy = proxy > 0
-        if busy.any():
-            start, _ = serve_spans(self.proxy_free, held.s.src[messages[busy]], now, proxy[busy])
-            at[busy] = now + (start - now)
         return at
+
+    def posts(self, messages: np.ndarray, now: float) -> np.ndarray:
+        """When network messages (:meth:`proxied`), handed to their senders' proxies at
+        ``now``, are posted: when each proxy gets to them, one proxy's in the order given (the
+        same floating-point operations as the SimPy fabric's wait; a late rank's proxy is free
+        from its entry)."""
+        held = self.held
+        proxy = self.routes.proxy[held.pair[messages]]
+        start, _ = serve_spans(self.proxy_free, held.s.src[messages], now, proxy)
+        posted: np.ndarray = now + (start - now)
+        return posted
 
     def reduce_s(self, messages: np.ndarray) -> np.ndarray:
         """GpuSpec.reduce_s of each reducing receive, with the same operations (0 for copies)."""

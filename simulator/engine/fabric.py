@@ -7,7 +7,9 @@ connected link starts or ends. Alone on its links, a transfer therefore takes ex
 ``route.latency_s + S / route.bottleneck_Bps``: the alpha-beta cost of one message. A route
 with a ``proxy_s`` (a network message under NCCL's execution) first waits for its sender's
 network proxy, which posts one such message at a time, each holding it ``proxy_s``, in the
-order they were sent (:func:`~simulator.engine.kernel.serve_next`).
+order they were sent (:func:`~simulator.engine.kernel.serve_next`); those sent at one time
+in their ``turn`` (their channel), as NCCL's proxy thread sweeps its list of operations
+(:class:`_Proxies`), whatever order SimPy processed their events in.
 
 SimPy cannot cancel a timeout, so when a flow's rate changes its old finish timer stays queued and
 is ignored when it fires; such timers count as events and may advance ``env.now`` past the last
@@ -102,6 +104,9 @@ class FabricStats:
     bytes_moved: float = 0.0
     capacity_steps: int = 0
     """Instants of the capacity timeline processed (SimPy events that are not the run's)."""
+    proxy_rounds: int = 0
+    """Times the proxies took what they were handed (:class:`_Proxies`: SimPy events that
+    are not the run's either)."""
 
 
 class Fabric:
@@ -139,16 +144,19 @@ class Fabric:
         self._ids = itertools.count()
         self._versions = itertools.count()
         self._last_injection: dict[Hashable, simpy.Event] = {}
-        self._proxy_free: dict[str, float] = {}  # when each sender's network proxy is next free
+        self._proxies = _Proxies(env, self.stats)
 
     def transfer(self, src: str, dst: str, size_bytes: float,
                  connection: Hashable | None = None,
-                 moved: Callable[[float, float], None] | None = None) -> simpy.Process:
+                 moved: Callable[[float, float], None] | None = None,
+                 turn: tuple[int, ...] = ()) -> simpy.Process:
         """Move ``size_bytes`` from ``src`` to ``dst``: route latency once, then shared bandwidth.
 
         Transfers on the same ``connection`` inject their bytes one at a time, in the order this
         method was called (a FIFO, like a NIC queue pair or an NCCL channel's per-peer buffer);
         their latencies overlap, so back-to-back messages cost ``latency + Σ bytes / bandwidth``.
+        On a route with a ``proxy_s``, ``turn`` (the sender's channel path) orders it among the
+        messages its sender's proxy is handed at the same time (:class:`_Proxies`).
         Returns the SimPy process, which ends when the last byte has arrived, after calling
         ``moved(start, end)``: when its first byte left (latency paid, the connection free) and
         when its last arrived.
@@ -159,23 +167,21 @@ class Fabric:
             previous = self._last_injection.get(connection)
             self._last_injection[connection] = injected
         route = self.routing.route(src, dst)
-        wait = 0.0
-        if route.proxy_s > 0:  # the sender's proxy posts it when it gets to it
-            now = self.env.now
-            start, self._proxy_free[src] = serve_next(self._proxy_free.get(src, 0.0), now,
-                                                      route.proxy_s)
-            wait = start - now
-        return self.env.process(self._transfer(route, size_bytes, wait, previous, injected,
+        handed = (self._proxies.hand(src, turn, route.proxy_s) if route.proxy_s > 0
+                  else None)  # the sender's proxy posts it when it gets to it
+        return self.env.process(self._transfer(route, size_bytes, handed, previous, injected,
                                                moved))
 
-    def _transfer(self, route: Route, size_bytes: float, wait: float,
+    def _transfer(self, route: Route, size_bytes: float, handed: _Handed | None,
                   previous: simpy.Event | None, injected: simpy.Event,
                   moved: Callable[[float, float], None] | None
                   ) -> Generator[simpy.Event, object, None]:
         self.stats.transfers += 1
         self.stats.bytes_moved += size_bytes
-        if wait > 0:
-            yield self.env.timeout(wait)
+        if handed is not None:
+            yield handed.round  # the proxy takes it at the end of this time
+            if handed.wait > 0:
+                yield self.env.timeout(handed.wait)
         if route.latency_s > 0:
             yield self.env.timeout(route.latency_s)
         if previous is not None and not previous.processed:
@@ -283,7 +289,71 @@ class Fabric:
 
 _INSTANT_END = simpy.events.EventPriority(simpy.events.NORMAL + 1)
 """A priority below SimPy's normal one: an event of it at time t comes after every other event
-at t, whenever those were scheduled."""
+at t, whenever those were scheduled, but the proxies' round (:data:`_TIME_END`)."""
+
+_TIME_END = simpy.events.EventPriority(simpy.events.NORMAL + 2)
+"""The lowest priority: the proxies' round at time t comes after every other event at t, the
+flows that end at :data:`_INSTANT_END` included (the vectorised engine ends those at an instant
+of their own at t, and serves the proxies once its time moves on)."""
+
+
+@dataclass(slots=True)
+class _Handed:
+    """A message handed to its sender's network proxy: the round that serves it, and then how
+    long it waits for the proxy (from the time it was handed)."""
+
+    round: simpy.Event
+    wait: float = 0.0
+
+
+class _Proxies:
+    """The senders' network proxies: each posts one message at a time, ``proxy_s`` each, first
+    come, first served (:func:`~simulator.engine.kernel.serve_next`), and the messages handed
+    to one at the same time in their turn (their channel path), then in the order they were
+    handed. That is NCCL's proxy thread: it sweeps its list of operations from the head
+    (src/proxy.cc ``progressOps``), a collective's operations appended to it channel by
+    channel (src/enqueue.cc merges the channels' proxy operations by ``opCount``, the lower
+    channel first on a tie; src/proxy.cc ``ProxyAppend`` appends to the end of the list), so
+    that of several channels whose data are ready at once the lower posts first. SimPy
+    processes one time's events in an order of its own; so the messages handed at a time wait
+    for a round at its end (:data:`_TIME_END`), which serves them in that order, as the
+    vectorised engine does (:meth:`simulator.engine.devices.Devices.handed`)."""
+
+    def __init__(self, env: simpy.Environment, stats: FabricStats) -> None:
+        self.env, self.stats = env, stats
+        self.free: dict[str, float] = {}  # when each sender's proxy is next free
+        self.handed: list[tuple[str, tuple[int, ...], float, _Handed]] = []
+        self.round: simpy.Event | None = None
+
+    def hand(self, src: str, turn: tuple[int, ...], proxy_s: float) -> _Handed:
+        """A message handed to ``src``'s proxy now, holding it ``proxy_s``: its round."""
+        if self.round is None:
+            self.round = _AtTimeEnd(self.env)
+            self.round.callbacks.append(self._serve)  # before the transfers waiting for it
+        handed = _Handed(self.round)
+        self.handed.append((src, turn, proxy_s, handed))
+        return handed
+
+    def _serve(self, _event: simpy.Event) -> None:
+        """The round: each proxy serves what it was handed at this time, in turn (a stable
+        sort: one turn's messages in the order handed), each waiting from now till its post."""
+        self.stats.proxy_rounds += 1
+        now = self.env.now
+        handed, self.handed, self.round = self.handed, [], None
+        handed.sort(key=lambda one: (one[0], one[1]))
+        for src, _, proxy_s, one in handed:
+            start, self.free[src] = serve_next(self.free.get(src, 0.0), now, proxy_s)
+            one.wait = start - now
+
+
+class _AtTimeEnd(simpy.Event):
+    """An event due now, processed after every other event of this time (:data:`_TIME_END`)."""
+
+    def __init__(self, env: simpy.Environment) -> None:
+        super().__init__(env)
+        self._ok = True
+        self._value = None
+        env.schedule(self, _TIME_END)
 
 
 class _AtInstantEnd(simpy.Event):

@@ -78,7 +78,8 @@ class RunSpec:
 @dataclass(frozen=True)
 class Timing:
     """What one simulated collective cost: time, and counters that explain it (``events``:
-    the SimPy events the run processed, the capacity timeline's own instants left out;
+    the SimPy events the run processed, the capacity timeline's own instants and the proxies'
+    rounds left out;
     ``held``: the most the engine held at once, messages in flight and flow timers on SimPy
     (:class:`~simulator.engine.fabric.Holding`), messages on the vectorised engine)."""
 
@@ -189,7 +190,8 @@ class _Run:
         self._check_complete()
         return Timing(time_s=float(max(self.finished.values(), default=0.0)),
                       messages=self.fabric.stats.transfers,
-                      events=events - self.fabric.stats.capacity_steps, held=self.holding.most)
+                      events=events - self.fabric.stats.capacity_steps
+                      - self.fabric.stats.proxy_rounds, held=self.holding.most)
 
     def _rank(self, rank: int) -> Generator[simpy.Event, object, None]:
         if self.entry[rank] > 0:  # a straggler enters late
@@ -248,7 +250,8 @@ class _Run:
                 self.trace.add_slice, f"rank {rank}", rank, "send", send.label,
                 peer=f"rank {send.peer}", size_bytes=nbytes)
             transfer = self.fabric.transfer(self.placement[rank], self.placement[send.peer],
-                                            nbytes, connection=connection, moved=moved)
+                                            nbytes, connection=connection, moved=moved,
+                                            turn=send.channel)
             self.holding.take()  # its data copy and events, until it is received
             transfer.callbacks.append(_Deliver(self._slot((*connection, seq)),
                                                _Message(send.span, data)))

@@ -8,7 +8,9 @@ message for message:
 
 - a message is posted at the start or when its sender's receive ``posted_after`` completes;
   one whose route has a ``proxy_s`` (a network message under NCCL's execution) is handed on
-  when its sender's network proxy gets to it (:func:`~simulator.engine.kernel.serve_spans`); it
+  when its sender's network proxy gets to it (:func:`~simulator.engine.kernel.serve_spans`),
+  which takes the messages handed it at one time once that time is over, in their threads'
+  order (NCCL's channel order: :class:`~simulator.engine.fabric._Proxies`); it
   pays its route's latency, then waits for the message before it on its connection to finish,
   then moves its bytes at its max-min fair share of every link it crosses, recomputed whenever
   a flow starts or ends;
@@ -113,6 +115,7 @@ class _Run:
         self.devices = Devices(machine, self.held, self.routes)
         self.starts = Pending()  # posted messages that start later
         self.completions = Pending()  # receives that complete later (a reduction, a late rank)
+        self.handing: list[np.ndarray] = []  # posted now, for their proxies when the time ends
         self.steady: Steady | None = None  # made when the run starts, if it fast-forwards
         self.finished_s = 0.0  # when the last receive so far completed: the run's time
         self.instants = 0
@@ -131,6 +134,7 @@ class _Run:
         self.starts.renumber(messages)
         self.flows.renumber(messages)
         self.completions.renumber(messages)
+        self.handing = [handed - messages for handed in self.handing]
 
     def run(self) -> VectorTiming:
         """Run the schedule to its end; its timing."""
@@ -150,7 +154,7 @@ class _Run:
             self._cascade(now, starting, ended, completing)
             if held.drop_due:
                 held.drop()
-            if self.steady is not None:
+            if self.steady is not None and not self.handing:  # (else the time goes on)
                 jump = self.steady.boundary(now, self.instants)
                 if jump is not None:
                     now = self._jumped(jump, now)
@@ -176,7 +180,20 @@ class _Run:
 
     def _cascade(self, now: float, starting: np.ndarray, ended: np.ndarray,
                  completing: np.ndarray) -> None:
-        """Everything that happens at ``now``, until nothing more does; then re-share once."""
+        """Everything that happens at ``now``, until nothing more does; then re-share once,
+        and where no flow ends at this time still (a flow re-timed to end now ends at an
+        instant of its own), the proxies take what they were handed at it (:meth:`_hand`)."""
+        while True:
+            self._instant(now, starting, ended, completing)
+            if not self.handing or self.flows.next() <= now:
+                return
+            starting, ended, completing = self._hand(now), _NONE, _NONE
+            if not len(starting):
+                return
+
+    def _instant(self, now: float, starting: np.ndarray, ended: np.ndarray,
+                 completing: np.ndarray) -> None:
+        """What happens at ``now`` till nothing more does; then re-share once."""
         held = self.held
         while len(starting) or len(ended) or len(completing):
             if len(starting):
@@ -229,16 +246,41 @@ class _Run:
 
     def _post(self, messages: np.ndarray, now: float) -> np.ndarray:
         """Post ``messages`` now: take their data; those whose connection is free start after
-        their latency. Returns the messages that start now."""
+        their latency, network messages once their proxy takes them (:meth:`_hand`). Returns
+        the messages that start now."""
         if len(messages) == 0:
             return messages
         held = self.held
         held.load_ahead(messages)
-        held.posted[messages] = self.devices.handed(messages, now)
         held.touch(messages)
         self.buffers.snapshot(messages)
         if self.steady is not None and self.steady.recording:
             self.steady.record(Op.POST, messages, held.window.start)
+        proxied = self.devices.proxied(messages)
+        if proxied.any():
+            self.handing.append(messages[proxied])
+            messages = messages[~proxied]
+        held.posted[messages] = self.devices.handed(messages, now)
+        return self._queue(messages, now)
+
+    def _hand(self, now: float) -> np.ndarray:
+        """The proxies take the messages handed them at ``now``: each proxy in its messages'
+        threads' order, one thread's in the order posted (a stable sort), as the SimPy fabric's
+        proxies do (:class:`~simulator.engine.fabric._Proxies`). Returns those that start
+        now."""
+        held = self.held
+        handing, self.handing = self.handing, []
+        messages = handing[0] if len(handing) == 1 else np.concatenate(handing)
+        messages = messages[np.argsort(held.thread[messages], kind="stable")]
+        held.posted[messages] = self.devices.posts(messages, now)
+        return self._queue(messages, now)
+
+    def _queue(self, messages: np.ndarray, now: float) -> np.ndarray:
+        """Messages handed on (their ``posted`` time set): those whose connection is free
+        start after their latency. Returns the messages that start now."""
+        if len(messages) == 0:
+            return messages
+        held = self.held
         previous = held.local(held.s.connection_previous[messages])
         free = previous < 0
         if not free.all():  # behind another message on its connection: free once it arrived

@@ -236,9 +236,10 @@ class Held:
     """The window of one run (see the module): the schedule's blocks loaded so far, the
     received prefix dropped, and views of the window's columns by name (``s``: the schedule's
     columns; ``posted``, ``arrived``: times, inf until then; ``received``; ``pair``: each
-    message's (sender, receiver) pair in :class:`Routes`; ``send_view``, ``recv_view``: proxy
-    spans). A view is valid until the window next moves: read it through this object, never
-    keep it across a load or a drop.
+    message's (sender, receiver) pair in :class:`Routes`; ``thread``: its thread, as
+    :attr:`Schedule.threads <simulator.algorithms.schedule.Schedule.threads>`; ``send_view``,
+    ``recv_view``: proxy spans). A view is valid until the window next moves: read it through
+    this object, never keep it across a load or a drop.
 
     ``loaded`` is told the window positions of each block loaded, ``dropped`` how many
     messages each drop forgot (their window positions moved down by as many)."""
@@ -328,7 +329,7 @@ class Held:
             **{name: getattr(block, name) for name in ARRAYS},
             "send_first": send_view[0], "send_count": send_view[1],
             "recv_first": recv_view[0], "recv_count": recv_view[1],
-            "pair": self.routes.pairs(block.src, block.dst),
+            "pair": self.routes.pairs(block.src, block.dst), "thread": block.threads,
             "posted": np.full(size, INF), "arrived": np.full(size, INF),
             "received": np.zeros(size, dtype=bool), **Snapshots.columns(size),
             "nbytes": np.empty(size),
@@ -352,6 +353,7 @@ class Held:
         self.send_view = (window["send_first"], window["send_count"])
         self.recv_view = (window["recv_first"], window["recv_count"])
         self.pair = window["pair"]
+        self.thread = window["thread"]
         self.posted, self.arrived = window["posted"], window["arrived"]
         self.received = window["received"]
         self._bytes = window["nbytes"]
