@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import networkx as nx
 import numpy as np
 import pytest
 
@@ -173,3 +174,16 @@ def repo() -> Path:
 __all__ = ["CODE", "GUIDE", "GUIDE_EXAMPLE", "MARKS", "REPO", "add_the_guide_example",
            "applicable_scenario", "dgx_topology", "flat_scenario", "flat_topology", "grid_dims",
            "inter_options", "prepare_machine", "run_one", "runs_all"]
+
+
+def switch_graphml(path: Path, ranks: int = 4, gpu: str = "gpu{}") -> Path:
+    """A GraphML file of ``ranks`` GPUs (named by ``gpu`` with their rank) on one switch, each
+    by an undirected edge (a full-duplex cable) of 25 GB/s and 1 us: the switch topology of
+    ``flat_topology()`` as a graph file."""
+    graph = nx.Graph()
+    graph.add_node("sw", kind="switch")
+    for rank in range(ranks):
+        graph.add_node(gpu.format(rank), kind="gpu", rank=rank)
+        graph.add_edge(gpu.format(rank), "sw", bandwidth=25e9, latency=1e-6)
+    nx.write_graphml(graph, path)
+    return path

@@ -3,13 +3,13 @@ problem with its exact message, and runs that match a builder's."""
 
 import textwrap
 
-import networkx as nx
 import pytest
 
 from simulator.cli import main
 from simulator.errors import InputError
 from simulator.runner import simulate
 from simulator.scenario.parse import load_scenario
+from tests.conftest import switch_graphml
 
 FABRIC = """\
 nodes:
@@ -48,12 +48,7 @@ def test_a_yaml_edge_list_runs_as_the_switch_it_describes(tmp_path):
 
 
 def test_a_graphml_file_runs_too(tmp_path):
-    g = nx.Graph()  # undirected: every edge a full-duplex cable
-    g.add_node("sw", kind="switch")
-    for r in range(4):
-        g.add_node(f"gpu{r}", kind="gpu", rank=r)
-        g.add_edge(f"gpu{r}", "sw", bandwidth=25e9, latency=1e-6)
-    nx.write_graphml(g, tmp_path / "fabric.graphml")
+    switch_graphml(tmp_path / "fabric.graphml")  # undirected: every edge a full-duplex cable
     path = tmp_path / "scenario.yaml"
     path.write_text("topology: {kind: graph, file: fabric.graphml}\nalgorithms: [ring]\n"
                     "sizes: [1MiB]\n")

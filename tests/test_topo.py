@@ -17,6 +17,7 @@ from simulator.model.analysis.hops import Hops, gpu_diameter
 from simulator.model.topology import dgx, fully_connected, mesh, ring, switch, torus
 from simulator.output.fabric import format_summary
 from simulator.output.fabric_figure import SMALL_NODES, draw_fabric
+from tests.conftest import switch_graphml
 
 B = 50e9
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -307,12 +308,7 @@ def test_topo_reads_topology_as_nccl_does(tmp_path, capsys):
                          "GPUs               16", "hosts              2"]
     assert lines[-1] == f"# figure: {tmp_path}/dgx_h100_nodes=2.png"
     # a GraphML file: four GPUs on a switch (tests/test_graphfile.py's)
-    g = nx.Graph()
-    g.add_node("sw", kind="switch")
-    for r in range(4):
-        g.add_node(f"gpu{r}", kind="gpu", rank=r)
-        g.add_edge(f"gpu{r}", "sw", bandwidth=25e9, latency=1e-6)
-    nx.write_graphml(g, tmp_path / "fabric.graphml")
+    switch_graphml(tmp_path / "fabric.graphml")
     assert main(["topo", str(tmp_path / "fabric.graphml"), "--output", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:2] == ["# topology graph · builder graph(fabric.graphml)",

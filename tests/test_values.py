@@ -4,7 +4,6 @@ refused naming the field the file has, and faults strike a training step at ever
 
 from __future__ import annotations
 
-import networkx as nx
 import pytest
 
 from simulator import simulate
@@ -15,7 +14,7 @@ from simulator.model.faults import LinkDegraded, SlowGpu
 from simulator.model.nccl_view import read_log
 from simulator.scenario import scenario_from_dict
 from simulator.trainer import train
-from tests.conftest import REPO
+from tests.conftest import REPO, switch_graphml
 from tests.test_measured import NEW
 
 H100_XML = REPO / "tests" / "data" / "nccl" / "dgx_h100.xml"
@@ -266,12 +265,7 @@ def test_a_tuning_time_that_overflows_is_refused_naming_the_line(tmp_path):
 
 
 def test_a_control_character_in_a_graphml_name_is_refused(tmp_path, capsys):
-    g = nx.Graph()
-    g.add_node("sw", kind="switch")
-    for r in range(2):
-        g.add_node(f"gpu\x9b{r}", kind="gpu", rank=r)
-        g.add_edge(f"gpu\x9b{r}", "sw", bandwidth=25e9, latency=1e-6)
-    nx.write_graphml(g, tmp_path / "fabric.graphml")
+    switch_graphml(tmp_path / "fabric.graphml", ranks=2, gpu="gpu\x9b{}")
     code, lines = run(tmp_path, capsys, "topology: {kind: graph, file: fabric.graphml}\n"
                                         "algorithms: [ring]\nsizes: [1MiB]\n")
     assert (code, lines) == (2, [
