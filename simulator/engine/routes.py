@@ -13,6 +13,8 @@ a pipeline's steady state meets the same sets again and again.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable
+from typing import Generic, TypeVar
 
 import numpy as np
 
@@ -76,9 +78,42 @@ WHOLES_BYTES = 8 << 20
 first): a set by pair costs 16 bytes a pair known, 40 kB on 8 DGX H100 nodes."""
 
 
-def _size(key: tuple[bytes, bytes], rates: np.ndarray) -> int:
-    """Bytes a remembered set of flows and its rates hold."""
-    return len(key[0]) + len(key[1]) + rates.nbytes
+Key = TypeVar("Key", bound=Hashable)
+Value = TypeVar("Value")
+
+
+class _Memo(Generic[Key, Value]):
+    """Values by key, the latest used last, within a budget of bytes: keeping one over the
+    budget forgets the least recently used first (both memories of :class:`Routes`)."""
+
+    def __init__(self) -> None:
+        self._kept: OrderedDict[Key, tuple[Value, int]] = OrderedDict()
+        self._bytes = 0
+
+    def __contains__(self, key: object) -> bool:
+        """Whether a value is kept for ``key`` (its use unchanged)."""
+        return key in self._kept
+
+    def get(self, key: Key) -> Value | None:
+        """The value kept for ``key`` (now the latest used), or None."""
+        kept = self._kept.get(key)
+        if kept is None:
+            return None
+        self._kept.move_to_end(key)
+        return kept[0]
+
+    def keep(self, key: Key, value: Value, size: int, budget: int) -> None:
+        """Keep ``value`` (``size`` bytes) for ``key``, then forget the least recently used
+        until what is kept fits ``budget``."""
+        self._kept[key] = (value, size)
+        self._bytes += size
+        while self._bytes > budget:
+            self._bytes -= self._kept.popitem(last=False)[1][1]
+
+    def clear(self) -> None:
+        """Forget everything (the capacities changed)."""
+        self._kept.clear()
+        self._bytes = 0
 
 
 class Routes:
@@ -112,10 +147,8 @@ class Routes:
         pairs' weights (:meth:`whole`), which flows joining and leaving keep up to date."""
         self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
         self._table: np.ndarray | None = None  # each pair's links in a row (:meth:`table`)
-        self._shares: OrderedDict[tuple[bytes, bytes], np.ndarray] = OrderedDict()
-        self._shares_bytes = 0
-        self._wholes: OrderedDict[int, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._wholes_bytes = 0
+        self._shares: _Memo[tuple[bytes, bytes], np.ndarray] = _Memo()
+        self._wholes: _Memo[int, tuple[np.ndarray, np.ndarray]] = _Memo()
 
     def whole(self, fingerprint: int, copies: np.ndarray) -> np.ndarray | None:
         """The max-min rate of every pair (by pair number) when ``copies[p]`` flows are on
@@ -124,28 +157,19 @@ class Routes:
         kept = self._wholes.get(fingerprint)
         if kept is None or not np.array_equal(kept[0], copies):
             return None
-        self._wholes.move_to_end(fingerprint)
         return kept[1]
 
     def keep_whole(self, fingerprint: int, copies: np.ndarray, rates: np.ndarray) -> None:
         """Remember ``rates`` (by pair) for the set of flows ``copies`` counts (by pair): the
         max-min rates are a function of the set and the capacities, which forget every set
         when they change; the latest sets up to :data:`WHOLES_BYTES`."""
-        if fingerprint in self._wholes:
-            return
-        self._wholes[fingerprint] = (copies, rates)
-        self._wholes_bytes += copies.nbytes + rates.nbytes
-        while self._wholes_bytes > WHOLES_BYTES:
-            old_copies, old_rates = self._wholes.popitem(last=False)[1]
-            self._wholes_bytes -= old_copies.nbytes + old_rates.nbytes
+        if fingerprint not in self._wholes:
+            self._wholes.keep(fingerprint, (copies, rates), copies.nbytes + rates.nbytes,
+                              WHOLES_BYTES)
 
     def recall(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray | None:
         """The rates :meth:`shares` remembers for this set of flows, None if it does not."""
-        key = (routed.tobytes(), copies.tobytes())
-        rates = self._shares.get(key)
-        if rates is not None:
-            self._shares.move_to_end(key)
-        return rates
+        return self._shares.get((routed.tobytes(), copies.tobytes()))
 
     def shares(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray:
         """The max-min rate of a flow on each of the ``routed`` pairs, ``copies`` flows on
@@ -159,11 +183,7 @@ class Routes:
         flow_of = np.repeat(np.arange(len(routed)), self.count[routed])
         rates = max_min_rates(flow_of, self.links_of(routed), len(routed), self.capacity,
                               copies[flow_of])
-        self._shares[key] = rates
-        self._shares_bytes += _size(key, rates)
-        while self._shares_bytes > SHARES_BYTES:
-            old_key, old_rates = self._shares.popitem(last=False)
-            self._shares_bytes -= _size(old_key, old_rates)
+        self._shares.keep(key, rates, len(key[0]) + len(key[1]) + rates.nbytes, SHARES_BYTES)
         return rates
 
     def switches(self, names: tuple[str, ...]) -> None:
@@ -257,9 +277,7 @@ class Routes:
         """New capacities for ``links``; every pair's lone rate follows."""
         self.capacity[links] = capacities
         self._shares.clear()
-        self._shares_bytes = 0
         self._wholes.clear()
-        self._wholes_bytes = 0
         pairs = len(self.count)
         self.alone = lone_rates(np.repeat(np.arange(pairs), self.count), self.links, pairs,
                                 self.capacity)
