@@ -346,6 +346,16 @@ def test_pxn_keeps_inter_host_sends_on_their_rail_under_nccl():
     assert routing.route("n0.gpu3", "n1.gpu3").nodes == machine.routing.route(
         "n0.gpu3", "n1.gpu3").nodes
     assert routing.route("n0.gpu3", "n0.gpu5").nodes == ("n0.gpu3", "n0.nvswitch", "n0.gpu5")
+    # between scalable units every route climbs; the send still leaves on the destination's
+    # rail, NCCL's channel NIC (search.cc: "NET n -> GPU a -> .. -> GPU x -> NET n")
+    machine, routing = planned(BUILDERS["cluster"].build(
+        **{**superpod.params, "nodes": 4, "nodes_per_unit": 2}))
+    assert routing.route("n1.gpu7", "n2.gpu0").nodes == (
+        "n1.gpu7", "n1.nvswitch", *machine.routing.route("n1.gpu0", "n2.gpu0").nodes)
+    assert machine.routing.route("n1.gpu0", "n2.gpu0").nodes[3:6] == (
+        "u0.leaf0", "spine2", "u1.leaf0")
+    assert routing.route("n1.gpu3", "n2.gpu3").nodes == machine.routing.route(
+        "n1.gpu3", "n2.gpu3").nodes
     # a dgx (one leaf) never climbs: no route changes
     machine, routing = planned(dgx(2, 8, 450e9, 3e-7, 63e9, 5e-7, 50e9, 8.5e-7,
                                    HostParams(compute_capability=90, nvlinks=18)))
@@ -387,3 +397,20 @@ def test_a_documented_zero_default_may_be_written_out():
                                             "spines": 0}, "sizes": [1024]}).topology
     assert spec.params["spines"] == 0
     assert sum(1 for _, t in spec.build().nodes(data="tier") if t == 2) == 32  # one per cable
+
+
+def test_a_ring_across_scalable_units_keeps_its_lockstep():
+    # Every send leaves on its rail (PXN to NCCL's channel NIC), so crossing the spines
+    # between two units costs the ring what one unit's leaves do: the same time, and the same
+    # instants, its ranks' steps ending together (without the relay, 1,617 instants).
+    def ring(unit):
+        results = simulate({
+            "name": "units", "algorithms": ["ring"], "sizes": ["64MiB"], "verify": True,
+            "topology": {"preset": "dgx_h100_superpod", "nodes": 4, "nodes_per_unit": unit,
+                         "spines": 2}})
+        return results.iloc[0]
+
+    one, two = ring(4), ring(2)
+    assert bool(two["verified"])
+    assert two["sim_time_s"] == one["sim_time_s"]
+    assert int(two["events"]) == int(one["events"]) == 896

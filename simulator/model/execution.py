@@ -380,24 +380,37 @@ class NcclRouting(Routing):
         to another host whose route would climb above the leaves (a GPU on another rail of a
         rail-optimised fabric) first crosses NVLink to the GPU of its own host that shares a
         leaf with the destination, and leaves through that GPU's NIC, so that inter-host
-        traffic stays on its rail. Any other route is the wire's: between scalable units both
-        the wire's route and a relayed one climb to the spines, at the same cost here (the
-        spines serve every rail), so nothing is relayed there."""
+        traffic stays on its rail. Where no GPU of the host shares a leaf with the destination
+        (between scalable units), the send still leaves through the NIC on the destination's
+        rail (:meth:`_rail`): a channel enters and leaves a host on one NIC, "NET n -> GPU a ->
+        .. -> GPU x -> NET n" (NCCL 5067397c ``src/graph/search.cc:827``), the next host's
+        chain starting at the GPU nearest that NIC, and GPU x reaches NET n by PXN
+        (``src/graph/paths.cc:819-836``), whatever the tiers above the leaves. Any other route
+        is the wire's."""
         base = self._base.route(src, dst)
         if not self._climbs(base) or not (self.is_gpu(src) and self.is_gpu(dst)):
             return base
         host = self._graph.nodes[src].get("host")
-        for relay in self._host_gpus(host):
-            onward = self._base.route(relay, dst)
-            if relay == src or self._climbs(onward):
-                continue
+        relays = [gpu for gpu in self._host_gpus(host) if gpu != src]
+        below = [gpu for gpu in relays if not self._climbs(self._base.route(gpu, dst))]
+        rail = self._rail(dst)
+        on_rail = [gpu for gpu in relays if rail is not None and self._rail(gpu) == rail
+                   and self._rail(src) != rail]
+        for relay in below or on_rail:
             hop = self._base.route(src, relay)
             if any(self.link_kind(link) != NVLINK for link in hop.links):
                 continue
+            onward = self._base.route(relay, dst)
             return Route(hop.nodes + onward.nodes[1:], hop.links + onward.links,
                          hop.latency_s + onward.latency_s,
                          min(hop.bottleneck_Bps, onward.bottleneck_Bps))
         return base
+
+    def _rail(self, gpu: str) -> str | None:
+        """The rail of a GPU's NIC: the NIC's name within its host (``nic3`` of ``n5.nic3``),
+        the same on every host of a rail-optimised fabric; None where the GPU names no NIC."""
+        nic = self._graph.nodes[gpu].get("nic")
+        return nic.partition(".")[2] or None if isinstance(nic, str) else None
 
     def _climbs(self, route: Route) -> bool:
         """Whether a route crosses a switch above the leaves (tier 2 or more)."""
