@@ -8,7 +8,10 @@ It prints the distinct end times (what an exact simulation must process as insta
 many edges have a period at each tolerance.
 
     .venv/bin/python bench/ring_phases.py --unit 16      # one unit: lockstep, no period
-    .venv/bin/python bench/ring_phases.py --unit 8       # two units: phases, 32 edges periodic
+    .venv/bin/python bench/ring_phases.py --unit 8       # two units: the same since 5ce14a7
+
+Two units of 8 took 27,455 instants (16,037 distinct end times) before 5ce14a7, whose crossing
+sends left through their own NICs while every other send between hosts went by PXN.
 """
 
 from __future__ import annotations

@@ -385,8 +385,9 @@ class NcclRouting(Routing):
         rail (:meth:`_rail`): a channel enters and leaves a host on one NIC, "NET n -> GPU a ->
         .. -> GPU x -> NET n" (NCCL 5067397c ``src/graph/search.cc:827``), the next host's
         chain starting at the GPU nearest that NIC, and GPU x reaches NET n by PXN
-        (``src/graph/paths.cc:819-836``), whatever the tiers above the leaves. Any other route
-        is the wire's."""
+        (``src/graph/paths.cc:819-836``), whatever the tiers above the leaves; a send without a
+        channel's graph takes the NIC its peer prefers (``NCCL_P2P_PXN_LEVEL`` 2, by default,
+        ``search.cc:1397-1440``). Any other route is the wire's."""
         base = self._base.route(src, dst)
         if not self._climbs(base) or not (self.is_gpu(src) and self.is_gpu(dst)):
             return base
