@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.algorithms.registry import nccl_kernel, runs_pick
@@ -48,6 +48,63 @@ def kernel(family: NcclAlgorithm) -> str:
 
 
 @dataclass(frozen=True)
+class Facts:
+    """What the page's opening table says of a dataset beside its numbers (issue 38: a table per
+    vendor and fabric): whose GPUs, which fabric, which library and version ran it, and what is
+    still off and why, in a phrase (the figures around it are computed)."""
+
+    vendor: str
+    fabric: str
+    library: str
+    off: str
+
+
+@dataclass(frozen=True)
+class Glance:
+    """One dataset's line in the opening table: the busbw errors (simulated / measured − 1) at
+    the library's pick, each with where it was measured (a size, a GPU count), and how the pick
+    compares with the measured one."""
+
+    facts: Facts
+    name: str
+    errors: tuple[tuple[str, float], ...]
+    scope: str
+    pick: str
+
+    def line(self) -> str:
+        """The markdown row: the geometric mean |error|, the worst size, the pick, what is off."""
+        gmean = math.exp(sum(abs(math.log(1 + e)) for _, e in self.errors) / len(self.errors)) - 1
+        where, worst = max(self.errors, key=lambda pair: abs(pair[1]))
+        facts = self.facts
+        return (f"| {facts.vendor} | {facts.fabric} | {self.name} | {facts.library} | "
+                f"{100 * gmean:.1f} % ({len(self.errors)} {self.scope}) | "
+                f"{100 * worst:+.1f} % at {where} | {self.pick} | {facts.off} |")
+
+
+def size_label(size_bytes: int) -> str:
+    """``8 B``, ``512 KiB``, ``2 GiB``: the largest binary unit that divides the size."""
+    for shift, unit in ((30, "GiB"), (20, "MiB"), (10, "KiB")):
+        if size_bytes >= 1 << shift and size_bytes % (1 << shift) == 0:
+            return f"{size_bytes >> shift} {unit}"
+    return f"{size_bytes} B"
+
+
+def glance_table(glances: list[Glance]) -> str:
+    """The opening table: one line per dataset, vendor by vendor."""
+    lines = ["## At a glance", "",
+             "Every dataset below in one line: the geometric-mean |busbw error| at the library's "
+             "pick (sweeps: sizes ≥ 1 MiB under `execution: nccl`; single points: each point; "
+             "the scale check: against NCCL's own model, no measurement), its worst size, the "
+             "pick against the one measured where the data says which, and what is still off. "
+             "Errors are simulated / measured busbw − 1 (positive: the simulation is too fast).",
+             "", "| vendor | fabric | dataset | library | error at the pick | worst | "
+             "pick against measured | still off, and why |",
+             "|---|---|---|---|---:|---:|---|---|"]
+    lines += [glance.line() for glance in sorted(glances, key=lambda g: g.facts.vendor)]
+    return "\n".join([*lines, ""])
+
+
+@dataclass(frozen=True)
 class Dataset:
     """A measured sweep and the preset of the machine it ran on."""
 
@@ -59,13 +116,23 @@ class Dataset:
     gpus_per_thread: int = 1
     """GPUs one thread drove (nccl-tests' ``-g``), the scenario's ``nccl.gpus_per_thread`` under
     ``execution: nccl`` (``ideal`` has no launch)."""
+    name: str = field(kw_only=True)
+    """The dataset in a few words, for the opening table."""
+    facts: Facts = field(kw_only=True)
+    reported: tuple[tuple[int, str], ...] = field(default=(), kw_only=True)
+    """The pick the data reports, as (largest size, ``Algorithm/Protocol``) in rising sizes;
+    empty where it does not say."""
 
 
 DATASETS = (
     Dataset(
         "8 × H200 SXM, one node (the DGX H100 fabric: NVLink 4, third-generation NVSwitch)",
         "docs/reference/nccl-tests-h200.csv", "dgx_h100", "1.1TB/s",
-        "NCCL 2.30.7, default selection (reported: Ring/LL up to 1 MiB, NVLS/Simple from 2 MiB)."),
+        "NCCL 2.30.7, default selection (reported: Ring/LL up to 1 MiB, NVLS/Simple from 2 MiB).",
+        name="8 × H200, one node", reported=((1 << 20, "Ring/LL"), (1 << 62, "NVLS/Simple")),
+        facts=Facts("NVIDIA", "NVLink 4, NVSwitch (one node)", "NCCL 2.30.7",
+                    "0.5-8 MiB 6-12 % slow (LL, then NVLS's ramp), 32 MiB 9 % fast: not "
+                    "explained")),
     Dataset(
         "8 × A100-SXM4-40GB, one node (the DGX A100 fabric: NVLink 3, second-generation NVSwitch)",
         "docs/reference/nccl-tests-a100.log", "dgx_a100", "680GB/s",
@@ -78,7 +145,10 @@ DATASETS = (
         "src/device/all_reduce.h); the pipeline's fill, a chunk a channel, is then a fixed "
         "share of the time below 192 MiB and shrinks above it (the model's fill, "
         "simulator/model/execution.py `fill_s`). The measured step (−9 %) is steeper than the "
-        "model's (−5 %).", 8),
+        "model's (−5 %).", 8, name="8 × A100, one node (`-g 8`)",
+        facts=Facts("NVIDIA", "NVLink 3, NVSwitch (one node)", "NCCL, version not stated",
+                    "0.25-32 MiB (LL, LL128, the first Simple size) 11-34 % fast: not "
+                    "explained; 256 MiB within 5 %")),
 )
 
 
@@ -147,6 +217,19 @@ def table(dataset: Dataset, rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def single_glance(dataset: Dataset, rows: list[Row]) -> Glance:
+    """A one-node sweep's line in the opening table: ``nccl`` at sizes ≥ 1 MiB."""
+    large = [row for row in rows if row.size_bytes >= 1 << 20]
+    pick = "not stated"
+    if dataset.reported:
+        same = sum(row.pick == next(label for bound, label in dataset.reported
+                                    if row.size_bytes <= bound) for row in large)
+        pick = f"as reported at {same} of {len(large)}"
+    return Glance(dataset.facts, dataset.name,
+                  tuple((size_label(row.size_bytes), row.ratio("nccl") - 1) for row in large),
+                  "sizes", pick)
+
+
 @dataclass(frozen=True)
 class MultiNode:
     """A measured multi-node sweep, every size from 8 B, and the machine it ran on: a preset with
@@ -167,6 +250,9 @@ class MultiNode:
     issue: int = 21
     """The issue whose targets the sweep is held to: 21's three (DGX H100 clusters) or 38's one
     (GB200 racks: the geometric mean over sizes ≥ 1 MiB)."""
+    name: str = field(kw_only=True)
+    """The dataset in a few words, for the opening table."""
+    facts: Facts = field(kw_only=True)
 
 
 MULTI_NODE = (
@@ -179,7 +265,10 @@ MULTI_NODE = (
         "is not stated). The measured time is the faster of the out-of-place and in-place "
         "columns: two out-of-place rows (8 B: 68.5 µs, 256 B: 94.4 µs) are 2.8× and 3.6× their "
         "in-place twins, one-off stalls rather than the collective's cost. NCCL's pick is its "
-        "2.26 tuner's (`nccl: {version: \"2.26\"}`).", "2.26"),
+        "2.26 tuner's (`nccl: {version: \"2.26\"}`).", "2.26", name="2 × 8 H100",
+        facts=Facts("NVIDIA", "DGX H100, 400 Gb/s InfiniBand", "NCCL 2.26.2",
+                    "NVLSTree's ramp: 2-4 MiB 10-12 % slow, 64 MiB 14 % fast; from 256 MiB "
+                    "within 3 %")),
     MultiNode(
         "4 × 8 H100 SXM (DGX H100 fabric), 8 × 400 Gb/s InfiniBand per node",
         "docs/reference/nccl-tests-h100-4node-ib.csv", "dgx_h100", 4, "400Gbps", "1.1TB/s",
@@ -187,7 +276,10 @@ MULTI_NODE = (
         "NCCL 2.26.2, default selection, the same thread (nccl-tests#309), virtual machines with "
         "a topology file; NVIDIA: \"NVLSTree with multi-node\", and 365.84 GB/s at 16 GiB \"a good "
         "number\". The measured time is the faster of the two columns, as above; NCCL's pick "
-        "is its 2.26 tuner's.", "2.26"),
+        "is its 2.26 tuner's.", "2.26", name="4 × 8 H100 (nccl-tests#309)",
+        facts=Facts("NVIDIA", "DGX H100, 400 Gb/s InfiniBand", "NCCL 2.26.2",
+                    "NVLSTree at 4-16 MiB 11-17 % slow; from 512 MiB the 2.26 tuner picks Ring, "
+                    "where the cluster ran NVLSTree")),
     MultiNode(
         "8 × 8 H100 SXM (DGX H100 fabric), 400 Gb/s InfiniBand",
         "docs/reference/nccl-tests-h100-8node-ib.csv", "dgx_h100", 8, "400Gbps", "1.1TB/s",
@@ -203,7 +295,11 @@ MULTI_NODE = (
         "model, so the shortfall lies outside NCCL's model and NVLSTree's pipeline (one queue "
         "pair a connection on its fabric is a candidate; not modelled, not fitted). Before "
         "issue 38 the simulation matched it by a window that made NVLSTree fall with the node "
-        "count (−8 % here, 253 GB/s at 2 GiB on 16 nodes)."),
+        "count (−8 % here, 253 GB/s at 2 GiB on 16 nodes).", name="8 × 8 H100",
+        facts=Facts("NVIDIA", "DGX H100, 400 Gb/s InfiniBand", "NCCL, version not printed",
+                    "Tree/LL128 at 2-8 MiB 13-28 % fast; from 1 GiB the cluster falls 10-18 % "
+                    "short of NCCL's own model, which the simulation follows (one queue pair a "
+                    "connection is a candidate; not modelled)")),
     MultiNode(
         "1 × GB200 NVL72 (72 GPUs in one NVLink domain), NVLS off",
         "docs/reference/nccl-tests-gb200-nvl72-1rack.csv", "gb200_nvl72", 1, "400Gbps",
@@ -216,7 +312,10 @@ MULTI_NODE = (
         "(topologies/gb200_nvl72.yaml), so only the 512 MiB point (LL128) tests the rest. The "
         "measured time is the faster of the two columns. The 2-rack sweep of the same file is "
         "not simulated here: a ring or tree on 144 GPUs under `execution: nccl` takes too long "
-        "(docs/benchmark.md).", "2.26", nvls=False, issue=38),
+        "(docs/benchmark.md).", "2.26", nvls=False, issue=38, name="1 × GB200 NVL72",
+        facts=Facts("NVIDIA", "GB200 NVL72, NVLS off", "NCCL 2.26.2",
+                    "the rack's NVLink rate is fitted to its Ring at 1-8 GiB, so only 512 MiB "
+                    "tests the rest; 2 racks are not simulated (too slow)")),
 )
 
 SMALL = 64 << 10
@@ -340,6 +439,18 @@ def node_table(dataset: MultiNode, rows: list[NodeRow]) -> str:
     return "\n".join(lines)
 
 
+def nodes_glance(dataset: MultiNode, rows: list[NodeRow]) -> Glance:
+    """A multi-node sweep's line in the opening table: sizes ≥ 1 MiB that a schedule runs."""
+    large = [row for row in rows if row.size_bytes >= 1 << 20 and row.simulated_us is not None]
+    pick = "not stated"
+    if dataset.measured_default:
+        same = sum(row.pick.value == dataset.measured_default for row in large)
+        pick = f"{dataset.measured_default} at {same} of {len(large)}"
+    return Glance(dataset.facts, dataset.name,
+                  tuple((size_label(row.size_bytes), row.busbw_error()) for row in large),
+                  "sizes", pick)
+
+
 def _issue38_summary(dataset: MultiNode, rows: list[NodeRow], gmean: float, large: int,
                      worst_huge: float, huge: int) -> list[str]:
     """The summary lines of a sweep held to issue 38's target (GB200 racks): the geometric mean
@@ -374,6 +485,11 @@ class Cluster:
     reduce_bandwidth: str
     note: str
     transport: str = "ib"
+    name: str = field(kw_only=True)
+    """The cluster in a few words, for the opening table."""
+    facts: Facts = field(kw_only=True)
+    pick: str = field(kw_only=True)
+    """What the source says of the algorithm each point ran, for the opening table."""
 
 
 @dataclass(frozen=True)
@@ -387,6 +503,9 @@ class Point:
     measured_time_us: float
     algorithm: str
     why: str
+    picked: bool = True
+    """Whether ``algorithm`` is the one the measurement ran (forced, or the library's pick as the
+    source says); the opening table holds only those."""
 
     @property
     def ranks(self) -> int:
@@ -410,12 +529,18 @@ H200_ONE_NODE = Cluster(
     "1 × 8 H200 (the DGX H100 fabric), 4 to 8 GPUs of one node", "dgx_h100", 1, None, "1.1TB/s",
     "stas00/ml-engineering `network/README.md` (reference/published-measurements.md §1.2): "
     "busbw at 8 GiB with `NCCL_NVLS_ENABLE=0` (Ring) and with NVLS, per GPU count, and at 16 "
-    "GiB on 8 GPUs. The NVLS share is fitted at 8 GPUs; fewer GPUs test the rest of the model.")
+    "GiB on 8 GPUs. The NVLS share is fitted at 8 GPUs; fewer GPUs test the rest of the model.",
+    name="4-8 of 8 × H200, at 8 and 16 GiB", pick="forced: Ring (NVLS off) and NVLS",
+    facts=Facts("NVIDIA", "NVLink 4, NVSwitch (one node)", "NCCL, version not stated",
+                "NVLS on 5-6 GPUs 5-6 % fast: its share is fitted at 8 GPUs"))
 A100_IB = Cluster(
     "2 × DGX A100 (8 × 200 Gb/s InfiniBand per node)", "dgx_a100", 2, "200Gbps", "680GB/s",
     "NVIDIA/nccl#812 (NCCL 2.16.5, Ring forced): a 256 B ring takes 93.99 µs; NVIDIA's reply: "
     "\"on an Nvidia DGX-A100 system we have 8x200Gbit/s IB cards and we measure 192GB/s "
-    "AllReduce BusBW\" (size not stated; compared at 8 GiB, the time that busbw gives).")
+    "AllReduce BusBW\" (size not stated; compared at 8 GiB, the time that busbw gives).",
+    name="2 × DGX A100, two points", pick="forced: Ring",
+    facts=Facts("NVIDIA", "DGX A100, 200 Gb/s InfiniBand", "NCCL 2.16.5",
+                "the 256 B latency floor 40 % fast (67 against 94 µs): not explained"))
 H100_TCPXO = Cluster(
     "2 × 8 H100 (GCP A3 Mega: 8 × 200 Gb/s GPUDirect-TCPXO per node, not InfiniBand)",
     "dgx_h100", 2, "200Gbps", "1.1TB/s",
@@ -423,7 +548,11 @@ H100_TCPXO = Cluster(
     "default selection; reference/published-measurements.md §1.3a). On two nodes NCCL is said to "
     "pick Tree or NVLSTree (nccl-tests#196): `double_binary_tree` is NCCL's Tree across hosts "
     "(chains inside the hosts, a tree between them) and `nvls_tree` its NVLSTree, beside `ring`.",
-    "tcpxo")
+    "tcpxo", name="2 × 8 H100, GCP A3 Mega",
+    pick="not printed: Tree (to 1 MiB) and NVLSTree (from 128 MiB) as said",
+    facts=Facts("NVIDIA", "8 × 200 Gb/s GPUDirect-TCPXO", "NCCL, version not stated",
+                "TCPXO's per-step latency is fitted to the 8 B floor; NVLSTree at 128 MiB 70 % "
+                "fast: not explained"))
 
 ML_ENGINEERING_8GIB = {4: (363.3, None), 5: (364.4, 414.2), 6: (365.1, 435.6), 7: (365.7, 460.0),
                        8: (365.6, 473.1)}
@@ -437,11 +566,11 @@ POINTS = (
     _quoted(H200_ONE_NODE, 8, 16 << 30, 480.0, "nvls", "nvls at 16 GiB"),
     Point(A100_IB, 8, 256, 93.99, "ring", "latency floor"),
     _quoted(A100_IB, 8, 8 << 30, 192.0, "ring", "NIC-bound ring"),
-    Point(H100_TCPXO, 8, 8, 135.8, "ring", "latency floor"),
+    Point(H100_TCPXO, 8, 8, 135.8, "ring", "latency floor", picked=False),
     Point(H100_TCPXO, 8, 8, 135.8, "double_binary_tree", "latency floor, NCCL's pick (Tree)"),
-    Point(H100_TCPXO, 8, 1 << 20, 203.2, "ring", "latency and bandwidth"),
+    Point(H100_TCPXO, 8, 1 << 20, 203.2, "ring", "latency and bandwidth", picked=False),
     Point(H100_TCPXO, 8, 1 << 20, 203.2, "double_binary_tree", "the same, NCCL's pick (Tree)"),
-    *(Point(H100_TCPXO, 8, size, time_us, algorithm, why)
+    *(Point(H100_TCPXO, 8, size, time_us, algorithm, why, picked=algorithm == "nvls_tree")
       for size, time_us in ((128 << 20, 1652.2), (1 << 30, 6759.0), (8 << 30, 47535.0))
       for algorithm, why in (("ring", "ring"), ("nvls_tree", "NVLSTree"))),
 )
@@ -545,8 +674,23 @@ def scale_table(rows: list[ScaleRow]) -> str:
     return "\n".join([*lines, ""])
 
 
-def points() -> str:
-    """Every published point beside its simulation; a markdown section."""
+def scale_glance(rows: list[ScaleRow]) -> Glance:
+    """The scale check's line in the opening table: the gaps to NCCL's own model."""
+    base, last = rows[0], rows[-1]
+    fall = last.busbw_GBps(last.simulated_us) / base.busbw_GBps(base.simulated_us) - 1
+    model = last.busbw_GBps(last.model_us) / base.busbw_GBps(base.model_us) - 1
+    facts = Facts("NVIDIA", "DGX H100, 400 Gb/s InfiniBand", "NCCL 2.30.7's model",
+                  f"from {base.nodes} to {last.nodes} nodes the simulated busbw moves "
+                  f"{100 * fall:+.1f} %, NCCL's model {100 * model:+.1f} %")
+    return Glance(facts, f"NCCL's pick on {base.nodes}-{last.nodes} nodes, "
+                         f"{size_label(SCALE_SIZE)}",
+                  tuple((f"{row.nodes} nodes", row.gap()) for row in rows), "node counts",
+                  "NCCL's own model; no measurement")
+
+
+def points() -> tuple[str, list[Glance]]:
+    """Every published point beside its simulation, a markdown section, and each cluster's line
+    in the opening table (the points that ran the algorithm simulated)."""
     lines = ["### Published points: GPU counts, two nodes", "",
              "Under `execution: nccl`, the default. Time in µs; busbw in GB/s (nccl-tests' "
              "2(n−1)/n factor); the error is that of the simulated busbw. On two nodes the "
@@ -556,7 +700,9 @@ def points() -> str:
              "latency per network step (TCPXO's fitted to the 8 B floor below; InfiniBand's 0). "
              "NCCL's own model, with the same terms, gives the A100 ring at 256 B 68.0 µs and "
              "its pick on A3 Mega (Tree/LL) 125.2 µs at 8 B and 159.8 µs at 1 MiB.", ""]
+    glances = []
     for cluster in (H200_ONE_NODE, A100_IB, H100_TCPXO):
+        errors = []
         lines += [f"**{cluster.title}.** {cluster.note}", "",
                   "| GPUs | size (B) | algorithm | what it tests | measured (µs) | measured busbw | "
                   "simulated (µs) | simulated busbw | error |",
@@ -564,12 +710,17 @@ def points() -> str:
         for point in (p for p in POINTS if p.cluster is cluster):
             simulated_us, simulated_busbw = simulate_point(point)
             measured_busbw = _busbw_time_us(1.0, point.size_bytes, point.ranks) / point.measured_time_us
+            if point.picked:
+                errors.append((f"{point.ranks} GPUs, {size_label(point.size_bytes)}",
+                               point.measured_time_us / simulated_us - 1))
             lines.append(
                 f"| {point.ranks} | {point.size_bytes} | {point.algorithm} | {point.why} | "
                 f"{point.measured_time_us:.2f} | {measured_busbw:.2f} | {simulated_us:.2f} | "
                 f"{simulated_busbw:.2f} | {100 * (point.measured_time_us / simulated_us - 1):+.1f} % |")
         lines.append("")
-    return "\n".join(lines)
+        glances.append(Glance(cluster.facts, cluster.name, tuple(errors), "points",
+                              cluster.pick))
+    return "\n".join(lines), glances
 
 
 P4D_PRESET = str(REPO / "topologies" / "p4d.yaml")
@@ -594,15 +745,25 @@ class P4dPoint:
     algorithm: str
     why: str
     measured_us: float
+    picked: bool = True
+    """Whether ``algorithm`` is the tuner's pick there (the opening table holds only those)."""
 
 
 P4D_POINTS = (
     P4dPoint(1, "ring", "NVLink ring, NCCL's pick", P4D_1GIB_US[1]),
     P4dPoint(2, "ring", "NCCL's pick (Ring)", P4D_1GIB_US[2]),
-    P4dPoint(2, "double_binary_tree", "Tree: 57 GB/s is past a ring's 4 NICs", P4D_1GIB_US[2]),
+    P4dPoint(2, "double_binary_tree", "Tree: 57 GB/s is past a ring's 4 NICs", P4D_1GIB_US[2],
+             picked=False),
     P4dPoint(3, "ring", "NCCL's pick (Ring)", P4D_1GIB_US[3]),
     P4dPoint(4, "ring", "NCCL's pick (Ring); the fitted rate's point", P4D_1GIB_US[4]),
 )
+
+
+P4D_FACTS = Facts("NVIDIA", "AWS p4d, 4 × 100 Gb/s EFA", "NCCL 2.9.9",
+                  "EFA's achieved rate: NCCL's derived `NET_BW` makes 3-4 nodes 50-61 % fast; "
+                  "with 7.4 GB/s a NIC (`P4D_FITTED_NET`, fitted to 4 nodes) 3 nodes' Ring "
+                  "and 2 nodes' Tree are within 8 %")
+"""The p4d points' line in the opening table (their errors: the derived rate's, at the pick)."""
 
 
 def simulate_p4d(point: P4dPoint, net_bandwidth: str | None) -> float:
@@ -618,9 +779,9 @@ def simulate_p4d(point: P4dPoint, net_bandwidth: str | None) -> float:
     return run_point(scenario, point.algorithm, 1 << 30).sim_time_s * 1e6
 
 
-def p4d() -> str:
+def p4d() -> tuple[str, Glance]:
     """The p4d.24xlarge points beside the preset's simulation, derived and with EFA's fitted
-    rate; a markdown section."""
+    rate, a markdown section, and their line in the opening table."""
     lines = [
         "### AWS p4d.24xlarge (8 × A100 40 GB, 4 × 100 Gb/s EFA), 1 to 4 nodes at 1 GiB", "",
         "NVIDIA/nccl#527 (NCCL 2.9.9, default selection, aws-ofi-nccl; "
@@ -638,6 +799,7 @@ def p4d() -> str:
         "| nodes | GPUs | algorithm | what it tests | measured (µs) | measured busbw | derived "
         "(µs) | error | EFA fitted (µs) | error |",
         "|---:|---:|---|---|---:|---:|---:|---:|---:|---:|"]
+    errors: list[tuple[str, float]] = []
     for point in P4D_POINTS:
         ranks = 8 * point.nodes
         busbw = _busbw_time_us(1.0, 1 << 30, ranks) / point.measured_us
@@ -647,11 +809,15 @@ def p4d() -> str:
                 cells.append("— | —")
                 continue
             simulated = simulate_p4d(point, net)
+            if net is None and point.picked:
+                errors.append((f"{point.nodes} nodes", point.measured_us / simulated - 1))
             cells.append(f"{simulated:.1f} | {100 * (point.measured_us / simulated - 1):+.1f} %")
         lines.append(f"| {point.nodes} | {ranks} | {point.algorithm} | {point.why} | "
                      f"{point.measured_us:.1f} | {busbw:.2f} | " + " | ".join(cells) + " |")
     lines.append("")
-    return "\n".join(lines)
+    return "\n".join(lines), Glance(P4D_FACTS, "1-4 × p4d.24xlarge, 1 GiB", tuple(errors),
+                                    "node counts", "the 2.30 tuner's Ring; NCCL 2.9.9 ran "
+                                    "Tree on 2 nodes")
 
 
 @dataclass(frozen=True)
@@ -662,6 +828,9 @@ class RcclSweep:
     measured: str
     preset: str
     note: str
+    name: str = field(kw_only=True)
+    """The dataset in a few words, for the opening table."""
+    facts: Facts = field(kw_only=True)
 
 
 RCCL_SWEEPS = (
@@ -677,7 +846,10 @@ RCCL_SWEEPS = (
         "chunks), else RCCL's tuner (tuning model 5): Ring/LL below that, Ring/Simple above. "
         "The data bear the first switch out where the model puts it: 23 µs at 128-512 B (RCCL's "
         "Ring/LL, 12 + 14 × 0.8 = 23.2 µs by its tuner) against 13.7 µs from 1 KiB (all-pairs: "
-        "12 + 2 × 0.8 = 13.6 µs)."),
+        "12 + 2 × 0.8 = 13.6 µs).", name="8 × MI300X, one node",
+        facts=Facts("AMD", "MI300X, xGMI mesh (one node)", "RCCL, version not printed",
+                    "MSCCL's all-pairs at 2-16 MiB 12-31 % fast; ≤ 64 B 20-42 % slow in time: "
+                    "not explained")),
 )
 
 
@@ -700,6 +872,14 @@ def rccl_rows(sweep: RcclSweep) -> list[tuple[int, str, float, float, float]]:
         simulated = run_point(scenario, name, m.size_bytes, setup=setup).sim_time_s * 1e6
         rows.append((m.size_bytes, _pick_label(pick, name), m.time_us, simulated, factor))
     return rows
+
+
+def rccl_glance(sweep: RcclSweep, rows: list[tuple[int, str, float, float, float]]) -> Glance:
+    """An RCCL sweep's line in the opening table: sizes ≥ 1 MiB."""
+    return Glance(sweep.facts, sweep.name,
+                  tuple((size_label(size), measured / simulated - 1)
+                        for size, _, measured, simulated, _ in rows if size >= 1 << 20),
+                  "sizes", "not printed; RCCL's, modelled from its source")
 
 
 def _pick_label(pick: NcclPick, name: str) -> str:
@@ -756,25 +936,32 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="also write the markdown page to this file")
     args = parser.parse_args(argv)
-    sections = []
+    sections: list[str] = []
+    glances: list[Glance] = []
+
+    def add(section: str, *lines: Glance) -> None:
+        sections.append(section)
+        glances.extend(lines)
+        print(section, flush=True)
+
     for dataset in DATASETS:
         rows = compare(dataset)
-        sections.append(table(dataset, rows))
-        print(sections[-1], flush=True)
+        add(table(dataset, rows), single_glance(dataset, rows))
     for multi in MULTI_NODE:
-        sections.append(node_table(multi, compare_nodes(multi)))
-        print(sections[-1], flush=True)
-    sections.append(scale_table(scale_rows()))
-    print(sections[-1], flush=True)
-    sections.append(points())
-    print(sections[-1], flush=True)
-    sections.append(p4d())
-    print(sections[-1], flush=True)
+        node_rows = compare_nodes(multi)
+        add(node_table(multi, node_rows), nodes_glance(multi, node_rows))
+    scaled = scale_rows()
+    add(scale_table(scaled), scale_glance(scaled))
+    published, clusters = points()
+    add(published, *clusters)
+    add(*p4d())
     for sweep in RCCL_SWEEPS:
-        sections.append(rccl_table(sweep, rccl_rows(sweep)))
-        print(sections[-1], flush=True)
+        rccl = rccl_rows(sweep)
+        add(rccl_table(sweep, rccl), rccl_glance(sweep, rccl))
+    opening = glance_table(glances)
+    print(opening, flush=True)
     if args.write:
-        args.write.write_text(PAGE_HEAD + "\n".join(sections), encoding="utf-8")
+        args.write.write_text(PAGE_HEAD + opening + "\n" + "\n".join(sections), encoding="utf-8")
         print(f"# wrote {args.write}")
     return 0
 

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from bench.fidelity import NodeRow, Row, ScaleRow, geomean_error, scale_table
+from bench.fidelity import (
+    Facts,
+    Glance,
+    NodeRow,
+    Row,
+    ScaleRow,
+    geomean_error,
+    scale_glance,
+    scale_table,
+    size_label,
+)
 from simulator.calibration import derived, modelled_us
 from simulator.measured.nccl_tests import load_measurements
 from simulator.model.machine import Machine
@@ -47,6 +57,24 @@ def test_the_scale_check_holds_the_simulation_to_nccls_own_model():
     assert "- worst gap to NCCL's model: **19.4 %** (target ≤ 10 %: not met);" in text
     assert "- 16 nodes against 8: simulated busbw -11.3 %, NCCL's model +0.0 % (not met)." in text
     assert "| 16 | 128 | NVLSTree/Simple |" in text
+    # its line in the page's opening table: |log(6000/6600)| = 0.095 and |log(6047.6/7500)| =
+    # 0.215 average to 0.156, a typical gap of e^0.156 − 1 = 16.8 %; the worst is 16 nodes'
+    assert scale_glance(rows).line() == (
+        "| NVIDIA | DGX H100, 400 Gb/s InfiniBand | NCCL's pick on 8-16 nodes, 1 GiB | "
+        "NCCL 2.30.7's model | 16.8 % (2 node counts) | -19.4 % at 16 nodes | NCCL's own model; "
+        "no measurement | from 8 to 16 nodes the simulated busbw moves -11.3 %, NCCL's model "
+        "+0.0 % |")
+
+
+def test_a_glance_line_gives_the_typical_error_the_worst_and_what_is_off():
+    # 10 % fast and 10/11 of the measured: both a factor of 1.1 off, so 10.0 % typical; the
+    # first is the worst
+    glance = Glance(Facts("NVIDIA", "NVLink 4", "NCCL 2.30.7", "nothing known"), "8 × H200",
+                    (("1 MiB", 0.1), ("2 MiB", 10 / 11 - 1)), "sizes", "as reported at 2 of 2")
+    assert glance.line() == ("| NVIDIA | NVLink 4 | 8 × H200 | NCCL 2.30.7 | 10.0 % (2 sizes) | "
+                             "+10.0 % at 1 MiB | as reported at 2 of 2 | nothing known |")
+    assert [size_label(size) for size in (8, 512 << 10, 3 << 30, 1536 << 20, 1000)] == [
+        "8 B", "512 KiB", "3 GiB", "1536 MiB", "1000 B"]
 
 
 def test_the_h100_picks_are_the_reported_ones():
