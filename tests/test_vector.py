@@ -431,16 +431,61 @@ def test_remembered_shares_give_the_times_of_shares_solved_anew(monkeypatch):
     assert remembered.verified.all() and anew.verified.all()
 
 
+def _known_routes(links: list[list[int]], count: int) -> routes.Routes:
+    """A Routes holding only pairs' links (``links[p]``: pair p's route) over ``count`` links."""
+    known = routes.Routes.__new__(routes.Routes)
+    known.count = np.array([len(route) for route in links], dtype=np.int64)
+    known.first = np.cumsum(known.count) - known.count
+    known.links = np.array([link for route in links for link in route], dtype=np.int64)
+    known.capacity = np.ones(count)
+    known._table = known._crossers = None
+    return known
+
+
+def _grown(dirty: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """The component as the engine grew it before it kept its routes' crossers: every round
+    over every row of the routed pairs' padded table."""
+    reached = np.append(dirty, False)
+    touched = np.zeros(len(table), dtype=bool)
+    while True:
+        new = routes.rows_any(reached[table]) & ~touched
+        if not new.any():
+            return touched
+        touched |= new
+        if 2 * int(np.count_nonzero(touched)) > len(table):
+            return np.ones(len(table), dtype=bool)
+        reached[table[new]] = True
+        reached[-1] = False
+
+
 def test_a_component_is_every_route_linked_to_a_changed_link():
-    # routes 0-1 share link 1, routes 2-3 share link 5, route 4 is alone on link 7; rows are
-    # padded with link 8, one past the links, which links no routes
-    links = np.array([[0, 1], [1, 2], [4, 5], [5, 6], [7, 8]])
+    # routes 0-1 share link 1, routes 2-3 share link 5, route 4 is alone on link 7
+    known = _known_routes([[0, 1], [1, 2], [4, 5], [5, 6], [7]], 8)
+    routed = np.arange(5)
     dirty = np.zeros(8, dtype=bool)
     dirty[2] = True  # route 1's link: route 0 shares link 1 with it
-    assert flows.component(dirty, links).tolist() == [True, True, False, False, False]
+    assert flows.component(dirty, known, routed).tolist() == [True, True, False, False, False]
     dirty[:] = False
     dirty[6] = True
-    assert flows.component(dirty, links).tolist() == [False, False, True, True, False]
+    assert flows.component(dirty, known, routed).tolist() == [False, False, True, True, False]
+    # only routed pairs join: without route 2, link 6 reaches route 3 alone
+    assert flows.component(dirty, known, np.array([0, 1, 3, 4])).tolist() == [
+        False, False, True, False]
+    assert known.crossers(np.array([5, 1])).tolist() == [2, 3, 0, 1]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(seed):
+    # random routes of 1-5 links over 40 links, random routed pairs and changed links: the
+    # crossers' layers give the old rounds' components, the "more than half: all" rule included
+    rng = np.random.default_rng(seed)
+    known = _known_routes([rng.choice(40, size=rng.integers(1, 6), replace=False).tolist()
+                           for _ in range(60)], 40)
+    for _ in range(20):
+        routed = np.flatnonzero(rng.random(60) < rng.uniform(0.1, 0.9))
+        dirty = rng.random(40) < rng.uniform(0.0, 0.1)
+        assert flows.component(dirty, known, routed).tolist() == _grown(
+            dirty, known.table(routed)).tolist()
 
 
 @pytest.mark.parametrize("width", [0, 1, 2, 3, 4, 8, 16])
@@ -516,6 +561,6 @@ def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monk
                 "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
     touched = simulate(scenario)
     monkeypatch.setattr(flows, "component",
-                        lambda dirty, links: np.ones(len(links), dtype=bool))
+                        lambda dirty, known, routed: np.ones(len(routed), dtype=bool))
     everything = simulate(scenario)
     np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)

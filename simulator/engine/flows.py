@@ -17,29 +17,54 @@ import time
 import numpy as np
 
 from simulator.engine.kernel import INF, CapacityStep
-from simulator.engine.routes import Routes, rows_any
+from simulator.engine.routes import Routes
 from simulator.engine.tally import LinkTally
 from simulator.engine.window import Held
 
 
-def component(dirty: np.ndarray, links: np.ndarray) -> np.ndarray:
-    """Which routes (row r of ``links``: the links route r crosses, padded with link
-    ``len(dirty)``, on no route) are connected to a ``dirty`` link through links they share:
-    grown from the dirty links until no route joins, or every route once more than half have
-    (re-sharing all is exact too, and then cheaper than finding the rest)."""
-    reached = np.zeros(len(dirty) + 1, dtype=bool)  # the padding: never reached, so it
-    reached[:-1] = dirty  # links no routes
-    touched = np.zeros(len(links), dtype=bool)
+def component(dirty: np.ndarray, routes: Routes, routed: np.ndarray) -> np.ndarray:
+    """Which of the ``routed`` pairs (sorted pair numbers) are connected to a ``dirty`` link
+    through links they share, as a mask over ``routed``: grown a layer a round (the pairs
+    that cross a link the last round reached) until no pair joins, or every routed pair once
+    more than half have (re-sharing all is exact too, and then cheaper than finding the
+    rest). A round reads only the links the last one reached (their crossers,
+    :meth:`Routes.crossers`), not every routed pair's row: the pairs that cross a link reached
+    before were all taken in by an earlier round."""
+    live = np.zeros(len(routes.count), dtype=bool)  # routed pairs not reached yet
+    live[routed] = True
+    reached = dirty.copy()
+    frontier = np.flatnonzero(dirty)
+    pair_slots = np.empty(len(live), dtype=np.int64)
+    link_slots = np.empty(len(reached), dtype=np.int64)
+    taken = 0
     while True:
-        new = rows_any(reached[links])
-        new &= ~touched
-        if not new.any():
+        crossing = routes.crossers(frontier)
+        new = distinct(crossing[live[crossing]], pair_slots)
+        if len(new) == 0:
+            touched: np.ndarray = ~live[routed]
             return touched
-        touched |= new
-        if 2 * int(np.count_nonzero(touched)) > len(links):
-            return np.ones(len(links), dtype=bool)
-        reached[links.compress(new, axis=0)] = True  # numpy masks rows far slower
-        reached[-1] = False
+        live[new] = False
+        taken += len(new)
+        if 2 * taken > len(routed):
+            return np.ones(len(routed), dtype=bool)
+        links = routes.links_of(new)
+        frontier = distinct(links[~reached[links]], link_slots)
+        reached[frontier] = True
+
+
+def distinct(values: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """``values`` (non-negative, below ``len(slots)``) each once, in their order: one scatter
+    of positions into ``slots`` (scratch, any contents) and one gather, where ``np.unique``
+    would sort. Whichever of a repeated value's positions the scatter keeps, exactly that one
+    reads itself back.
+
+    >>> sorted(distinct(np.array([3, 1, 3, 0]), np.empty(4, dtype=np.int64)).tolist())
+    [0, 1, 3]
+    """
+    at = np.arange(len(values))
+    slots[values] = at
+    kept: np.ndarray = values[slots[values] == at]
+    return kept
 
 
 class Flows:
@@ -160,7 +185,7 @@ class Flows:
             else:  # flows on one route get one rate: share each route once, with its count
                 copies = self.copies
                 routed = np.flatnonzero(copies)
-                touched = routed[component(dirty, routes.table(routed))]
+                touched = routed[component(dirty, routes, routed)]
                 which = np.full(len(copies), -1, dtype=np.int64)
                 which[touched] = np.arange(len(touched), dtype=np.int64)
                 shared = routes.shares(touched, copies[touched])

@@ -147,6 +147,7 @@ class Routes:
         pairs' weights (:meth:`whole`), which flows joining and leaving keep up to date."""
         self._last: tuple[np.ndarray, np.ndarray] = (none, none)  # the last block's keys, pairs
         self._table: np.ndarray | None = None  # each pair's links in a row (:meth:`table`)
+        self._crossers: tuple[np.ndarray, np.ndarray] | None = None  # (:meth:`crossers`)
         self._shares: _Memo[tuple[bytes, bytes], np.ndarray] = _Memo()
         self._wholes: _Memo[int, tuple[np.ndarray, np.ndarray]] = _Memo()
 
@@ -242,7 +243,7 @@ class Routes:
         keys, ids = np.concatenate([self.keys, keys]), np.concatenate([self.ids, ids])
         order = np.argsort(keys, kind="stable")
         self.keys, self.ids = keys[order], ids[order]
-        self._table = None
+        self._table = self._crossers = None
 
     def crossing(self, failed: frozenset[tuple[str, str]]) -> np.ndarray:
         """The pairs whose route crosses a link of ``failed``, in pair order."""
@@ -270,7 +271,7 @@ class Routes:
                                                                     self.count[kept])]
         links[ranges(first[pairs], count[pairs])] = fresh
         self.count, self.first, self.links = count, first, links
-        self._table = None
+        self._table = self._crossers = None
         self.set_capacity(np.zeros(0, dtype=np.int64), np.zeros(0))
 
     def set_capacity(self, links: np.ndarray, capacities: np.ndarray) -> None:
@@ -297,6 +298,20 @@ class Routes:
             self._table = table
         rows: np.ndarray = self._table.take(pairs, axis=0)  # numpy indexes rows far slower
         return rows
+
+    def crossers(self, links: np.ndarray) -> np.ndarray:
+        """The pairs whose route crosses each of ``links`` (distinct links), concatenated link
+        by link (a pair once per link of ``links`` it crosses). Kept as a CSR index of the
+        links, built once per routing as :meth:`table` is."""
+        if self._crossers is None:
+            pair_of = np.repeat(np.arange(len(self.count), dtype=np.int64), self.count)
+            order = np.argsort(self.links, kind="stable")
+            starts = np.zeros(len(self.capacity) + 1, dtype=np.int64)
+            np.cumsum(np.bincount(self.links, minlength=len(self.capacity)), out=starts[1:])
+            self._crossers = (starts, pair_of[order])
+        starts, pairs = self._crossers
+        found: np.ndarray = pairs[ranges(starts[links], starts[links + 1] - starts[links])]
+        return found
 
     def links_of(self, pairs: np.ndarray) -> np.ndarray:
         """The links of each pair's route, concatenated: the rows of :meth:`table` without
