@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simulator.algorithms.algorithm import Algorithm, ModelKind
 from simulator.algorithms.comm import Comm, Program
@@ -116,26 +116,60 @@ def blocks_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
                        channels: int) -> Blocks:
     """:func:`schedule_on_channels` as the engine takes it: on one channel the algorithm's own
     :meth:`~simulator.algorithms.algorithm.Algorithm.in_blocks` (a window of blocks where it has
-    them), on several the channels' schedules as one block (:attr:`Blocks.traced
-    <simulator.algorithms.schedule.Blocks.traced>` where that is the trace)."""
+    them); on several, where a channel's count says it comes a block at a time, every
+    channel's blocks side by side (:meth:`Blocks.channels
+    <simulator.algorithms.schedule.Blocks.channels>`: the same messages, numbered a block at a
+    time, so that memory follows the messages in flight), else the channels' schedules as one
+    block (:attr:`Blocks.traced <simulator.algorithms.schedule.Blocks.traced>` where that is
+    the trace)."""
     if channels == 1:
         return algorithm.in_blocks(group)
+    if _windowed(algorithm, group, layout, channels):
+        return Blocks.channels([algorithm.in_blocks(_channel_group(group, share, channels))
+                                for share in channel_shares(algorithm, group.buffer, layout,
+                                                            channels)])
     return Blocks.whole(schedule_on_channels(algorithm, group, layout, channels),
                         traced=not algorithm.has_builder())
+
+
+def _channel_group(group: Group, share: ChannelShare, channels: int) -> Group:
+    """The group channel ``share`` of ``channels`` runs on, a block at a time: its share of
+    the blocks the channels join (:attr:`Group.block_share
+    <simulator.algorithms.schedule.Group.block_share>`)."""
+    return replace(group.subgroup(share.order, share.buffer, share.owned), block_share=channels)
+
+
+def _counted(algorithm: Algorithm, group: Group, layout: Layout,
+             channels: int) -> list[Footprint | None]:
+    """Every channel's count (:meth:`Algorithm.counted
+    <simulator.algorithms.algorithm.Algorithm.counted>`; None where it has none)."""
+    return [algorithm.counted(_channel_group(group, share, channels))
+            for share in channel_shares(algorithm, group.buffer, layout, channels)]
+
+
+def _windowed(algorithm: Algorithm, group: Group, layout: Layout, channels: int) -> bool:
+    """Whether the channels run as :meth:`Blocks.channels
+    <simulator.algorithms.schedule.Blocks.channels>`: every channel counted and one of them a
+    block at a time (its count says so without building anything)."""
+    counted = _counted(algorithm, group, layout, channels)
+    return all(one is not None for one in counted) and any(
+        one.windowed for one in counted if one is not None)
 
 
 def footprint_on_channels(algorithm: Algorithm, group: Group, layout: Layout,
                           channels: int) -> Footprint | None:
     """:func:`blocks_on_channels` counted (:meth:`Algorithm.counted
     <simulator.algorithms.algorithm.Algorithm.counted>`): on several channels every channel's
-    count, the whole held at once; None where the algorithm has no count."""
+    count, held as their blocks hold them where one comes a block at a time, else the whole
+    held at once; None where the algorithm has no count."""
     if channels == 1:
         return algorithm.counted(group)
-    counted = [algorithm.counted(group.subgroup(share.order, share.buffer, share.owned))
-               for share in channel_shares(algorithm, group.buffer, layout, channels)]
-    if any(one is None for one in counted):
+    counted = [one for one in _counted(algorithm, group, layout, channels) if one is not None]
+    if len(counted) < channels:
         return None
-    return Footprint.joined([one.as_whole() for one in counted if one is not None])
+    if any(one.windowed for one in counted):
+        return Footprint.joined(counted)
+    return Footprint.joined([one.as_whole() for one in counted])
 
 
 def schedule_on_channels(algorithm: Algorithm, group: Group, layout: Layout,

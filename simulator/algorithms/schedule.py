@@ -271,12 +271,16 @@ class Blocks:
     """Whether the schedule is a program's trace (:mod:`simulator.algorithms.trace`) because
     the algorithm has no hand-written builder: ``engine: auto`` leaves those to SimPy, as it did
     before traces existed (:func:`simulator.engine.vector.declines`)."""
+    reduces: bool = True
+    """Whether a block holds a reducing message, known without building them: channels side
+    by side (:meth:`channels`) count the reducing threads of those that reduce only, as
+    :meth:`Schedule.concat` does."""
 
     @staticmethod
     def whole(schedule: Schedule, traced: bool = False) -> Blocks:
         """A schedule built at once, as one block."""
         return Blocks(1, schedule.size, 0, lambda _: schedule, schedule.reducing_threads,
-                      traced=traced)
+                      traced=traced, reduces=bool(schedule.reduce.any()))
 
     @staticmethod
     def apart(parts: Sequence[Blocks]) -> Blocks:
@@ -288,7 +292,22 @@ class Blocks:
         aligned = all(part.count == count and part.ends_in_reach for part in parts)
         return Blocks(count, sum(part.size for part in parts), max(part.reach for part in parts),
                       _Apart(parts), max((part.reducing_threads for part in parts), default=1),
-                      aligned)
+                      aligned, reduces=any(part.reduces for part in parts))
+
+    @staticmethod
+    def channels(parts: Sequence[Blocks]) -> Blocks:
+        """:meth:`Schedule.concat` of channels' schedules, each of one thread, a block at a
+        time: block k joins every channel's block k, channel c's messages on thread c and its
+        own connections, so that C channels of a ring hold a window of blocks each, not their
+        whole schedules (a 1,024-GPU ring on 8 channels is 16.8 million messages). The
+        reducing threads are counted as :meth:`Schedule.concat` counts them, over the
+        channels that reduce."""
+        count = max(part.count for part in parts)
+        aligned = all(part.count == count and part.ends_in_reach for part in parts)
+        return Blocks(count, sum(part.size for part in parts), max(part.reach for part in parts),
+                      _Apart(parts, threaded=True),
+                      sum(part.reducing_threads for part in parts if part.reduces), aligned,
+                      reduces=any(part.reduces for part in parts))
 
     @staticmethod
     def sequence(phases: Sequence[Schedule | Blocks], ranks: int) -> Blocks:
@@ -309,7 +328,8 @@ class Blocks:
                       for phase in blocks[:-1]))
         return Blocks(sum(phase.count for phase in blocks), sum(phase.size for phase in blocks),
                       reach, _Sequence(blocks, ranks),
-                      max(phase.reducing_threads for phase in blocks), blocks[-1].ends_in_reach)
+                      max(phase.reducing_threads for phase in blocks), blocks[-1].ends_in_reach,
+                      reduces=any(phase.reduces for phase in blocks))
 
     def schedule(self) -> Schedule:
         """Every block, as one schedule (for tests and composition)."""
@@ -346,10 +366,12 @@ class _InOrder:
 
 
 class _Apart(_InOrder):
-    """The blocks of :meth:`Blocks.apart`, built in order (block 0 starts over)."""
+    """The blocks of :meth:`Blocks.apart`, built in order (block 0 starts over); ``threaded``,
+    those of :meth:`Blocks.channels`: part c's messages on thread c."""
 
-    def __init__(self, parts: Sequence[Blocks]) -> None:
+    def __init__(self, parts: Sequence[Blocks], threaded: bool = False) -> None:
         self.parts = parts
+        self.threaded = threaded
         self.reach = max(part.reach for part in parts)
         self._reset()
 
@@ -383,7 +405,12 @@ class _Apart(_InOrder):
                                   receive_previous=mapped(block.receive_previous)))
         joined: dict[str, Any] = {name: np.concatenate([getattr(b, name) for b in blocks])
                                   for name in ARRAYS}
-        return Schedule(**joined, thread=np.concatenate([b.threads for b in blocks]))
+        if not self.threaded:
+            return Schedule(**joined, thread=np.concatenate([b.threads for b in blocks]))
+        if any(b.threads.any() for b in blocks):
+            raise AlgorithmError("Blocks.channels takes channels of one thread each")
+        return Schedule(**joined, thread=np.concatenate([np.full(b.size, c, dtype=np.int64)
+                                                         for c, b in enumerate(blocks)]))
 
 
 class _Sequence(_InOrder):
@@ -560,6 +587,10 @@ class Group:
     owned: tuple[Span, ...] | None = None
     """Each member's chunk where it is not the buffer's contiguous split (:attr:`Comm.owned
     <simulator.algorithms.comm.Comm.owned>`: a channel's part of every member's chunk)."""
+    block_share: int = 1
+    """How many groups' blocks run joined into one (C channels side by side,
+    :meth:`Blocks.channels`): a ring pass cuts its blocks that many times smaller, so that the
+    joined block, and the window of them the engine holds, stays the size of one group's."""
 
     @property
     def size(self) -> int:

@@ -98,7 +98,14 @@ def ring_pass_schedule(group: Group, *, start: int, steps: int, reducing_steps: 
 
 BLOCK_MESSAGES = 1 << 14
 """Messages per block of :func:`ring_pass_blocks` (whole steps, at least one): enough for numpy
-to amortise each block's Python, few enough that a window of blocks stays a few MiB."""
+to amortise each block's Python, few enough that a window of blocks stays a few MiB. A group
+whose blocks run joined with others' (:attr:`Group.block_share
+<simulator.algorithms.schedule.Group.block_share>`: channels) takes its share of them."""
+
+
+def _steps_per_block(group: Group) -> int:
+    """Whole steps in a block of :func:`ring_pass_blocks` on ``group`` (at least one)."""
+    return max(1, BLOCK_MESSAGES // (group.size * group.block_share))
 
 
 def ring_pass_blocks(group: Group, *, start: int, steps: int, reducing_steps: int,
@@ -115,7 +122,7 @@ def ring_pass_blocks(group: Group, *, start: int, steps: int, reducing_steps: in
         return Blocks.whole(ring_pass_schedule(group, start=start, steps=steps,
                                                reducing_steps=reducing_steps,
                                                default_bytes=default_bytes))
-    per_block = max(1, BLOCK_MESSAGES // n)
+    per_block = _steps_per_block(group)
     position = np.arange(n, dtype=np.int64)
 
     def block(k: int) -> Schedule:
@@ -123,7 +130,7 @@ def ring_pass_blocks(group: Group, *, start: int, steps: int, reducing_steps: in
         chunk = ((position[None, :] + start - sends[:, None]) % n).ravel()
         return _whole_chunks(group, chunk, starts, stops, reducing_steps, int(sends[0]))
 
-    return Blocks(-(-steps // per_block), steps * n, 1, block)
+    return Blocks(-(-steps // per_block), steps * n, 1, block, reduces=reducing_steps > 0)
 
 
 def ring_pass_footprint(group: Group, *, steps: int, default_bytes: int | None = None,
@@ -137,7 +144,7 @@ def ring_pass_footprint(group: Group, *, steps: int, default_bytes: int | None =
         return EMPTY
     per_chunk = piece_counts(group, chunk_counts(group, n), default_bytes)
     entries = steps * int(per_chunk.sum())
-    if blocks and per_chunk.max() == 1 and steps > max(1, BLOCK_MESSAGES // n):
+    if blocks and per_chunk.max() == 1 and steps > _steps_per_block(group):
         return Footprint(entries, n, 0, windowed=True, ends=n)
     return Footprint.whole(entries, n, ends=n)
 
