@@ -10,10 +10,14 @@ import numpy as np
 import pytest
 
 from simulator.algorithms import REGISTRY, Collective, Comm, Program
-from simulator.algorithms.channels import blocks_on_channels, footprint_on_channels
+from simulator.algorithms.channels import (
+    blocks_on_channels,
+    footprint_on_channels,
+    schedule_on_channels,
+)
 from simulator.algorithms.direct import DirectAllreduce
 from simulator.algorithms.footprint import Footprint
-from simulator.algorithms.schedule import Group, Schedule
+from simulator.algorithms.schedule import ARRAYS, Group, Schedule
 from simulator.cli import main
 from simulator.engine import executor
 from simulator.engine.record import Recorder
@@ -288,3 +292,41 @@ def test_a_schedule_no_count_predicts_is_checked_once_built(monkeypatch):
         "<dict>: algorithms: 'direct' at 4096 bytes on 4 ranks came to hold 24 schedule entries "
         "on the vectorised engine, more than the 23 that fit in the 16 GiB a point may take "
         "(simulator/limits.py); use fewer ranks, a larger piece_size or another algorithm")
+
+
+@pytest.mark.parametrize("collective", [Collective.ALLREDUCE, Collective.REDUCE_SCATTER,
+                                        Collective.ALLGATHER])
+def test_channels_of_a_ring_a_block_at_a_time_are_its_channels_schedule(collective,
+                                                                       monkeypatch):
+    # Each channel's ring pass in blocks of its share of 12 messages, the channels' blocks
+    # joined: counted as windowed where a channel is, and the same messages as the channels'
+    # whole schedules side by side (each channel's in its order, on its thread).
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 12)
+    algorithm = REGISTRY[collective]["ring"]
+    for p in (4, 5, 8, 13):
+        layout = Layout(tuple((np.arange(p) * 2 // p).tolist()))
+        for c in (2, 3):
+            group = Group(np.arange(p), Span(5, 5 + 7 * p + 3), 4, None, np.array(layout.hosts))
+            blocks = blocks_on_channels(algorithm, group, layout, c)
+            assert_counted(footprint_on_channels(algorithm, group, layout, c), blocks)
+            assert blocks.count > 1
+            whole = schedule_on_channels(algorithm, group, layout, c)
+            joined = blocks.schedule()
+            joined = joined.renumbered(np.argsort(joined.threads, kind="stable"))
+            for name in (*ARRAYS, "threads"):
+                np.testing.assert_array_equal(getattr(joined, name), getattr(whole, name),
+                                              err_msg=name)
+            assert blocks.reducing_threads == whole.reducing_threads
+
+
+@pytest.mark.parametrize("name, topology", [
+    ("hierarchical", {"preset": "dgx_h100", "nodes": 5, "gpus_per_node": 2}),
+    ("bucket", {"kind": "torus", "dims": [3, 4], "bandwidth": "25GB/s", "latency": "1us"})])
+def test_phases_in_blocks_on_channels_count_as_their_blocks(name, topology, monkeypatch):
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 8)
+    algorithm = REGISTRY[Collective.ALLREDUCE][name]
+    group = machine_group(topology, 1001)
+    for channels in (2, 3):
+        blocks = blocks_on_channels(algorithm, group, group.layout, channels)
+        assert blocks.count > 1
+        assert_counted(footprint_on_channels(algorithm, group, group.layout, channels), blocks)

@@ -9,7 +9,7 @@ import pytest
 
 from simulator import simulate
 from simulator.algorithms import REGISTRY, Collective
-from simulator.algorithms.channels import schedule_on_channels
+from simulator.algorithms.channels import blocks_on_channels, schedule_on_channels
 from simulator.algorithms.phases.ring import ring_pass_blocks, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import ARRAYS, Blocks, Group, Schedule, Together, transfers
@@ -66,8 +66,9 @@ def random_scenario(seed):
     return scenario_from_dict(scenario)
 
 
-def both_engines(scenario, channels=1, proxy=4096):
-    """(SimPy timing, vectorised timing, their final buffers) of the scenario's one point."""
+def both_engines(scenario, channels=1, proxy=4096, windowed=False):
+    """(SimPy timing, vectorised timing, their final buffers) of the scenario's one point;
+    ``windowed``: the vectorised run a window of blocks at a time where the algorithm can."""
     setup = prepare(scenario, select=False)
     machine = setup.machine
     [name], [size] = scenario.algorithms, scenario.sizes
@@ -80,7 +81,8 @@ def both_engines(scenario, channels=1, proxy=4096):
                                                        scenario.piece_bytes, channels),
                            simpy_buffers)
     group = Group.whole(machine, payload.count, scenario.dtype.itemsize, scenario.piece_bytes)
-    schedule = schedule_on_channels(algorithm, group, machine.layout, channels)
+    schedule = (blocks_on_channels if windowed else schedule_on_channels)(
+        algorithm, group, machine.layout, channels)
     if declines(schedule, machine):
         return simpy, None, simpy_buffers, None
     vector = run_schedule(schedule, machine, payload, scenario.reduce_op, vector_buffers, name)
@@ -564,3 +566,74 @@ def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monk
                         lambda dirty, known, routed: np.ones(len(routed), dtype=bool))
     everything = simulate(scenario)
     np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)
+
+
+@pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "allgather"])
+@pytest.mark.parametrize("fast_forward", [True, False])
+def test_channels_a_window_of_blocks_at_a_time_equal_the_simpy_run(monkeypatch, collective,
+                                                                   fast_forward):
+    # NCCL's four channels of a ring across four hosts, each channel's ring pass cut into
+    # blocks of two steps and joined side by side (Blocks.channels): SimPy's times and
+    # buffers, with the steady-state fast-forward on and off.
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 2 * 16 * 4)
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 4, "gpus_per_node": 4},
+                "collective": collective, "algorithms": ["ring"], "sizes": [4 * 16 * 1001],
+                "execution": "nccl", "fast_forward": fast_forward}
+    setup = prepare(scenario_from_dict(scenario))
+    group = Group.whole(setup.machine, 16 * 1001, 4)
+    blocks = blocks_on_channels(setup.algorithms[0], group, setup.machine.layout, 4)
+    steps = 30 if collective == "allreduce" else 15
+    assert (blocks.count, blocks.size, blocks.reach) == (-(-steps // 2), 4 * 16 * steps, 1)
+    simpy = run_point({**scenario, "engine": "simpy"}, "ring", 4 * 16 * 1001)
+    vector = run_point({**scenario, "engine": "vector"}, "ring", 4 * 16 * 1001)
+    assert (vector.engine, vector.channels, simpy.channels) == ("vector", 4, 4)
+    assert vector.verified and simpy.verified
+    assert vector.sim_time_s == simpy.sim_time_s
+    assert vector.messages == simpy.messages == 4 * 16 * steps
+
+
+@pytest.mark.parametrize("ranks", [16, 32, 64])
+def test_a_window_of_channels_holds_a_few_blocks_however_large_the_ring(monkeypatch, ranks):
+    # Four channels on a switch, 256 messages a joined block (each channel's ring pass its
+    # quarter, whole steps): the window holds at most four joined blocks, whatever the ring's
+    # 2(p-1)p messages a channel.
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 256)
+    setup = prepare(scenario_from_dict({"topology": {"kind": "switch", "ranks": ranks,
+                                                     "bandwidth": "25GB/s", "latency": "1us"},
+                                        "sizes": [4 * 64 * ranks]}), select=False)
+    payload = Payload(64 * ranks, 64 * ranks, np.dtype("float32"))
+    inputs = make_inputs(np.random.default_rng(0), ranks, payload, ReduceOp.SUM)
+    buffers = inputs.copy()
+    group = Group(np.arange(ranks), Span(0, 64 * ranks), 4)
+    blocks = blocks_on_channels(RingAllreduce(), group, setup.machine.layout, 4)
+    assert blocks.reducing_threads == schedule_on_channels(
+        RingAllreduce(), group, setup.machine.layout, 4).reducing_threads == 4
+    timing = run_schedule(blocks, setup.machine, payload, ReduceOp.SUM, buffers, "ring")
+    assert timing.messages == 4 * 2 * (ranks - 1) * ranks
+    assert timing.held <= 4 * 256  # a block ahead, the one running, the received not dropped
+    np.testing.assert_array_equal(buffers, np.broadcast_to(inputs.sum(axis=0), buffers.shape))
+
+
+@pytest.mark.parametrize("name, topology", [
+    ("ring", {"preset": "dgx_h100", "nodes": 3, "gpus_per_node": 4}),
+    ("hierarchical", {"preset": "dgx_h100", "nodes": 5, "gpus_per_node": 2}),
+    ("bucket", {"kind": "torus", "dims": [3, 4], "bandwidth": "25GB/s", "latency": "1us"})])
+@pytest.mark.parametrize("channels", [2, 3])
+def test_every_windowed_algorithm_on_channels_equals_the_simpy_run(monkeypatch, name, topology,
+                                                                   channels):
+    # Blocks of one ring step a channel: the channels' blocks joined (Blocks.channels), a
+    # phase's first message on a connection following one many blocks back (bucket's
+    # allgather after its reduce-scatter along the same lines).
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 8)
+    scenario = scenario_from_dict({"topology": topology, "algorithms": [name],
+                                   "sizes": [4 * 3001], "execution": "ideal"})
+    setup = prepare(scenario, select=False)
+    blocks = blocks_on_channels(scenario.algorithm(name),
+                                Group.whole(setup.machine, 3001, 4),
+                                setup.machine.layout, channels)
+    assert blocks.count > 1
+    simpy, vector, simpy_buffers, vector_buffers = both_engines(scenario, channels, windowed=True)
+    assert vector.time_s == simpy.time_s
+    assert vector.messages == simpy.messages
+    assert vector.held < vector.messages
+    np.testing.assert_array_equal(vector_buffers, simpy_buffers)

@@ -377,40 +377,45 @@ class _Apart(_InOrder):
 
     def _reset(self) -> None:
         self.made = 0
-        # per part, the part's own and the joint numbers where its last reach + 1 blocks start
-        self.own: list[list[int]] = [[0] for _ in self.parts]
-        self.joint: list[list[int]] = [[] for _ in self.parts]
+        # per part, where each of its blocks so far starts, in its own numbering and the joint
+        # one (a sequence's first message on a connection follows one many blocks back)
+        self.own = [np.zeros(part.count + 1, dtype=np.int64) for part in self.parts]
+        self.joint = [np.zeros(part.count, dtype=np.int64) for part in self.parts]
         self.end = 0
 
     def _build(self, k: int) -> Schedule:
         blocks: list[Schedule] = []
-        for part, own, joint in zip(self.parts, self.own, self.joint, strict=True):
-            block = part.block(k) if k < part.count else Schedule.empty()
-            joint.append(self.end)
-            own.append(own[-1] + block.size)
+        threads: list[Index] = []
+        for c, (part, own, joint) in enumerate(zip(self.parts, self.own, self.joint,
+                                                   strict=True)):
+            if k >= part.count:
+                continue
+            block = part.block(k)
+            joint[k], own[k + 1] = self.end, own[k] + block.size
             self.end += block.size
-            del own[:-(self.reach + 2)], joint[:-(self.reach + 1)]
-            starts, at = np.array(own[:-1]), np.array(joint)
+            starts, at = own[:k + 1], joint[:k + 1]
+            posted = block.posted_after
+            if ((posted >= 0) & (posted < starts[max(0, k - self.reach)])).any():
+                raise AlgorithmError(f"a part of Blocks.apart reaches back more than its "
+                                     f"{self.reach} blocks")
 
             def mapped(pointer: Index, starts: Index = starts, at: Index = at) -> Index:
-                if ((pointer >= 0) & (pointer < starts[0])).any():
-                    raise AlgorithmError(f"a part of Blocks.apart reaches back more than its "
-                                         f"{self.reach} blocks")
                 which = np.maximum(np.searchsorted(starts, pointer, side="right") - 1, 0)
                 joined: Index = np.where(pointer >= 0, at[which] + pointer - starts[which], NONE)
                 return joined
 
-            blocks.append(replace(block, posted_after=mapped(block.posted_after),
+            blocks.append(replace(block, posted_after=mapped(posted),
                                   connection_previous=mapped(block.connection_previous),
                                   receive_previous=mapped(block.receive_previous)))
+            threads.append(np.full(block.size, c, dtype=np.int64) if self.threaded
+                           else block.threads)
+            if self.threaded and block.threads.any():
+                raise AlgorithmError("Blocks.channels takes channels of one thread each")
+        if not blocks:
+            return Schedule.empty()
         joined: dict[str, Any] = {name: np.concatenate([getattr(b, name) for b in blocks])
                                   for name in ARRAYS}
-        if not self.threaded:
-            return Schedule(**joined, thread=np.concatenate([b.threads for b in blocks]))
-        if any(b.threads.any() for b in blocks):
-            raise AlgorithmError("Blocks.channels takes channels of one thread each")
-        return Schedule(**joined, thread=np.concatenate([np.full(b.size, c, dtype=np.int64)
-                                                         for c, b in enumerate(blocks)]))
+        return Schedule(**joined, thread=np.concatenate(threads))
 
 
 class _Sequence(_InOrder):
