@@ -61,8 +61,9 @@ CASES = (
     Case("ring, 2 pieces a chunk", "entry",
          (switch(256, "ring", 256 * 256, piece_size=128),
           switch(512, "ring", 512 * 256, piece_size=128))),
-    Case("ring on 4 channels", "entry",
-         (switch(256, "ring", 256 * 256, channels=4), switch(512, "ring", 512 * 256, channels=4))),
+    Case("ring on 4 channels, 2 pieces a chunk", "entry",  # held whole (one piece: windowed)
+         (switch(180, "ring", 180 * 256, channels=4, piece_size=32),
+          switch(360, "ring", 360 * 256, channels=4, piece_size=32))),
     Case("tree, 2048 pieces", "entry",
          (switch(32, "tree", 1 << 17, piece_size=64), switch(96, "tree", 1 << 17, piece_size=64))),
     Case("double_binary_tree, 1024 pieces a tree", "entry",
