@@ -4,6 +4,9 @@ pipeline pieces, GPU costs, channels and both execution models, gives the same t
 bit) and the same final buffers; and the engine's own parts by hand. That every builder is
 its program's trace, at many more shapes than these end-to-end runs, is tests/test_trace.py's."""
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
@@ -13,7 +16,7 @@ from simulator.algorithms.channels import blocks_on_channels, schedule_on_channe
 from simulator.algorithms.phases.ring import ring_pass_blocks, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import ARRAYS, Blocks, Group, Schedule, Together, transfers
-from simulator.engine import flows, routes
+from simulator.engine import flows, routes, vector
 from simulator.engine.kernel import ranges
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
@@ -637,3 +640,27 @@ def test_every_windowed_algorithm_on_channels_equals_the_simpy_run(monkeypatch, 
     assert vector.messages == simpy.messages
     assert vector.held < vector.messages
     np.testing.assert_array_equal(vector_buffers, simpy_buffers)
+
+
+def test_a_run_lets_go_of_its_window_when_it_returns(monkeypatch):
+    # The window's callbacks refer back to the run: once it is over, the run, its window and
+    # its data are freed by their references alone, not left for the cyclic garbage collector
+    # (which held a point's run into the next one's).
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 8)
+    setup = prepare(scenario_from_dict({"topology": {"kind": "switch", "ranks": 4,
+                                                     "bandwidth": "25GB/s", "latency": "1us"},
+                                        "sizes": [64]}), select=False)
+    payload = Payload(16, 16, np.dtype("float32"))
+    blocks = RingAllreduce().blocks(Group(np.arange(4), Span(0, 16), 4))
+    assert blocks.count > 1
+    gc.collect()
+    gc.disable()
+    try:
+        run = vector._Run(blocks, setup.machine, payload, ReduceOp.SUM,
+                          np.zeros((4, 16), dtype=np.float32), "ring")
+        held = weakref.ref(run.held)
+        assert run.run().messages == 24
+        del run
+        assert held() is None
+    finally:
+        gc.enable()

@@ -137,7 +137,18 @@ class _Run:
         self.handing = [handed - messages for handed in self.handing]
 
     def run(self) -> VectorTiming:
-        """Run the schedule to its end; its timing."""
+        """Run the schedule to its end; its timing. The window then lets go of this run
+        (:meth:`Held.detach <simulator.engine.window.Held.detach>`), so that its messages,
+        flows and data are freed when it returns, not at the next cyclic garbage collection
+        (three sizes of a 512-GPU ring in one process held a point's run into the next:
+        556 MiB peak, 362 without)."""
+        try:
+            return self._run()
+        finally:
+            self.held.detach()
+
+    def _run(self) -> VectorTiming:
+        """:meth:`run`'s loop."""
         now = 0.0
         held, flows = self.held, self.flows
         initial = np.flatnonzero(held.s.posted_after == NONE)

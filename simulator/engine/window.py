@@ -232,6 +232,10 @@ class Followers:
         return listed
 
 
+def _ignore(_: Any) -> None:
+    """A callback of a run that is over (:meth:`Held.detach`)."""
+
+
 class Held:
     """The window of one run (see the module): the schedule's blocks loaded so far, the
     received prefix dropped, and views of the window's columns by name (``s``: the schedule's
@@ -434,6 +438,12 @@ class Held:
         self._dropped(k)
         for followers in (self.next_on_connection, self.next_receive, self.released):
             followers.dropped()
+
+    def detach(self) -> None:
+        """Forget the run's callbacks (``loaded``, ``dropped``): they refer back to the run,
+        which holds this window, a cycle that only the cyclic garbage collector would free
+        (with the run's window and data in it)."""
+        self._loaded = self._dropped = _ignore
 
     def finished(self) -> None:
         """AlgorithmError unless every message of the schedule was loaded and received."""
