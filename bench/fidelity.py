@@ -279,7 +279,7 @@ MULTI_NODE = (
         "is its 2.26 tuner's.", "2.26", name="4 × 8 H100 (nccl-tests#309)",
         facts=Facts("NVIDIA", "DGX H100, 400 Gb/s InfiniBand", "NCCL 2.26.2",
                     "NVLSTree at 4-16 MiB 11-17 % slow; from 512 MiB the 2.26 tuner picks Ring, "
-                    "where the cluster ran NVLSTree")),
+                    "where NVIDIA reports NVLSTree")),
     MultiNode(
         "8 × 8 H100 SXM (DGX H100 fabric), 400 Gb/s InfiniBand",
         "docs/reference/nccl-tests-h100-8node-ib.csv", "dgx_h100", 8, "400Gbps", "1.1TB/s",
