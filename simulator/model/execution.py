@@ -34,6 +34,7 @@ own are the latest version's record (:data:`KERNELS`, :mod:`~simulator.model.ncc
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -393,11 +394,12 @@ class NcclRouting(Routing):
             return base
         host = self._graph.nodes[src].get("host")
         relays = [gpu for gpu in self._host_gpus(host) if gpu != src]
-        below = [gpu for gpu in relays if not self._climbs(self._base.route(gpu, dst))]
+        below = (gpu for gpu in relays if not self._climbs(self._base.route(gpu, dst)))
+        first = next(below, None)  # routed lazily: the first that takes the send wins
         rail = self._rail(dst)
-        on_rail = [gpu for gpu in relays if rail is not None and self._rail(gpu) == rail
-                   and self._rail(src) != rail]
-        for relay in below or on_rail:
+        on_rail = ([] if rail is None or self._rail(src) == rail
+                   else [gpu for gpu in relays if self._rail(gpu) == rail])
+        for relay in on_rail if first is None else itertools.chain([first], below):
             hop = self._base.route(src, relay)
             if any(self.link_kind(link) != NVLINK for link in hop.links):
                 continue
