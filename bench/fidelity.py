@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +48,12 @@ def kernel(family: NcclAlgorithm) -> str:
     return nccl_kernel(Collective.ALLREDUCE, family).name
 
 
+def typical_error(ratios: Sequence[float]) -> float:
+    """exp(mean |log ratio|) - 1 over simulated / measured ratios: the typical factor by which
+    the two differ, either way (the geometric-mean |error| of every table here)."""
+    return math.exp(sum(abs(math.log(ratio)) for ratio in ratios) / len(ratios)) - 1
+
+
 @dataclass(frozen=True)
 class Facts:
     """What the page's opening table says of a dataset beside its numbers (issue 38: a table per
@@ -73,7 +80,7 @@ class Glance:
 
     def line(self) -> str:
         """The markdown row: the geometric mean |error|, the worst size, the pick, what is off."""
-        gmean = math.exp(sum(abs(math.log(1 + e)) for _, e in self.errors) / len(self.errors)) - 1
+        gmean = typical_error([1 + error for _, error in self.errors])
         where, worst = max(self.errors, key=lambda pair: abs(pair[1]))
         facts = self.facts
         return (f"| {facts.vendor} | {facts.fabric} | {self.name} | {facts.library} | "
@@ -197,8 +204,8 @@ def compare(dataset: Dataset) -> list[Row]:
 
 
 def geomean_error(rows: list[Row], execution: str) -> float:
-    """exp(mean |log(simulated / measured)|) - 1: the typical factor by which the two differ."""
-    return math.exp(sum(abs(math.log(row.ratio(execution))) for row in rows) / len(rows)) - 1
+    """:func:`typical_error` of the rows' simulated / measured busbw under ``execution``."""
+    return typical_error([row.ratio(execution) for row in rows])
 
 
 def table(dataset: Dataset, rows: list[Row]) -> str:
@@ -412,7 +419,7 @@ def node_table(dataset: MultiNode, rows: list[NodeRow]) -> str:
     large = [row for row in ran if row.size_bytes >= 1 << 20]
     huge = [row for row in ran if row.size_bytes >= 256 << 20]
     small = [row for row in ran if row.size_bytes <= SMALL]
-    gmean = math.exp(sum(abs(math.log(1 + r.busbw_error())) for r in large) / len(large)) - 1
+    gmean = typical_error([1 + r.busbw_error() for r in large])
     worst_huge = max(abs(r.busbw_error()) for r in huge)
     worst_small = max((abs(r.time_error()) for r in small), default=math.nan)
     agree = sum(row.pick.value == dataset.measured_default for row in rows)
@@ -902,7 +909,7 @@ def rccl_table(sweep: RcclSweep, rows: list[tuple[int, str, float, float, float]
                      f"{100 * (measured / simulated - 1):+.1f} % | "
                      f"{100 * (simulated / measured - 1):+.1f} % |")
     large = [(measured, simulated) for size, _, measured, simulated, _ in rows if size >= 1 << 20]
-    gmean = math.exp(sum(abs(math.log(m / s)) for m, s in large) / len(large)) - 1
+    gmean = typical_error([m / s for m, s in large])
     small = [abs(s / m - 1) for size, _, m, s, _ in rows if size <= SMALL]
     lines += ["", f"- sizes ≥ 1 MiB: geometric mean |busbw error| **{100 * gmean:.1f} %** over "
               f"{len(large)} sizes (issue 38's target ≤ 10 %: "
