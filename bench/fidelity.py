@@ -17,22 +17,26 @@ node and for two nodes, beside the simulated algorithm each is compared with.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import os
 import sys
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulator.algorithms.registry import nccl_kernel, runs_pick
 from simulator.measured.nccl_tests import load_measurements
+from simulator.measured.series import Measurement
 from simulator.model.collective import Collective
 from simulator.model.execution import system_of
-from simulator.model.nccl import NcclAlgorithm, choose
+from simulator.model.nccl import Choice, NcclAlgorithm, choose
 from simulator.model.nccl_env import NcclEnv
 from simulator.model.nccl_point import NcclPick, nccl_pick
 from simulator.model.reduction import ReduceOp
 from simulator.runner import prepare, run_point
-from simulator.scenario import scenario_from_dict
+from simulator.scenario import Scenario, scenario_from_dict
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -257,6 +261,10 @@ class MultiNode:
     issue: int = 21
     """The issue whose targets the sweep is held to: 21's three (DGX H100 clusters) or 38's one
     (GB200 racks: the geometric mean over sizes ≥ 1 MiB)."""
+    verify: bool = True
+    """Whether the points move and check real data: off where that costs more than the page
+    can wait for (the times are the same either way: tests/test_vector.py,
+    ``test_without_verification_no_data_moves_and_the_times_are_the_same``)."""
     name: str = field(kw_only=True)
     """The dataset in a few words, for the opening table."""
     facts: Facts = field(kw_only=True)
@@ -358,32 +366,71 @@ class NodeRow:
         return self.simulated_us / self.measured_us - 1
 
 
-def compare_nodes(dataset: MultiNode) -> list[NodeRow]:
-    """Simulate NCCL's pick at every measured size of ``dataset`` under ``execution: nccl``."""
-    measured = load_measurements(REPO / dataset.measured).rows
+def _node_scenario(dataset: MultiNode) -> Scenario:
+    """The scenario of a multi-node sweep: every NCCL kernel with a schedule, at the measured
+    sizes, under ``execution: nccl`` with the dataset's NCCL version and NVLS setting."""
     families = [f for f in NcclAlgorithm if _has_kernel(f)]
-    scenario = scenario_from_dict({
-        "name": f"fidelity-{dataset.preset}-{dataset.nodes}", "sizes": [m.size_bytes for m in measured],
+    return scenario_from_dict({
+        "name": f"fidelity-{dataset.preset}-{dataset.nodes}",
+        "sizes": [m.size_bytes for m in load_measurements(REPO / dataset.measured).rows],
         "topology": {"preset": dataset.preset, "nodes": dataset.nodes,
                      "nic_bandwidth": dataset.nic_bandwidth},
         "algorithms": [kernel(f) for f in families],
         "nccl": {"version": dataset.version, **({} if dataset.nvls else {"nvls": False})},
-        "gpu": {"reduce_bandwidth": dataset.reduce_bandwidth}, "execution": "nccl"},
-        source=dataset.measured)
+        "gpu": {"reduce_bandwidth": dataset.reduce_bandwidth}, "execution": "nccl",
+        "verify": dataset.verify}, source=dataset.measured)
+
+
+def simulate_pick(dataset: MultiNode, algorithm: NcclAlgorithm, size_bytes: int) -> float:
+    """The simulated time (µs) of NCCL's ``algorithm`` at ``size_bytes`` on ``dataset``'s
+    machine: one point, run wherever a worker process takes it (:func:`compare_nodes`)."""
+    scenario = _node_scenario(dataset)
     setup = prepare(scenario, select=False)
-    system = system_of(setup.machine)
-    rows = []
-    for m in measured:
-        pick = choose(system, m.size_bytes, scenario.nccl_enabled)
-        simulated = None
-        if pick.algorithm in families:
-            simulated = run_point(scenario, kernel(pick.algorithm), m.size_bytes,
-                                  setup=setup).sim_time_s * 1e6
-        time_us = min(m.time_us, m.in_place_time_us or m.time_us)
-        rows.append(NodeRow(m.size_bytes, pick.algorithm, pick.protocol.value, pick.time_us,
-                            time_us, simulated,
-                            Collective.ALLREDUCE.busbw_factor(system.ranks)))
-    return rows
+    return run_point(scenario, kernel(algorithm), size_bytes, setup=setup).sim_time_s * 1e6
+
+
+@dataclass(frozen=True)
+class NodeSweep:
+    """A multi-node sweep under way: NCCL's pick at every measured size, and its simulated time
+    where a registered schedule runs it (a future where a worker process runs the point)."""
+
+    dataset: MultiNode
+    measured: tuple[Measurement, ...]
+    picks: tuple[Choice, ...]
+    times: tuple[Future[float] | float | None, ...]
+    ranks: int
+
+    def rows(self) -> list[NodeRow]:
+        """One row a size, waiting for the points still running."""
+        return [NodeRow(m.size_bytes, pick.algorithm, pick.protocol.value, pick.time_us,
+                        min(m.time_us, m.in_place_time_us or m.time_us),
+                        time.result() if isinstance(time, Future) else time,
+                        Collective.ALLREDUCE.busbw_factor(self.ranks))
+                for m, pick, time in zip(self.measured, self.picks, self.times, strict=True)]
+
+
+def start_nodes(dataset: MultiNode, pool: Executor | None = None) -> NodeSweep:
+    """NCCL's pick at every measured size of ``dataset``, simulated under ``execution: nccl``
+    at once, or in ``pool``'s worker processes where one is given (the same times: each point
+    is a run of its own, :func:`simulate_pick`)."""
+    measured = load_measurements(REPO / dataset.measured).rows
+    scenario = _node_scenario(dataset)
+    system = system_of(prepare(scenario, select=False).machine)
+    picks = tuple(choose(system, m.size_bytes, scenario.nccl_enabled) for m in measured)
+    times: list[Future[float] | float | None] = []
+    for m, pick in zip(measured, picks, strict=True):
+        if not _has_kernel(pick.algorithm):
+            times.append(None)
+        elif pool is None:
+            times.append(simulate_pick(dataset, pick.algorithm, m.size_bytes))
+        else:
+            times.append(pool.submit(simulate_pick, dataset, pick.algorithm, m.size_bytes))
+    return NodeSweep(dataset, measured, picks, tuple(times), system.ranks)
+
+
+def compare_nodes(dataset: MultiNode) -> list[NodeRow]:
+    """Simulate NCCL's pick at every measured size of ``dataset`` under ``execution: nccl``."""
+    return start_nodes(dataset).rows()
 
 
 def _has_kernel(family: NcclAlgorithm) -> bool:
@@ -942,6 +989,9 @@ issue 21's targets. The data and their sources are in [reference/](reference/).
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="also write the markdown page to this file")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="worker processes for the multi-node sweeps' points, which start "
+                             "first and run beside the rest (default: every core; 1: none)")
     args = parser.parse_args(argv)
     sections: list[str] = []
     glances: list[Glance] = []
@@ -951,20 +1001,30 @@ def main(argv: list[str] | None = None) -> int:
         glances.extend(lines)
         print(section, flush=True)
 
-    for dataset in DATASETS:
-        rows = compare(dataset)
-        add(table(dataset, rows), single_glance(dataset, rows))
-    for multi in MULTI_NODE:
-        node_rows = compare_nodes(multi)
-        add(node_table(multi, node_rows), nodes_glance(multi, node_rows))
-    scaled = scale_rows()
-    add(scale_table(scaled), scale_glance(scaled))
-    published, clusters = points()
-    add(published, *clusters)
-    add(*p4d())
-    for sweep in RCCL_SWEEPS:
-        rccl = rccl_rows(sweep)
-        add(rccl_table(sweep, rccl), rccl_glance(sweep, rccl))
+    with contextlib.ExitStack() as stack:  # the multi-node points first: the longest
+        pool = (stack.enter_context(ProcessPoolExecutor(max_workers=args.jobs))
+                if args.jobs > 1 else None)
+        # the largest machines' points first (the GB200 racks, then the rest), so that the
+        # workers do not end on them one by one
+        sweeps = [start_nodes(multi, pool) for multi in reversed(MULTI_NODE)][::-1]
+        for dataset in DATASETS:
+            rows = compare(dataset)
+            add(table(dataset, rows), single_glance(dataset, rows))
+        at, glance_at = len(sections), len(glances)  # where the multi-node sweeps go
+        scaled = scale_rows()
+        add(scale_table(scaled), scale_glance(scaled))
+        published, clusters = points()
+        add(published, *clusters)
+        add(*p4d())
+        for sweep in RCCL_SWEEPS:
+            rccl = rccl_rows(sweep)
+            add(rccl_table(sweep, rccl), rccl_glance(sweep, rccl))
+        for place, nodes in enumerate(sweeps):
+            node_rows = nodes.rows()
+            section = node_table(nodes.dataset, node_rows)
+            sections.insert(at + place, section)
+            glances.insert(glance_at + place, nodes_glance(nodes.dataset, node_rows))
+            print(section, flush=True)
     opening = glance_table(glances)
     print(opening, flush=True)
     if args.write:

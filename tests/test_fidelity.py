@@ -2,6 +2,7 @@
 NCCL's cost model pick what NCCL is reported to pick there (bench/fidelity.py)."""
 
 import math
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,13 +11,17 @@ import pytest
 from bench.fidelity import (
     Facts,
     Glance,
+    MultiNode,
     NodeRow,
     Row,
     ScaleRow,
+    compare_nodes,
     geomean_error,
     scale_glance,
     scale_table,
+    simulate_pick,
     size_label,
+    start_nodes,
 )
 from simulator.calibration import derived, modelled_us
 from simulator.measured.nccl_tests import load_measurements
@@ -151,3 +156,24 @@ def test_the_a100_sweep_with_one_thread_driving_its_8_gpus():
     # 32 KiB: 36.65 µs measured, 35.7 simulated (15.7 without the launches): busbw +2.7 % (the
     # page's +3.0 % is against the log's busbw, rounded to 1.56)
     assert errs[32 << 10] == pytest.approx(0.027, abs=0.001)
+
+
+def test_a_sweep_in_worker_processes_gives_the_rows_of_one_run_alone(tmp_path):
+    # the multi-node points run in a pool's worker processes (bench/fidelity.py --jobs): each
+    # point is a run of its own, so the rows are those of the same points run here, one by one,
+    # and each time is the plain simulation of NCCL's pick (2 × 8 H100, NCCL 2.26: Tree/LL at
+    # 8 B and at 64 KiB)
+    measured = tmp_path / "two-sizes.csv"
+    measured.write_text("size_bytes,time_us,algbw_GBps,busbw_GBps,inplace_time_us\n"
+                        "8,25.0,0.0,0.0,24.0\n65536,40.0,1.6,3.1,41.0\n")
+    dataset = MultiNode("two sizes", str(measured), "dgx_h100", 2, "400Gbps", "1.1TB/s",
+                        "NVLSTree", "", "2.26", verify=False, name="test",
+                        facts=Facts("NVIDIA", "DGX H100", "NCCL 2.26.2", ""))
+    with ProcessPoolExecutor(max_workers=2) as pool:
+        pooled = start_nodes(dataset, pool).rows()
+    alone = compare_nodes(dataset)
+    assert pooled == alone
+    assert [(row.size_bytes, row.pick, row.protocol) for row in alone] == [
+        (8, NcclAlgorithm.TREE, "LL"), (65536, NcclAlgorithm.TREE, "LL")]
+    assert [row.measured_us for row in alone] == [24.0, 40.0]  # the faster of the two columns
+    assert alone[1].simulated_us == simulate_pick(dataset, NcclAlgorithm.TREE, 65536)
