@@ -21,7 +21,7 @@ import contextlib
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -342,15 +342,16 @@ MULTI_NODE = (
         "the one fitted to one rack, so every size tests the model across racks. A send between "
         "racks leaves by PXN through the NIC on its destination's rail (docs/model.md). The "
         "points run without data (`verify: false`; the times are the same with it), in worker "
-        "processes: they are the page's longest, 0.5 to 15 minutes each (docs/benchmark.md). "
+        "processes: they are the page's longest, 0.5 to 11 minutes each (docs/benchmark.md). "
         "The measured time is the faster of the two columns.", "2.26", nvls=False, issue=38,
         verify=False, name="2 × GB200 NVL72",
         facts=Facts("NVIDIA", "GB200 NVL72 racks, InfiniBand, NVLS off", "NCCL 2.26.2",
                     "1 GiB 15 % slow: the measured 598 GB/s is above the Tree/LL128 ceiling "
                     "(16 × 31.67 GB/s) that 512 MiB sits on, so NCCL likely ran another "
                     "algorithm; the ring from 4 GiB 5-11 % fast: crossing racks adds 0.9 ms to "
-                    "the measured ring (NCCL's model: every step's latency), 40 µs to the "
-                    "simulated, whose channels drift apart and fill each other's waits")),
+                    "the measured ring (NCCL's model: every step's latency), tens of µs to the "
+                    "simulated, likely because its channels drift apart and fill each other's "
+                    "waits")),
 )
 
 SMALL = 64 << 10
@@ -429,10 +430,10 @@ class NodeSweep:
                 for m, pick, time in zip(self.measured, self.picks, self.times, strict=True)]
 
 
-def start_nodes(dataset: MultiNode, pool: Executor | None = None) -> NodeSweep:
+def start_sweep(dataset: MultiNode, pool: Executor | None = None) -> NodeSweep:
     """NCCL's pick at every measured size of ``dataset``, simulated under ``execution: nccl``
-    at once, or in ``pool``'s worker processes where one is given (the same times: each point
-    is a run of its own, :func:`simulate_pick`)."""
+    here, one after another, or in ``pool``'s worker processes where one is given (the same
+    times: each point is a run of its own, :func:`simulate_pick`)."""
     measured = load_measurements(REPO / dataset.measured).rows
     scenario = _node_scenario(dataset)
     system = system_of(prepare(scenario, select=False).machine)
@@ -450,7 +451,7 @@ def start_nodes(dataset: MultiNode, pool: Executor | None = None) -> NodeSweep:
 
 def compare_nodes(dataset: MultiNode) -> list[NodeRow]:
     """Simulate NCCL's pick at every measured size of ``dataset`` under ``execution: nccl``."""
-    return start_nodes(dataset).rows()
+    return start_sweep(dataset).rows()
 
 
 def _has_kernel(family: NcclAlgorithm) -> bool:
@@ -1007,13 +1008,26 @@ issue 21's targets. The data and their sources are in [reference/](reference/).
 """
 
 
+def _cancel_on_error(pool: Executor) -> Callable[..., None]:
+    """An exit callback that drops ``pool``'s points not yet run when the page fails, so that
+    the error shows at once rather than after every point (none of it is written)."""
+    def cancel(kind: type[BaseException] | None, *_: object) -> None:
+        if kind is not None:
+            pool.shutdown(wait=False, cancel_futures=True)
+    return cancel
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="also write the markdown page to this file")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                         help="worker processes for the multi-node sweeps' points, which start "
-                             "first and run beside the rest (default: every core; 1: none)")
+                             "first and run beside the rest, whose sections print before theirs "
+                             "(default: every core; 1: run them in this process)")
     args = parser.parse_args(argv)
+    if args.jobs < 1:
+        parser.error(f"--jobs: expected a whole number of worker processes, 1 or more, got "
+                     f"{args.jobs}")
     sections: list[str] = []
     glances: list[Glance] = []
 
@@ -1025,9 +1039,11 @@ def main(argv: list[str] | None = None) -> int:
     with contextlib.ExitStack() as stack:  # the multi-node points first: the longest
         pool = (stack.enter_context(ProcessPoolExecutor(max_workers=args.jobs))
                 if args.jobs > 1 else None)
+        if pool is not None:
+            stack.push(_cancel_on_error(pool))
         # the largest machines' points first (the GB200 racks, then the rest), so that the
         # workers do not end on them one by one
-        sweeps = [start_nodes(multi, pool) for multi in reversed(MULTI_NODE)][::-1]
+        sweeps = [start_sweep(multi, pool) for multi in reversed(MULTI_NODE)][::-1]
         for dataset in DATASETS:
             rows = compare(dataset)
             add(table(dataset, rows), single_glance(dataset, rows))

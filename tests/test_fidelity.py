@@ -21,8 +21,12 @@ from bench.fidelity import (
     scale_table,
     simulate_pick,
     size_label,
-    start_nodes,
+    start_sweep,
 )
+from bench.fidelity import (
+    main as fidelity_main,
+)
+from simulator import simulate
 from simulator.calibration import derived, modelled_us
 from simulator.measured.nccl_tests import load_measurements
 from simulator.model.machine import Machine
@@ -170,10 +174,23 @@ def test_a_sweep_in_worker_processes_gives_the_rows_of_one_run_alone(tmp_path):
                         "NVLSTree", "", "2.26", verify=False, name="test",
                         facts=Facts("NVIDIA", "DGX H100", "NCCL 2.26.2", ""))
     with ProcessPoolExecutor(max_workers=2) as pool:
-        pooled = start_nodes(dataset, pool).rows()
+        pooled = start_sweep(dataset, pool).rows()
     alone = compare_nodes(dataset)
     assert pooled == alone
     assert [(row.size_bytes, row.pick, row.protocol) for row in alone] == [
         (8, NcclAlgorithm.TREE, "LL"), (65536, NcclAlgorithm.TREE, "LL")]
     assert [row.measured_us for row in alone] == [24.0, 40.0]  # the faster of the two columns
+    plain = simulate({"topology": {"preset": "dgx_h100", "nodes": 2, "nic_bandwidth": "400Gbps"},
+                      "algorithms": ["double_binary_tree"], "sizes": [8, 65536],
+                      "nccl": {"version": "2.26"}, "gpu": {"reduce_bandwidth": "1.1TB/s"},
+                      "execution": "nccl", "verify": False})
+    assert [row.simulated_us for row in alone] == [t * 1e6 for t in plain.sim_time_s]
     assert alone[1].simulated_us == simulate_pick(dataset, NcclAlgorithm.TREE, 65536)
+
+
+def test_the_page_wants_one_worker_or_more(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        fidelity_main(["--jobs", "0"])
+    assert stopped.value.code == 2
+    assert ("--jobs: expected a whole number of worker processes, 1 or more, got 0"
+            in capsys.readouterr().err)
