@@ -404,7 +404,7 @@ def _node_scenario(dataset: MultiNode) -> Scenario:
 
 def simulate_pick(dataset: MultiNode, algorithm: NcclAlgorithm, size_bytes: int) -> float:
     """The simulated time (µs) of NCCL's ``algorithm`` at ``size_bytes`` on ``dataset``'s
-    machine: one point, run wherever a worker process takes it (:func:`compare_nodes`)."""
+    machine: one point, run wherever a worker process takes it (:func:`start_sweep`)."""
     scenario = _node_scenario(dataset)
     setup = prepare(scenario, select=False)
     return run_point(scenario, kernel(algorithm), size_bytes, setup=setup).sim_time_s * 1e6
