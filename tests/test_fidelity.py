@@ -2,7 +2,8 @@
 NCCL's cost model pick what NCCL is reported to pick there (bench/fidelity.py)."""
 
 import math
-from concurrent.futures import ProcessPoolExecutor
+import threading
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from bench.fidelity import (
     NodeRow,
     Row,
     ScaleRow,
+    _cancel_on_error,
     compare_nodes,
     geomean_error,
     scale_glance,
@@ -194,3 +196,25 @@ def test_the_page_wants_one_worker_or_more(capsys):
     assert stopped.value.code == 2
     assert ("--jobs: expected a whole number of worker processes, 1 or more, got 0"
             in capsys.readouterr().err)
+
+
+def test_a_failing_page_drops_the_points_not_yet_run():
+    # the page's exit callback: on an error the pool's queued points are cancelled at once
+    # (none waits for the rest), and on success nothing is; one worker held busy by an event
+    # keeps the second point queued, with no timing involved
+    started, busy = threading.Event(), threading.Event()
+
+    def hold() -> bool:
+        started.set()
+        return busy.wait()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(hold)
+        queued = pool.submit(int, "7")
+        started.wait()  # the worker holds the first point: the second is queued
+        _cancel_on_error(pool)(None, None, None)
+        assert not queued.cancelled()
+        _cancel_on_error(pool)(ValueError, ValueError("a point failed"), None)
+        assert queued.cancelled() and not first.cancelled()
+        busy.set()
+    assert first.result() is True
