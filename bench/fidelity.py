@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import math
 import os
 import sys
@@ -35,6 +36,7 @@ from simulator.model.nccl import Choice, NcclAlgorithm, choose
 from simulator.model.nccl_env import NcclEnv
 from simulator.model.nccl_point import NcclPick, nccl_pick
 from simulator.model.reduction import ReduceOp
+from simulator.plan import Setup
 from simulator.runner import prepare, run_point
 from simulator.scenario import Scenario, scenario_from_dict
 
@@ -387,11 +389,13 @@ class NodeRow:
         return self.simulated_us / self.measured_us - 1
 
 
-def _node_scenario(dataset: MultiNode) -> Scenario:
-    """The scenario of a multi-node sweep: every NCCL kernel with a schedule, at the measured
-    sizes, under ``execution: nccl`` with the dataset's NCCL version and NVLS setting."""
+@functools.cache
+def _node_setup(dataset: MultiNode) -> tuple[Scenario, Setup]:
+    """The scenario of a multi-node sweep (every NCCL kernel with a schedule, at the measured
+    sizes, under ``execution: nccl`` with the dataset's NCCL version and NVLS setting) and its
+    machine, built once in each process that runs its points."""
     families = [f for f in NcclAlgorithm if _has_kernel(f)]
-    return scenario_from_dict({
+    scenario = scenario_from_dict({
         "name": f"fidelity-{dataset.preset}-{dataset.nodes}",
         "sizes": [m.size_bytes for m in load_measurements(REPO / dataset.measured).rows],
         "topology": {"preset": dataset.preset, "nodes": dataset.nodes,
@@ -400,13 +404,13 @@ def _node_scenario(dataset: MultiNode) -> Scenario:
         "nccl": {"version": dataset.version, **({} if dataset.nvls else {"nvls": False})},
         "gpu": {"reduce_bandwidth": dataset.reduce_bandwidth}, "execution": "nccl",
         "verify": dataset.verify}, source=dataset.measured)
+    return scenario, prepare(scenario, select=False)
 
 
 def simulate_pick(dataset: MultiNode, algorithm: NcclAlgorithm, size_bytes: int) -> float:
     """The simulated time (µs) of NCCL's ``algorithm`` at ``size_bytes`` on ``dataset``'s
     machine: one point, run wherever a worker process takes it (:func:`start_sweep`)."""
-    scenario = _node_scenario(dataset)
-    setup = prepare(scenario, select=False)
+    scenario, setup = _node_setup(dataset)
     return run_point(scenario, kernel(algorithm), size_bytes, setup=setup).sim_time_s * 1e6
 
 
@@ -435,8 +439,8 @@ def start_sweep(dataset: MultiNode, pool: Executor | None = None) -> NodeSweep:
     here, one after another, or in ``pool``'s worker processes where one is given (the same
     times: each point is a run of its own, :func:`simulate_pick`)."""
     measured = load_measurements(REPO / dataset.measured).rows
-    scenario = _node_scenario(dataset)
-    system = system_of(prepare(scenario, select=False).machine)
+    scenario, setup = _node_setup(dataset)
+    system = system_of(setup.machine)
     picks = tuple(choose(system, m.size_bytes, scenario.nccl_enabled) for m in measured)
     times: list[Future[float] | float | None] = []
     for m, pick in zip(measured, picks, strict=True):
