@@ -284,8 +284,7 @@ MULTI_NODE = (
         "in-place twins, one-off stalls rather than the collective's cost. NCCL's pick is its "
         "2.26 tuner's (`nccl: {version: \"2.26\"}`).", "2.26", name="2 × 8 H100",
         facts=Facts("NVIDIA", "DGX H100, 400 Gb/s InfiniBand", "NCCL 2.26.2",
-                    "NVLSTree's ramp: 2-4 MiB 10-12 % slow, 64 MiB 14 % fast; from 256 MiB "
-                    "within 3 %")),
+                    "NVLSTree's ramp: 1-8 MiB 7-12 % slow; from 16 MiB within 3.2 %")),
     MultiNode(
         "4 × 8 H100 SXM (DGX H100 fabric), 8 × 400 Gb/s InfiniBand per node",
         "docs/reference/nccl-tests-h100-4node-ib.csv", "dgx_h100", 4, "400Gbps", "1.1TB/s",
@@ -630,7 +629,7 @@ H100_TCPXO = Cluster(
     "tcpxo", name="2 × 8 H100, GCP A3 Mega",
     pick="not printed: Tree (to 1 MiB) and NVLSTree (from 128 MiB) as said",
     facts=Facts("NVIDIA", "8 × 200 Gb/s GPUDirect-TCPXO", "NCCL, version not stated",
-                "TCPXO's per-step latency is fitted to the 8 B floor; NVLSTree at 128 MiB 70 % "
+                "TCPXO's per-step latency is fitted to the 8 B floor; NVLSTree at 128 MiB 60 % "
                 "fast: not explained"))
 
 ML_ENGINEERING_8GIB = {4: (363.3, None), 5: (364.4, 414.2), 6: (365.1, 435.6), 7: (365.7, 460.0),

@@ -275,7 +275,8 @@ def _model(machine: Machine, sizes: Sequence[int]) -> Callable[[NcclFacts], np.n
         result = []
         for size, pick in zip(sizes, picks, strict=True):
             charges = nccl_charges(tuned, pick.algorithm, pick.protocol, size)
-            cost = CostInputs(apply(charges, tuned), itemsize=ITEMSIZE)
+            cost = CostInputs(apply(charges, tuned), itemsize=ITEMSIZE,
+                              piece_bytes=charges.piece_bytes)  # as plan_point takes it
             algorithm = nccl_kernel(Collective.ALLREDUCE, pick.algorithm)
             count = size // ITEMSIZE
             channels = 1 if algorithm.rail_aware else max(1, min(per_host, count // machine.ranks))

@@ -351,8 +351,12 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     as the execution model times them, the start paid before the first byte, and the closed
     form. ``settings`` say whether data moves, which engine runs and the inputs' seed;
     ``faults`` those the point suffers (None: the scenario's). What to plan is said here, so
-    that no caller makes a scenario of its own to say it. InputError if the algorithm cannot
-    run on the machine or NCCL's model cannot time it."""
+    that no caller makes a scenario of its own to say it. Where the scenario sets no
+    ``piece_size`` and NCCL's charges name the pieces its kernel moves (NVLSTree on Hopper), the
+    payload, closed form and run take those; the footprint check before NCCL's answer counts
+    the schedule's default 512 KiB pieces, as many as NCCL's or more but below 8 MiB (half as
+    many, at sizes too small to matter). InputError if the algorithm cannot run on the machine
+    or NCCL's model cannot time it."""
     reason = unsupported(scenario, algorithm, setup.machine)
     if reason:
         raise InputError([cannot_run(scenario, "algorithm", algorithm.name, reason)])
@@ -363,7 +367,6 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         raise InputError([problem])
     _check_footprint(scenario, setup.machine, algorithm, size_bytes, settings, channels)
     chunks = algorithm.whole_chunks(ranks)
-    payload = payload_of(scenario, settings, size_bytes, ranks, channels, chunks)
     machine, cost, nccl = setup.machine, setup.cost, None
     count = size_bytes // scenario.dtype.itemsize
     workspace = count // chunks * algorithm.workspace_chunks()
@@ -376,6 +379,10 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
         except NcclRefusal as refusal:
             raise InputError([Problem(scenario.source, refusal.field,
                                       f"{quoted(algorithm.name)}: {refusal.message}")]) from None
+        if scenario.piece_bytes is None and nccl.charges.piece_bytes is not None:
+            # the pieces NCCL's kernel moves at this size: the payload, closed form and run's
+            scenario = replace(scenario, piece_bytes=nccl.charges.piece_bytes)
+            cost = replace(cost, piece_bytes=scenario.piece_bytes)
         machine = apply(nccl.charges, machine)
         timed = replace(cost, machine=machine)
         streamed = [replace(timed, stream_bytes=piece) for piece in stream_choices(size_bytes)]
@@ -387,6 +394,7 @@ def plan_point(scenario: Scenario, setup: Setup, algorithm: Algorithm, size_byte
     else:
         closed = on_channels_s(algorithm, cost, count, channels)
     closed = channels_bound_s(algorithm, cost, count, channels, closed)  # stream chosen alone
+    payload = payload_of(scenario, settings, size_bytes, ranks, channels, chunks)
     start = nccl.charges.start_s if nccl is not None and ranks > 1 else 0.0
     spec = RunSpec(payload, scenario.reduce_op, scenario.piece_bytes, channels, cost.stream_bytes,
                    workspace)

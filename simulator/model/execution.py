@@ -51,6 +51,7 @@ from simulator.model.nccl import (
     Protocol,
     System,
 )
+from simulator.model.nccl_channels import NVLS_CHANNELS
 from simulator.model.nccl_terms import caps_column
 from simulator.model.nccl_versions import LATEST, TUNINGS
 from simulator.model.routing import LinkId, Route, Routing
@@ -187,6 +188,48 @@ def nvls_chunk_bytes(size_bytes: int, channels: int) -> int:
     return chunk
 
 
+NVLS_TREE_MAX_CHUNK_BYTES = 64 << 10
+"""NVLSTree's chunk ceiling on 4 nodes or more (``NCCL_NVLSTREE_MAX_CHUNKSIZE`` unset: 64 KiB
+where ``nNodes >= 4``, else NVLS's chunk; src/transport/nvls.cc:229 at 2.30.7, the same rule
+in src/enqueue.cc:1894-1896 at 2.26.2 and at nvls.cc:229 of the 2.31 dev branch, 86fa684d)."""
+
+
+def nvls_tree_chunk_bytes(channel_bytes: int, nodes: int, heads: int) -> int:
+    """NVLSTree's chunk on ``nodes`` Hopper nodes for one NVLS channel's part of an allreduce,
+    ``channel_bytes``, shared by ``heads`` heads: ``calcCollChunking`` runs once per channel, with
+    ``nChannels`` 1 and that channel's bytes (src/enqueue.cc:725-737 at 2.30.7), and sets it
+    (enqueue.cc:2276-2285) to NVLS's 128 KiB, at most :data:`NVLS_TREE_MAX_CHUNK_BYTES` from 4
+    nodes, then cut to 256, 128, 64 and 32 KiB where the part holds fewer than 32, 16, 4 and 1
+    chunks a head (the first two never apply from at most 128 KiB)."""
+    chunk = NVLS_TREE_MAX_CHUNK_BYTES if nodes >= 4 else NVLS_CHUNK_BYTES
+    for loops, smaller in ((32, 256 << 10), (16, 128 << 10), (4, 64 << 10), (1, 32 << 10)):
+        if channel_bytes < loops * heads * chunk and chunk > smaller:
+            chunk = smaller
+    return chunk
+
+
+def nvls_tree_piece_bytes(machine: Machine, size_bytes: int) -> int | None:
+    """The pipeline piece of ``nvls_tree`` (a head's chunk of one tree's half) as NCCL's kernel
+    moves it on ``machine``: channel c runs tree c % 2 (``connectNvls``, src/graph/connect.cc:312),
+    so each tree has half the NVLS channels, each moving a chunk of every head's part in step
+    with the others (:func:`nvls_tree_chunk_bytes`, of a channel's share of the buffer, rounded
+    up as NCCL's channels but the last get it); one piece stands for those channels' chunks,
+    which cross each hop together in the time the piece does at their summed rate. From 4 DGX
+    H100 nodes and 8 MiB that is 8 × 64 KiB, the 512 KiB the schedule takes by default; on 2 and 3
+    nodes NVLS's 128 KiB chunk makes it 1 MiB from 64 MiB; below 8 MiB it is 8 × 32 KiB. Each
+    channel of ``channels: k`` takes the same pieces. None (the schedule's default) on Blackwell,
+    whose NVLSTree channels and chunk across nodes ``ncclNvlsTreeSm100Tuning`` sets (not
+    modelled: :mod:`~simulator.model.nccl_channels`), and where the hosts differ in size."""
+    layout = machine.layout
+    graph = system_of(machine).graphs.get(NcclAlgorithm.NVLS_TREE)
+    if arch_of(machine.compute_capability) is not Arch.HOPPER or graph is None \
+            or layout.host_count < 2 or len(layout.ranks_per_host) != 1:
+        return None
+    channels = NVLS_CHANNELS[Arch.HOPPER]
+    chunk = nvls_tree_chunk_bytes(-(-size_bytes // channels), layout.host_count, graph.channels)
+    return channels // 2 * chunk
+
+
 def fill_s(family: NcclAlgorithm, protocol: Protocol, size_bytes: int, ranks: int,
            channels: int, rate_Bps: float) -> float:
     """The time NCCL's pipeline takes to fill, beyond the bandwidth term, for an allreduce of
@@ -232,6 +275,9 @@ class NcclCharges:
     proxy_s: float = 0.0
     net_share: float = NET_SHARE
     """The share of a network link's rate NCCL achieves (``NET_BW``'s, or a calibrated one)."""
+    piece_bytes: int | None = None
+    """The pipeline piece NCCL's kernel of the family moves at this size where the model knows
+    it (NVLSTree on Hopper: :func:`nvls_tree_piece_bytes`); None: the schedule's default."""
     nvswitch_latency_s: float | None = None
     """The latency of a reduction in a host's NVSwitch under these charges (None: the machine's,
     the presets' NVLS step of NCCL's model, and the wire's hops to and from the switch); 0 for
@@ -291,9 +337,11 @@ def nccl_charges(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     proxy_s = KERNELS.net_overhead_us[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
         if nodes > 1 else 0.0  # getNetOverhead, ×3 for Simple (tuning.cc:405-408)
     start = base + facts.launch_s + thread_skew_s(facts.gpus_per_thread)
+    piece = nvls_tree_piece_bytes(machine, size_bytes) \
+        if family is NcclAlgorithm.NVLS_TREE and kernel and size_bytes > 0 else None
     return NcclCharges(protocol, start, steps, rates,
                 fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s,
-                net_share)
+                net_share, piece_bytes=piece)
 
 
 def latencies(machine: Machine, family: NcclAlgorithm, protocol: Protocol, size_bytes: int,
