@@ -77,6 +77,25 @@ def test_the_scale_check_holds_the_simulation_to_nccls_own_model():
         "+0.0 % |")
 
 
+def test_the_scale_check_takes_the_pipelines_fill_out_by_halving_the_pieces():
+    # 8 nodes: 6,600 µs, 6,450 with half pieces, so a fill of 2 × 150 = 300 µs and 6,300 without;
+    # 16 nodes: 7,500 and 7,050, a fill of 900 and 6,600 without. Busbw without the fill:
+    # (2·127/128 / 6600) / (2·63/64 / 6300) − 1 = −3.8 %, where the model falls 0 %
+    rows = [ScaleRow(8, 1 << 30, "NVLSTree/Simple", 6000.0, 6600.0, 2 * 63 / 64, 6450.0),
+            ScaleRow(16, 1 << 30, "NVLSTree/Simple", 6000.0 * 127 / 128 * 64 / 63, 7500.0,
+                     2 * 127 / 128, 7050.0)]
+    assert [row.fill_free_us() for row in rows] == [6300.0, 6600.0]
+    assert ScaleRow(8, 1 << 30, "Ring/Simple", 1.0, 2.0, 1.0).fill_free_us() is None
+    text = scale_table(rows)
+    assert "| 16 | 128 | NVLSTree/Simple | 6047.62 | 352.32 | 7500.00 | 284.09 | -19.4 % | " \
+           "7050.00 | 6600.00 |" in text
+    assert ("- 16 nodes against 8: simulated busbw -11.3 %, NCCL's model +0.0 % (not met); "
+            "without the fill -3.8 %.") in text
+    assert scale_glance(rows).line().endswith(
+        "from 8 to 16 nodes the simulated busbw moves -11.3 %, NCCL's model +0.0 % (-3.8 % "
+        "without the pipeline's fill, which NCCL's model does not charge) |")
+
+
 def test_a_glance_line_gives_the_typical_error_the_worst_and_what_is_off():
     # 10 % fast and 10/11 of the measured: both a factor of 1.1 off, so 10.0 % typical; the
     # first is the worst
