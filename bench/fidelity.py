@@ -688,9 +688,9 @@ class ScaleRow:
     halved_us: float | None = None
 
     def fill_free_us(self) -> float | None:
-        """The simulated time without the pipeline's fill: the fill is the time a piece takes to
-        climb the tree and come back, in proportion to the piece, so halving the pieces halves
-        it and 2 × halved − simulated leaves none (None without the halved run)."""
+        """The simulated time without the pipeline fill's transfers: a piece's climb up the tree
+        and back takes time in proportion to the piece, so halving the pieces halves it and
+        2 × halved − simulated leaves none of it (None without the halved run)."""
         return None if self.halved_us is None else 2 * self.halved_us - self.simulated_us
 
     def busbw_GBps(self, time_us: float) -> float:
@@ -747,12 +747,13 @@ def scale_table(rows: list[ScaleRow]) -> str:
              "simulated busbw within 10 % of the model's, and not below the 8 nodes' by more "
              "than the model's falls.", "",
              "A deeper tree adds to the simulated time the pipeline's fill: the time NVLSTree's "
-             "first piece takes to climb the hosts' tree and come back down, in proportion to "
-             "the piece (NCCL's 8 channels' 64 KiB chunks, 512 KiB, docs/model.md). NCCL's "
-             "model charges each level's latency but no fill, while its kernel pays one: its "
-             "chunks cross each hop in the time the piece does. The run with the pieces halved "
-             "(`half pieces`) has half the fill, so 2 × half − simulated is the time without it "
-             "(`no fill`), the one to set beside NCCL's model.", "",
+             "first piece takes to climb the hosts' tree and come back down, its transfers in "
+             "proportion to the piece (NCCL's 8 channels' 64 KiB chunks, 512 KiB, "
+             "docs/model.md). NCCL's model charges each level's latency but no fill, while its "
+             "kernel pays one: its chunks cross each hop in the time the piece does. The run "
+             "with the pieces halved (`half pieces`) has half the fill's transfers, so 2 × half "
+             "− simulated is the time without them (`no fill`), the one to set beside NCCL's "
+             "model.", "",
              "| nodes | GPUs | NCCL pick | NCCL's model (µs) | model busbw (GB/s) | "
              "simulated (µs) | simulated busbw (GB/s) | gap | half pieces (µs) | no fill (µs) |",
              "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
