@@ -220,8 +220,14 @@ def nvls_tree_piece_bytes(machine: Machine, size_bytes: int) -> int | None:
     channel of ``channels: k`` takes the same pieces. None (the schedule's default) on Blackwell,
     whose NVLSTree channels and chunk across nodes ``ncclNvlsTreeSm100Tuning`` sets (not
     modelled: :mod:`~simulator.model.nccl_channels`), and where the hosts differ in size."""
+    return _nvls_tree_piece(machine, system_of(machine).graphs.get(NcclAlgorithm.NVLS_TREE),
+                            size_bytes)
+
+
+def _nvls_tree_piece(machine: Machine, graph: Graph | None, size_bytes: int) -> int | None:
+    """:func:`nvls_tree_piece_bytes` with NCCL's NVLSTree graph (its channels are the heads)
+    already at hand, as :func:`nccl_charges` has it."""
     layout = machine.layout
-    graph = system_of(machine).graphs.get(NcclAlgorithm.NVLS_TREE)
     if arch_of(machine.compute_capability) is not Arch.HOPPER or graph is None \
             or layout.host_count < 2 or len(layout.ranks_per_host) != 1:
         return None
@@ -337,7 +343,7 @@ def nccl_charges(machine: Machine, family: NcclAlgorithm, protocol: Protocol,
     proxy_s = KERNELS.net_overhead_us[cpu] * (3 if protocol is Protocol.SIMPLE else 1) * 1e-6 \
         if nodes > 1 else 0.0  # getNetOverhead, ×3 for Simple (tuning.cc:405-408)
     start = base + facts.launch_s + thread_skew_s(facts.gpus_per_thread)
-    piece = nvls_tree_piece_bytes(machine, size_bytes) \
+    piece = _nvls_tree_piece(machine, graph, size_bytes) \
         if family is NcclAlgorithm.NVLS_TREE and kernel and size_bytes > 0 else None
     return NcclCharges(protocol, start, steps, rates,
                 fill_s(family, protocol, size_bytes, machine.ranks, channels, rate), proxy_s,
