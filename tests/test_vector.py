@@ -463,18 +463,30 @@ def _grown(dirty: np.ndarray, table: np.ndarray) -> np.ndarray:
         reached[-1] = False
 
 
+def _component(dirty: np.ndarray, known: routes.Routes, routed: np.ndarray,
+               reach: flows.Reach | None = None) -> list[bool]:
+    """Which of the ``routed`` pairs (one flow on each) the component of ``dirty`` holds."""
+    copies = np.zeros(len(known.count), dtype=np.int64)
+    copies[routed] = 1
+    touched = (reach or flows.Reach()).component(dirty, known, copies, len(routed))
+    assert touched.tolist() == sorted(set(touched.tolist()))  # sorted, each pair once
+    mask: list[bool] = np.isin(routed, touched).tolist()
+    return mask
+
+
 def test_a_component_is_every_route_linked_to_a_changed_link():
     # routes 0-1 share link 1, routes 2-3 share link 5, route 4 is alone on link 7
     known = _known_routes([[0, 1], [1, 2], [4, 5], [5, 6], [7]], 8)
     routed = np.arange(5)
     dirty = np.zeros(8, dtype=bool)
     dirty[2] = True  # route 1's link: route 0 shares link 1 with it
-    assert flows.component(dirty, known, routed).tolist() == [True, True, False, False, False]
+    reach = flows.Reach()  # one scratch across calls, as a run keeps it
+    assert _component(dirty, known, routed, reach) == [True, True, False, False, False]
     dirty[:] = False
     dirty[6] = True
-    assert flows.component(dirty, known, routed).tolist() == [False, False, True, True, False]
+    assert _component(dirty, known, routed, reach) == [False, False, True, True, False]
     # only routed pairs join: without route 2, link 6 reaches route 3 alone
-    assert flows.component(dirty, known, np.array([0, 1, 3, 4])).tolist() == [
+    assert _component(dirty, known, np.array([0, 1, 3, 4]), reach) == [
         False, False, True, False]
     assert known.crossers(np.array([5, 1])).tolist() == [2, 3, 0, 1]
 
@@ -486,10 +498,11 @@ def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(see
     rng = np.random.default_rng(seed)
     known = _known_routes([rng.choice(40, size=rng.integers(1, 6), replace=False).tolist()
                            for _ in range(60)], 40)
+    reach = flows.Reach()  # the stamps of one call must not leak into the next
     for _ in range(20):
         routed = np.flatnonzero(rng.random(60) < rng.uniform(0.1, 0.9))
         dirty = rng.random(40) < rng.uniform(0.0, 0.1)
-        assert flows.component(dirty, known, routed).tolist() == _grown(
+        assert _component(dirty, known, routed, reach) == _grown(
             dirty, known.table(routed)).tolist()
 
 
@@ -565,8 +578,8 @@ def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monk
     scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [16 << 20],
                 "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
     touched = simulate(scenario)
-    monkeypatch.setattr(flows, "component",
-                        lambda dirty, known, routed: np.ones(len(routed), dtype=bool))
+    monkeypatch.setattr(flows.Reach, "component",
+                        lambda self, dirty, known, copies, routed: np.flatnonzero(copies))
     everything = simulate(scenario)
     np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)
 

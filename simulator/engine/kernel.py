@@ -166,6 +166,7 @@ class _Filling:
             self.flow_links, self.flow_weight = local[by_flow], self.weight[by_flow]
         self.flow_start = np.concatenate(([0], np.cumsum(np.bincount(flow_of, minlength=flows))))
         self.entries = len(flow_of)
+        self.slots = np.empty(flows, dtype=np.int64)  # scratch for :meth:`_newly_frozen`
 
     def rates(self) -> np.ndarray:
         """Every flow's rate (NaN for a flow that crosses no link)."""
@@ -195,7 +196,9 @@ class _Filling:
         return rates
 
     def _newly_frozen(self, tight: np.ndarray, frozen: np.ndarray) -> np.ndarray:
-        """The flows not yet frozen that cross a ``tight`` link, each once."""
+        """The flows not yet frozen that cross a ``tight`` link, each once, in no set order
+        (a round's counts are sums of whole numbers, the same in any order): one scatter of
+        positions and one gather, where ``np.unique`` would hash or sort."""
         if len(tight) == 1:  # a link lists each of its flows once
             link = int(tight[0])
             flows = self.link_flows[self.link_start[link]:self.link_start[link + 1]]
@@ -203,7 +206,11 @@ class _Filling:
             return alone
         starts = self.link_start[tight]
         flows = self.link_flows[ranges(starts, self.link_start[tight + 1] - starts)]
-        return np.unique(flows[~frozen[flows]])
+        flows = flows[~frozen[flows]]
+        at = np.arange(len(flows))
+        self.slots[flows] = at
+        once: np.ndarray = flows[self.slots[flows] == at]
+        return once
 
 
 def _grouped(keys: np.ndarray, count: int) -> np.ndarray:
