@@ -192,9 +192,9 @@ class Flows:
             return
         self._cover_pairs()
         each = pairs if len(pairs) == 1 else distinct(pairs, self.reach.scratch(len(self.copies)))
-        before = np.count_nonzero(self.copies[each])
+        before = int(np.count_nonzero(self.copies[each]))
         np.add.at(self.copies, pairs, sign)
-        self.routed += np.count_nonzero(self.copies[each]) - before
+        self.routed += int(np.count_nonzero(self.copies[each])) - before
         weight = int(self.routes.weight[pairs].sum())  # numpy's sum wraps at 2**64
         self.fingerprint = (self.fingerprint + sign * weight) % (1 << 64)
 
