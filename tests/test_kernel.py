@@ -5,6 +5,7 @@ rule, the GPU's first-come-first-served rule and the capacity timeline."""
 import numpy as np
 import pytest
 
+from simulator.engine.compiled import compiled_filling
 from simulator.engine.kernel import (
     FILLING_ENTRIES,
     CapacityTimeline,
@@ -48,11 +49,17 @@ def test_without_shared_links_every_flow_gets_its_bottleneck():
 
 
 def both_fillings(flow_of, link_of, flows, capacity, copies=None):
-    """The rates by the plain statement and by the rounds that touch only frozen flows' links."""
+    """The rates by the plain statement and by the rounds that touch only frozen flows' links;
+    the compiled rounds (the ``fast`` extra, which the test extra installs) checked equal to
+    the latter on the way."""
     users = np.bincount(link_of, minlength=len(capacity)) if copies is None else np.bincount(
         link_of, weights=copies, minlength=len(capacity))
-    return (_plain_filling(flow_of, link_of, flows, capacity, users, copies),
-            _Filling(flow_of, link_of, flows, capacity, users, copies).rates())
+    touched = _Filling(flow_of, link_of, flows, capacity, users, copies).rates()
+    compiled = compiled_filling()
+    assert compiled is not None, "numba is missing: install the test extra (pip install -e .[test])"
+    weight = np.ones(len(flow_of)) if copies is None else copies.astype(np.float64)
+    assert compiled(flow_of, link_of, flows, capacity, weight).tobytes() == touched.tobytes()
+    return _plain_filling(flow_of, link_of, flows, capacity, users, copies), touched
 
 
 def test_the_filling_by_touched_links_solves_the_hand_solved_chain():
@@ -60,6 +67,9 @@ def test_the_filling_by_touched_links_solves_the_hand_solved_chain():
     flow_of, link_of = np.array([0, 1, 1, 2, 3, 3, 4]), np.array([0, 0, 1, 1, 1, 2, 2])
     plain, touched = both_fillings(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0]))
     assert touched.tolist() == plain.tolist() == [5.0, 5.0, 19.0, 6.0, 6.0]
+    # a large fabric's small instance takes the compiled rounds too (Routes.shares asks)
+    assert max_min_rates(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0]),
+                         compiled=True).tolist() == [5.0, 5.0, 19.0, 6.0, 6.0]
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -99,6 +109,19 @@ def test_a_dense_all_to_all_takes_the_filling_by_touched_links_with_the_same_rat
     assert len(np.unique(plain)) > 20
     assert plain.tobytes() == touched.tobytes()
     assert max_min_rates(flow_of, link_of, len(routes), capacity).tobytes() == plain.tobytes()
+
+
+def test_without_numba_the_kernel_fills_large_instances_with_numpy(monkeypatch):
+    # the default install has no numba: max_min_rates then takes _Filling, the same rates
+    flow_of, link_of = np.repeat(np.arange(5000), 4), np.arange(20000) % 997
+    capacity = np.linspace(1e9, 9e9, 997)
+    compiled = max_min_rates(flow_of, link_of, 5000, capacity)
+    monkeypatch.setattr("simulator.engine.kernel.compiled_filling", lambda: None)
+    filled: list[bool] = []
+    original = _Filling.rates
+    monkeypatch.setattr(_Filling, "rates", lambda self: filled.append(True) or original(self))
+    assert max_min_rates(flow_of, link_of, 5000, capacity).tobytes() == compiled.tobytes()
+    assert filled == [True]
 
 
 def random_flows(rng, flows=40, links=12):

@@ -491,10 +491,15 @@ def test_a_component_is_every_route_linked_to_a_changed_link():
     assert known.crossers(np.array([5, 1])).tolist() == [2, 3, 0, 1]
 
 
+@pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("seed", range(20))
-def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(seed):
+def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(seed, compiled,
+                                                                             monkeypatch):
     # random routes of 1-5 links over 40 links, random routed pairs and changed links: the
-    # crossers' layers give the old rounds' components, the "more than half: all" rule included
+    # crossers' layers give the old rounds' components, the "more than half: all" rule
+    # included; in numpy and compiled (the fast extra, from LARGE_FABRIC_PAIRS pairs: here all)
+    monkeypatch.setattr(flows, "LARGE_FABRIC_PAIRS", 0 if compiled else 1 << 62)
+    assert (flows.compiled_component() is not None) or not compiled, "numba is missing"
     rng = np.random.default_rng(seed)
     known = _known_routes([rng.choice(40, size=rng.integers(1, 6), replace=False).tolist()
                            for _ in range(60)], 40)

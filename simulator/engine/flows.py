@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from simulator.engine.compiled import LARGE_FABRIC_PAIRS, compiled_component
 from simulator.engine.kernel import INF, CapacityStep
 from simulator.engine.routes import Routes
 from simulator.engine.tally import LinkTally
@@ -60,6 +61,13 @@ class Reach:
             self.link_slots = np.empty(len(dirty), dtype=np.int64)
         self.call += 1
         call, stamp = self.call, self.stamp
+        compiled = compiled_component() if pairs >= LARGE_FABRIC_PAIRS else None
+        if compiled is not None:  # the same layers in loops (the ``fast`` extra)
+            cross_start, cross_pairs = routes.crossers_index()
+            touched, every = compiled(np.flatnonzero(dirty), len(dirty), cross_start,
+                                      cross_pairs, routes.first, routes.count, routes.links,
+                                      copies, stamp, call, routed)
+            return np.flatnonzero(copies) if every else touched
         reached = dirty.copy()
         frontier = np.flatnonzero(dirty)
         found: list[np.ndarray] = []

@@ -38,6 +38,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from simulator.engine.compiled import compiled_filling
 from simulator.model.machine import CapacityEvent, Outage
 from simulator.model.routing import LinkId
 
@@ -67,7 +68,8 @@ def lone_rate(capacities: Iterable[float]) -> float:
 
 
 def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
-                  capacity: np.ndarray, copies: np.ndarray | None = None) -> np.ndarray:
+                  capacity: np.ndarray, copies: np.ndarray | None = None, *,
+                  compiled: bool = False) -> np.ndarray:
     """Max-min fair rate of ``flows`` flows, entry k saying flow ``flow_of[k]`` crosses link
     ``link_of[k]`` (links numbered 0..len(capacity)-1; a link listed once per flow), by
     progressive filling (Bertsekas & Gallager, *Data Networks*, §6.5.2), every tightest link
@@ -76,6 +78,10 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
     ``copies`` (entry k: how many identical flows entry k's flow stands for, None: one) lets
     flows on one route, which max-min gives one rate, be shared as one: the counts it sums are
     whole numbers either way, so the rates are those of the flows listed one by one, to the bit.
+
+    Where numba is installed (the ``fast`` extra), an instance of :data:`FILLING_ENTRIES`
+    entries or more, or any when ``compiled`` (a large fabric's, whose runs load it anyway),
+    fills by the same rounds compiled (:mod:`simulator.engine.compiled`), to the bit.
 
     A large instance's rounds touch only the links of the flows they freeze
     (:class:`_Filling`), not every entry: a dense all-to-all's solution takes a round per
@@ -93,7 +99,12 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
         link_of, weights=copies, minlength=len(capacity))
     if users.max(initial=0) <= 1:  # no link shared: each flow at its bottleneck
         return lone_rates(flow_of, link_of, flows, capacity)
-    if len(flow_of) >= FILLING_ENTRIES:
+    large = len(flow_of) >= FILLING_ENTRIES
+    loops = compiled_filling() if large or compiled else None
+    if loops is not None:  # the same rounds in loops (the ``fast`` extra)
+        weight = np.ones(len(flow_of)) if copies is None else copies.astype(np.float64)
+        return loops(flow_of, link_of, flows, capacity.astype(np.float64), weight)
+    if large:
         return _Filling(flow_of, link_of, flows, capacity, users, copies).rates()
     return _plain_filling(flow_of, link_of, flows, capacity, users, copies)
 

@@ -18,6 +18,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
+from simulator.engine.compiled import LARGE_FABRIC_PAIRS
 from simulator.engine.kernel import (
     INF,
     CapacityTimeline,
@@ -183,7 +184,7 @@ class Routes:
         key = (routed.tobytes(), copies.tobytes())
         flow_of = np.repeat(np.arange(len(routed)), self.count[routed])
         rates = max_min_rates(flow_of, self.links_of(routed), len(routed), self.capacity,
-                              copies[flow_of])
+                              copies[flow_of], compiled=len(self.count) >= LARGE_FABRIC_PAIRS)
         self._shares.keep(key, rates, len(key[0]) + len(key[1]) + rates.nbytes, SHARES_BYTES)
         return rates
 
@@ -301,17 +302,21 @@ class Routes:
 
     def crossers(self, links: np.ndarray) -> np.ndarray:
         """The pairs whose route crosses each of ``links`` (distinct links), concatenated link
-        by link (a pair once per link of ``links`` it crosses). Kept as a CSR index of the
-        links, built once per routing as :meth:`table` is."""
+        by link (a pair once per link of ``links`` it crosses)."""
+        starts, pairs = self.crossers_index()
+        found: np.ndarray = pairs[ranges(starts[links], starts[links + 1] - starts[links])]
+        return found
+
+    def crossers_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`crossers` as a CSR index of the links: link l's crossers are
+        ``pairs[starts[l]:starts[l + 1]]``. Built once per routing, as :meth:`table` is."""
         if self._crossers is None:
             pair_of = np.repeat(np.arange(len(self.count), dtype=np.int64), self.count)
             order = np.argsort(self.links, kind="stable")
             starts = np.zeros(len(self.capacity) + 1, dtype=np.int64)
             np.cumsum(np.bincount(self.links, minlength=len(self.capacity)), out=starts[1:])
             self._crossers = (starts, pair_of[order])
-        starts, pairs = self._crossers
-        found: np.ndarray = pairs[ranges(starts[links], starts[links + 1] - starts[links])]
-        return found
+        return self._crossers
 
     def links_of(self, pairs: np.ndarray) -> np.ndarray:
         """The links of each pair's route, concatenated: the rows of :meth:`table` without

@@ -1,0 +1,194 @@
+"""Max-min sharing's two loops compiled with numba (the ``fast`` extra), for large fabrics.
+
+:func:`~simulator.engine.kernel.max_min_rates` hands an instance of
+:data:`~simulator.engine.kernel.FILLING_ENTRIES` entries or more to :func:`filling` when numba
+is installed: the rounds of a dense all-to-all (361 distinct shares over 92,928 entries for
+``direct`` on the k = 8 fat-tree) then cost loops over the links a round touches rather than a
+dozen numpy calls each. The arithmetic is the kernel's, operation for operation, so the rates
+are the numpy statement's to the bit (``tests/test_kernel.py`` holds the two equal):
+
+- a link's share is ``max(left, 0) / unfrozen`` (inf with no unfrozen flow), recomputed only
+  where a round froze a flow crossing it (the others' inputs did not move, nor so their share);
+- a round's level is the least share; every unfrozen flow crossing a link at that level is
+  frozen at it at once;
+- a link's count of newly frozen flows is a sum of whole numbers (flows, or their copies),
+  exact in any order, then ``left -= count · level`` and ``unfrozen -= count``.
+
+Without numba (the default install) the module offers nothing and the kernel fills with numpy.
+Importing numba and loading the compiled function costs about a second a process, so only an
+instance large enough to need it does (a run of small ones never pays it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+Filling = Callable[[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray], np.ndarray]
+Component = Callable[..., tuple[np.ndarray, bool]]
+
+LARGE_FABRIC_PAIRS = 4096
+"""From how many routed pairs a vectorised run's fabric counts as large: its re-shares then
+walk their components and fill their rates compiled, however small each (where numba is
+installed). Below it a run's components are small and few, and loading the compiled loops
+(about a second a process) would cost more than they save."""
+
+_loaded: dict[str, Any] = {}
+
+
+def _jit(name: str, function: Callable[..., Any]) -> Any:
+    """``function`` compiled by numba (cached on disk), None where numba is not installed."""
+    if name not in _loaded:
+        try:
+            import numba
+        except ImportError:
+            _loaded[name] = None
+        else:
+            _loaded[name] = numba.njit(cache=True, nogil=True)(function)
+    return _loaded[name]
+
+
+def compiled_filling() -> Filling | None:
+    """The compiled :func:`_filling`, or None where numba is not installed."""
+    filling: Filling | None = _jit("filling", _filling)
+    return filling
+
+
+def compiled_component() -> Component | None:
+    """The compiled :func:`_component`, or None where numba is not installed."""
+    component: Component | None = _jit("component", _component)
+    return component
+
+
+def _component(dirty: Any, links: int, cross_start: Any, cross_pairs: Any, first: Any,
+               count: Any, route_links: Any, copies: Any, stamp: Any, call: int,
+               routed: int) -> Any:
+    """:meth:`~simulator.engine.flows.Reach.component`'s layers in loops: the pairs with
+    flows (``copies`` > 0) crossing a link the last layer reached (``dirty`` first), stamped
+    ``call`` as they join; (the pairs joined, sorted, False), or (none, True) once more than
+    half the ``routed`` pairs have joined. Links ``cross_start``/``cross_pairs``: the pairs
+    crossing each link (:meth:`Routes.crossers`); ``first``/``count``/``route_links``: each
+    pair's links."""
+    reached = np.zeros(links, np.bool_)
+    frontier = np.empty(links, np.int64)
+    ahead = 0
+    for link in dirty:
+        reached[link] = True
+        frontier[ahead] = link
+        ahead += 1
+    found = np.empty(copies.shape[0], np.int64)
+    taken = 0
+    while True:
+        before = taken
+        for i in range(ahead):
+            link = frontier[i]
+            for at in range(cross_start[link], cross_start[link + 1]):
+                pair = cross_pairs[at]
+                if copies[pair] > 0 and stamp[pair] != call:
+                    stamp[pair] = call
+                    found[taken] = pair
+                    taken += 1
+        if taken == before:
+            return np.sort(found[:taken]), False
+        if 2 * taken > routed:
+            return found[:0], True
+        ahead = 0
+        for i in range(before, taken):
+            pair = found[i]
+            for at in range(first[pair], first[pair] + count[pair]):
+                link = route_links[at]
+                if not reached[link]:
+                    reached[link] = True
+                    frontier[ahead] = link
+                    ahead += 1
+
+
+def _filling(flow_of: Any, link_of: Any, flows: int, capacity: Any, weight: Any) -> Any:
+    """Max-min rates of ``flows`` flows, entry k saying flow ``flow_of[k]`` crosses link
+    ``link_of[k]`` with ``weight[k]`` identical flows (floats of whole numbers); NaN for a
+    flow that crosses no link. Written for numba: loops over arrays, no Python objects."""
+    links = capacity.shape[0]
+    entries = flow_of.shape[0]
+    users = np.zeros(links)
+    for k in range(entries):
+        users[link_of[k]] += weight[k]
+    local = np.full(links, -1, np.int64)  # the links in use, numbered 0 .. used - 1
+    used = 0
+    for link in range(links):
+        if users[link] > 0:
+            local[link] = used
+            used += 1
+    left = np.empty(used)
+    unfrozen = np.empty(used)
+    for link in range(links):
+        if local[link] >= 0:
+            left[local[link]] = capacity[link]
+            unfrozen[local[link]] = users[link]
+    # the entries flow by flow (to find a frozen flow's links) and link by link (a tight
+    # link's flows)
+    flow_start = np.zeros(flows + 1, np.int64)
+    link_start = np.zeros(used + 1, np.int64)
+    for k in range(entries):
+        flow_start[flow_of[k] + 1] += 1
+        link_start[local[link_of[k]] + 1] += 1
+    for f in range(flows):
+        flow_start[f + 1] += flow_start[f]
+    for j in range(used):
+        link_start[j + 1] += link_start[j]
+    flow_links = np.empty(entries, np.int64)
+    flow_weight = np.empty(entries)
+    link_flows = np.empty(entries, np.int64)
+    flow_at = flow_start[:-1].copy()
+    link_at = link_start[:-1].copy()
+    for k in range(entries):
+        f, j = flow_of[k], local[link_of[k]]
+        flow_links[flow_at[f]] = j
+        flow_weight[flow_at[f]] = weight[k]
+        flow_at[f] += 1
+        link_flows[link_at[j]] = f
+        link_at[j] += 1
+    share = np.empty(used)
+    for j in range(used):
+        share[j] = (left[j] if left[j] > 0.0 else 0.0) / unfrozen[j] if unfrozen[j] > 0 \
+            else np.inf
+    rates = np.full(flows, np.nan)
+    frozen = np.zeros(flows, np.bool_)
+    counts = np.zeros(used)
+    touched = np.empty(used, np.int64)
+    newly = np.empty(flows, np.int64)
+    left_entries = entries
+    while left_entries > 0:
+        level = np.inf
+        for j in range(used):
+            if share[j] < level:
+                level = share[j]
+        found = 0
+        for j in range(used):
+            if share[j] == level:
+                for at in range(link_start[j], link_start[j + 1]):
+                    f = link_flows[at]
+                    if not frozen[f]:
+                        frozen[f] = True
+                        rates[f] = level
+                        newly[found] = f
+                        found += 1
+        reached = 0
+        for i in range(found):
+            f = newly[i]
+            for at in range(flow_start[f], flow_start[f + 1]):
+                j = flow_links[at]
+                if counts[j] == 0.0:
+                    touched[reached] = j
+                    reached += 1
+                counts[j] += flow_weight[at]
+            left_entries -= flow_start[f + 1] - flow_start[f]
+        for i in range(reached):
+            j = touched[i]
+            left[j] -= counts[j] * level
+            unfrozen[j] -= counts[j]
+            share[j] = (left[j] if left[j] > 0.0 else 0.0) / unfrozen[j] if unfrozen[j] > 0 \
+                else np.inf
+            counts[j] = 0.0
+    return rates
