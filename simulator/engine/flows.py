@@ -64,10 +64,10 @@ class Reach:
         compiled = compiled_component() if pairs >= LARGE_FABRIC_PAIRS else None
         if compiled is not None:  # the same layers in loops (the ``fast`` extra)
             cross_start, cross_pairs = routes.crossers_index()
-            touched, every = compiled(np.flatnonzero(dirty), len(dirty), cross_start,
-                                      cross_pairs, routes.first, routes.count, routes.links,
-                                      copies, stamp, call, routed)
-            return np.flatnonzero(copies) if every else touched
+            walked, half = compiled(np.flatnonzero(dirty), len(dirty), cross_start, cross_pairs,
+                                    routes.first, routes.count, routes.links, copies, stamp,
+                                    call, routed)
+            return np.flatnonzero(copies) if half else walked
         reached = dirty.copy()
         frontier = np.flatnonzero(dirty)
         found: list[np.ndarray] = []
