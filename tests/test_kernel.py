@@ -67,9 +67,35 @@ def test_the_filling_by_touched_links_solves_the_hand_solved_chain():
     flow_of, link_of = np.array([0, 1, 1, 2, 3, 3, 4]), np.array([0, 0, 1, 1, 1, 2, 2])
     plain, touched = both_fillings(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0]))
     assert touched.tolist() == plain.tolist() == [5.0, 5.0, 19.0, 6.0, 6.0]
-    # a large fabric's small instance takes the compiled rounds too (Routes.shares asks)
-    assert max_min_rates(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0]),
-                         compiled=True).tolist() == [5.0, 5.0, 19.0, 6.0, 6.0]
+
+def test_a_large_fabrics_small_instance_takes_the_compiled_rounds(monkeypatch):
+    # Routes.shares asks for them on a large fabric: the hand-solved chain, compiled
+    flow_of, link_of = np.array([0, 1, 1, 2, 3, 3, 4]), np.array([0, 0, 1, 1, 1, 2, 2])
+    called: list[int] = []
+    loops = compiled_filling()
+    assert loops is not None, "numba is missing: install the test extra (pip install -e .[test])"
+    monkeypatch.setattr("simulator.engine.kernel.compiled_filling",
+                        lambda: lambda *args: called.append(1) or loops(*args))
+    rates = max_min_rates(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0]), compiled=True)
+    assert rates.tolist() == [5.0, 5.0, 19.0, 6.0, 6.0] and called == [1]
+    assert max_min_rates(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0])).tolist() == [
+        5.0, 5.0, 19.0, 6.0, 6.0] and called == [1]  # not asked, small: numpy
+
+
+def test_where_numba_cannot_compile_one_warning_and_numpy(monkeypatch):
+    # a read-only cache or a broken llvmlite: compiled_filling gives None, the kernel numpy
+    import numba
+
+    from simulator.engine import compiled
+
+    def refuse(**options):
+        raise RuntimeError("cannot cache function: no locator available")
+
+    monkeypatch.setattr(compiled, "_loaded", {})
+    monkeypatch.setattr(numba, "njit", refuse)
+    with pytest.warns(RuntimeWarning, match="numba cannot compile filling"):
+        assert compiled.compiled_filling() is None
+    assert compiled.compiled_filling() is None  # once: no second warning, no retry
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -115,12 +141,12 @@ def test_without_numba_the_kernel_fills_large_instances_with_numpy(monkeypatch):
     # the default install has no numba: max_min_rates then takes _Filling, the same rates
     flow_of, link_of = np.repeat(np.arange(5000), 4), np.arange(20000) % 997
     capacity = np.linspace(1e9, 9e9, 997)
-    compiled = max_min_rates(flow_of, link_of, 5000, capacity)
+    default = max_min_rates(flow_of, link_of, 5000, capacity)  # compiled where numba is
     monkeypatch.setattr("simulator.engine.kernel.compiled_filling", lambda: None)
     filled: list[bool] = []
     original = _Filling.rates
     monkeypatch.setattr(_Filling, "rates", lambda self: filled.append(True) or original(self))
-    assert max_min_rates(flow_of, link_of, 5000, capacity).tobytes() == compiled.tobytes()
+    assert max_min_rates(flow_of, link_of, 5000, capacity).tobytes() == default.tobytes()
     assert filled == [True]
 
 

@@ -8,6 +8,7 @@ import gc
 import weakref
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from simulator import simulate
@@ -16,7 +17,7 @@ from simulator.algorithms.channels import blocks_on_channels, schedule_on_channe
 from simulator.algorithms.phases.ring import ring_pass_blocks, ring_pass_schedule
 from simulator.algorithms.ring import RingAllreduce
 from simulator.algorithms.schedule import ARRAYS, Blocks, Group, Schedule, Together, transfers
-from simulator.engine import flows, routes, vector
+from simulator.engine import compiled, flows, kernel, routes, vector
 from simulator.engine.kernel import ranges
 from simulator.engine.payload import Payload, make_inputs
 from simulator.engine.run import RunSpec, run_collective
@@ -587,6 +588,58 @@ def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monk
                         lambda self, dirty, known, copies, routed: np.flatnonzero(copies))
     everything = simulate(scenario)
     np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)
+
+
+def test_a_run_shares_the_same_compiled_as_in_numpy(monkeypatch):
+    # the fast extra's loops on every re-share (a large fabric from 0 pairs) against numpy
+    # alone (numba hidden): the same rows (times, bottleneck links, events), to the bit
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [16 << 20],
+                "algorithms": ["ring", "double_binary_tree", "nvls_tree", "direct"],
+                "engine": "vector"}
+    with monkeypatch.context() as patched:
+        patched.setattr(flows, "LARGE_FABRIC_PAIRS", 0)
+        patched.setattr(routes, "LARGE_FABRIC_PAIRS", 0)
+        walked: list[int] = []
+        walk = compiled.compiled_component()
+        assert walk is not None, "numba is missing: install the test extra"
+        patched.setattr(flows, "compiled_component",
+                        lambda: lambda *args: walked.append(1) or walk(*args))
+        loops = simulate(scenario)
+    assert len(walked) > 100
+    monkeypatch.setattr(flows, "compiled_component", lambda: None)
+    monkeypatch.setattr(kernel, "compiled_filling", lambda: None)
+    alone = simulate(scenario)
+    pd.testing.assert_frame_equal(loops, alone, check_exact=True)
+
+
+def test_the_flows_counts_and_pairs_stay_true_through_window_drops(monkeypatch):
+    # a window dropping blocks renumbers the flows' messages but not their pairs: after every
+    # re-share the pairs with flows, the counts and each flow's pair are those recounted
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 64)  # a step a block
+    checked: list[int] = []
+    reshare = flows.Flows._reshare
+
+    def checking(self, now):
+        reshare(self, now)
+        if not self.stale:
+            pair = self.held.pair[self.active]
+            assert self.pair.tolist() == pair.tolist()
+            counts = np.bincount(pair, minlength=len(self.copies))
+            assert self.copies.tolist() == counts[:len(self.copies)].tolist()
+            assert self.busy == int(np.count_nonzero(counts))
+            checked.append(1)
+
+    monkeypatch.setattr(flows.Flows, "_reshare", checking)
+    renumber = flows.Flows.renumber
+    dropped: list[int] = []
+    monkeypatch.setattr(flows.Flows, "renumber",
+                        lambda self, count: dropped.append(count) or renumber(self, count))
+    for scenario in ({"topology": {"kind": "switch", "ranks": 64, "bandwidth": "25GB/s",
+                                   "latency": "1us"}, "algorithms": ["ring"], "sizes": [1 << 20]},
+                     {"topology": {"preset": "dgx_h100", "nodes": 2}, "sizes": [64 << 20],
+                      "algorithms": ["nvls_tree", "double_binary_tree"]}):
+        assert simulate({**scenario, "engine": "vector"}).verified.all()
+    assert len(checked) > 500 and len(dropped) > 100
 
 
 @pytest.mark.parametrize("collective", ["allreduce", "reduce_scatter", "allgather"])

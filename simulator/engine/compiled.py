@@ -1,11 +1,16 @@
 """Max-min sharing's two loops compiled with numba (the ``fast`` extra), for large fabrics.
 
-:func:`~simulator.engine.kernel.max_min_rates` hands an instance of
-:data:`~simulator.engine.kernel.FILLING_ENTRIES` entries or more to :func:`filling` when numba
-is installed: the rounds of a dense all-to-all (361 distinct shares over 92,928 entries for
-``direct`` on the k = 8 fat-tree) then cost loops over the links a round touches rather than a
-dozen numpy calls each. The arithmetic is the kernel's, operation for operation, so the rates
-are the numpy statement's to the bit (``tests/test_kernel.py`` holds the two equal):
+- :func:`_filling`, progressive filling: :func:`~simulator.engine.kernel.max_min_rates` takes
+  it for an instance of :data:`~simulator.engine.kernel.FILLING_ENTRIES` entries or more, and
+  for any instance of a large fabric (:data:`LARGE_FABRIC_PAIRS`; ``Routes.shares`` asks). The
+  rounds of a dense all-to-all (361 distinct shares over 92,928 entries for ``direct`` on the
+  k = 8 fat-tree) then cost loops over the links a round touches rather than a dozen numpy
+  calls each.
+- :func:`_component`, the layers of :meth:`~simulator.engine.flows.Reach.component` on a large
+  fabric.
+
+The arithmetic is the kernel's, operation for operation, so the rates are the numpy
+statements' to the bit (``tests/test_kernel.py``, ``tests/test_vector.py`` hold them equal):
 
 - a link's share is ``max(left, 0) / unfrozen`` (inf with no unfrozen flow), recomputed only
   where a round froze a flow crossing it (the others' inputs did not move, nor so their share);
@@ -14,13 +19,16 @@ are the numpy statement's to the bit (``tests/test_kernel.py`` holds the two equ
 - a link's count of newly frozen flows is a sum of whole numbers (flows, or their copies),
   exact in any order, then ``left -= count · level`` and ``unfrozen -= count``.
 
-Without numba (the default install) the module offers nothing and the kernel fills with numpy.
-Importing numba and loading the compiled function costs about a second a process, so only an
-instance large enough to need it does (a run of small ones never pays it).
+(A NaN capacity, which no machine has, would be read as 0 here where numpy keeps the NaN.)
+
+Without numba (the default install), or where it cannot compile (a read-only cache, a broken
+llvmlite: one warning), the functions are None and the engine shares with numpy. Loading numba
+and the compiled functions costs about a second a process, so only a run that needs them does.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -38,37 +46,61 @@ installed). Below it a run's components are small and few, and loading the compi
 _loaded: dict[str, Any] = {}
 
 
-def _jit(name: str, function: Callable[..., Any]) -> Any:
-    """``function`` compiled by numba (cached on disk), None where numba is not installed."""
+def _jit(name: str, function: Callable[..., Any], sample: tuple[Any, ...]) -> Any:
+    """``function`` compiled by numba and run once on ``sample`` (so that it compiles, or
+    loads from numba's cache, now); None where numba is not installed. Where the cache cannot
+    be written or read it compiles without one; where it cannot compile at all, one warning
+    and None: the numpy statements give the same rates."""
     if name not in _loaded:
+        _loaded[name] = None
         try:
             import numba
         except ImportError:
-            _loaded[name] = None
+            return None
+        except Exception as error:  # a broken install: numba or llvmlite fails to load
+            warnings.warn(f"numba fails to load ({error}); sharing with numpy", RuntimeWarning,
+                          stacklevel=3)
+            return None
+        failure: Exception | None = None
+        for cache in (True, False):
+            try:
+                compiled = numba.njit(cache=cache, nogil=True)(function)
+                compiled(*sample)
+            except Exception as error:  # no cache locator, a truncated cache file, ...
+                failure = error
+                continue
+            _loaded[name] = compiled
+            break
         else:
-            _loaded[name] = numba.njit(cache=True, nogil=True)(function)
+            warnings.warn(f"numba cannot compile {name} ({failure}); sharing with numpy",
+                          RuntimeWarning, stacklevel=3)
     return _loaded[name]
 
 
 def compiled_filling() -> Filling | None:
-    """The compiled :func:`_filling`, or None where numba is not installed."""
-    filling: Filling | None = _jit("filling", _filling)
+    """The compiled :func:`_filling`, or None where numba is not installed or cannot compile."""
+    one = np.zeros(1, dtype=np.int64)
+    filling: Filling | None = _jit("filling", _filling, (one, one, 1, np.ones(1), np.ones(1)))
     return filling
 
 
 def compiled_component() -> Component | None:
-    """The compiled :func:`_component`, or None where numba is not installed."""
-    component: Component | None = _jit("component", _component)
+    """The compiled :func:`_component`, or None where numba is not installed or cannot
+    compile."""
+    none, one = np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    component: Component | None = _jit(
+        "component", _component,
+        (none, 1, np.zeros(2, dtype=np.int64), none, one, one, none, one, one.copy(), 1, 0))
     return component
 
 
 def _component(dirty: Any, links: int, cross_start: Any, cross_pairs: Any, first: Any,
                count: Any, route_links: Any, copies: Any, stamp: Any, call: int,
-               routed: int) -> Any:
+               busy: int) -> Any:
     """:meth:`~simulator.engine.flows.Reach.component`'s layers in loops: the pairs with
     flows (``copies`` > 0) crossing a link the last layer reached (``dirty`` first), stamped
     ``call`` as they join; (the pairs joined, sorted, False), or (none, True) once more than
-    half the ``routed`` pairs have joined. Links ``cross_start``/``cross_pairs``: the pairs
+    half the ``busy`` pairs (with flows) have joined. Links ``cross_start``/``cross_pairs``: the pairs
     crossing each link (:meth:`Routes.crossers`); ``first``/``count``/``route_links``: each
     pair's links."""
     reached = np.zeros(links, np.bool_)
@@ -92,7 +124,7 @@ def _component(dirty: Any, links: int, cross_start: Any, cross_pairs: Any, first
                     taken += 1
         if taken == before:
             return np.sort(found[:taken]), False
-        if 2 * taken > routed:
+        if 2 * taken > busy:
             return found[:0], True
         ahead = 0
         for i in range(before, taken):
@@ -157,6 +189,7 @@ def _filling(flow_of: Any, link_of: Any, flows: int, capacity: Any, weight: Any)
     frozen = np.zeros(flows, np.bool_)
     counts = np.zeros(used)
     touched = np.empty(used, np.int64)
+    touching = np.zeros(used, np.bool_)  # whether a link is in this round's ``touched``
     newly = np.empty(flows, np.int64)
     left_entries = entries
     while left_entries > 0:
@@ -179,7 +212,8 @@ def _filling(flow_of: Any, link_of: Any, flows: int, capacity: Any, weight: Any)
             f = newly[i]
             for at in range(flow_start[f], flow_start[f + 1]):
                 j = flow_links[at]
-                if counts[j] == 0.0:
+                if not touching[j]:
+                    touching[j] = True
                     touched[reached] = j
                     reached += 1
                 counts[j] += flow_weight[at]
@@ -191,4 +225,5 @@ def _filling(flow_of: Any, link_of: Any, flows: int, capacity: Any, weight: Any)
             share[j] = (left[j] if left[j] > 0.0 else 0.0) / unfrozen[j] if unfrozen[j] > 0 \
                 else np.inf
             counts[j] = 0.0
+            touching[j] = False
     return rates

@@ -17,14 +17,14 @@ import time
 import numpy as np
 
 from simulator.engine.compiled import LARGE_FABRIC_PAIRS, compiled_component
-from simulator.engine.kernel import INF, CapacityStep
+from simulator.engine.kernel import INF, CapacityStep, distinct
 from simulator.engine.routes import Routes
 from simulator.engine.tally import LinkTally
 from simulator.engine.window import Held
 
 
 class Reach:
-    """Which routed pairs are connected to a changed link through links they share
+    """Which pairs with flows are connected to a changed link through links they share
     (:meth:`component`), with scratch kept from call to call: a pair reached is stamped with
     the call's number, so that a call costs the pairs and links it reaches, not every pair
     known (40,416 for NVLSTree at 128 MiB on 128 DGX H100, where a median re-share reaches
@@ -37,26 +37,22 @@ class Reach:
         self.pair_slots = np.zeros(0, dtype=np.int64)
         self.link_slots = np.zeros(0, dtype=np.int64)
 
-    def scratch(self, pairs: int) -> np.ndarray:
-        """Scratch of ``pairs`` entries or more, any contents (:func:`distinct`'s slots)."""
-        if len(self.pair_slots) < pairs:
-            self.pair_slots = np.empty(pairs, dtype=np.int64)
-        return self.pair_slots
-
     def component(self, dirty: np.ndarray, routes: Routes, copies: np.ndarray,
-                  routed: int) -> np.ndarray:
-        """The pairs (sorted) with flows on them (``copies`` > 0, ``routed`` of them) that are
+                  busy: int) -> np.ndarray:
+        """The pairs (sorted) with flows on them (``copies`` > 0, ``busy`` of them) that are
         connected to a ``dirty`` link: grown a layer a round (the pairs that cross a link the
-        last round reached) until no pair joins, or every routed pair once more than half have
+        last round reached) until no pair joins, or every busy pair once more than half have
         (re-sharing all is exact too, and then cheaper than finding the rest). A round reads
         only the links the last one reached (their crossers, :meth:`Routes.crossers`), not
-        every routed pair's row: the pairs that cross a link reached before were all taken in
+        every busy pair's row: the pairs that cross a link reached before were all taken in
         by an earlier round."""
         pairs = len(routes.count)
         assert len(copies) == pairs, "the counts must cover every pair routed"
         if len(self.stamp) < pairs:  # pairs routed since: never reached
             self.stamp = np.concatenate([self.stamp, np.zeros(pairs - len(self.stamp),
                                                               dtype=np.int64)])
+        if len(self.pair_slots) < pairs:
+            self.pair_slots = np.empty(pairs, dtype=np.int64)
         if len(self.link_slots) < len(dirty):
             self.link_slots = np.empty(len(dirty), dtype=np.int64)
         self.call += 1
@@ -66,7 +62,7 @@ class Reach:
             cross_start, cross_pairs = routes.crossers_index()
             walked, half = compiled(np.flatnonzero(dirty), len(dirty), cross_start, cross_pairs,
                                     routes.first, routes.count, routes.links, copies, stamp,
-                                    call, routed)
+                                    call, busy)
             return np.flatnonzero(copies) if half else walked
         reached = dirty.copy()
         frontier = np.flatnonzero(dirty)
@@ -75,7 +71,7 @@ class Reach:
         while True:
             crossing = routes.crossers(frontier)
             crossing = crossing[(copies[crossing] > 0) & (stamp[crossing] != call)]
-            new = distinct(crossing, self.scratch(pairs))
+            new = distinct(crossing, self.pair_slots)
             if len(new) == 0:
                 touched = np.concatenate(found) if found else new
                 touched.sort()
@@ -83,27 +79,12 @@ class Reach:
             stamp[new] = call
             found.append(new)
             taken += len(new)
-            if 2 * taken > routed:
+            if 2 * taken > busy:
                 every: np.ndarray = np.flatnonzero(copies)
                 return every
             links = routes.links_of(new)
             frontier = distinct(links[~reached[links]], self.link_slots)
             reached[frontier] = True
-
-
-def distinct(values: np.ndarray, slots: np.ndarray) -> np.ndarray:
-    """``values`` (non-negative, below ``len(slots)``) each once, in their order: one scatter
-    of positions into ``slots`` (scratch, any contents) and one gather, where ``np.unique``
-    would sort. Whichever of a repeated value's positions the scatter keeps, exactly that one
-    reads itself back.
-
-    >>> sorted(distinct(np.array([3, 1, 3, 0]), np.empty(4, dtype=np.int64)).tolist())
-    [0, 1, 3]
-    """
-    at = np.arange(len(values))
-    slots[values] = at
-    kept: np.ndarray = values[slots[values] == at]
-    return kept
 
 
 class Flows:
@@ -126,8 +107,10 @@ class Flows:
         """Links whose flows or capacity changed since the last re-share."""
         self.copies = np.zeros(0, dtype=np.int64)
         """Active flows on each pair (by pair number), kept as flows join and leave."""
-        self.routed = 0
+        self.busy = 0
         """How many pairs have flows on them (``copies`` > 0)."""
+        self.slots = np.zeros(0, dtype=np.int64)
+        """Scratch for :func:`distinct` over pairs (any contents)."""
         self.fingerprint = 0
         """The sum of the active flows' pairs' weights (``Routes.weight``), modulo 2**64."""
         self.reach = Reach()
@@ -199,10 +182,12 @@ class Flows:
         if self.stale:
             return
         self._cover_pairs()
-        each = pairs if len(pairs) == 1 else distinct(pairs, self.reach.scratch(len(self.copies)))
+        if len(self.slots) < len(self.copies):
+            self.slots = np.empty(len(self.copies), dtype=np.int64)
+        each = pairs if len(pairs) == 1 else distinct(pairs, self.slots)
         before = int(np.count_nonzero(self.copies[each]))
         np.add.at(self.copies, pairs, sign)
-        self.routed += int(np.count_nonzero(self.copies[each])) - before
+        self.busy += int(np.count_nonzero(self.copies[each])) - before
         weight = int(self.routes.weight[pairs].sum())  # numpy's sum wraps at 2**64
         self.fingerprint = (self.fingerprint + sign * weight) % (1 << 64)
 
@@ -232,7 +217,7 @@ class Flows:
         if self.stale:  # the flows moved on: their pairs and counts afresh
             self.pair = self.held.pair[self.active]
             self.copies, self.fingerprint, self.stale = np.zeros(0, dtype=np.int64), 0, False
-            self.routed = 0
+            self.busy = 0
             self._count(self.pair, 1)
         pair = self.pair
         remembered: np.ndarray | None = np.zeros(0)  # only sets sharing links are remembered
@@ -246,7 +231,7 @@ class Flows:
             else:  # flows on one route get one rate: share each route once, with its count
                 self._cover_pairs()
                 copies = self.copies
-                touched = self.reach.component(dirty, routes, copies, self.routed)
+                touched = self.reach.component(dirty, routes, copies, self.busy)
                 if len(self.which) < len(copies):
                     self.which = np.full(len(copies), -1, dtype=np.int64)
                 which = self.which
@@ -323,7 +308,9 @@ class Flows:
 
     def shift(self, messages: int, seconds: float) -> None:
         """A steady period's jump: each flow ``messages`` further on, its times ``seconds``
-        later (its bytes and rate as they are)."""
+        later (its bytes, rate and pair as they are: a period repeats the senders and
+        receivers of the messages in progress, so the pairs stay; the counts are recounted
+        at the next re-share all the same)."""
         self.active = self.active + messages
         self.ends, self.updated = self.ends + seconds, self.updated + seconds
         self.stale = True

@@ -1,6 +1,6 @@
 """The network kernel: the rules of the flow-level network and of a GPU's reductions, stated
 once, which both engines call (the SimPy engine per connected component of flows, the
-vectorised engine once per instant over every active flow).
+vectorised engine once per instant, over the component of the links the instant changed).
 
 - :func:`max_min_rates`: max-min fair rates of flows over capacitated links, by progressive
   filling (Bertsekas & Gallager, *Data Networks*, 2nd ed., §6.5.2). Every flow's rate rises
@@ -102,8 +102,8 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
     large = len(flow_of) >= FILLING_ENTRIES
     loops = compiled_filling() if large or compiled else None
     if loops is not None:  # the same rounds in loops (the ``fast`` extra)
-        weight = np.ones(len(flow_of)) if copies is None else copies.astype(np.float64)
-        return loops(flow_of, link_of, flows, capacity.astype(np.float64), weight)
+        return loops(flow_of, link_of, flows, capacity.astype(np.float64),
+                     entry_weights(copies, len(flow_of)))
     if large:
         return _Filling(flow_of, link_of, flows, capacity, users, copies).rates()
     return _plain_filling(flow_of, link_of, flows, capacity, users, copies)
@@ -164,7 +164,7 @@ class _Filling:
         self.flows = flows
         self.left = capacity[links].astype(np.float64)
         self.unfrozen = users[links].astype(np.float64)
-        self.weight = np.ones(len(flow_of)) if copies is None else copies.astype(np.float64)
+        self.weight = entry_weights(copies, len(flow_of))
         # the entries by link (to find a tight link's flows) and by flow (to find their links)
         by_link = _grouped(local, len(links))
         self.link_flows = flow_of[by_link]
@@ -208,8 +208,8 @@ class _Filling:
 
     def _newly_frozen(self, tight: np.ndarray, frozen: np.ndarray) -> np.ndarray:
         """The flows not yet frozen that cross a ``tight`` link, each once, in no set order
-        (a round's counts are sums of whole numbers, the same in any order): one scatter of
-        positions and one gather, where ``np.unique`` would hash or sort."""
+        (a round's counts are sums of whole numbers, the same in any order): :func:`distinct`,
+        where ``np.unique`` would hash or sort."""
         if len(tight) == 1:  # a link lists each of its flows once
             link = int(tight[0])
             flows = self.link_flows[self.link_start[link]:self.link_start[link + 1]]
@@ -217,11 +217,29 @@ class _Filling:
             return alone
         starts = self.link_start[tight]
         flows = self.link_flows[ranges(starts, self.link_start[tight + 1] - starts)]
-        flows = flows[~frozen[flows]]
-        at = np.arange(len(flows))
-        self.slots[flows] = at
-        once: np.ndarray = flows[self.slots[flows] == at]
-        return once
+        return distinct(flows[~frozen[flows]], self.slots)
+
+
+def entry_weights(copies: np.ndarray | None, entries: int) -> np.ndarray:
+    """How many identical flows each entry stands for, as floats (one each without
+    ``copies``)."""
+    weights: np.ndarray = np.ones(entries) if copies is None else copies.astype(np.float64)
+    return weights
+
+
+def distinct(values: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """``values`` (non-negative, below ``len(slots)``) each once, in their order: one scatter
+    of positions into ``slots`` (scratch, any contents) and one gather, where ``np.unique``
+    would sort. Whichever of a repeated value's positions the scatter keeps, exactly that one
+    reads itself back.
+
+    >>> sorted(distinct(np.array([3, 1, 3, 0]), np.empty(4, dtype=np.int64)).tolist())
+    [0, 1, 3]
+    """
+    at = np.arange(len(values))
+    slots[values] = at
+    kept: np.ndarray = values[slots[values] == at]
+    return kept
 
 
 def _grouped(keys: np.ndarray, count: int) -> np.ndarray:
