@@ -58,7 +58,8 @@ def both_fillings(flow_of, link_of, flows, capacity, copies=None):
     compiled = compiled_filling()
     assert compiled is not None, "numba is missing: install the test extra (pip install -e .[test])"
     weight = np.ones(len(flow_of)) if copies is None else copies.astype(np.float64)
-    assert compiled(flow_of, link_of, flows, capacity, weight).tobytes() == touched.tobytes()
+    assert compiled(flow_of, link_of, flows, capacity, weight,
+                    users.astype(np.float64)).tobytes() == touched.tobytes()
     return _plain_filling(flow_of, link_of, flows, capacity, users, copies), touched
 
 

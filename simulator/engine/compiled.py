@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-Filling = Callable[[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray], np.ndarray]
+Filling = Callable[[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 Component = Callable[..., tuple[np.ndarray, bool]]
 
 LARGE_FABRIC_PAIRS = 4096
@@ -80,7 +80,8 @@ def _jit(name: str, function: Callable[..., Any], sample: tuple[Any, ...]) -> An
 def compiled_filling() -> Filling | None:
     """The compiled :func:`_filling`, or None where numba is not installed or cannot compile."""
     one = np.zeros(1, dtype=np.int64)
-    filling: Filling | None = _jit("filling", _filling, (one, one, 1, np.ones(1), np.ones(1)))
+    filling: Filling | None = _jit("filling", _filling,
+                                   (one, one, 1, np.ones(1), np.ones(1), np.ones(1)))
     return filling
 
 
@@ -100,9 +101,9 @@ def _component(dirty: Any, links: int, cross_start: Any, cross_pairs: Any, first
     """:meth:`~simulator.engine.flows.Reach.component`'s layers in loops: the pairs with
     flows (``copies`` > 0) crossing a link the last layer reached (``dirty`` first), stamped
     ``call`` as they join; (the pairs joined, sorted, False), or (none, True) once more than
-    half the ``busy`` pairs (with flows) have joined. Links ``cross_start``/``cross_pairs``: the pairs
-    crossing each link (:meth:`Routes.crossers`); ``first``/``count``/``route_links``: each
-    pair's links."""
+    half the ``busy`` pairs (with flows) have joined. ``cross_start``/``cross_pairs``: the
+    pairs crossing each link (:meth:`Routes.crossers`); ``first``/``count``/``route_links``:
+    each pair's links."""
     reached = np.zeros(links, np.bool_)
     frontier = np.empty(links, np.int64)
     ahead = 0
@@ -137,15 +138,14 @@ def _component(dirty: Any, links: int, cross_start: Any, cross_pairs: Any, first
                     ahead += 1
 
 
-def _filling(flow_of: Any, link_of: Any, flows: int, capacity: Any, weight: Any) -> Any:
+def _filling(flow_of: Any, link_of: Any, flows: int, capacity: Any, weight: Any,
+             users: Any) -> Any:
     """Max-min rates of ``flows`` flows, entry k saying flow ``flow_of[k]`` crosses link
-    ``link_of[k]`` with ``weight[k]`` identical flows (floats of whole numbers); NaN for a
-    flow that crosses no link. Written for numba: loops over arrays, no Python objects."""
+    ``link_of[k]`` with ``weight[k]`` identical flows (floats of whole numbers), ``users[l]``
+    the weights on link l summed (the kernel has them already); NaN for a flow that crosses
+    no link. Written for numba: loops over arrays, no Python objects."""
     links = capacity.shape[0]
     entries = flow_of.shape[0]
-    users = np.zeros(links)
-    for k in range(entries):
-        users[link_of[k]] += weight[k]
     local = np.full(links, -1, np.int64)  # the links in use, numbered 0 .. used - 1
     used = 0
     for link in range(links):
