@@ -70,7 +70,8 @@ def test_the_filling_by_touched_links_solves_the_hand_solved_chain():
     assert touched.tolist() == plain.tolist() == [5.0, 5.0, 19.0, 6.0, 6.0]
 
 def test_a_large_fabrics_small_instance_takes_the_compiled_rounds(monkeypatch):
-    # Routes.shares asks for them on a large fabric: the hand-solved chain, compiled
+    # Routes.shares asks for them where compiled.wanted says (a large fabric, a long run): the
+    # hand-solved chain, compiled
     flow_of, link_of = np.array([0, 1, 1, 2, 3, 3, 4]), np.array([0, 0, 1, 1, 1, 2, 2])
     called: list[int] = []
     loops = compiled_filling()

@@ -465,11 +465,12 @@ def _grown(dirty: np.ndarray, table: np.ndarray) -> np.ndarray:
 
 
 def _component(dirty: np.ndarray, known: routes.Routes, routed: np.ndarray,
-               reach: flows.Reach | None = None) -> list[bool]:
-    """Which of the ``routed`` pairs (one flow on each) the component of ``dirty`` holds."""
+               reach: flows.Reach | None = None, compiled: bool = False) -> list[bool]:
+    """Which of the ``routed`` pairs (one flow on each) the component of ``dirty`` holds
+    (``compiled``: walked in numba's loops)."""
     copies = np.zeros(len(known.count), dtype=np.int64)
     copies[routed] = 1
-    touched = (reach or flows.Reach()).component(dirty, known, copies, len(routed))
+    touched = (reach or flows.Reach()).component(dirty, known, copies, len(routed), compiled)
     assert touched.tolist() == sorted(set(touched.tolist()))  # sorted, each pair once
     mask: list[bool] = np.isin(routed, touched).tolist()
     return mask
@@ -498,8 +499,7 @@ def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(see
                                                                              monkeypatch):
     # random routes of 1-5 links over 40 links, random routed pairs and changed links: the
     # crossers' layers give the old rounds' components, the "more than half: all" rule
-    # included; in numpy and compiled (the fast extra, from LARGE_FABRIC_PAIRS pairs: here all)
-    monkeypatch.setattr(flows, "LARGE_FABRIC_PAIRS", 0 if compiled else 1 << 62)
+    # included; in numpy and compiled (the fast extra)
     assert (flows.compiled_component() is not None) or not compiled, "numba is missing"
     rng = np.random.default_rng(seed)
     known = _known_routes([rng.choice(40, size=rng.integers(1, 6), replace=False).tolist()
@@ -508,7 +508,7 @@ def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(see
     for _ in range(20):
         routed = np.flatnonzero(rng.random(60) < rng.uniform(0.1, 0.9))
         dirty = rng.random(40) < rng.uniform(0.0, 0.1)
-        assert _component(dirty, known, routed, reach) == _grown(
+        assert _component(dirty, known, routed, reach, compiled) == _grown(
             dirty, known.table(routed)).tolist()
 
 
@@ -585,7 +585,7 @@ def test_re_sharing_the_touched_component_gives_the_times_of_re_sharing_all(monk
                 "algorithms": ["double_binary_tree", "ring", "nvls_tree"], "engine": "vector"}
     touched = simulate(scenario)
     monkeypatch.setattr(flows.Reach, "component",
-                        lambda self, dirty, known, copies, routed: np.flatnonzero(copies))
+                        lambda self, dirty, known, copies, busy, compiled: np.flatnonzero(copies))
     everything = simulate(scenario)
     np.testing.assert_array_equal(touched.sim_time_s, everything.sim_time_s)
 
@@ -597,8 +597,7 @@ def test_a_run_shares_the_same_compiled_as_in_numpy(monkeypatch):
                 "algorithms": ["ring", "double_binary_tree", "nvls_tree", "direct"],
                 "engine": "vector"}
     with monkeypatch.context() as patched:
-        patched.setattr(flows, "LARGE_FABRIC_PAIRS", 0)
-        patched.setattr(routes, "LARGE_FABRIC_PAIRS", 0)
+        patched.setattr(compiled, "LARGE_FABRIC_PAIRS", 0)
         walked: list[int] = []
         walk = compiled.compiled_component()
         assert walk is not None, "numba is missing: install the test extra"
@@ -606,6 +605,38 @@ def test_a_run_shares_the_same_compiled_as_in_numpy(monkeypatch):
                         lambda: lambda *args: walked.append(1) or walk(*args))
         loops = simulate(scenario)
     assert len(walked) > 100
+    monkeypatch.setattr(flows, "compiled_component", lambda: None)
+    monkeypatch.setattr(kernel, "compiled_filling", lambda: None)
+    alone = simulate(scenario)
+    pd.testing.assert_frame_equal(loops, alone, check_exact=True)
+
+
+def test_a_long_run_on_a_small_fabric_walks_compiled_from_its_threshold(monkeypatch):
+    # compiled.wanted: a fabric of few pairs takes numba's loops from the run's
+    # LONG_RUN_RESHARES-th re-share (here the 50th) on, never before; the rows are those of
+    # numpy alone (numba hidden), to the bit
+    assert not compiled.wanted(compiled.LARGE_FABRIC_PAIRS - 1, compiled.LONG_RUN_RESHARES - 1)
+    assert compiled.wanted(compiled.LARGE_FABRIC_PAIRS, 0)
+    assert compiled.wanted(1, compiled.LONG_RUN_RESHARES)
+    scenario = {"topology": {"preset": "dgx_h100", "nodes": 4}, "sizes": [256 << 20],
+                "algorithms": ["double_binary_tree"], "engine": "vector"}  # ~600 re-shares
+    walk = compiled.compiled_component()
+    assert walk is not None, "numba is missing: install the test extra"
+    counts: list[int] = []  # the run's re-shares so far, after each
+    reshare = flows.Flows._reshare
+
+    def counting(self, now):
+        reshare(self, now)
+        counts.append(self.reshares)
+
+    walked: list[int] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(compiled, "LONG_RUN_RESHARES", 50)
+        patched.setattr(flows.Flows, "_reshare", counting)
+        patched.setattr(flows, "compiled_component",
+                        lambda: lambda *args: walked.append(1) or walk(*args))
+        loops = simulate(scenario)
+    assert counts[-1] > 100 and len(walked) == counts[-1] - 49
     monkeypatch.setattr(flows, "compiled_component", lambda: None)
     monkeypatch.setattr(kernel, "compiled_filling", lambda: None)
     alone = simulate(scenario)

@@ -1,13 +1,14 @@
-"""Max-min sharing's two loops compiled with numba (the ``fast`` extra), for large fabrics.
+"""Max-min sharing's two loops compiled with numba (the ``fast`` extra), for large fabrics and
+long runs.
 
 - :func:`_filling`, progressive filling: :func:`~simulator.engine.kernel.max_min_rates` takes
   it for an instance of :data:`~simulator.engine.kernel.FILLING_ENTRIES` entries or more, and
-  for any instance of a large fabric (:data:`LARGE_FABRIC_PAIRS`; ``Routes.shares`` asks). The
+  for any instance where :func:`wanted` says (a large fabric, a long run). The
   rounds of a dense all-to-all (361 distinct shares over 92,928 entries for ``direct`` on the
   k = 8 fat-tree) then cost loops over the links a round touches rather than a dozen numpy
   calls each.
-- :func:`_component`, the layers of :meth:`~simulator.engine.flows.Reach.component` on a large
-  fabric.
+- :func:`_component`, the layers of :meth:`~simulator.engine.flows.Reach.component` where
+  :func:`wanted` says.
 
 The arithmetic is the kernel's, operation for operation, so the rates are the numpy
 statements' to the bit (``tests/test_kernel.py``, ``tests/test_vector.py`` hold them equal):
@@ -23,7 +24,9 @@ statements' to the bit (``tests/test_kernel.py``, ``tests/test_vector.py`` hold 
 
 Without numba (the default install), or where it cannot compile (a read-only cache, a broken
 llvmlite: one warning), the functions are None and the engine shares with numpy. Loading numba
-and the compiled functions costs about a second a process, so only a run that needs them does.
+and the two functions from numba's cache costs 0.26 s a process (farm-bench, 5 runs: 0.33 s
+against 0.06 s for importing this module alone; compiling them afresh, about 3 s once), so
+only a run that gains more does (:func:`wanted`).
 """
 
 from __future__ import annotations
@@ -39,9 +42,25 @@ Component = Callable[..., tuple[np.ndarray, bool]]
 
 LARGE_FABRIC_PAIRS = 4096
 """From how many routed pairs a vectorised run's fabric counts as large: its re-shares then
-walk their components and fill their rates compiled, however small each (where numba is
-installed). Below it a run's components are small and few, and loading the compiled loops
-(about a second a process) would cost more than they save."""
+walk their components and fill their rates compiled from the first, however small each."""
+
+LONG_RUN_RESHARES = 4096
+"""From which re-share a vectorised run takes the compiled loops on a fabric that is not large.
+A re-share costs 24-72 µs less compiled (the GB200 ring's 143,052: 17.83 → 15.39 s;
+``h100x8-auto``'s 47,582: 15.71 → 13.29 s; farm-bench medians of 3 pairs, the loops taken from
+the first), so 4,096 re-shares in numpy cost 0.10-0.29 s more, about what loading the loops
+costs (0.26 s): renting until the rent paid equals the price (ski rental), which pays at most
+about twice what the best choice knowing the run's length would. A shorter run, so a test's or
+a small scenario's point, never loads numba."""
+
+
+def wanted(pairs: int, reshares: int) -> bool:
+    """Whether a run's re-share takes the compiled loops (where numba is installed): on a fabric
+    of :data:`LARGE_FABRIC_PAIRS` routed pairs or more, and from the run's
+    :data:`LONG_RUN_RESHARES`-th re-share on any other. The rates are the same bits either way
+    (the module docstring), so this decides the wall time alone."""
+    return pairs >= LARGE_FABRIC_PAIRS or reshares >= LONG_RUN_RESHARES
+
 
 _loaded: dict[str, Any] = {}
 

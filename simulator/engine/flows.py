@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from simulator.engine.compiled import LARGE_FABRIC_PAIRS, compiled_component
+from simulator.engine.compiled import compiled_component, wanted
 from simulator.engine.kernel import INF, CapacityStep, distinct
 from simulator.engine.routes import Routes
 from simulator.engine.tally import LinkTally
@@ -37,15 +37,16 @@ class Reach:
         self.pair_slots = np.zeros(0, dtype=np.int64)
         self.link_slots = np.zeros(0, dtype=np.int64)
 
-    def component(self, dirty: np.ndarray, routes: Routes, copies: np.ndarray,
-                  busy: int) -> np.ndarray:
+    def component(self, dirty: np.ndarray, routes: Routes, copies: np.ndarray, busy: int,
+                  compiled: bool = False) -> np.ndarray:
         """The pairs (sorted) with flows on them (``copies`` > 0, ``busy`` of them) that are
         connected to a ``dirty`` link: grown a layer a round (the pairs that cross a link the
         last round reached) until no pair joins, or every busy pair once more than half have
         (re-sharing all is exact too, and then cheaper than finding the rest). A round reads
         only the links the last one reached (their crossers, :meth:`Routes.crossers`), not
         every busy pair's row: the pairs that cross a link reached before were all taken in
-        by an earlier round."""
+        by an earlier round. ``compiled``: in numba's loops where it is installed (the same
+        pairs; :func:`~simulator.engine.compiled.wanted`)."""
         pairs = len(routes.count)
         assert len(copies) == pairs, "the counts must cover every pair routed"
         if len(self.stamp) < pairs:  # pairs routed since: never reached
@@ -57,12 +58,12 @@ class Reach:
             self.link_slots = np.empty(len(dirty), dtype=np.int64)
         self.call += 1
         call, stamp = self.call, self.stamp
-        compiled = compiled_component() if pairs >= LARGE_FABRIC_PAIRS else None
-        if compiled is not None:  # the same layers in loops (the ``fast`` extra)
+        loops = compiled_component() if compiled else None
+        if loops is not None:  # the same layers in loops (the ``fast`` extra)
             cross_start, cross_pairs = routes.crossers_index()
-            walked, half = compiled(np.flatnonzero(dirty), len(dirty), cross_start, cross_pairs,
-                                    routes.first, routes.count, routes.links, copies, stamp,
-                                    call, busy)
+            walked, half = loops(np.flatnonzero(dirty), len(dirty), cross_start, cross_pairs,
+                                 routes.first, routes.count, routes.links, copies, stamp, call,
+                                 busy)
             return np.flatnonzero(copies) if half else walked
         reached = dirty.copy()
         frontier = np.flatnonzero(dirty)
@@ -122,6 +123,9 @@ class Flows:
         re-share, when the window holds them."""
         self.changed = False
         """Whether a flow joined or left, or a capacity changed, since the last re-share."""
+        self.reshares = 0
+        """Re-shares so far that solved a component (:func:`~simulator.engine.compiled.wanted`
+        reads it)."""
         self.sharing_wall_s = 0.0
         """Wall time spent re-sharing (:class:`~simulator.engine.vector.VectorTiming`)."""
 
@@ -231,12 +235,14 @@ class Flows:
             else:  # flows on one route get one rate: share each route once, with its count
                 self._cover_pairs()
                 copies = self.copies
-                touched = self.reach.component(dirty, routes, copies, self.busy)
+                self.reshares += 1
+                compiled = wanted(len(copies), self.reshares)
+                touched = self.reach.component(dirty, routes, copies, self.busy, compiled)
                 if len(self.which) < len(copies):
                     self.which = np.full(len(copies), -1, dtype=np.int64)
                 which = self.which
                 which[touched] = np.arange(len(touched), dtype=np.int64)
-                shared = routes.shares(touched, copies[touched])
+                shared = routes.shares(touched, copies[touched], compiled)
                 mine = which[pair]
                 which[touched] = -1
                 moving = np.flatnonzero(mine >= 0)  # the others keep their rates

@@ -80,8 +80,9 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
     whole numbers either way, so the rates are those of the flows listed one by one, to the bit.
 
     Where numba is installed (the ``fast`` extra), an instance of :data:`FILLING_ENTRIES`
-    entries or more, or any when ``compiled`` (a large fabric's, whose runs load it anyway),
-    fills by the same rounds compiled (:mod:`simulator.engine.compiled`), to the bit.
+    entries or more, or any when ``compiled`` (a large fabric's or a long run's re-shares:
+    :func:`~simulator.engine.compiled.wanted`), fills by the same rounds compiled
+    (:mod:`simulator.engine.compiled`), to the bit.
 
     A large instance's rounds touch only the links of the flows they freeze
     (:class:`_Filling`), not every entry: a dense all-to-all's solution takes a round per

@@ -18,7 +18,6 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from simulator.engine.compiled import LARGE_FABRIC_PAIRS
 from simulator.engine.kernel import (
     INF,
     CapacityTimeline,
@@ -173,18 +172,20 @@ class Routes:
         """The rates :meth:`shares` remembers for this set of flows, None if it does not."""
         return self._shares.get((routed.tobytes(), copies.tobytes()))
 
-    def shares(self, routed: np.ndarray, copies: np.ndarray) -> np.ndarray:
+    def shares(self, routed: np.ndarray, copies: np.ndarray, compiled: bool = False) -> np.ndarray:
         """The max-min rate of a flow on each of the ``routed`` pairs, ``copies`` flows on
         each: solved once per set of flows and remembered (a pipeline's steady state meets the
         same sets again and again; the rates are a function of the set and the capacities,
-        which forget every set when they change), the latest sets up to :data:`SHARES_BYTES`."""
+        which forget every set when they change), the latest sets up to :data:`SHARES_BYTES`.
+        ``compiled``: solved in numba's loops where it is installed (the same bits;
+        :func:`~simulator.engine.compiled.wanted`)."""
         rates = self.recall(routed, copies)
         if rates is not None:
             return rates
         key = (routed.tobytes(), copies.tobytes())
         flow_of = np.repeat(np.arange(len(routed)), self.count[routed])
         rates = max_min_rates(flow_of, self.links_of(routed), len(routed), self.capacity,
-                              copies[flow_of], compiled=len(self.count) >= LARGE_FABRIC_PAIRS)
+                              copies[flow_of], compiled=compiled)
         self._shares.keep(key, rates, len(key[0]) + len(key[1]) + rates.nbytes, SHARES_BYTES)
         return rates
 
