@@ -69,7 +69,7 @@ def test_the_filling_by_touched_links_solves_the_hand_solved_chain():
     plain, touched = both_fillings(flow_of, link_of, 5, np.array([10.0, 30.0, 12.0]))
     assert touched.tolist() == plain.tolist() == [5.0, 5.0, 19.0, 6.0, 6.0]
 
-def test_a_large_fabrics_small_instance_takes_the_compiled_rounds(monkeypatch):
+def test_a_small_instance_takes_the_compiled_rounds_when_asked(monkeypatch):
     # Routes.shares asks for them where compiled.wanted says (a large fabric, a long run): the
     # hand-solved chain, compiled
     flow_of, link_of = np.array([0, 1, 1, 2, 3, 3, 4]), np.array([0, 0, 1, 1, 1, 2, 2])

@@ -495,8 +495,7 @@ def test_a_component_is_every_route_linked_to_a_changed_link():
 
 @pytest.mark.parametrize("compiled", [False, True])
 @pytest.mark.parametrize("seed", range(20))
-def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(seed, compiled,
-                                                                             monkeypatch):
+def test_a_component_grown_from_its_crossers_is_the_one_grown_over_every_row(seed, compiled):
     # random routes of 1-5 links over 40 links, random routed pairs and changed links: the
     # crossers' layers give the old rounds' components, the "more than half: all" rule
     # included; in numpy and compiled (the fast extra)
@@ -629,18 +628,57 @@ def test_a_long_run_on_a_small_fabric_walks_compiled_from_its_threshold(monkeypa
         reshare(self, now)
         counts.append(self.reshares)
 
+    fill = compiled.compiled_filling()
+    assert fill is not None
     walked: list[int] = []
+    filled: list[int] = []
     with monkeypatch.context() as patched:
         patched.setattr(compiled, "LONG_RUN_RESHARES", 50)
         patched.setattr(flows.Flows, "_reshare", counting)
         patched.setattr(flows, "compiled_component",
                         lambda: lambda *args: walked.append(1) or walk(*args))
-        loops = simulate(scenario)
+        patched.setattr(kernel, "compiled_filling",
+                        lambda: lambda *args: filled.append(1) or fill(*args))
+        loops = simulate(scenario)  # one point: one run, whose counts go up from 1
     assert counts[-1] > 100 and len(walked) == counts[-1] - 49
+    assert len(filled) > 50  # the sets met for the first time from then on, filled compiled
     monkeypatch.setattr(flows, "compiled_component", lambda: None)
     monkeypatch.setattr(kernel, "compiled_filling", lambda: None)
     alone = simulate(scenario)
     pd.testing.assert_frame_equal(loops, alone, check_exact=True)
+
+
+@pytest.mark.parametrize("fault", [
+    {"kind": "link_degraded", "link": ["gpu0", "switch"], "at": "20us", "factor": 0.05,
+     "until": "60us", "both": True},
+    {"kind": "link_flapping", "link": ["gpu0", "switch"], "at": "20us", "period": "20us",
+     "down": "5us", "until": "80us", "both": True},
+    {"kind": "link_down", "link": ["pod0.edge0", "pod0.agg0"], "at": "40us", "both": True},
+])
+def test_capacity_steps_and_reroutes_share_the_same_compiled_as_in_numpy(fault, monkeypatch):
+    # the compiled loops on every re-share (a large fabric from 0 pairs) through a degraded
+    # link, a flapping one (no capacity while down), and a link down whose pairs take their
+    # spare paths: the rows of numpy alone (numba hidden), to the bit
+    topology = ({"kind": "fat_tree", "k": 4, "bandwidth": "25GB/s", "latency": "1us"}
+                if fault["kind"] == "link_down" else
+                {"kind": "switch", "ranks": 8, "bandwidth": "25GB/s", "latency": "1us"})
+    scenario = {"topology": topology, "algorithms": ["tree", "ring"], "sizes": ["4MiB"],
+                "faults": [fault], "engine": "vector"}
+    walk = compiled.compiled_component()
+    assert walk is not None, "numba is missing: install the test extra"
+    walked: list[int] = []
+    with monkeypatch.context() as patched:
+        patched.setattr(compiled, "LARGE_FABRIC_PAIRS", 0)
+        patched.setattr(flows, "compiled_component",
+                        lambda: lambda *args: walked.append(1) or walk(*args))
+        loops = simulate(scenario)
+    assert walked and "did not act" not in loops.faults[0]
+    monkeypatch.setattr(flows, "compiled_component", lambda: None)
+    monkeypatch.setattr(kernel, "compiled_filling", lambda: None)
+    alone = simulate(scenario)
+    pd.testing.assert_frame_equal(loops, alone, check_exact=True)
+    if fault["kind"] != "link_down":  # (a link down leaves its pairs an equal spare path)
+        assert (loops.sim_time_s > loops.healthy_time_s).any()  # the fault moved a time
 
 
 def test_the_flows_counts_and_pairs_stay_true_through_window_drops(monkeypatch):

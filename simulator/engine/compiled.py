@@ -41,17 +41,20 @@ Filling = Callable[[np.ndarray, np.ndarray, int, np.ndarray, np.ndarray, np.ndar
 Component = Callable[..., tuple[np.ndarray, bool]]
 
 LARGE_FABRIC_PAIRS = 4096
-"""From how many routed pairs a vectorised run's fabric counts as large: its re-shares then
-walk their components and fill their rates compiled from the first, however small each."""
+"""From how many routed pairs a vectorised run's fabric counts as large: from the first
+re-share after that many pairs are routed, its re-shares walk their components and fill their
+rates compiled, however small each."""
 
 LONG_RUN_RESHARES = 4096
 """From which re-share a vectorised run takes the compiled loops on a fabric that is not large.
-A re-share costs 24-72 µs less compiled (the GB200 ring's 143,052: 17.83 → 15.39 s;
-``h100x8-auto``'s 47,582: 15.71 → 13.29 s; farm-bench medians of 3 pairs, the loops taken from
-the first), so 4,096 re-shares in numpy cost 0.10-0.29 s more, about what loading the loops
-costs (0.26 s): renting until the rent paid equals the price (ski rental), which pays at most
-about twice what the best choice knowing the run's length would. A shorter run, so a test's or
-a small scenario's point, never loads numba."""
+A re-share costs 19-56 µs less compiled: with the loops taken from the first re-share, loading
+them included (0.26 s), the GB200 ring's 143,052 re-shares take 17.83 → 15.39 s and
+``h100x8-auto``'s 47,582 take 15.71 → 13.29 s (farm-bench medians of 3 pairs), so r = (saved +
+0.26 s) / re-shares. The first 4,096 re-shares in numpy then cost 0.08-0.23 s more, about the
+load: the ski-rental rule (rent until the rent paid nears the price), whose worst case is a run
+that ends soon after the threshold and pays the 0.26 s load for little. A shorter run, so a
+test's or a small scenario's point, does not load numba by this rule (an instance of
+:data:`~simulator.engine.kernel.FILLING_ENTRIES` entries still does)."""
 
 
 def wanted(pairs: int, reshares: int) -> bool:

@@ -124,8 +124,8 @@ class Flows:
         self.changed = False
         """Whether a flow joined or left, or a capacity changed, since the last re-share."""
         self.reshares = 0
-        """Re-shares so far that solved a component (:func:`~simulator.engine.compiled.wanted`
-        reads it)."""
+        """Re-shares so far that walked a component (solved, or its set's rates recalled):
+        :func:`~simulator.engine.compiled.wanted` reads it."""
         self.sharing_wall_s = 0.0
         """Wall time spent re-sharing (:class:`~simulator.engine.vector.VectorTiming`)."""
 
