@@ -68,9 +68,10 @@ def wanted(pairs: int, reshares: int) -> bool:
 _loaded: dict[str, Any] = {}
 
 
-def _jit(name: str, function: Callable[..., Any], sample: tuple[Any, ...]) -> Any:
-    """``function`` compiled by numba and run once on ``sample`` (so that it compiles, or
-    loads from numba's cache, now); None where numba is not installed. Where the cache cannot
+def _jit(name: str, function: Callable[..., Any], sample: Callable[[], tuple[Any, ...]]) -> Any:
+    """``function`` compiled by numba and run once on the arguments ``sample`` makes (so that
+    it compiles, or loads from numba's cache, now; made only then, as this is asked at every
+    re-share that wants the loops); None where numba is not installed. Where the cache cannot
     be written or read it compiles without one; where it cannot compile at all, one warning
     and None: the numpy statements give the same rates."""
     if name not in _loaded:
@@ -87,7 +88,7 @@ def _jit(name: str, function: Callable[..., Any], sample: tuple[Any, ...]) -> An
         for cache in (True, False):
             try:
                 compiled = numba.njit(cache=cache, nogil=True)(function)
-                compiled(*sample)
+                compiled(*sample())
             except Exception as error:  # no cache locator, a truncated cache file, ...
                 failure = error
                 continue
@@ -101,20 +102,27 @@ def _jit(name: str, function: Callable[..., Any], sample: tuple[Any, ...]) -> An
 
 def compiled_filling() -> Filling | None:
     """The compiled :func:`_filling`, or None where numba is not installed or cannot compile."""
-    one = np.zeros(1, dtype=np.int64)
-    filling: Filling | None = _jit("filling", _filling,
-                                   (one, one, 1, np.ones(1), np.ones(1), np.ones(1)))
+    filling: Filling | None = _jit("filling", _filling, _filling_sample)
     return filling
 
 
 def compiled_component() -> Component | None:
     """The compiled :func:`_component`, or None where numba is not installed or cannot
     compile."""
-    none, one = np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
-    component: Component | None = _jit(
-        "component", _component,
-        (none, 1, np.zeros(2, dtype=np.int64), none, one, one, none, one, one.copy(), 1, 0))
+    component: Component | None = _jit("component", _component, _component_sample)
     return component
+
+
+def _filling_sample() -> tuple[Any, ...]:
+    """:func:`_filling`'s arguments for one flow on one link."""
+    one = np.zeros(1, dtype=np.int64)
+    return one, one, 1, np.ones(1), np.ones(1), np.ones(1)
+
+
+def _component_sample() -> tuple[Any, ...]:
+    """:func:`_component`'s arguments for one pair on no link."""
+    none, one = np.zeros(0, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    return none, 1, np.zeros(2, dtype=np.int64), none, one, one, none, one, one.copy(), 1, 0
 
 
 def _component(dirty: Any, links: int, cross_start: Any, cross_pairs: Any, first: Any,

@@ -103,8 +103,8 @@ def max_min_rates(flow_of: np.ndarray, link_of: np.ndarray, flows: int,
     large = len(flow_of) >= FILLING_ENTRIES
     loops = compiled_filling() if large or compiled else None
     if loops is not None:  # the same rounds in loops (the ``fast`` extra)
-        return loops(flow_of, link_of, flows, capacity.astype(np.float64),
-                     entry_weights(copies, len(flow_of)), users.astype(np.float64))
+        return loops(flow_of, link_of, flows, capacity.astype(np.float64, copy=False),
+                     entry_weights(copies, len(flow_of)), users.astype(np.float64, copy=False))
     if large:
         return _Filling(flow_of, link_of, flows, capacity, users, copies).rates()
     return _plain_filling(flow_of, link_of, flows, capacity, users, copies)
