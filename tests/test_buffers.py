@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from simulator import simulate
+from simulator.engine import buffers as buffers_module
 from simulator.engine import vector
 from simulator.engine.buffers import Buffers
+from simulator.engine.replayed import Log
 from simulator.engine.window import Followers, Snapshots, Window
 from simulator.model.reduction import ReduceOp
 
@@ -38,27 +40,43 @@ def held_of(src, dst, start, length, reduce, posted_after=None, receive_previous
                            switch_delay=np.zeros(1) if switches else None)
 
 
-def replayed(monkeypatch, few, held, steps):
+def replayed(monkeypatch, few, held, steps, compiled=False, op=ReduceOp.SUM, dtype="float32"):
     """The ranks' buffers after ``steps`` (("post" or "receive", window positions) each) with
-    ``Buffers.few`` at ``few``: float32 data whose sums round, so that any change in the order
-    of two reductions of one element shows."""
+    ``Buffers.few`` at ``few``, or logged and replayed in numba's loops (``compiled``, flushed
+    after each step but the last two): float32 data whose sums round, so that any change in
+    the order of two reductions of one element shows."""
     monkeypatch.setattr(Buffers, "few", few)
-    data = np.random.default_rng(1).standard_normal((RANKS, WIDTH)).astype(np.float32)
-    buffers = Buffers(held, data, ReduceOp.SUM)
-    for op, messages in steps:
-        (buffers.snapshot if op == "post" else buffers.combine)(np.array(messages))
-    assert buffers.snapshots.arrays == {} and buffers.sums == {}  # all received, all dropped
+    data = (np.random.default_rng(1).standard_normal((RANKS, WIDTH)) * 8).astype(dtype)
+    held.window["batch"][:], held.window["offset"][:] = -1, 0
+    buffers = Buffers(held, data, op, replayed=compiled)
+    assert (buffers.log is not None) == compiled
+    for k, (kind, messages) in enumerate(steps):
+        (buffers.snapshot if kind == "post" else buffers.combine)(np.array(messages))
+        if k < len(steps) - 2:
+            buffers.flush()
+    buffers.flush()
+    if compiled:
+        assert buffers.log.empty()  # all received, every sum taken
+    else:
+        assert buffers.snapshots.arrays == {} and buffers.sums == {}
     return data
 
 
-def both_paths(monkeypatch, held, steps):
-    """The buffers ``steps`` leave by the general path, asserted equal to the loop's."""
-    general = replayed(monkeypatch, ALL_GENERAL, held, steps)
-    np.testing.assert_array_equal(replayed(monkeypatch, ALL_LOOPED, held, steps), general)
+def both_paths(monkeypatch, held, steps, op=ReduceOp.SUM, dtype="float32"):
+    """The buffers ``steps`` leave by the general path, asserted equal to the loop's and to the
+    compiled replay's."""
+    general = replayed(monkeypatch, ALL_GENERAL, held, steps, op=op, dtype=dtype)
+    np.testing.assert_array_equal(replayed(monkeypatch, ALL_LOOPED, held, steps, op=op,
+                                           dtype=dtype), general)
+    np.testing.assert_array_equal(replayed(monkeypatch, ALL_GENERAL, held, steps, True, op,
+                                           dtype), general)
     return general
 
 
-def test_the_loop_gives_the_general_paths_bits_where_spans_meet(monkeypatch):
+@pytest.mark.parametrize(("op", "dtype"), [
+    (ReduceOp.SUM, "float32"), (ReduceOp.PROD, "float64"), (ReduceOp.MAX, "float32"),
+    (ReduceOp.MIN, "float64"), (ReduceOp.SUM, "int32"), (ReduceOp.PROD, "int64")])
+def test_the_loop_gives_the_general_paths_bits_where_spans_meet(monkeypatch, op, dtype):
     rng = np.random.default_rng(0)
     size = 60
     start = rng.integers(0, WIDTH - 8, size)
@@ -72,8 +90,8 @@ def test_the_loop_gives_the_general_paths_bits_where_spans_meet(monkeypatch):
     steps = [("post", order[i:i + 7].tolist()) for i in range(0, size, 7)]
     received = rng.permutation(size)  # across postings, several of one posting at once
     steps += [("receive", received[i:i + 6].tolist()) for i in range(0, size, 6)]
-    before = replayed(monkeypatch, ALL_GENERAL, held, [])
-    after = both_paths(monkeypatch, held, steps)
+    before = replayed(monkeypatch, ALL_GENERAL, held, [], op=op, dtype=dtype)
+    after = both_paths(monkeypatch, held, steps, op, dtype)
     assert not np.array_equal(after, before)  # the messages did move data
 
 
@@ -108,7 +126,11 @@ def runs(monkeypatch):
     def kept(self):
         timing = run(self)
         finished.append((self.name, self.buffers.flat.copy()))
+        replays.append((self.buffers.log is not None, timing.skipped))
         return timing
+
+    replays: list[tuple[bool, int]] = []
+    monkeypatch.setattr(vector._Run, "replays", replays, raising=False)
 
     monkeypatch.setattr(vector._Run, "run", kept)
     return finished
@@ -130,6 +152,117 @@ def test_every_algorithm_moves_the_same_bits_either_way(monkeypatch, runs):
         assert [name for name, _ in kept] == [name for name, _ in buffers[0]]
         for (_, mine), (_, theirs) in zip(kept, buffers[0], strict=True):
             np.testing.assert_array_equal(mine, theirs)
+
+
+WHOLE_RUNS = {
+    "dgx, all, float32 sum": {"topology": {"preset": "dgx_h100", "nodes": 2,
+                                           "gpus_per_node": 4},
+                              "algorithms": "all", "sizes": [4096, 3 << 20],
+                              "engine": "vector"},
+    "dgx, all, int32 max": {"topology": {"preset": "dgx_h100", "nodes": 2, "gpus_per_node": 4},
+                            "algorithms": "all", "sizes": [3 << 20], "engine": "vector",
+                            "op": "max", "dtype": "int32"},
+    "switch, trees jumping": {"topology": {"kind": "switch", "ranks": 8,
+                                           "bandwidth": "25GB/s", "latency": "1us"},
+                              "algorithms": ["tree", "double_binary_tree"],
+                              "sizes": ["64MiB"]},
+}
+"""Whole runs for the compiled replay: every algorithm on two DGX H100 (NVLS's in-switch sums,
+windows of blocks dropped as they are received), with a sum and with another op and dtype, and
+NCCL's trees on a switch, whose steady periods the fast-forward jumps (replaying their data)."""
+
+
+@pytest.mark.parametrize("scenario", list(WHOLE_RUNS))
+def test_data_replayed_compiled_are_the_numpy_paths_bits(monkeypatch, runs, scenario):
+    # every run's data logged (a replay every 64 messages and before every drop) against none;
+    # the ring a step a block (a window dropping the received ones)
+    flushes = []
+    flush = Log.flush
+
+    def counted(self):
+        flushes.append(len(self.kinds))
+        flush(self)
+
+    monkeypatch.setattr(Log, "flush", counted)
+    drops = []
+    drop = Window.drop
+
+    def dropped(self, messages):
+        drops.append(messages)
+        drop(self, messages)
+
+    monkeypatch.setattr(Window, "drop", dropped)
+    monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 8)  # a ring step
+    frames, buffers, replays = [], [], vector._Run.replays
+    for threshold, limit in ((1 << 62, Log.LIMIT), (0, 64)):
+        monkeypatch.setattr(buffers_module, "REPLAYED_MESSAGES", threshold)
+        monkeypatch.setattr(Log, "LIMIT", limit)
+        frames.append(simulate(WHOLE_RUNS[scenario]))
+        buffers.append(list(runs))
+        runs.clear()
+    assert frames[0].verified.all() and len(buffers[0]) >= 2
+    pd.testing.assert_frame_equal(frames[1], frames[0], check_exact=True)
+    assert [name for name, _ in buffers[1]] == [name for name, _ in buffers[0]]
+    for (_, mine), (_, theirs) in zip(buffers[1], buffers[0], strict=True):
+        np.testing.assert_array_equal(mine, theirs)
+    numpy, logged = replays[:len(buffers[0])], replays[len(buffers[0]):]
+    assert not any(log for log, _ in numpy) and all(log for log, _ in logged)
+    assert len([n for n in flushes if n]) > 2 * len(logged)  # replays in the middle of runs
+    if "jumping" in scenario:  # whole schedules, periods jumped
+        assert all(skips > 0 for _, skips in logged)
+    else:
+        assert len(drops) > 20  # windows of blocks dropped their received messages
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_copy_down_of_a_round_with_no_sum_is_an_error_either_way(monkeypatch, compiled):
+    # message 0 copies down the sum of a round whose last upload (1) was never received
+    held = held_of([-1, 0], [0, -1], [0, 0], [4, 4], [False, False], [1, -1], [-1, -1],
+                   switches=True)
+    held.window["batch"][:] = -1
+    buffers = Buffers(held, np.zeros((RANKS, WIDTH), dtype=np.float32), ReduceOp.SUM,
+                      replayed=compiled)
+    with pytest.raises(KeyError):
+        buffers.snapshot(np.array([0]))
+        buffers.flush()
+
+
+def test_the_table_of_sums_finds_what_was_added_and_not_removed():
+    # keys that collide on purpose (multiples of a power of two) and at random, added and
+    # removed in a random order past two growths, against a dict
+    loops = pytest.importorskip("simulator.engine.replay_loops")
+    rng = np.random.default_rng(3)
+    rows, state, kept = loops.table(4), np.zeros(2, dtype=np.int64), {}
+    keys = np.concatenate([np.arange(0, 1 << 16, 1 << 10), rng.integers(0, 1 << 40, 200)])
+    for step, key in enumerate(rng.permutation(keys).tolist()):
+        if key not in kept:
+            rows = loops.added(rows, state, key, step, key % 7)
+            kept[key] = (step, key % 7)
+        if step % 3 == 0:  # remove one kept at random
+            gone = list(kept)[int(rng.integers(len(kept)))]
+            loops.removed(rows, loops.found(rows, gone))
+            state[1] -= 1
+            del kept[gone]
+        assert state[1] == len(kept) == int((rows[:, 0] != loops.EMPTY).sum())
+    assert len(rows) >= 256 and len(kept) > 100
+    for key in keys.tolist():
+        at = loops.found(rows, key)
+        assert (at >= 0) == (key in kept)
+        if at >= 0:
+            assert (rows[at, 1], rows[at, 2]) == kept[key]
+
+
+def test_the_replay_leaves_to_numpy_what_numba_cannot_take(monkeypatch):
+    # float16 and bfloat16 (numba lacks them), and a replay that numba could not compile (as
+    # jitted leaves it: None, after one warning)
+    from simulator.engine import compiled
+    from simulator.engine.replayed import replay_for
+
+    assert replay_for(np.dtype("float16")) is None
+    assert replay_for(np.dtype("bfloat16")) is None
+    assert replay_for(np.dtype("float32")) is not None
+    monkeypatch.setattr(compiled, "_loaded", {"replay": None})
+    assert replay_for(np.dtype("float32")) is None
 
 
 def test_a_timing_only_payload_moves_nothing(monkeypatch):

@@ -68,7 +68,7 @@ def wanted(pairs: int, reshares: int) -> bool:
 _loaded: dict[str, Any] = {}
 
 
-def _jit(name: str, function: Callable[..., Any], sample: Callable[[], tuple[Any, ...]]) -> Any:
+def jitted(name: str, function: Callable[..., Any], sample: Callable[[], tuple[Any, ...]]) -> Any:
     """``function`` compiled by numba and run once on the arguments ``sample`` makes (so that
     it compiles, or loads from numba's cache, now; made only then, as this is asked at every
     re-share that wants the loops); None where numba is not installed. Where the cache cannot
@@ -102,14 +102,14 @@ def _jit(name: str, function: Callable[..., Any], sample: Callable[[], tuple[Any
 
 def compiled_filling() -> Filling | None:
     """The compiled :func:`_filling`, or None where numba is not installed or cannot compile."""
-    filling: Filling | None = _jit("filling", _filling, _filling_sample)
+    filling: Filling | None = jitted("filling", _filling, _filling_sample)
     return filling
 
 
 def compiled_component() -> Component | None:
     """The compiled :func:`_component`, or None where numba is not installed or cannot
     compile."""
-    component: Component | None = _jit("component", _component, _component_sample)
+    component: Component | None = jitted("component", _component, _component_sample)
     return component
 
 

@@ -334,6 +334,7 @@ class _Run:
         """The run's timing, once nothing is left to happen; its link figures to the
         recorder."""
         held = self.held
+        self.buffers.flush()
         held.finished()
         if self.recorder is not None and self.tally is not None:
             carried = self.tally.bytes(self.routes)

@@ -232,7 +232,7 @@ class Followers:
         return listed
 
 
-def _ignore(_: Any) -> None:
+def _ignore(*_: Any) -> None:
     """A callback of a run that is over (:meth:`Held.detach`)."""
 
 
@@ -246,7 +246,9 @@ class Held:
     this object, never keep it across a load or a drop.
 
     ``loaded`` is told the window positions of each block loaded, ``dropped`` how many
-    messages each drop forgot (their window positions moved down by as many)."""
+    messages each drop forgot (their window positions moved down by as many); ``dropping``,
+    if set, is called before a drop forgets any (what still reads the messages by their
+    window positions, as a log of data operations, reads them then)."""
 
     def __init__(self, blocks: Blocks, machine: Machine, payload: Payload, routes: Routes,
                  name: str, loaded: Callable[[np.ndarray], None],
@@ -257,6 +259,7 @@ class Held:
         self.routes = routes
         self.name = name
         self._loaded, self._dropped = loaded, dropped
+        self.dropping: Callable[[], None] = _ignore
         self.itemsize = payload.dtype.itemsize
         self.window = Window()
         self.block_ends: list[int] = []  # where each loaded block ends, in schedule numbering
@@ -433,6 +436,7 @@ class Held:
         k = len(received) if received.all() else int(np.argmin(received))
         if k == 0:
             return
+        self.dropping()
         self.window.drop(k)
         self._views()
         self._dropped(k)
@@ -443,7 +447,7 @@ class Held:
         """Forget the run's callbacks (``loaded``, ``dropped``): they refer back to the run,
         which holds this window, a cycle that only the cyclic garbage collector would free
         (with the run's window and data in it)."""
-        self._loaded = self._dropped = _ignore
+        self._loaded = self._dropped = self.dropping = _ignore
 
     def finished(self) -> None:
         """AlgorithmError unless every message of the schedule was loaded and received."""
