@@ -40,13 +40,18 @@ def held_of(src, dst, start, length, reduce, posted_after=None, receive_previous
                            switch_delay=np.zeros(1) if switches else None)
 
 
-def replayed(monkeypatch, few, held, steps, compiled=False, op=ReduceOp.SUM, dtype="float32"):
+def replayed(monkeypatch, few, held, steps, compiled=False, op=ReduceOp.SUM, dtype="float32",
+             data=None):
     """The ranks' buffers after ``steps`` (("post" or "receive", window positions) each) with
     ``Buffers.few`` at ``few``, or logged and replayed in numba's loops (``compiled``, flushed
-    after each step but the last two): float32 data whose sums round, so that any change in
-    the order of two reductions of one element shows."""
+    after each step but the last two, from a store of 4 elements, so that it compacts with
+    data and sums on their way): float32 data whose sums round (or ``data``), so that any
+    change in the order of two reductions of one element shows."""
     monkeypatch.setattr(Buffers, "few", few)
-    data = (np.random.default_rng(1).standard_normal((RANKS, WIDTH)) * 8).astype(dtype)
+    monkeypatch.setattr(Log, "STORE", 4)
+    if data is None:
+        data = (np.random.default_rng(1).standard_normal((RANKS, WIDTH)) * 8).astype(dtype)
+    data = data.copy()
     held.window["batch"][:], held.window["offset"][:] = -1, 0
     buffers = Buffers(held, data, op, replayed=compiled)
     assert (buffers.log is not None) == compiled
@@ -57,19 +62,19 @@ def replayed(monkeypatch, few, held, steps, compiled=False, op=ReduceOp.SUM, dty
     buffers.flush()
     if compiled:
         assert buffers.log.empty()  # all received, every sum taken
+        assert len(buffers.log.store) > 4 or not steps  # it grew, compacting
     else:
         assert buffers.snapshots.arrays == {} and buffers.sums == {}
     return data
 
 
-def both_paths(monkeypatch, held, steps, op=ReduceOp.SUM, dtype="float32"):
-    """The buffers ``steps`` leave by the general path, asserted equal to the loop's and to the
-    compiled replay's."""
-    general = replayed(monkeypatch, ALL_GENERAL, held, steps, op=op, dtype=dtype)
-    np.testing.assert_array_equal(replayed(monkeypatch, ALL_LOOPED, held, steps, op=op,
-                                           dtype=dtype), general)
-    np.testing.assert_array_equal(replayed(monkeypatch, ALL_GENERAL, held, steps, True, op,
-                                           dtype), general)
+def both_paths(monkeypatch, held, steps, op=ReduceOp.SUM, dtype="float32", data=None):
+    """The buffers ``steps`` leave by the general path, asserted equal, bit for bit (the sign
+    of a zero included), to the loop's and to the compiled replay's."""
+    general = replayed(monkeypatch, ALL_GENERAL, held, steps, op=op, dtype=dtype, data=data)
+    for few, compiled in ((ALL_LOOPED, False), (ALL_GENERAL, True)):
+        other = replayed(monkeypatch, few, held, steps, compiled, op, dtype, data)
+        assert other.tobytes() == general.tobytes()
     return general
 
 
@@ -193,6 +198,7 @@ def test_data_replayed_compiled_are_the_numpy_paths_bits(monkeypatch, runs, scen
 
     monkeypatch.setattr(Window, "drop", dropped)
     monkeypatch.setattr("simulator.algorithms.phases.ring.BLOCK_MESSAGES", 8)  # a ring step
+    monkeypatch.setattr(Log, "STORE", 4)  # compactions with data and sums on their way
     frames, buffers, replays = [], [], vector._Run.replays
     for threshold, limit in ((1 << 62, Log.LIMIT), (0, 64)):
         monkeypatch.setattr(buffers_module, "REPLAYED_MESSAGES", threshold)
@@ -212,6 +218,23 @@ def test_data_replayed_compiled_are_the_numpy_paths_bits(monkeypatch, runs, scen
         assert all(skips > 0 for _, skips in logged)
     else:
         assert len(drops) > 20  # windows of blocks dropped their received messages
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # numpy's, NaNs
+@pytest.mark.parametrize(("op", "dtype", "values"), [
+    (ReduceOp.MAX, "float32", [0.0, -0.0]), (ReduceOp.MIN, "float64", [-0.0, 0.0]),
+    (ReduceOp.MAX, "float64", [np.nan, 1.0, -0.0]), (ReduceOp.SUM, "int32", [2**30, 2**31 - 1]),
+    (ReduceOp.PROD, "int32", [46341, -65537]), (ReduceOp.PROD, "int64", [2**40, 3**30])])
+def test_the_replay_keeps_numpys_ties_nans_and_wrapping(monkeypatch, op, dtype, values):
+    # every rank's elements drawn from ``values`` (a tie of +0 and -0, a NaN, integers that
+    # overflow when combined); ranks 0-3 send their span to rank 4, in order, reducing
+    rng = np.random.default_rng(5)
+    data = rng.choice(np.array(values, dtype=dtype), (RANKS, WIDTH))
+    held = held_of([0, 1, 2, 3], [4, 4, 4, 4], [0, 0, 8, 0], [WIDTH, 8, 16, WIDTH],
+                   [True] * 4)
+    after = both_paths(monkeypatch, held, [("post", [0, 1, 2, 3]), ("receive", [0, 1]),
+                                           ("receive", [2, 3])], op, dtype, data)
+    assert after.tobytes() != data.tobytes()  # some element changed, if only its zero's sign
 
 
 @pytest.mark.parametrize("compiled", [False, True])
@@ -261,7 +284,7 @@ def test_the_replay_leaves_to_numpy_what_numba_cannot_take(monkeypatch):
     assert replay_for(np.dtype("float16")) is None
     assert replay_for(np.dtype("bfloat16")) is None
     assert replay_for(np.dtype("float32")) is not None
-    monkeypatch.setattr(compiled, "_loaded", {"replay": None})
+    monkeypatch.setattr(compiled, "_loaded", {"replay of float32": None})
     assert replay_for(np.dtype("float32")) is None
 
 

@@ -32,9 +32,10 @@ REPLAYED_MESSAGES = 1 << 17
 """From how many messages a run's data are logged and replayed compiled
 (:mod:`simulator.engine.replayed`) where numba is installed. Measured on this project's 2-core
 machine: loading numba and the replay from numba's cache costs 0.28 s a process (0.01 s where
-the sharing's loops loaded numba already), and the replay saves 2.4-4.4 µs a message (NVLSTree
-at 4 GiB on 8 × DGX H100: 1.1 million messages, 11.6 → 8.9 s; the GB200 2-rack ring, 164,736
-messages: 0.7 s), so a run of 131,072 messages gains at least about what the load costs."""
+the sharing's loops loaded numba already), and the replay saves 2.1 µs a message or more
+(NVLSTree at 4 GiB on 8 × DGX H100, 1,294,336 messages: 11.6 → 8.9 s; the GB200 2-rack
+ring's 164,736 messages cost 4.4 µs each in numpy), so a run of 131,072 messages gains about
+what the load costs (0.28 s / 2.1 µs ≈ 133,000, for the case that saves least a message)."""
 
 
 class Buffers:

@@ -1,5 +1,6 @@
 """Max-min sharing's two loops compiled with numba (the ``fast`` extra), for large fabrics and
-long runs.
+long runs; and :func:`jitted`, which compiles them and the data's replay
+(:mod:`simulator.engine.replayed`).
 
 - :func:`_filling`, progressive filling: :func:`~simulator.engine.kernel.max_min_rates` takes
   it for an instance of :data:`~simulator.engine.kernel.FILLING_ENTRIES` entries or more, and
@@ -73,7 +74,7 @@ def jitted(name: str, function: Callable[..., Any], sample: Callable[[], tuple[A
     it compiles, or loads from numba's cache, now; made only then, as this is asked at every
     re-share that wants the loops); None where numba is not installed. Where the cache cannot
     be written or read it compiles without one; where it cannot compile at all, one warning
-    and None: the numpy statements give the same rates."""
+    and None: the numpy statements give the same rates (the same data, for the replay)."""
     if name not in _loaded:
         _loaded[name] = None
         try:
@@ -81,7 +82,7 @@ def jitted(name: str, function: Callable[..., Any], sample: Callable[[], tuple[A
         except ImportError:
             return None
         except Exception as error:  # a broken install: numba or llvmlite fails to load
-            warnings.warn(f"numba fails to load ({error}); sharing with numpy", RuntimeWarning,
+            warnings.warn(f"numba fails to load ({error}); numpy instead", RuntimeWarning,
                           stacklevel=3)
             return None
         failure: Exception | None = None
@@ -95,7 +96,7 @@ def jitted(name: str, function: Callable[..., Any], sample: Callable[[], tuple[A
             _loaded[name] = compiled
             break
         else:
-            warnings.warn(f"numba cannot compile {name} ({failure}); sharing with numpy",
+            warnings.warn(f"numba cannot compile {name} ({failure}); numpy instead",
                           RuntimeWarning, stacklevel=3)
     return _loaded[name]
 

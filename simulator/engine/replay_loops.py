@@ -42,14 +42,18 @@ def combined(a: Any, b: Any, op: int) -> Any:
     if op == 1:
         return a * b
     if op == 2:
-        return a if (a >= b or a != a) else b  # numpy's maximum: a NaN wins, a on a tie
-    return a if (a <= b or a != a) else b
+        return a if (a > b or a != a) else b  # numpy's maximum: a NaN wins, b on a tie (±0)
+    return a if (a < b or a != a) else b
 
 
 @numba.njit(cache=True, nogil=True)
 def home(key: int, mask: int) -> int:
-    """A key's first row: Fibonacci hashing (Knuth, §6.4), the product's high bits."""
-    return ((key * -7046029254386353131) >> 17) & mask
+    """A key's first row of ``mask + 1`` (a power of two): Fibonacci hashing (Knuth, §6.4),
+    the top bits of the key times 2^64/φ, wrapped to 64 bits."""
+    bits = 0
+    while (1 << bits) <= mask:
+        bits += 1
+    return ((key * -7046029254386353131) >> (64 - bits)) & mask
 
 
 @numba.njit(cache=True, nogil=True)
@@ -137,12 +141,13 @@ def stored(store: Any, state: Any, live: Any, at: Any, count: Any, rows: Any,
     return moved
 
 
-def sample() -> tuple[Any, ...]:
-    """:func:`replay`'s arguments for one message posted and received on one rank."""
-    one, flat = np.zeros(1, dtype=np.int64), np.zeros(2)
+def sample(dtype: np.dtype[Any]) -> tuple[Any, ...]:
+    """:func:`replay`'s arguments for one message posted and received on one rank, its buffers
+    and store in ``dtype``."""
+    one, flat = np.zeros(1, dtype=np.int64), np.zeros(2, dtype=dtype)
     kinds, bounds = np.array([POST, 1], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)
     none = np.full(1, -1, dtype=np.int64)
-    return (kinds, bounds, np.zeros(2, dtype=np.int64), flat, 2, 0, np.zeros(4),
+    return (kinds, bounds, np.zeros(2, dtype=np.int64), flat, 2, 0, np.zeros(4, dtype=dtype),
             np.zeros(2, dtype=np.int64), one, one, one, one + 1, one, one + 1,
             np.zeros(1, dtype=np.bool_), none.copy(), one.copy(), none, none, 0, table())
 

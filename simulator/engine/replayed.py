@@ -14,11 +14,11 @@ applies, gives the numpy path's bits:
   winning), then every switch upload added to its round's sum;
 - the operations are IEEE's on the buffer's dtype (float32 sums in float32; integers wrap as
   numpy's do); ``max``/``min`` pick as numpy's ``maximum``/``minimum`` (a NaN on either side
-  wins, the first operand on a tie).
+  wins, the second operand on a tie: max(0.0, -0.0) is -0.0).
 
 Where a posting costs Python per message (a loop over a few messages, a dictionary of arrays),
-the replay costs tens of nanoseconds: NVLSTree at 4 GiB on 8 × DGX H100 moves 1.1 million
-messages whose data took 3 s of its 11.8 (docs/benchmark.md).
+the replay costs tens of nanoseconds: NVLSTree at 4 GiB on 8 × DGX H100 moves 1,294,336
+messages whose data took 2.7 s of its 11.6 (docs/benchmark.md).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def replay_for(dtype: np.dtype[Any]) -> tuple[Replay, Callable[[], np.ndarray]] 
         from simulator.engine import replay_loops as loops
     except Exception:  # no numba, or a broken one (which the sharing's loops warn of)
         return None
-    replay = jitted("replay", loops.replay, loops.sample)
+    replay = jitted(f"replay of {dtype.name}", loops.replay, lambda: loops.sample(dtype))
     return None if replay is None else (replay, loops.table)
 
 
@@ -68,6 +68,9 @@ class Log:
     LIMIT = 1 << 16
     """Messages logged before a replay (a bound on the log's memory: 8 bytes each)."""
 
+    STORE = 1024
+    """Elements of the store at first (it grows as the data on their way need)."""
+
     def __init__(self, held: Held, flat: np.ndarray, width: int, reduce_op: ReduceOp,
                  loops: tuple[Replay, Callable[[], np.ndarray]]) -> None:
         self.held, self.flat, self.width, self.op = held, flat, width, OPS[reduce_op]
@@ -75,7 +78,7 @@ class Log:
         self.kinds: list[int] = []
         self.bounds: list[int] = [0]
         self.messages = np.empty(self.LIMIT, dtype=np.int64)
-        self.store = np.empty(1024, dtype=flat.dtype)  # the data on their way
+        self.store = np.empty(self.STORE, dtype=flat.dtype)  # the data on their way
         self.state = np.zeros(2, dtype=np.int64)  # the store's top, the sums in the table
 
     def add(self, kind: int, messages: np.ndarray) -> None:

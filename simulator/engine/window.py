@@ -444,9 +444,9 @@ class Held:
             followers.dropped()
 
     def detach(self) -> None:
-        """Forget the run's callbacks (``loaded``, ``dropped``): they refer back to the run,
-        which holds this window, a cycle that only the cyclic garbage collector would free
-        (with the run's window and data in it)."""
+        """Forget the run's callbacks (``loaded``, ``dropped``, ``dropping``): they refer back
+        to the run, which holds this window, a cycle that only the cyclic garbage collector
+        would free (with the run's window and data in it)."""
         self._loaded = self._dropped = self.dropping = _ignore
 
     def finished(self) -> None:
