@@ -19,8 +19,6 @@ from typing import Any
 import numba
 import numpy as np
 
-from simulator.engine.replayed import POST
-
 EMPTY = -1
 """A free row's key (schedule numbers are not negative)."""
 
@@ -145,7 +143,7 @@ def sample(dtype: np.dtype[Any]) -> tuple[Any, ...]:
     """:func:`replay`'s arguments for one message posted and received on one rank, its buffers
     and store in ``dtype``."""
     one, flat = np.zeros(1, dtype=np.int64), np.zeros(2, dtype=dtype)
-    kinds, bounds = np.array([POST, 1], dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)
+    kinds, bounds = np.array([False, True]), np.array([0, 1, 2], dtype=np.int64)
     none = np.full(1, -1, dtype=np.int64)
     return (kinds, bounds, np.zeros(2, dtype=np.int64), flat, 2, 0, np.zeros(4, dtype=dtype),
             np.zeros(2, dtype=np.int64), one, one, one, one + 1, one, one + 1,
@@ -156,7 +154,7 @@ def replay(kinds: Any, bounds: Any, messages: Any, flat: Any, width: int, op: in
            state: Any, src: Any, dst: Any, send_first: Any, send_count: Any, recv_first: Any,
            recv_count: Any, reduce: Any, live: Any, at: Any, receive_previous: Any,
            posted_after: Any, start: int, rows: Any) -> Any:
-    """Apply the logged groups (group g: ``kinds[g]``, a post or a receive, of
+    """Apply the logged groups (group g: a receive where ``kinds[g]``, else a post, of
     ``messages[bounds[g]:bounds[g + 1]]``, window positions) to ``flat``, the ranks' buffers
     (``width`` elements each); the schedule's columns are the window's (``start``: the
     window's first schedule number). A posted message's data go to ``store`` at its ``at``
@@ -165,7 +163,7 @@ def replay(kinds: Any, bounds: Any, messages: Any, flat: Any, width: int, op: in
     and the table (new ones where they grew)."""
     for g in range(kinds.shape[0]):
         lo, hi = bounds[g], bounds[g + 1]
-        if kinds[g] == POST:
+        if not kinds[g]:  # a post
             for i in range(lo, hi):
                 m = messages[i]
                 n = send_count[m]

@@ -32,8 +32,8 @@ from simulator.engine.compiled import jitted
 from simulator.engine.window import Held
 from simulator.model.reduction import ReduceOp
 
-POST, RECEIVE = 0, 1
-"""The two kinds of a logged group of messages."""
+POST, RECEIVE = False, True
+"""The two kinds of a logged group of messages (whether it receives)."""
 
 OPS = {ReduceOp.SUM: 0, ReduceOp.AVG: 0, ReduceOp.PROD: 1, ReduceOp.MAX: 2, ReduceOp.MIN: 3}
 """Each reduction's code in :func:`~simulator.engine.replay_loops.combined` (``avg`` sums: it
@@ -75,13 +75,13 @@ class Log:
                  loops: tuple[Replay, Callable[[], np.ndarray]]) -> None:
         self.held, self.flat, self.width, self.op = held, flat, width, OPS[reduce_op]
         self.replay, self.rows = loops[0], loops[1]()
-        self.kinds: list[int] = []
+        self.kinds: list[bool] = []
         self.bounds: list[int] = [0]
         self.messages = np.empty(self.LIMIT, dtype=np.int64)
         self.store = np.empty(self.STORE, dtype=flat.dtype)  # the data on their way
         self.state = np.zeros(2, dtype=np.int64)  # the store's top, the sums in the table
 
-    def add(self, kind: int, messages: np.ndarray) -> None:
+    def add(self, kind: bool, messages: np.ndarray) -> None:
         """Log a group of ``messages`` posted (:data:`POST`) or received (:data:`RECEIVE`)."""
         end = self.bounds[-1] + len(messages)
         if end > len(self.messages):
@@ -101,7 +101,7 @@ class Log:
         held, window = self.held, self.held.window
         s = held.s
         self.store, self.rows = self.replay(
-            np.array(self.kinds, dtype=np.int64), np.array(self.bounds, dtype=np.int64),
+            np.array(self.kinds, dtype=np.bool_), np.array(self.bounds, dtype=np.int64),
             self.messages, self.flat, self.width, self.op, self.store, self.state, s.src, s.dst,
             held.send_view[0], held.send_view[1], held.recv_view[0], held.recv_view[1],
             s.reduce, window["batch"], window["offset"], s.receive_previous, s.posted_after,
