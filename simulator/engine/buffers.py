@@ -64,7 +64,7 @@ class Buffers:
             replayed = held.blocks.size >= REPLAYED_MESSAGES
         loops = replay_for(self.flat.dtype) if self.moves and replayed else None
         if loops is not None:
-            self.log = Log(held, self.flat, self.width, reduce_op, loops)
+            self.log = Log(held, self.snapshots, self.flat, self.width, reduce_op, loops)
             held.dropping = self.log.flush
 
     def flush(self) -> None:

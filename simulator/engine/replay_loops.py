@@ -83,6 +83,17 @@ def removed(rows: Any, i: int) -> None:
 
 
 @numba.njit(cache=True, nogil=True)
+def put(rows: Any, key: int, where: int, length: int) -> None:
+    """Write (key, where, length) in the first free row from the key's home (``key`` not
+    in ``rows``, a free row left)."""
+    mask = rows.shape[0] - 1
+    i = home(key, mask)
+    while rows[i, 0] != EMPTY:
+        i = (i + 1) & mask
+    rows[i, 0], rows[i, 1], rows[i, 2] = key, where, length
+
+
+@numba.njit(cache=True, nogil=True)
 def added(rows: Any, state: Any, key: int, where: int, length: int) -> Any:
     """``rows`` with (key, where, length) added (a new table, twice the rows, once half
     full); ``state[1]`` counts the rows in use."""
@@ -91,16 +102,9 @@ def added(rows: Any, state: Any, key: int, where: int, length: int) -> Any:
         grown[:, 0] = EMPTY
         for r in range(rows.shape[0]):
             if rows[r, 0] != EMPTY:
-                i = home(rows[r, 0], grown.shape[0] - 1)
-                while grown[i, 0] != EMPTY:
-                    i = (i + 1) & (grown.shape[0] - 1)
-                grown[i, 0], grown[i, 1], grown[i, 2] = rows[r, 0], rows[r, 1], rows[r, 2]
+                put(grown, rows[r, 0], rows[r, 1], rows[r, 2])
         rows = grown
-    mask = rows.shape[0] - 1
-    i = home(key, mask)
-    while rows[i, 0] != EMPTY:
-        i = (i + 1) & mask
-    rows[i, 0], rows[i, 1], rows[i, 2] = key, where, length
+    put(rows, key, where, length)
     state[1] += 1
     return rows
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from simulator.engine.compiled import jitted
-from simulator.engine.window import Held
+from simulator.engine.window import Held, Snapshots
 from simulator.model.reduction import ReduceOp
 
 POST, RECEIVE = False, True
@@ -71,9 +71,11 @@ class Log:
     STORE = 1024
     """Elements of the store at first (it grows as the data on their way need)."""
 
-    def __init__(self, held: Held, flat: np.ndarray, width: int, reduce_op: ReduceOp,
-                 loops: tuple[Replay, Callable[[], np.ndarray]]) -> None:
+    def __init__(self, held: Held, snapshots: Snapshots, flat: np.ndarray, width: int,
+                 reduce_op: ReduceOp, loops: tuple[Replay, Callable[[], np.ndarray]]) -> None:
         self.held, self.flat, self.width, self.op = held, flat, width, OPS[reduce_op]
+        self.snapshots = snapshots  # its columns: whether a message's data are on their way
+        # (``batch`` ≥ 0) and where in the store (``offset``)
         self.replay, self.rows = loops[0], loops[1]()
         self.kinds: list[bool] = []
         self.bounds: list[int] = [0]
@@ -98,17 +100,16 @@ class Log:
         """Apply what is logged, in order, and empty the log."""
         if not self.kinds:
             return
-        held, window = self.held, self.held.window
+        held, snapshots = self.held, self.snapshots
         s = held.s
         self.store, self.rows = self.replay(
             np.array(self.kinds, dtype=np.bool_), np.array(self.bounds, dtype=np.int64),
             self.messages, self.flat, self.width, self.op, self.store, self.state, s.src, s.dst,
             held.send_view[0], held.send_view[1], held.recv_view[0], held.recv_view[1],
-            s.reduce, window["batch"], window["offset"], s.receive_previous, s.posted_after,
-            window.start, self.rows)
+            s.reduce, snapshots.batch, snapshots.offset, s.receive_previous, s.posted_after,
+            held.window.start, self.rows)
         self.kinds, self.bounds = [], [0]
 
     def empty(self) -> bool:
         """Whether every logged message was received and every in-switch sum taken."""
-        return not self.kinds and self.state[1] == 0 and bool(
-            (self.held.window["batch"] < 0).all())
+        return not self.kinds and self.state[1] == 0 and bool((self.snapshots.batch < 0).all())
